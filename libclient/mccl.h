@@ -1,0 +1,163 @@
+/*
+ * mccl.h: the MCCL client library, libmccl.
+ *
+ * A process attaches to the mccld daemon of its node and becomes one rank of
+ * a job: a set of nranks processes, spread over any nodes of the cluster,
+ * named by a string the application chooses (scoped to its user id).  It
+ * then submits collective operations on its buffers; the daemons combine the
+ * buffers of the ranks on each node in shared memory, run one inter-node
+ * collective per node and write the results back in place.
+ *
+ * Conventions, as in NCCL and MPI:
+ *  - count is in elements of dtype, never bytes;
+ *  - req == NULL makes a call blocking; otherwise it returns at once and
+ *    *req is completed (and freed) by mccl_wait(), or polled by mccl_test();
+ *  - operations on one communicator complete in the order they were issued;
+ *  - every call returns MCCL_SUCCESS or an error code, and
+ *    mccl_last_error(comm) then says what failed and why.
+ *
+ * Buffers: memory from mccl_alloc() is shared with the daemon, which reads
+ * and writes it in place (zero copy).  Any other pointer works too, but is
+ * staged through a segment of the library's own, which costs a copy in and
+ * out of every operation.
+ *
+ * Errors during an operation (a peer that died, a timeout, an abort) fail
+ * that operation on every rank and leave the communicator unusable: every
+ * later call on it returns the same error.  Destroy it and create another.
+ *
+ * Thread safety: a communicator may be used from several threads; calls on
+ * it are serialized.  Different communicators are independent.
+ *
+ * Environment: MCCL_SOCKET (the daemon's socket path), MCCL_JOB, MCCL_RANK,
+ * MCCL_NRANKS (mccl_comm_init_env), MCCL_INIT_TIMEOUT_MS,
+ * MCCL_OP_TIMEOUT_MS.
+ */
+#ifndef MCCL_H
+#define MCCL_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MCCL_VERSION_MAJOR	0
+#define MCCL_VERSION_MINOR	1
+#define MCCL_VERSION_PATCH	0
+
+typedef enum {
+	MCCL_SUCCESS = 0,
+	MCCL_ERR_INVALID_ARGUMENT,	/* a bad argument; nothing was done */
+	MCCL_ERR_UNSUPPORTED,		/* valid, but not supported (e.g. int AVG) */
+	MCCL_ERR_CONNECT,		/* no daemon answers on the socket */
+	MCCL_ERR_TIMEOUT,		/* a deadline passed */
+	MCCL_ERR_PEER_FAILED,		/* a rank, node or link of the job failed */
+	MCCL_ERR_ABORTED,		/* the job was aborted */
+	MCCL_ERR_PERMISSION,		/* not allowed for this user */
+	MCCL_ERR_NO_MEMORY,		/* out of memory, or over a limit */
+	MCCL_ERR_PROTOCOL,		/* the daemon sent something unexpected */
+	MCCL_ERR_INTERNAL		/* a bug: please report it */
+} mccl_result_t;
+
+#define MCCL_NUM_RESULTS	11
+
+typedef enum {
+	MCCL_INT8,
+	MCCL_UINT8,
+	MCCL_INT32,
+	MCCL_UINT32,
+	MCCL_INT64,
+	MCCL_UINT64,
+	MCCL_FLOAT16,
+	MCCL_BFLOAT16,
+	MCCL_FLOAT32,
+	MCCL_FLOAT64
+} mccl_dtype_t;
+
+#define MCCL_NUM_DTYPES	10
+
+typedef enum {
+	MCCL_SUM,
+	MCCL_PROD,
+	MCCL_MIN,
+	MCCL_MAX,
+	MCCL_AVG	/* floating-point types only */
+} mccl_op_t;
+
+#define MCCL_NUM_OPS	5
+
+typedef struct mccl_comm mccl_comm_t;		/* opaque */
+typedef struct mccl_request mccl_request_t;	/* opaque */
+
+/*
+ * Join job `job` as rank `rank` of `nranks` through the local daemon, and
+ * return once all nranks ranks, on whatever nodes, have joined and the
+ * daemons have connected.  Fails with MCCL_ERR_TIMEOUT after the init
+ * timeout (MCCL_INIT_TIMEOUT_MS, default 30 s), naming the ranks that never
+ * came; with MCCL_ERR_INVALID_ARGUMENT if another process holds the same
+ * rank or the ranks disagree on nranks; with MCCL_ERR_CONNECT if no daemon
+ * answers (the message names the socket path tried).
+ * On failure *comm is NULL; mccl_last_error(NULL) gives the message.
+ */
+mccl_result_t	mccl_comm_init(mccl_comm_t **comm, const char *job, int nranks,
+		    int rank);
+
+/* mccl_comm_init() with job, rank and nranks from MCCL_JOB, MCCL_RANK and
+ * MCCL_NRANKS. */
+mccl_result_t	mccl_comm_init_env(mccl_comm_t **comm);
+
+/* Leave the job and free the communicator, its buffers and requests.  Other
+ * ranks' pending operations on the job fail if this one leaves early. */
+mccl_result_t	mccl_comm_destroy(mccl_comm_t *comm);
+
+int		mccl_comm_rank(const mccl_comm_t *comm);
+int		mccl_comm_size(const mccl_comm_t *comm);
+
+/* Memory shared with the daemon (a sealed memfd segment): operations on it
+ * are zero-copy.  Returns NULL on failure (see mccl_last_error). */
+void		*mccl_alloc(mccl_comm_t *comm, size_t bytes);
+void		 mccl_free(mccl_comm_t *comm, void *ptr);
+
+/*
+ * recvbuf[i] = op over all ranks of sendbuf[i], for i < count, on every
+ * rank.  sendbuf == recvbuf is in place.  Results are bit-identical on
+ * every rank.
+ */
+mccl_result_t	mccl_allreduce(const void *sendbuf, void *recvbuf, size_t count,
+		    mccl_dtype_t dtype, mccl_op_t op, mccl_comm_t *comm,
+		    mccl_request_t **req);
+
+/* Copy count elements of root's buf into buf on every other rank. */
+mccl_result_t	mccl_broadcast(void *buf, size_t count, mccl_dtype_t dtype,
+		    int root, mccl_comm_t *comm, mccl_request_t **req);
+
+/* Complete once every rank has called it. */
+mccl_result_t	mccl_barrier(mccl_comm_t *comm, mccl_request_t **req);
+
+/*
+ * Wait for req to complete, at most timeout_ms (< 0: the operation's own
+ * deadline, which always exists).  On completion, req is freed and the
+ * operation's result returned.  MCCL_ERR_TIMEOUT from mccl_wait itself
+ * leaves req pending: wait again or destroy the communicator.
+ */
+mccl_result_t	mccl_wait(mccl_request_t *req, int timeout_ms);
+
+/* *done = 1 and the operation's result once it completed (req is then
+ * freed); *done = 0 and MCCL_SUCCESS while it is still pending. */
+mccl_result_t	mccl_test(mccl_request_t *req, int *done);
+
+/* A static description of a result code. */
+const char	*mccl_strerror(mccl_result_t r);
+
+/* The detailed message of the last error on comm, or of the last failed
+ * mccl_comm_init in this thread when comm is NULL. */
+const char	*mccl_last_error(const mccl_comm_t *comm);
+
+/* Size in bytes of one element of dtype, or 0 if dtype is unknown. */
+size_t		 mccl_dtype_size(mccl_dtype_t dtype);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

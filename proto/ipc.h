@@ -1,0 +1,144 @@
+/*
+ * ipc.h: the local protocol between mccld and its clients (libmccl and
+ * mcclctl), over a SOCK_SEQPACKET Unix socket.  One record is one frame,
+ * so a frame's length is exactly the record's length; descriptors travel
+ * with the record that needs them (SCM_RIGHTS) and nowhere else.
+ *
+ * Version history:
+ *   1  first version.
+ */
+#ifndef MCCL_IPC_H
+#define MCCL_IPC_H
+
+#include <stdint.h>
+#include "wire.h"
+
+#define IPC_MAGIC		0x4d43434cU	/* "MCCL" */
+#define IPC_VERSION		1
+#define IPC_MSG_MAX		(256 * 1024)	/* largest record either side sends */
+#define IPC_TEXT_MAX		1024		/* error and status messages */
+
+#define JOB_NAME_MAX		128		/* including the NUL */
+#define NODE_NAME_MAX		64
+
+enum ipc_type {
+	/* 100: session */
+	IPC_HELLO = 100,	/* c->d: first record on every connection */
+	IPC_HELLO_OK = 101,	/* d->c */
+	IPC_ERROR = 102,	/* d->c: a request failed; trailer: message */
+	/* 200: shared memory */
+	IPC_SEG_ADD = 200,	/* c->d, with one memfd */
+	IPC_SEG_OK = 201,	/* d->c */
+	IPC_SEG_DEL = 202,	/* c->d: no reply */
+	/* 300: jobs */
+	IPC_JOIN = 300,		/* c->d: this connection is rank r of job J */
+	IPC_JOINED = 301,	/* d->c: all ranks are there, links are up */
+	IPC_LEAVE = 302,	/* c->d: orderly detach (mccl_comm_destroy) */
+	IPC_ABORT = 303,	/* c->d: abort the job everywhere */
+	/* 400: operations */
+	IPC_OP = 400,		/* c->d: submit an operation */
+	IPC_OP_DONE = 401,	/* d->c: trailer: message when code != 0 */
+	/* 500: control (mcclctl) */
+	IPC_CTL = 500,		/* c->d: trailer: argument (a job name) */
+	IPC_CTL_REPLY = 501,	/* d->c: trailer: a JSON document */
+};
+
+/* Collectives, as carried in ipc_op.coll and peer_ophdr.coll. */
+enum coll_type {
+	COLL_ALLREDUCE = 1,
+	COLL_BROADCAST = 2,
+	COLL_BARRIER = 3,
+	COLL_REDUCE = 4,
+	COLL_ALLGATHER = 5,
+	COLL_REDUCE_SCATTER = 6,
+	COLL_ALLTOALL = 7,
+	COLL_MAX = 7,
+};
+
+enum ctl_cmd {
+	CTL_STATUS = 1,
+	CTL_PEERS = 2,
+	CTL_JOBS = 3,
+	CTL_MAX = 3,
+};
+
+struct ipc_hello {
+	uint32_t	version;
+	uint32_t	pid;
+};
+
+struct ipc_hello_ok {
+	uint32_t	version;
+	uint32_t	node_index;
+	uint32_t	nnodes;
+	char		node_name[NODE_NAME_MAX];
+};
+
+struct ipc_error {
+	uint32_t	code;		/* mccl_result_t */
+	uint32_t	request;	/* the type of the request that failed */
+};
+
+struct ipc_seg_add {
+	uint32_t	seg_id;		/* chosen by the client, unique per connection */
+	uint64_t	size;
+};
+
+struct ipc_seg_ok {
+	uint32_t	seg_id;
+};
+
+struct ipc_seg_del {
+	uint32_t	seg_id;
+};
+
+struct ipc_join {
+	uint32_t	nranks;
+	uint32_t	rank;
+	uint32_t	timeout_ms;
+	char		job[JOB_NAME_MAX];
+};
+
+struct ipc_joined {
+	uint64_t	job_id;
+	uint32_t	nranks;
+	uint32_t	rank;
+	uint32_t	nnodes;		/* nodes the job spans */
+	uint32_t	nlocal;		/* its ranks on this node */
+};
+
+/*
+ * An operation.  Buffers are (segment, offset) pairs inside segments this
+ * connection registered; the daemon checks that [off, off + len) lies inside.
+ */
+struct ipc_op {
+	uint64_t	seq;		/* 1, 2, 3, ... per connection */
+	uint8_t		coll;
+	uint8_t		dtype;
+	uint8_t		redop;
+	uint8_t		flags;
+	uint32_t	root;		/* root rank, where the collective has one */
+	uint64_t	count;
+	uint32_t	send_seg;
+	uint32_t	recv_seg;
+	uint64_t	send_off;
+	uint64_t	recv_off;
+	uint32_t	timeout_ms;	/* 0: the daemon's op_timeout */
+};
+
+struct ipc_op_done {
+	uint64_t	seq;
+	uint32_t	code;
+};
+
+struct ipc_ctl {
+	uint32_t	cmd;
+};
+
+struct ipc_ctl_reply {
+	uint32_t	code;
+};
+
+extern const struct wire_proto ipc_proto;
+
+#endif

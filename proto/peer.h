@@ -1,0 +1,101 @@
+/*
+ * peer.h: the protocol between daemons over TCP.  A connection is either a
+ * control connection (starts with PEER_HELLO: job formation, aborts,
+ * heartbeats) or a data link of one job (starts with PEER_DATA_HELLO:
+ * operation headers and bulk data, read straight into their destination).
+ * Integers are big-endian on the wire.
+ *
+ * Version history:
+ *   1  first version.
+ */
+#ifndef MCCL_PEER_H
+#define MCCL_PEER_H
+
+#include <stdint.h>
+#include "wire.h"
+#include "ipc.h"
+
+#define PEER_MAGIC		0x4d434350U	/* "MCCP" */
+#define PEER_VERSION		1
+#define PEER_MSG_MAX		(1024 * 1024)	/* control frames */
+#define PEER_DATA_MAX		(64U * 1024 * 1024) /* one data frame's payload */
+#define PEER_TEXT_MAX		1024
+
+enum peer_type {
+	/* 100: session */
+	PEER_HELLO = 100,
+	PEER_PING = 101,
+	PEER_PONG = 102,
+	/* 200: job formation and failure */
+	PEER_JOIN = 200,	/* node -> coordinator; trailer: u32 ranks */
+	PEER_FORMED = 201,	/* coordinator -> nodes; trailer: u32 node per rank */
+	PEER_JOIN_FAIL = 202,	/* coordinator -> node; trailer: message */
+	PEER_ABORT = 203,	/* node -> nodes of the job; trailer: message */
+	/* 300: data links */
+	PEER_DATA_HELLO = 300,
+	PEER_DATA_OPHDR = 301,	/* first frame of every operation on a link */
+	PEER_DATA = 302,	/* trailer: payload */
+};
+
+struct peer_hello {
+	uint32_t	version;
+	uint32_t	node_index;
+	uint32_t	nnodes;
+	uint64_t	cluster_hash;	/* of the node list: both sides must agree */
+	char		node_name[NODE_NAME_MAX];
+};
+
+struct peer_ping {
+	uint64_t	stamp_ns;	/* echoed by PONG: round-trip time */
+};
+
+struct peer_join {
+	uint32_t	uid;
+	uint32_t	nranks;
+	uint32_t	node;		/* the sender's node index */
+	uint32_t	nlocal;		/* ranks in the trailer; 0 withdraws */
+	uint32_t	timeout_ms;
+	char		job[JOB_NAME_MAX];
+};
+
+struct peer_formed {
+	uint64_t	job_id;
+	uint32_t	uid;
+	uint32_t	nranks;
+	char		job[JOB_NAME_MAX];
+};
+
+#define PEER_ALL_RANKS	0xffffffffU
+
+struct peer_join_fail {
+	uint32_t	uid;
+	uint32_t	rank;		/* PEER_ALL_RANKS: every local rank */
+	uint32_t	code;
+	char		job[JOB_NAME_MAX];
+};
+
+struct peer_abort {
+	uint64_t	job_id;
+	uint32_t	code;
+	uint32_t	origin;		/* node that saw the failure */
+};
+
+struct peer_data_hello {
+	uint64_t	job_id;
+	uint32_t	node;		/* the connecting node's cluster index */
+	uint32_t	stream;
+};
+
+struct peer_ophdr {
+	uint64_t	seq;
+	uint8_t		coll;
+	uint8_t		dtype;
+	uint8_t		redop;
+	uint8_t		pad;
+	uint32_t	root;
+	uint64_t	count;
+};
+
+extern const struct wire_proto peer_proto;
+
+#endif

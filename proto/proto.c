@@ -1,0 +1,358 @@
+/*
+ * proto.c: the one encode/decode module of both wire protocols, compiled
+ * into mccld, libmccl and mcclctl.  Message layouts live in the tables at
+ * the bottom; the codec below knows nothing about any particular message.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "ipc.h"
+#include "peer.h"
+
+static void
+put_uint(uint8_t *p, uint64_t v, size_t size)
+{
+	for (size_t i = 0; i < size; i++)
+		p[i] = (uint8_t)(v >> (8 * (size - 1 - i)));
+}
+
+static uint64_t
+get_uint(const uint8_t *p, size_t size)
+{
+	uint64_t v = 0;
+
+	for (size_t i = 0; i < size; i++)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+static uint64_t
+load_host(const uint8_t *p, size_t size)
+{
+	switch (size) {
+	case 1: return *p;
+	case 2: { uint16_t v; memcpy(&v, p, 2); return v; }
+	case 4: { uint32_t v; memcpy(&v, p, 4); return v; }
+	default: { uint64_t v; memcpy(&v, p, 8); return v; }
+	}
+}
+
+static void
+store_host(uint8_t *p, uint64_t v, size_t size)
+{
+	switch (size) {
+	case 1: *p = (uint8_t)v; break;
+	case 2: { uint16_t t = (uint16_t)v; memcpy(p, &t, 2); break; }
+	case 4: { uint32_t t = (uint32_t)v; memcpy(p, &t, 4); break; }
+	default: memcpy(p, &v, 8); break;
+	}
+}
+
+const struct wire_type *
+wire_type_lookup(const struct wire_proto *proto, uint16_t type)
+{
+	for (size_t i = 0; i < proto->ntypes; i++)
+		if (proto->types[i].type == type)
+			return &proto->types[i];
+	return NULL;
+}
+
+size_t
+wire_fixed_len(const struct wire_type *t)
+{
+	size_t len = 0;
+
+	for (size_t i = 0; i < t->nfields; i++)
+		len += t->fields[i].size;
+	return len;
+}
+
+void
+wire_hdr_encode(uint8_t *p, const struct wire_hdr *h)
+{
+	put_uint(p, h->magic, 4);
+	put_uint(p + 4, h->version, 2);
+	put_uint(p + 6, h->type, 2);
+	put_uint(p + 8, h->len, 4);
+}
+
+void
+wire_hdr_decode(const uint8_t *p, struct wire_hdr *h)
+{
+	h->magic = (uint32_t)get_uint(p, 4);
+	h->version = (uint16_t)get_uint(p + 4, 2);
+	h->type = (uint16_t)get_uint(p + 6, 2);
+	h->len = (uint32_t)get_uint(p + 8, 4);
+}
+
+/*
+ * Check a frame header in the fixed order: magic, version, type, length.
+ * On success *typep is the type's table entry.
+ */
+int
+wire_hdr_check(const struct wire_proto *proto, const uint8_t *p,
+    struct wire_hdr *h, const struct wire_type **typep, char *err, size_t errlen)
+{
+	const struct wire_type *t;
+	size_t fixed;
+
+	wire_hdr_decode(p, h);
+	if (h->magic != proto->magic) {
+		snprintf(err, errlen, "bad %s magic 0x%08x", proto->name, h->magic);
+		return -1;
+	}
+	if (h->version != proto->version) {
+		snprintf(err, errlen, "%s version %u, expected %u", proto->name,
+		    h->version, proto->version);
+		return -1;
+	}
+	if ((t = wire_type_lookup(proto, h->type)) == NULL) {
+		snprintf(err, errlen, "unknown %s message type %u", proto->name,
+		    h->type);
+		return -1;
+	}
+	fixed = wire_fixed_len(t);
+	if (h->len < fixed || h->len - fixed > t->trailer_max) {
+		snprintf(err, errlen, "%s %s: length %u, expected %zu%s%u",
+		    proto->name, t->name, h->len, fixed,
+		    t->trailer_max ? " plus at most " : "", t->trailer_max);
+		return -1;
+	}
+	*typep = t;
+	return 0;
+}
+
+/*
+ * Encode header, fixed body from the host struct, and trailer into out.
+ * Returns the frame length, or 0 if out is too small or the type unknown.
+ */
+size_t
+wire_encode(const struct wire_proto *proto, uint16_t type, const void *msg,
+    const void *trailer, size_t trailer_len, uint8_t *out, size_t outlen)
+{
+	const struct wire_type *t;
+	const uint8_t *src = msg;
+	struct wire_hdr h;
+	size_t fixed, pos = WIRE_HDR_LEN;
+
+	if ((t = wire_type_lookup(proto, type)) == NULL)
+		return 0;
+	fixed = wire_fixed_len(t);
+	if (trailer_len > t->trailer_max ||
+	    WIRE_HDR_LEN + fixed + trailer_len > outlen)
+		return 0;
+	for (size_t i = 0; i < t->nfields; i++) {
+		const struct wire_field *f = &t->fields[i];
+
+		if (f->kind == WIRE_BYTES)
+			memcpy(out + pos, src + f->offset, f->size);
+		else
+			put_uint(out + pos, load_host(src + f->offset, f->size),
+			    f->size);
+		pos += f->size;
+	}
+	if (trailer_len > 0)
+		memcpy(out + pos, trailer, trailer_len);
+	h.magic = proto->magic;
+	h.version = proto->version;
+	h.type = type;
+	h.len = (uint32_t)(fixed + trailer_len);
+	wire_hdr_encode(out, &h);
+	return WIRE_HDR_LEN + fixed + trailer_len;
+}
+
+/*
+ * Decode a body whose header already passed wire_hdr_check.  Byte-array
+ * fields that hold strings must be NUL-terminated: the decoder refuses them
+ * otherwise, so no handler ever reads past one.
+ */
+int
+wire_decode(const struct wire_type *t, const uint8_t *body, size_t len,
+    void *msg, const uint8_t **trailer, size_t *trailer_len, char *err,
+    size_t errlen)
+{
+	uint8_t *dst = msg;
+	size_t fixed = wire_fixed_len(t), pos = 0;
+
+	if (len < fixed || len - fixed > t->trailer_max) {
+		snprintf(err, errlen, "%s: length %zu, expected %zu", t->name,
+		    len, fixed);
+		return -1;
+	}
+	if (t->host_size > 0)
+		memset(dst, 0, t->host_size);
+	for (size_t i = 0; i < t->nfields; i++) {
+		const struct wire_field *f = &t->fields[i];
+
+		if (f->kind == WIRE_BYTES) {
+			memcpy(dst + f->offset, body + pos, f->size);
+			if (!wire_str_ok((const char *)body + pos, f->size)) {
+				snprintf(err, errlen, "%s: unterminated string "
+				    "field", t->name);
+				return -1;
+			}
+		} else
+			store_host(dst + f->offset, get_uint(body + pos,
+			    f->size), f->size);
+		pos += f->size;
+	}
+	if (trailer != NULL) {
+		*trailer = body + fixed;
+		*trailer_len = len - fixed;
+	}
+	return 0;
+}
+
+/* A string field is valid when it is NUL-terminated inside its array. */
+int
+wire_str_ok(const char *s, size_t size)
+{
+	return memchr(s, '\0', size) != NULL;
+}
+
+size_t
+wire_strlcpy(char *dst, const char *src, size_t size)
+{
+	size_t len = strlen(src);
+
+	if (size > 0) {
+		size_t n = len < size - 1 ? len : size - 1;
+
+		memcpy(dst, src, n);
+		dst[n] = '\0';
+	}
+	return len;
+}
+
+/* ---- IPC message layouts ---- */
+
+#define F WIRE_FIELD
+static const struct wire_field f_ipc_hello[] = {
+	F(ipc_hello, version, WIRE_INT), F(ipc_hello, pid, WIRE_INT),
+};
+static const struct wire_field f_ipc_hello_ok[] = {
+	F(ipc_hello_ok, version, WIRE_INT), F(ipc_hello_ok, node_index, WIRE_INT),
+	F(ipc_hello_ok, nnodes, WIRE_INT), F(ipc_hello_ok, node_name, WIRE_BYTES),
+};
+static const struct wire_field f_ipc_error[] = {
+	F(ipc_error, code, WIRE_INT), F(ipc_error, request, WIRE_INT),
+};
+static const struct wire_field f_ipc_seg_add[] = {
+	F(ipc_seg_add, seg_id, WIRE_INT), F(ipc_seg_add, size, WIRE_INT),
+};
+static const struct wire_field f_ipc_seg_ok[] = {
+	F(ipc_seg_ok, seg_id, WIRE_INT),
+};
+static const struct wire_field f_ipc_seg_del[] = {
+	F(ipc_seg_del, seg_id, WIRE_INT),
+};
+static const struct wire_field f_ipc_join[] = {
+	F(ipc_join, nranks, WIRE_INT), F(ipc_join, rank, WIRE_INT),
+	F(ipc_join, timeout_ms, WIRE_INT), F(ipc_join, job, WIRE_BYTES),
+};
+static const struct wire_field f_ipc_joined[] = {
+	F(ipc_joined, job_id, WIRE_INT), F(ipc_joined, nranks, WIRE_INT),
+	F(ipc_joined, rank, WIRE_INT), F(ipc_joined, nnodes, WIRE_INT),
+	F(ipc_joined, nlocal, WIRE_INT),
+};
+static const struct wire_field f_ipc_op[] = {
+	F(ipc_op, seq, WIRE_INT), F(ipc_op, coll, WIRE_INT),
+	F(ipc_op, dtype, WIRE_INT), F(ipc_op, redop, WIRE_INT),
+	F(ipc_op, flags, WIRE_INT), F(ipc_op, root, WIRE_INT),
+	F(ipc_op, count, WIRE_INT), F(ipc_op, send_seg, WIRE_INT),
+	F(ipc_op, recv_seg, WIRE_INT), F(ipc_op, send_off, WIRE_INT),
+	F(ipc_op, recv_off, WIRE_INT), F(ipc_op, timeout_ms, WIRE_INT),
+};
+static const struct wire_field f_ipc_op_done[] = {
+	F(ipc_op_done, seq, WIRE_INT), F(ipc_op_done, code, WIRE_INT),
+};
+static const struct wire_field f_ipc_ctl[] = {
+	F(ipc_ctl, cmd, WIRE_INT),
+};
+static const struct wire_field f_ipc_ctl_reply[] = {
+	F(ipc_ctl_reply, code, WIRE_INT),
+};
+
+static const struct wire_type ipc_types[] = {
+	WIRE_TYPE(IPC_HELLO, ipc_hello, f_ipc_hello, 0, 0),
+	WIRE_TYPE(IPC_HELLO_OK, ipc_hello_ok, f_ipc_hello_ok, 0, 0),
+	WIRE_TYPE(IPC_ERROR, ipc_error, f_ipc_error, IPC_TEXT_MAX, 0),
+	WIRE_TYPE(IPC_SEG_ADD, ipc_seg_add, f_ipc_seg_add, 0, 1),
+	WIRE_TYPE(IPC_SEG_OK, ipc_seg_ok, f_ipc_seg_ok, 0, 0),
+	WIRE_TYPE(IPC_SEG_DEL, ipc_seg_del, f_ipc_seg_del, 0, 0),
+	WIRE_TYPE(IPC_JOIN, ipc_join, f_ipc_join, 0, 0),
+	WIRE_TYPE(IPC_JOINED, ipc_joined, f_ipc_joined, 0, 0),
+	WIRE_TYPE_EMPTY(IPC_LEAVE, 0, 0),
+	WIRE_TYPE_EMPTY(IPC_ABORT, 0, 0),
+	WIRE_TYPE(IPC_OP, ipc_op, f_ipc_op, 0, 0),
+	WIRE_TYPE(IPC_OP_DONE, ipc_op_done, f_ipc_op_done, IPC_TEXT_MAX, 0),
+	WIRE_TYPE(IPC_CTL, ipc_ctl, f_ipc_ctl, JOB_NAME_MAX, 0),
+	WIRE_TYPE(IPC_CTL_REPLY, ipc_ctl_reply, f_ipc_ctl_reply,
+	    IPC_MSG_MAX - WIRE_HDR_LEN - 4, 0),
+};
+
+const struct wire_proto ipc_proto = {
+	"ipc", IPC_MAGIC, IPC_VERSION, ipc_types,
+	sizeof(ipc_types) / sizeof(ipc_types[0])
+};
+
+/* ---- peer message layouts ---- */
+
+static const struct wire_field f_peer_hello[] = {
+	F(peer_hello, version, WIRE_INT), F(peer_hello, node_index, WIRE_INT),
+	F(peer_hello, nnodes, WIRE_INT), F(peer_hello, cluster_hash, WIRE_INT),
+	F(peer_hello, node_name, WIRE_BYTES),
+};
+static const struct wire_field f_peer_ping[] = {
+	F(peer_ping, stamp_ns, WIRE_INT),
+};
+static const struct wire_field f_peer_join[] = {
+	F(peer_join, uid, WIRE_INT), F(peer_join, nranks, WIRE_INT),
+	F(peer_join, node, WIRE_INT), F(peer_join, nlocal, WIRE_INT),
+	F(peer_join, timeout_ms, WIRE_INT), F(peer_join, job, WIRE_BYTES),
+};
+static const struct wire_field f_peer_formed[] = {
+	F(peer_formed, job_id, WIRE_INT), F(peer_formed, uid, WIRE_INT),
+	F(peer_formed, nranks, WIRE_INT), F(peer_formed, job, WIRE_BYTES),
+};
+static const struct wire_field f_peer_join_fail[] = {
+	F(peer_join_fail, uid, WIRE_INT), F(peer_join_fail, rank, WIRE_INT),
+	F(peer_join_fail, code, WIRE_INT), F(peer_join_fail, job, WIRE_BYTES),
+};
+static const struct wire_field f_peer_abort[] = {
+	F(peer_abort, job_id, WIRE_INT), F(peer_abort, code, WIRE_INT),
+	F(peer_abort, origin, WIRE_INT),
+};
+static const struct wire_field f_peer_data_hello[] = {
+	F(peer_data_hello, job_id, WIRE_INT), F(peer_data_hello, node, WIRE_INT),
+	F(peer_data_hello, stream, WIRE_INT),
+};
+static const struct wire_field f_peer_ophdr[] = {
+	F(peer_ophdr, seq, WIRE_INT), F(peer_ophdr, coll, WIRE_INT),
+	F(peer_ophdr, dtype, WIRE_INT), F(peer_ophdr, redop, WIRE_INT),
+	F(peer_ophdr, pad, WIRE_INT), F(peer_ophdr, root, WIRE_INT),
+	F(peer_ophdr, count, WIRE_INT),
+};
+#undef F
+
+/* The largest cluster a rank map may describe bounds the trailers. */
+#define PEER_RANKS_MAX	((PEER_MSG_MAX - 512) / 4)
+
+static const struct wire_type peer_types[] = {
+	WIRE_TYPE(PEER_HELLO, peer_hello, f_peer_hello, 0, 0),
+	WIRE_TYPE(PEER_PING, peer_ping, f_peer_ping, 0, 0),
+	WIRE_TYPE(PEER_PONG, peer_ping, f_peer_ping, 0, 0),
+	WIRE_TYPE(PEER_JOIN, peer_join, f_peer_join, PEER_RANKS_MAX * 4, 0),
+	WIRE_TYPE(PEER_FORMED, peer_formed, f_peer_formed, PEER_RANKS_MAX * 4, 0),
+	WIRE_TYPE(PEER_JOIN_FAIL, peer_join_fail, f_peer_join_fail,
+	    PEER_TEXT_MAX, 0),
+	WIRE_TYPE(PEER_ABORT, peer_abort, f_peer_abort, PEER_TEXT_MAX, 0),
+	WIRE_TYPE(PEER_DATA_HELLO, peer_data_hello, f_peer_data_hello, 0, 0),
+	WIRE_TYPE(PEER_DATA_OPHDR, peer_ophdr, f_peer_ophdr, 0, 0),
+	WIRE_TYPE_EMPTY(PEER_DATA, PEER_DATA_MAX, 0),
+};
+
+const struct wire_proto peer_proto = {
+	"peer", PEER_MAGIC, PEER_VERSION, peer_types,
+	sizeof(peer_types) / sizeof(peer_types[0])
+};
