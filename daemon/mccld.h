@@ -7,7 +7,10 @@
 #ifndef MCCLD_H
 #define MCCLD_H
 
+#include <sys/queue.h>
 #include <sys/types.h>
+
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -96,6 +99,7 @@ void		reduce_many(void *dst, const void *const *srcs, size_t nsrcs,
 void		reduce_scale_avg(void *buf, size_t count, int dtype,
 		    uint32_t nranks);
 const char	*reduce_isa(void);
+int		reduce_force_isa(const char *);	/* tests: NULL = best */
 
 /* ---- ring.c: inter-node algorithms over a job's data links (engine thread) ---- */
 
@@ -118,5 +122,185 @@ int		ring_allreduce(struct xfer *, void *, size_t, int, int);
 int		ring_broadcast(struct xfer *, void *, size_t, uint32_t);
 int		ring_allgather(struct xfer *, void *, const size_t *, const size_t *);
 int		ring_barrier(struct xfer *);
+
+/* ---- mccld.c: process-wide state (main thread) ---- */
+
+struct event_base;
+struct event;
+struct bufferevent;
+typedef struct json_t json_t;
+
+TAILQ_HEAD(client_list, client);
+TAILQ_HEAD(job_list, job);
+TAILQ_HEAD(coord_list, coord);
+
+struct mccld_state {
+	struct event_base	*base;
+	struct config		 conf;
+	const char		*conf_path;
+	int			 conf_explicit;
+	uint64_t		 started_ns;
+	struct client_list	 clients;
+	uint32_t		 nclients;
+	struct job_list		 jobs;		/* this node's jobs */
+	struct coord_list	 coords;	/* jobs forming with us as coordinator */
+	int			 shutting_down;
+};
+
+extern struct mccld_state md;
+
+void		mccld_status_update(void);
+
+/* ---- control.c: the Unix socket, clients and mcclctl (main thread) ---- */
+
+struct seg {
+	TAILQ_ENTRY(seg) entry;
+	uint32_t	 id;
+	uint8_t		*base;
+	uint64_t	 size;
+	int		 refs;		/* the client's, plus one per op using it */
+};
+TAILQ_HEAD(seg_list, seg);
+
+struct outmsg;
+TAILQ_HEAD(outmsg_list, outmsg);
+
+struct client {
+	TAILQ_ENTRY(client) entry;
+	int		 fd;
+	struct event	*ev_read;
+	struct event	*ev_write;
+	uid_t		 uid;
+	gid_t		 gid;
+	pid_t		 pid;
+	int		 hello_done;
+	struct seg_list	 segs;
+	uint32_t	 nsegs;
+	uint64_t	 seg_bytes;
+	struct outmsg_list outq;
+	struct job	*job;		/* once it sent JOIN */
+	uint32_t	 rank;
+	uint32_t	 local_index;	/* in job->local_ranks, once formed */
+	uint64_t	 last_seq;	/* of its last IPC_OP */
+	uint64_t	 done_seq;	/* of its last completed op */
+	char		 desc[64];	/* "pid 123 uid 1000", for logs */
+};
+
+int		control_listen(const char *, char *, size_t);
+void		control_close(void);
+int		client_send(struct client *, uint16_t, const void *, const void *,
+		    size_t);
+void		client_error(struct client *, uint32_t, uint16_t, const char *);
+void		client_op_done(struct client *, uint64_t, int, const char *);
+struct seg	*client_seg(struct client *, uint32_t, uint64_t, uint64_t,
+		    uint8_t **, char *, size_t);
+void		seg_unref(struct seg *);
+
+/* ---- peer.c: control connections to the other daemons (main thread) ---- */
+
+int		peer_init(char *, size_t);
+void		peer_close(void);
+int		peer_send(uint32_t, uint16_t, const void *, const void *, size_t);
+int		peer_is_up(uint32_t);
+const char	*peer_name(uint32_t);
+int		peer_data_connect(uint32_t, uint64_t, char *, size_t);
+json_t		*peer_ctl_list(void);
+
+/* ---- job.c: job formation, operations, failure (main thread) ---- */
+
+enum job_state { JOB_FORMING, JOB_LINKING, JOB_READY, JOB_FAILED };
+
+struct op_part {			/* one local rank's buffers */
+	int		 submitted;
+	struct seg	*send_seg;
+	struct seg	*recv_seg;
+	uint8_t		*send;
+	uint8_t		*recv;
+};
+
+struct op {
+	TAILQ_ENTRY(op)	 entry;
+	struct job	*job;
+	struct ipc_op	 desc;		/* as the first local rank sent it */
+	uint32_t	 nsubmitted;
+	struct event	*ev_timeout;	/* until every local rank submitted */
+	uint64_t	 deadline_ns;	/* for the engine */
+	int		 code;		/* result, set by the engine */
+	char		 err[ERR_MAX];
+	struct op_part	 parts[];	/* by local index */
+};
+TAILQ_HEAD(op_list, op);
+
+struct job {
+	TAILQ_ENTRY(job) entry;
+	uint64_t	 id;		/* 0 until formed */
+	uid_t		 uid;
+	char		 name[JOB_NAME_MAX];
+	uint32_t	 nranks;
+	enum job_state	 state;
+	uint32_t	 timeout_ms;	/* formation */
+	struct event	*ev_timeout;
+	struct client	**clients;	/* by rank; NULL if not on this node */
+	uint32_t	 nlocal;
+	uint32_t	 nleft;		/* local ranks that have gone */
+	uint32_t	*local_ranks;	/* sorted, once formed */
+	uint32_t	 coordinator;	/* cluster node index */
+
+	/* topology, fixed once formed */
+	uint32_t	 nnodes;
+	uint32_t	 me;		/* our position in the ring order */
+	uint32_t	*node_index;	/* cluster index of each position */
+	uint32_t	*rank_pos;	/* position of each rank */
+	const char	**names;	/* node name of each position */
+
+	/* operations */
+	struct op_list	 ops;		/* being assembled, by seq */
+	uint64_t	 next_ready;	/* seq of the next op to hand over */
+	uint64_t	 ops_completed;
+	uint64_t	 bytes_done;
+	int		 code;		/* the job's failure, once failed */
+	char		 err[ERR_MAX];
+
+	/* engine: the data plane thread (engine.c); guarded by eng_mtx */
+	pthread_t	 eng_thread;
+	int		 eng_running;
+	pthread_mutex_t	 eng_mtx;
+	pthread_cond_t	 eng_cond;
+	int		 eng_quit;
+	int		 eng_aborted;
+	int		 eng_abort_fd;	/* eventfd: wakes the engine out of poll */
+	struct op_list	 eng_in;	/* ready to run */
+	struct op_list	 eng_out;	/* done, for the main thread */
+	int		*eng_fds;	/* data link of each position */
+	int		 eng_links;	/* 0 pending, 1 up, -1 failed */
+	int		 eng_links_reported;
+	int		 eng_link_code;
+	char		 eng_link_err[ERR_MAX];
+	struct op	*eng_current;	/* running now (for mcclctl) */
+	struct event	*ev_engine;	/* activated by the engine */
+};
+
+void		job_client_join(struct client *, const struct ipc_join *);
+void		job_client_op(struct client *, const struct ipc_op *);
+void		job_client_gone(struct client *, int);
+void		job_client_abort(struct client *);
+int		job_peer_msg(uint32_t, uint16_t, const void *, const uint8_t *,
+		    size_t);
+void		job_peer_up(uint32_t);
+void		job_peer_down(uint32_t, const char *);
+void		job_data_link(int, const struct peer_data_hello *);
+void		job_shutdown(const char *);
+json_t		*job_ctl_list(const struct client *);
+int		job_count(void);
+const char	*coll_name(int);
+
+/* ---- engine.c: a job's data plane thread ---- */
+
+int		job_engine_event(struct job *);
+int		engine_start(struct job *, char *, size_t);
+void		engine_submit(struct job *, struct op *);
+int		engine_adopt_link(struct job *, uint32_t, int);
+void		engine_wake(struct job *);
+void		engine_stop(struct job *);
 
 #endif

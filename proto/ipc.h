@@ -71,6 +71,8 @@ struct ipc_hello_ok {
 	uint32_t	version;
 	uint32_t	node_index;
 	uint32_t	nnodes;
+	uint32_t	init_timeout_ms;	/* the daemon's defaults, so the */
+	uint32_t	op_timeout_ms;		/* library's waits match them */
 	char		node_name[NODE_NAME_MAX];
 };
 

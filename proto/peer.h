@@ -20,6 +20,7 @@
 #define PEER_MSG_MAX		(1024 * 1024)	/* control frames */
 #define PEER_DATA_MAX		(64U * 1024 * 1024) /* one data frame's payload */
 #define PEER_TEXT_MAX		1024
+#define PEER_RANKS_MAX		((PEER_MSG_MAX - 512) / 4) /* ranks in a job */
 
 enum peer_type {
 	/* 100: session */

@@ -113,9 +113,13 @@ wire_hdr_check(const struct wire_proto *proto, const uint8_t *p,
 	}
 	fixed = wire_fixed_len(t);
 	if (h->len < fixed || h->len - fixed > t->trailer_max) {
-		snprintf(err, errlen, "%s %s: length %u, expected %zu%s%u",
-		    proto->name, t->name, h->len, fixed,
-		    t->trailer_max ? " plus at most " : "", t->trailer_max);
+		if (t->trailer_max > 0)
+			snprintf(err, errlen, "%s %s: length %u, expected %zu "
+			    "plus at most %u", proto->name, t->name, h->len,
+			    fixed, t->trailer_max);
+		else
+			snprintf(err, errlen, "%s %s: length %u, expected %zu",
+			    proto->name, t->name, h->len, fixed);
 		return -1;
 	}
 	*typep = t;
@@ -203,6 +207,21 @@ wire_decode(const struct wire_type *t, const uint8_t *body, size_t len,
 	return 0;
 }
 
+/* Arrays of 32-bit integers in trailers (rank lists, rank maps). */
+void
+wire_put_u32s(uint8_t *out, const uint32_t *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		put_uint(out + 4 * i, v[i], 4);
+}
+
+void
+wire_get_u32s(uint32_t *v, const uint8_t *in, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		v[i] = (uint32_t)get_uint(in + 4 * i, 4);
+}
+
 /* A string field is valid when it is NUL-terminated inside its array. */
 int
 wire_str_ok(const char *s, size_t size)
@@ -232,7 +251,10 @@ static const struct wire_field f_ipc_hello[] = {
 };
 static const struct wire_field f_ipc_hello_ok[] = {
 	F(ipc_hello_ok, version, WIRE_INT), F(ipc_hello_ok, node_index, WIRE_INT),
-	F(ipc_hello_ok, nnodes, WIRE_INT), F(ipc_hello_ok, node_name, WIRE_BYTES),
+	F(ipc_hello_ok, nnodes, WIRE_INT),
+	F(ipc_hello_ok, init_timeout_ms, WIRE_INT),
+	F(ipc_hello_ok, op_timeout_ms, WIRE_INT),
+	F(ipc_hello_ok, node_name, WIRE_BYTES),
 };
 static const struct wire_field f_ipc_error[] = {
 	F(ipc_error, code, WIRE_INT), F(ipc_error, request, WIRE_INT),
@@ -334,9 +356,6 @@ static const struct wire_field f_peer_ophdr[] = {
 	F(peer_ophdr, count, WIRE_INT),
 };
 #undef F
-
-/* The largest cluster a rank map may describe bounds the trailers. */
-#define PEER_RANKS_MAX	((PEER_MSG_MAX - 512) / 4)
 
 static const struct wire_type peer_types[] = {
 	WIRE_TYPE(PEER_HELLO, peer_hello, f_peer_hello, 0, 0),

@@ -69,6 +69,8 @@ size_t			 wire_encode(const struct wire_proto *, uint16_t,
 			    const void *, const void *, size_t, uint8_t *, size_t);
 int			 wire_decode(const struct wire_type *, const uint8_t *,
 			    size_t, void *, const uint8_t **, size_t *, char *, size_t);
+void			 wire_put_u32s(uint8_t *, const uint32_t *, size_t);
+void			 wire_get_u32s(uint32_t *, const uint8_t *, size_t);
 size_t			 wire_strlcpy(char *, const char *, size_t);
 int			 wire_str_ok(const char *, size_t);
 

@@ -1,0 +1,743 @@
+/*
+ * config.c: mccld's configuration, one JSON object read with jansson.  Every
+ * key is optional, but unknown keys, wrong types and values out of range are
+ * errors whose message names the key, so a typo never passes silently.  The
+ * cluster is the ordered list "nodes"; config_cluster_hash() digests it so
+ * that daemons refuse peers configured with a different list.
+ *
+ * config_load() and config_parse() treat *cfg as output only: they never
+ * free what it held before, and leave it untouched when they fail, so a
+ * reload can keep the running configuration on error.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "mccld.h"
+
+#define CONF_FILE_MAX		(4 * 1024 * 1024)
+#define CONF_DEFAULT_HOST	"127.0.0.1"
+#define CHUNK_MIN		4096
+#define CHUNK_MAX		(64ULL * 1024 * 1024)
+
+#define FNV64_OFFSET		0xcbf29ce484222325ULL
+#define FNV64_PRIME		0x100000001b3ULL
+
+/* Where messages come from: config_parse() text, or a file. */
+struct pctx {
+	const char	*where;		/* file name, or NULL */
+	char		*err;
+	size_t		 errlen;
+};
+
+struct conf_key {
+	const char	*name;
+	int		(*parse)(struct pctx *, const struct conf_key *, json_t *,
+			    struct config *);
+	size_t		 offset;	/* integers: the field in struct config */
+	size_t		 size;		/* integers: 4 or 8 */
+	uint64_t	 min, max;	/* integers: inclusive bounds */
+};
+
+static void	conf_err(struct pctx *, const char *, ...)
+		    __attribute__((format(printf, 2, 3)));
+
+static void
+conf_err(struct pctx *p, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (p->where != NULL)
+		snprintf(p->err, p->errlen, "config: %s: %s", p->where, msg);
+	else
+		snprintf(p->err, p->errlen, "config: %s", msg);
+}
+
+static const char *
+conf_json_type(const json_t *v)
+{
+	switch (json_typeof(v)) {
+	case JSON_OBJECT:	return "object";
+	case JSON_ARRAY:	return "array";
+	case JSON_STRING:	return "string";
+	case JSON_INTEGER:	return "integer";
+	case JSON_REAL:		return "real number";
+	case JSON_TRUE:
+	case JSON_FALSE:	return "boolean";
+	case JSON_NULL:		return "null";
+	}
+	return "unknown";
+}
+
+/* Copy a string known to fit. */
+static void
+conf_strcpy(char *dst, const char *src, size_t size)
+{
+	size_t len = strnlen(src, size - 1);
+
+	memcpy(dst, src, len);
+	dst[len] = '\0';
+}
+
+/* The host name, truncated to fit; "localhost" if there is none. */
+static void
+conf_hostname(char *buf, size_t len)
+{
+	char host[256];
+
+	if (gethostname(host, sizeof(host)) == -1 || host[0] == '\0')
+		strcpy(host, "localhost");
+	host[sizeof(host) - 1] = '\0';
+	conf_strcpy(buf, host, len);
+}
+
+/* Everything but the node list and what derives from it. */
+static void
+conf_scalars(struct config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->log_level = LOG_INFO;
+	c->init_timeout_ms = 30000;
+	c->op_timeout_ms = 60000;
+	c->connect_timeout_ms = 5000;
+	c->heartbeat_interval_ms = 1000;
+	c->heartbeat_timeout_ms = 5000;
+	c->chunk_bytes = 1024 * 1024;
+	c->max_clients = 1024;
+	c->max_segments = 64;
+	c->max_segment_bytes = 64ULL * 1024 * 1024 * 1024;
+}
+
+/* The cluster of one: this node on the loopback, default port. */
+static int
+conf_default_nodes(struct config *c)
+{
+	if ((c->nodes = calloc(1, sizeof(*c->nodes))) == NULL)
+		return -1;
+	c->nnodes = 1;
+	conf_strcpy(c->nodes[0].name, c->node_name, sizeof(c->nodes[0].name));
+	conf_strcpy(c->nodes[0].addr.host, CONF_DEFAULT_HOST,
+	    sizeof(c->nodes[0].addr.host));
+	c->nodes[0].addr.port = MCCLD_DEFAULT_PORT;
+	return 0;
+}
+
+void
+config_defaults(struct config *c)
+{
+	conf_scalars(c);
+	conf_hostname(c->node_name, sizeof(c->node_name));
+	default_socket_path(c->socket_path, sizeof(c->socket_path));
+	if (conf_default_nodes(c) == -1)
+		fatal("config_defaults");
+	c->node_index = 0;
+	c->listen[0] = c->nodes[0].addr;
+	c->nlisten = 1;
+}
+
+void
+config_free(struct config *c)
+{
+	free(c->nodes);
+	c->nodes = NULL;
+	c->nnodes = 0;
+}
+
+static void
+fnv1a(uint64_t *h, const void *data, size_t len)
+{
+	const uint8_t *p = data;
+
+	for (size_t i = 0; i < len; i++) {
+		*h ^= p[i];
+		*h *= FNV64_PRIME;
+	}
+}
+
+/*
+ * Per node, in order: name and host each with their NUL (so that no two
+ * lists digest the same bytes), then the port big-endian, so that daemons
+ * of any byte order agree.
+ */
+uint64_t
+config_cluster_hash(const struct config *c)
+{
+	uint64_t h = FNV64_OFFSET;
+
+	for (size_t i = 0; i < c->nnodes; i++) {
+		const struct conf_node *n = &c->nodes[i];
+		uint8_t port[2] = { (uint8_t)(n->addr.port >> 8),
+		    (uint8_t)n->addr.port };
+
+		fnv1a(&h, n->name, strlen(n->name) + 1);
+		fnv1a(&h, n->addr.host, strlen(n->addr.host) + 1);
+		fnv1a(&h, port, sizeof(port));
+	}
+	return h;
+}
+
+static int
+addr_port(const char *s, const char *p, uint16_t *port, char *err,
+    size_t errlen)
+{
+	unsigned long v = 0;
+	size_t n = strlen(p);
+
+	if (n == 0 || n > 5 || strspn(p, "0123456789") != n) {
+		snprintf(err, errlen, "bad address \"%s\": port must be a "
+		    "number from 1 to 65535", s);
+		return -1;
+	}
+	v = strtoul(p, NULL, 10);
+	if (v < 1 || v > 65535) {
+		snprintf(err, errlen, "bad address \"%s\": port %lu is not "
+		    "in 1..65535", s, v);
+		return -1;
+	}
+	*port = (uint16_t)v;
+	return 0;
+}
+
+/* "host:port" or "[v6]:port"; a bare IPv6 address is ambiguous and refused. */
+int
+config_parse_addr(const char *s, struct conf_addr *a, char *err, size_t errlen)
+{
+	const char *host, *colon, *end;
+	size_t hostlen;
+
+	if (s[0] == '[') {
+		host = s + 1;
+		if ((end = strchr(host, ']')) == NULL || end[1] != ':') {
+			snprintf(err, errlen, "bad address \"%s\": expected "
+			    "[address]:port", s);
+			return -1;
+		}
+		colon = end + 1;
+	} else {
+		host = s;
+		if ((colon = strrchr(s, ':')) == NULL) {
+			snprintf(err, errlen, "bad address \"%s\": expected "
+			    "host:port", s);
+			return -1;
+		}
+		end = colon;
+		if (memchr(s, ':', (size_t)(colon - s)) != NULL) {
+			snprintf(err, errlen, "bad address \"%s\": an IPv6 "
+			    "address must be in brackets: [address]:port", s);
+			return -1;
+		}
+	}
+	hostlen = (size_t)(end - host);
+	if (hostlen == 0) {
+		snprintf(err, errlen, "bad address \"%s\": empty host", s);
+		return -1;
+	}
+	if (hostlen >= sizeof(a->host)) {
+		snprintf(err, errlen, "bad address \"%.64s...\": host longer "
+		    "than %zu bytes", s, sizeof(a->host) - 1);
+		return -1;
+	}
+	for (size_t i = 0; i < hostlen; i++)
+		if ((unsigned char)host[i] <= ' ' || host[i] == '[' ||
+		    host[i] == ']' || host[i] == 0x7f) {
+			snprintf(err, errlen, "bad address \"%s\": bad "
+			    "character in host", s);
+			return -1;
+		}
+	if (addr_port(s, colon + 1, &a->port, err, errlen) == -1)
+		return -1;
+	memcpy(a->host, host, hostlen);
+	a->host[hostlen] = '\0';
+	return 0;
+}
+
+void
+default_socket_path(char *buf, size_t len)
+{
+	const char *xdg;
+
+	if (geteuid() == 0)
+		snprintf(buf, len, "/run/mccl/mccld.sock");
+	else if ((xdg = getenv("XDG_RUNTIME_DIR")) != NULL && xdg[0] != '\0')
+		snprintf(buf, len, "%s/mccl/mccld.sock", xdg);
+	else
+		snprintf(buf, len, "/tmp/mccl-%u/mccld.sock",
+		    (unsigned)geteuid());
+}
+
+/* ---- one handler per key ---- */
+
+static const char *
+conf_string(struct pctx *p, const char *key, json_t *v)
+{
+	if (!json_is_string(v)) {
+		conf_err(p, "key \"%s\": expected a string, got %s", key,
+		    conf_json_type(v));
+		return NULL;
+	}
+	return json_string_value(v);
+}
+
+static int
+conf_name_ok(struct pctx *p, const char *key, const char *name)
+{
+	size_t len = strlen(name);
+
+	if (len == 0) {
+		conf_err(p, "key \"%s\": empty node name", key);
+		return -1;
+	}
+	if (len >= NODE_NAME_MAX) {
+		conf_err(p, "key \"%s\": node name \"%.32s...\" is longer "
+		    "than %d bytes", key, name, NODE_NAME_MAX - 1);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+conf_node(struct pctx *p, const struct conf_key *k, json_t *v,
+    struct config *c)
+{
+	const char *s;
+
+	if ((s = conf_string(p, k->name, v)) == NULL ||
+	    conf_name_ok(p, k->name, s) == -1)
+		return -1;
+	conf_strcpy(c->node_name, s, sizeof(c->node_name));
+	return 0;
+}
+
+static int
+conf_socket(struct pctx *p, const struct conf_key *k, json_t *v,
+    struct config *c)
+{
+	const char *s;
+	size_t len;
+
+	if ((s = conf_string(p, k->name, v)) == NULL)
+		return -1;
+	len = strlen(s);
+	if (len == 0) {
+		conf_err(p, "key \"%s\": empty path", k->name);
+		return -1;
+	}
+	if (len >= sizeof(c->socket_path)) {
+		conf_err(p, "key \"%s\": path of %zu bytes is too long for a "
+		    "Unix socket (at most %zu)", k->name, len,
+		    sizeof(c->socket_path) - 1);
+		return -1;
+	}
+	conf_strcpy(c->socket_path, s, sizeof(c->socket_path));
+	return 0;
+}
+
+static int
+conf_listen(struct pctx *p, const struct conf_key *k, json_t *v,
+    struct config *c)
+{
+	char aerr[ERR_MAX];
+	size_t i, n;
+	json_t *e;
+
+	if (!json_is_array(v)) {
+		conf_err(p, "key \"%s\": expected an array of \"host:port\" "
+		    "strings, got %s", k->name, conf_json_type(v));
+		return -1;
+	}
+	if ((n = json_array_size(v)) == 0 || n > CONF_LISTEN_MAX) {
+		conf_err(p, "key \"%s\": %zu addresses, expected 1 to %d",
+		    k->name, n, CONF_LISTEN_MAX);
+		return -1;
+	}
+	json_array_foreach(v, i, e) {
+		if (!json_is_string(e)) {
+			conf_err(p, "key \"%s\", element %zu: expected a "
+			    "string, got %s", k->name, i, conf_json_type(e));
+			return -1;
+		}
+		if (config_parse_addr(json_string_value(e), &c->listen[i],
+		    aerr, sizeof(aerr)) == -1) {
+			conf_err(p, "key \"%s\": %s", k->name, aerr);
+			return -1;
+		}
+	}
+	c->nlisten = n;
+	return 0;
+}
+
+static int
+conf_log_level(struct pctx *p, const struct conf_key *k, json_t *v,
+    struct config *c)
+{
+	const char *s;
+	int level;
+
+	if ((s = conf_string(p, k->name, v)) == NULL)
+		return -1;
+	if ((level = log_level_parse(s)) == -1) {
+		conf_err(p, "key \"%s\": unknown level \"%.32s\" (expected "
+		    "error, warning, info or debug)", k->name, s);
+		return -1;
+	}
+	c->log_level = level;
+	return 0;
+}
+
+/* One element of "nodes": {"name": ..., "address": ...}, exactly. */
+static int
+conf_node_entry(struct pctx *p, const char *key, size_t i, json_t *e,
+    struct conf_node *n)
+{
+	json_t *name, *addr, *v;
+	const char *ek;
+	char aerr[ERR_MAX];
+
+	if (!json_is_object(e)) {
+		conf_err(p, "key \"%s\", element %zu: expected an object, "
+		    "got %s", key, i, conf_json_type(e));
+		return -1;
+	}
+	json_object_foreach(e, ek, v) {
+		if (strcmp(ek, "name") != 0 && strcmp(ek, "address") != 0) {
+			conf_err(p, "key \"%s\", element %zu: unknown key "
+			    "\"%s\"", key, i, ek);
+			return -1;
+		}
+	}
+	name = json_object_get(e, "name");
+	addr = json_object_get(e, "address");
+	if (name == NULL || addr == NULL) {
+		conf_err(p, "key \"%s\", element %zu: missing \"%s\"", key, i,
+		    name == NULL ? "name" : "address");
+		return -1;
+	}
+	if (!json_is_string(name) || !json_is_string(addr)) {
+		conf_err(p, "key \"%s\", element %zu: \"%s\": expected a "
+		    "string, got %s", key, i, json_is_string(name) ?
+		    "address" : "name", conf_json_type(json_is_string(name) ?
+		    addr : name));
+		return -1;
+	}
+	if (conf_name_ok(p, key, json_string_value(name)) == -1)
+		return -1;
+	conf_strcpy(n->name, json_string_value(name), sizeof(n->name));
+	if (config_parse_addr(json_string_value(addr), &n->addr, aerr,
+	    sizeof(aerr)) == -1) {
+		conf_err(p, "key \"%s\": node \"%s\": %s", key, n->name, aerr);
+		return -1;
+	}
+	return 0;
+}
+
+/* Names must be unique, and so must addresses: two nodes cannot share one. */
+static int
+conf_nodes_unique(struct pctx *p, const char *key, const struct config *c,
+    size_t i)
+{
+	const struct conf_node *n = &c->nodes[i];
+
+	for (size_t j = 0; j < i; j++) {
+		const struct conf_node *m = &c->nodes[j];
+
+		if (strcmp(m->name, n->name) == 0) {
+			conf_err(p, "key \"%s\": duplicate node name \"%s\"",
+			    key, n->name);
+			return -1;
+		}
+		if (strcmp(m->addr.host, n->addr.host) == 0 &&
+		    m->addr.port == n->addr.port) {
+			conf_err(p, "key \"%s\": nodes \"%s\" and \"%s\" have "
+			    "the same address", key, m->name, n->name);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int
+conf_nodes(struct pctx *p, const struct conf_key *k, json_t *v,
+    struct config *c)
+{
+	size_t i, n;
+	json_t *e;
+
+	if (!json_is_array(v)) {
+		conf_err(p, "key \"%s\": expected an array of objects, got %s",
+		    k->name, conf_json_type(v));
+		return -1;
+	}
+	if ((n = json_array_size(v)) == 0 || n > CONF_NODES_MAX) {
+		conf_err(p, "key \"%s\": %zu nodes, expected 1 to %d",
+		    k->name, n, CONF_NODES_MAX);
+		return -1;
+	}
+	free(c->nodes);
+	c->nnodes = 0;
+	if ((c->nodes = calloc(n, sizeof(*c->nodes))) == NULL) {
+		conf_err(p, "key \"%s\": out of memory", k->name);
+		return -1;
+	}
+	json_array_foreach(v, i, e) {
+		if (conf_node_entry(p, k->name, i, e, &c->nodes[i]) == -1 ||
+		    conf_nodes_unique(p, k->name, c, i) == -1)
+			return -1;
+	}
+	c->nnodes = n;
+	return 0;
+}
+
+static int
+conf_uint(struct pctx *p, const struct conf_key *k, json_t *v,
+    struct config *c)
+{
+	uint8_t *dst = (uint8_t *)c + k->offset;
+	json_int_t n;
+
+	if (!json_is_integer(v)) {
+		conf_err(p, "key \"%s\": expected a positive integer, got %s",
+		    k->name, conf_json_type(v));
+		return -1;
+	}
+	n = json_integer_value(v);
+	if (n <= 0) {
+		conf_err(p, "key \"%s\": expected a positive integer, got %"
+		    JSON_INTEGER_FORMAT, k->name, n);
+		return -1;
+	}
+	if ((uint64_t)n < k->min || (uint64_t)n > k->max) {
+		conf_err(p, "key \"%s\": %" JSON_INTEGER_FORMAT " is not in "
+		    "%" PRIu64 "..%" PRIu64, k->name, n, k->min, k->max);
+		return -1;
+	}
+	if (k->size == sizeof(uint32_t)) {
+		uint32_t u = (uint32_t)n;
+
+		memcpy(dst, &u, sizeof(u));
+	} else {
+		uint64_t u = (uint64_t)n;
+
+		memcpy(dst, &u, sizeof(u));
+	}
+	return 0;
+}
+
+#define KEY_UINT(n, m, lo, hi) { (n), conf_uint, \
+	offsetof(struct config, m), sizeof(((struct config *)0)->m), (lo), (hi) }
+#define KEY(n, fn) { (n), (fn), 0, 0, 0, 0 }
+
+static const struct conf_key conf_keys[] = {
+	KEY("node", conf_node),
+	KEY("socket", conf_socket),
+	KEY("listen", conf_listen),
+	KEY("log_level", conf_log_level),
+	KEY("nodes", conf_nodes),
+	KEY_UINT("init_timeout_ms", init_timeout_ms, 1, UINT32_MAX),
+	KEY_UINT("op_timeout_ms", op_timeout_ms, 1, UINT32_MAX),
+	KEY_UINT("connect_timeout_ms", connect_timeout_ms, 1, UINT32_MAX),
+	KEY_UINT("heartbeat_interval_ms", heartbeat_interval_ms, 1,
+	    UINT32_MAX),
+	KEY_UINT("heartbeat_timeout_ms", heartbeat_timeout_ms, 1, UINT32_MAX),
+	KEY_UINT("max_clients", max_clients, 1, UINT32_MAX),
+	KEY_UINT("max_segments", max_segments, 1, UINT32_MAX),
+	KEY_UINT("chunk_bytes", chunk_bytes, CHUNK_MIN, CHUNK_MAX),
+	KEY_UINT("max_segment_bytes", max_segment_bytes, 1, INT64_MAX),
+};
+
+static const struct conf_key *
+conf_key_lookup(const char *name)
+{
+	for (size_t i = 0; i < sizeof(conf_keys) / sizeof(conf_keys[0]); i++)
+		if (strcmp(conf_keys[i].name, name) == 0)
+			return &conf_keys[i];
+	return NULL;
+}
+
+/* Defaults that depend on other keys, then the checks across keys. */
+static int
+conf_finish(struct pctx *p, struct config *c)
+{
+	char path[4096];
+	size_t i;
+
+	if (c->node_name[0] == '\0' && c->nnodes == 1)
+		conf_strcpy(c->node_name, c->nodes[0].name,
+		    sizeof(c->node_name));
+	else if (c->node_name[0] == '\0') {
+		conf_hostname(path, sizeof(path));
+		if (strlen(path) >= sizeof(c->node_name)) {
+			conf_err(p, "host name \"%.32s...\" is too long for a "
+			    "node name; set \"node\"", path);
+			return -1;
+		}
+		conf_strcpy(c->node_name, path, sizeof(c->node_name));
+	}
+	if (c->nodes == NULL && conf_default_nodes(c) == -1) {
+		conf_err(p, "out of memory");
+		return -1;
+	}
+	for (i = 0; i < c->nnodes; i++)
+		if (strcmp(c->nodes[i].name, c->node_name) == 0)
+			break;
+	if (i == c->nnodes) {
+		conf_err(p, "node \"%s\" is not in \"nodes\"", c->node_name);
+		return -1;
+	}
+	c->node_index = (uint32_t)i;
+	if (c->nlisten == 0) {
+		c->listen[0] = c->nodes[i].addr;
+		c->nlisten = 1;
+	}
+	if (c->heartbeat_timeout_ms <= c->heartbeat_interval_ms) {
+		conf_err(p, "key \"heartbeat_timeout_ms\": %" PRIu32 " must be "
+		    "greater than \"heartbeat_interval_ms\" (%" PRIu32 ")",
+		    c->heartbeat_timeout_ms, c->heartbeat_interval_ms);
+		return -1;
+	}
+	if (c->socket_path[0] == '\0') {
+		default_socket_path(path, sizeof(path));
+		if (strlen(path) >= sizeof(c->socket_path)) {
+			conf_err(p, "default socket path \"%.32s...\" is too "
+			    "long; set \"socket\"", path);
+			return -1;
+		}
+		conf_strcpy(c->socket_path, path, sizeof(c->socket_path));
+	}
+	return 0;
+}
+
+static int
+conf_parse(struct pctx *p, const char *text, size_t len, struct config *out)
+{
+	const struct conf_key *k;
+	struct config c;
+	json_error_t jerr;
+	json_t *root, *v;
+	const char *key;
+	int rc = -1;
+
+	conf_scalars(&c);
+	if ((root = json_loadb(text, len, JSON_REJECT_DUPLICATES,
+	    &jerr)) == NULL) {
+		conf_err(p, "line %d, column %d: %s", jerr.line, jerr.column,
+		    jerr.text);
+		return -1;
+	}
+	if (!json_is_object(root)) {
+		conf_err(p, "expected a JSON object, got %s",
+		    conf_json_type(root));
+		goto out;
+	}
+	json_object_foreach(root, key, v) {
+		if ((k = conf_key_lookup(key)) == NULL) {
+			conf_err(p, "unknown key \"%s\"", key);
+			goto out;
+		}
+		if (k->parse(p, k, v, &c) == -1)
+			goto out;
+	}
+	if (conf_finish(p, &c) == -1)
+		goto out;
+	*out = c;
+	rc = 0;
+out:
+	json_decref(root);
+	if (rc == -1)
+		config_free(&c);
+	return rc;
+}
+
+int
+config_parse(const char *text, size_t len, struct config *cfg, char *err,
+    size_t errlen)
+{
+	struct pctx p = { NULL, err, errlen };
+
+	return conf_parse(&p, text, len, cfg);
+}
+
+/* Read a whole file.  1: it does not exist and that is fine. */
+static int
+conf_read(struct pctx *p, int explicit_path, char **textp, size_t *lenp)
+{
+	char *text = NULL, *t;
+	size_t len = 0, size = 0;
+	ssize_t n;
+	int fd;
+
+	if ((fd = open(p->where, O_RDONLY | O_CLOEXEC)) == -1) {
+		if (errno == ENOENT && !explicit_path)
+			return 1;
+		conf_err(p, "%s", strerror(errno));
+		return -1;
+	}
+	for (;;) {
+		if (len == size) {
+			size = size == 0 ? 8192 : size * 2;
+			if (size > CONF_FILE_MAX + 1)
+				size = CONF_FILE_MAX + 1;
+			if (len == size) {
+				conf_err(p, "larger than %d bytes",
+				    CONF_FILE_MAX);
+				goto fail;
+			}
+			if ((t = realloc(text, size)) == NULL) {
+				conf_err(p, "out of memory");
+				goto fail;
+			}
+			text = t;
+		}
+		if ((n = read(fd, text + len, size - len)) == -1) {
+			if (errno == EINTR)
+				continue;
+			conf_err(p, "read: %s", strerror(errno));
+			goto fail;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	*textp = text;
+	*lenp = len;
+	return 0;
+fail:
+	close(fd);
+	free(text);
+	return -1;
+}
+
+int
+config_load(const char *path, int explicit_path, struct config *cfg,
+    char *err, size_t errlen)
+{
+	struct pctx p = { path, err, errlen };
+	char *text;
+	size_t len;
+	int rc;
+
+	if (path == NULL) {
+		config_defaults(cfg);
+		return 0;
+	}
+	if ((rc = conf_read(&p, explicit_path, &text, &len)) == 1) {
+		config_defaults(cfg);
+		return 0;
+	}
+	if (rc == -1)
+		return -1;
+	rc = conf_parse(&p, text, len, cfg);
+	free(text);
+	return rc;
+}

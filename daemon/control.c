@@ -1,0 +1,601 @@
+/*
+ * control.c: the daemon's Unix socket.  Applications (libmccl) and mcclctl
+ * connect here; each record is checked (size, version, type, exact length,
+ * descriptors) before dispatch, and a bad one closes only that connection.
+ * Clients are identified by SO_PEERCRED, never by what they claim.
+ */
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <jansson.h>
+
+#include "mccld.h"
+
+#define CLIENT_FDS_MAX	4	/* room to notice a record carrying too many */
+
+struct outmsg {
+	TAILQ_ENTRY(outmsg) entry;
+	size_t		len;
+	uint8_t		buf[];
+};
+
+static int		 control_fd = -1;
+static struct event	*control_ev;
+static char		 control_path[108];
+
+static void	client_read_cb(int, short, void *);
+static void	client_write_cb(int, short, void *);
+static void	client_close(struct client *, const char *);
+
+static int
+control_bind(const char *path, char *err, size_t errlen)
+{
+	struct sockaddr_un sun;
+	int fd;
+
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	wire_strlcpy(sun.sun_path, path, sizeof(sun.sun_path));
+	if ((fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC,
+	    0)) == -1) {
+		snprintf(err, errlen, "socket: %s", strerror(errno));
+		return -1;
+	}
+	/* A socket that still answers belongs to a running daemon. */
+	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0) {
+		snprintf(err, errlen, "%s: another mccld is listening there",
+		    path);
+		close(fd);
+		return -1;
+	}
+	unlink(path);
+	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1 ||
+	    chmod(path, 0666) == -1 || listen(fd, 128) == -1) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Make the socket's directory, world-searchable: access is per SO_PEERCRED. */
+static int
+control_mkdir(const char *path, char *err, size_t errlen)
+{
+	char dir[108];
+	char *slash;
+
+	wire_strlcpy(dir, path, sizeof(dir));
+	if ((slash = strrchr(dir, '/')) == NULL || slash == dir)
+		return 0;
+	*slash = '\0';
+	if (mkdir(dir, 0755) == -1 && errno != EEXIST) {
+		snprintf(err, errlen, "mkdir %s: %s", dir, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static void
+control_accept_cb(int fd, short events, void *arg)
+{
+	struct client *c;
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	int cfd;
+
+	(void)events;
+	(void)arg;
+	if ((cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) == -1) {
+		if (errno != EAGAIN && errno != EINTR)
+			log_warn("control: accept");
+		return;
+	}
+	if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == -1) {
+		log_warn("control: SO_PEERCRED");
+		close(cfd);
+		return;
+	}
+	if (md.nclients >= md.conf.max_clients || md.shutting_down) {
+		log_warnx("control: refusing pid %d uid %u: %s", cred.pid,
+		    cred.uid, md.shutting_down ? "shutting down" :
+		    "max_clients reached");
+		close(cfd);
+		return;
+	}
+	if ((c = calloc(1, sizeof(*c))) == NULL) {
+		log_warn("control: calloc");
+		close(cfd);
+		return;
+	}
+	c->fd = cfd;
+	c->uid = cred.uid;
+	c->gid = cred.gid;
+	c->pid = cred.pid;
+	snprintf(c->desc, sizeof(c->desc), "pid %d uid %u", (int)cred.pid,
+	    (unsigned)cred.uid);
+	TAILQ_INIT(&c->segs);
+	TAILQ_INIT(&c->outq);
+	c->ev_read = event_new(md.base, cfd, EV_READ | EV_PERSIST,
+	    client_read_cb, c);
+	c->ev_write = event_new(md.base, cfd, EV_WRITE, client_write_cb, c);
+	event_add(c->ev_read, NULL);
+	TAILQ_INSERT_TAIL(&md.clients, c, entry);
+	md.nclients++;
+	log_debug("control: client %s connected", c->desc);
+}
+
+/* Listen on path, or adopt an already listening descriptor (systemd). */
+int
+control_listen(const char *path, char *err, size_t errlen)
+{
+	int fd = -1;
+
+	wire_strlcpy(control_path, path, sizeof(control_path));
+	if (control_mkdir(path, err, errlen) == -1 ||
+	    (fd = control_bind(path, err, errlen)) == -1)
+		return -1;
+	control_fd = fd;
+	control_ev = event_new(md.base, fd, EV_READ | EV_PERSIST,
+	    control_accept_cb, NULL);
+	event_add(control_ev, NULL);
+	return 0;
+}
+
+void
+control_close(void)
+{
+	struct client *c;
+
+	while ((c = TAILQ_FIRST(&md.clients)) != NULL)
+		client_close(c, NULL);
+	if (control_ev != NULL)
+		event_free(control_ev);
+	if (control_fd != -1) {
+		close(control_fd);
+		unlink(control_path);
+	}
+}
+
+/* ---- segments ---- */
+
+void
+seg_unref(struct seg *s)
+{
+	if (--s->refs > 0)
+		return;
+	munmap(s->base, s->size);
+	free(s);
+}
+
+static struct seg *
+seg_find(struct client *c, uint32_t id)
+{
+	struct seg *s;
+
+	TAILQ_FOREACH(s, &c->segs, entry)
+		if (s->id == id)
+			return s;
+	return NULL;
+}
+
+/*
+ * Resolve a buffer [off, off + len) of segment id for an operation: a
+ * reference on the segment and the mapped address.  Segment 0 with length
+ * 0 is "no buffer".
+ */
+struct seg *
+client_seg(struct client *c, uint32_t id, uint64_t off, uint64_t len,
+    uint8_t **ptr, char *err, size_t errlen)
+{
+	struct seg *s;
+
+	*ptr = NULL;
+	if (id == 0 && len == 0)
+		return NULL;
+	if ((s = seg_find(c, id)) == NULL) {
+		snprintf(err, errlen, "segment %u is not registered", id);
+		return NULL;
+	}
+	if (off > s->size || len > s->size - off) {
+		snprintf(err, errlen, "buffer [%llu, +%llu) lies outside "
+		    "segment %u of %llu bytes", (unsigned long long)off,
+		    (unsigned long long)len, id, (unsigned long long)s->size);
+		return NULL;
+	}
+	s->refs++;
+	*ptr = s->base + off;
+	return s;
+}
+
+static int
+seg_check_fd(int fd, uint64_t size, char *err, size_t errlen)
+{
+	struct stat st;
+	int seals;
+
+	if ((seals = fcntl(fd, F_GET_SEALS)) == -1) {
+		snprintf(err, errlen, "not a sealable memfd: %s",
+		    strerror(errno));
+		return -1;
+	}
+	if (!(seals & F_SEAL_SHRINK)) {
+		snprintf(err, errlen, "segment is not sealed against "
+		    "shrinking (F_SEAL_SHRINK)");
+		return -1;
+	}
+	if (fstat(fd, &st) == -1 || (uint64_t)st.st_size != size) {
+		snprintf(err, errlen, "segment size %llu does not match the "
+		    "announced %llu", (unsigned long long)st.st_size,
+		    (unsigned long long)size);
+		return -1;
+	}
+	return 0;
+}
+
+static void
+client_seg_add(struct client *c, const struct ipc_seg_add *m, int fd)
+{
+	struct ipc_seg_ok ok = { m->seg_id };
+	char err[ERR_MAX];
+	struct seg *s;
+	void *base;
+
+	if (m->seg_id == 0 || seg_find(c, m->seg_id) != NULL)
+		snprintf(err, sizeof(err), "segment id %u is %s", m->seg_id,
+		    m->seg_id == 0 ? "reserved" : "already registered");
+	else if (m->size == 0)
+		snprintf(err, sizeof(err), "segment %u is empty", m->seg_id);
+	else if (c->nsegs >= md.conf.max_segments ||
+	    m->size > md.conf.max_segment_bytes - c->seg_bytes)
+		snprintf(err, sizeof(err), "segment %u: over the limit of %u "
+		    "segments and %llu bytes per client", m->seg_id,
+		    md.conf.max_segments,
+		    (unsigned long long)md.conf.max_segment_bytes);
+	else if (seg_check_fd(fd, m->size, err, sizeof(err)) == 0) {
+		base = mmap(NULL, m->size, PROT_READ | PROT_WRITE, MAP_SHARED,
+		    fd, 0);
+		if (base != MAP_FAILED && (s = calloc(1, sizeof(*s))) != NULL) {
+			s->id = m->seg_id;
+			s->base = base;
+			s->size = m->size;
+			s->refs = 1;
+			TAILQ_INSERT_TAIL(&c->segs, s, entry);
+			c->nsegs++;
+			c->seg_bytes += m->size;
+			close(fd);
+			client_send(c, IPC_SEG_OK, &ok, NULL, 0);
+			return;
+		}
+		if (base != MAP_FAILED)
+			munmap(base, m->size);
+		snprintf(err, sizeof(err), "cannot map segment %u: %s",
+		    m->seg_id, strerror(errno));
+	}
+	close(fd);
+	log_debug("control: client %s: %s", c->desc, err);
+	client_error(c, MCCL_ERR_INVALID_ARGUMENT, IPC_SEG_ADD, err);
+}
+
+static void
+client_seg_del(struct client *c, const struct ipc_seg_del *m)
+{
+	struct seg *s;
+
+	if ((s = seg_find(c, m->seg_id)) == NULL)
+		return;
+	TAILQ_REMOVE(&c->segs, s, entry);
+	c->nsegs--;
+	c->seg_bytes -= s->size;
+	seg_unref(s);
+}
+
+/* ---- output ---- */
+
+int
+client_send(struct client *c, uint16_t type, const void *msg,
+    const void *trailer, size_t trailer_len)
+{
+	struct outmsg *o;
+	uint8_t buf[IPC_MSG_MAX];
+	size_t len;
+
+	if ((len = wire_encode(&ipc_proto, type, msg, trailer, trailer_len, buf,
+	    sizeof(buf))) == 0) {
+		log_warnx("control: cannot encode %u for %s", type, c->desc);
+		return -1;
+	}
+	if (TAILQ_EMPTY(&c->outq) && send(c->fd, buf, len, MSG_NOSIGNAL |
+	    MSG_DONTWAIT) == (ssize_t)len)
+		return 0;
+	/* The client is slow to read: keep the record, in order. */
+	if ((o = malloc(sizeof(*o) + len)) == NULL) {
+		log_warn("control: queueing for %s", c->desc);
+		return -1;
+	}
+	o->len = len;
+	memcpy(o->buf, buf, len);
+	TAILQ_INSERT_TAIL(&c->outq, o, entry);
+	event_add(c->ev_write, NULL);
+	return 0;
+}
+
+static void
+client_write_cb(int fd, short events, void *arg)
+{
+	struct client *c = arg;
+	struct outmsg *o;
+
+	(void)events;
+	while ((o = TAILQ_FIRST(&c->outq)) != NULL) {
+		if (send(fd, o->buf, o->len, MSG_NOSIGNAL | MSG_DONTWAIT) !=
+		    (ssize_t)o->len) {
+			if (errno == EAGAIN || errno == EINTR)
+				event_add(c->ev_write, NULL);
+			return;
+		}
+		TAILQ_REMOVE(&c->outq, o, entry);
+		free(o);
+	}
+}
+
+void
+client_error(struct client *c, uint32_t code, uint16_t request,
+    const char *msg)
+{
+	struct ipc_error e = { code, request };
+
+	client_send(c, IPC_ERROR, &e, msg, strnlen(msg, IPC_TEXT_MAX));
+}
+
+void
+client_op_done(struct client *c, uint64_t seq, int code, const char *msg)
+{
+	struct ipc_op_done d = { seq, (uint32_t)code };
+
+	if (seq > c->done_seq)
+		c->done_seq = seq;
+	client_send(c, IPC_OP_DONE, &d, msg, code == 0 ? 0 :
+	    strnlen(msg, IPC_TEXT_MAX));
+}
+
+/* ---- mcclctl ---- */
+
+static json_t *
+control_status(void)
+{
+	json_t *listen = json_array();
+	uint32_t up = 0;
+
+	for (size_t i = 0; i < md.conf.nlisten; i++)
+		json_array_append_new(listen, json_sprintf("%s:%u",
+		    md.conf.listen[i].host, md.conf.listen[i].port));
+	for (uint32_t i = 0; i < md.conf.nnodes; i++)
+		up += i != md.conf.node_index && peer_is_up(i);
+	return json_pack("{s:s, s:i, s:s, s:i, s:I, s:s, s:o, s:i, s:i, s:i, "
+	    "s:i, s:s}",
+	    "node", md.conf.node_name, "node_index", (int)md.conf.node_index,
+	    "version", MCCLD_VERSION, "pid", (int)getpid(),
+	    "uptime_s", (json_int_t)((now_ns() - md.started_ns) / 1000000000),
+	    "socket", control_path, "listen", listen,
+	    "cluster_size", (int)md.conf.nnodes, "peers_up", (int)up,
+	    "clients", (int)md.nclients, "jobs", (int)job_count(),
+	    "log_level", log_level_name(log_getlevel()));
+}
+
+static void
+client_ctl(struct client *c, const struct ipc_ctl *m)
+{
+	struct ipc_ctl_reply r = { 0 };
+	json_t *doc;
+	char *text;
+
+	switch (m->cmd) {
+	case CTL_STATUS: doc = control_status(); break;
+	case CTL_PEERS: doc = peer_ctl_list(); break;
+	case CTL_JOBS: doc = job_ctl_list(c); break;
+	default:
+		client_error(c, MCCL_ERR_INVALID_ARGUMENT, IPC_CTL,
+		    "unknown control command");
+		return;
+	}
+	text = json_dumps(doc, JSON_COMPACT);
+	json_decref(doc);
+	if (text == NULL || strlen(text) > IPC_MSG_MAX - WIRE_HDR_LEN - 4)
+		client_error(c, MCCL_ERR_NO_MEMORY, IPC_CTL,
+		    "reply too large");
+	else
+		client_send(c, IPC_CTL_REPLY, &r, text, strlen(text));
+	free(text);
+}
+
+/* ---- input ---- */
+
+static void
+client_hello(struct client *c, const struct ipc_hello *m)
+{
+	struct ipc_hello_ok ok;
+
+	if (c->hello_done) {
+		client_close(c, "second HELLO");
+		return;
+	}
+	c->hello_done = 1;
+	memset(&ok, 0, sizeof(ok));
+	ok.version = IPC_VERSION;
+	ok.node_index = md.conf.node_index;
+	ok.nnodes = (uint32_t)md.conf.nnodes;
+	ok.init_timeout_ms = md.conf.init_timeout_ms;
+	ok.op_timeout_ms = md.conf.op_timeout_ms;
+	wire_strlcpy(ok.node_name, md.conf.node_name, sizeof(ok.node_name));
+	snprintf(c->desc, sizeof(c->desc), "pid %d uid %u", (int)c->pid,
+	    (unsigned)c->uid);
+	(void)m;
+	client_send(c, IPC_HELLO_OK, &ok, NULL, 0);
+}
+
+static void
+client_dispatch(struct client *c, uint16_t type, const void *msg, int fd)
+{
+	switch (type) {
+	case IPC_HELLO: client_hello(c, msg); break;
+	case IPC_SEG_ADD: client_seg_add(c, msg, fd); break;
+	case IPC_SEG_DEL: client_seg_del(c, msg); break;
+	case IPC_JOIN: job_client_join(c, msg); break;
+	case IPC_LEAVE: job_client_gone(c, 1); break;
+	case IPC_ABORT: job_client_abort(c); break;
+	case IPC_OP: job_client_op(c, msg); break;
+	case IPC_CTL: client_ctl(c, msg); break;
+	default: client_close(c, "message type not accepted from clients");
+	}
+}
+
+/* Descriptors that came with the record; -1 on a control-data error. */
+static int
+client_take_fds(struct msghdr *mh, int *fds, int max)
+{
+	struct cmsghdr *cm;
+	int n = 0;
+
+	for (cm = CMSG_FIRSTHDR(mh); cm != NULL; cm = CMSG_NXTHDR(mh, cm)) {
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		for (size_t i = 0; i < (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		    i++) {
+			int fd;
+
+			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(fd));
+			if (n < max)
+				fds[n++] = fd;
+			else
+				close(fd);
+		}
+	}
+	return n;
+}
+
+static void
+close_fds(int *fds, int n)
+{
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
+}
+
+/* Check and decode one record; returns the reason on failure. */
+static const char *
+client_check(struct client *c, const uint8_t *buf, size_t n, int nfds,
+    const struct wire_type **tp, void *msg, char *err, size_t errlen)
+{
+	struct wire_hdr h;
+
+	if (n < WIRE_HDR_LEN)
+		return "record shorter than a header";
+	if (wire_hdr_check(&ipc_proto, buf, &h, tp, err, errlen) == -1)
+		return err;
+	if (h.len != n - WIRE_HDR_LEN) {
+		snprintf(err, errlen, "%s: header says %u bytes, record has %zu",
+		    (*tp)->name, h.len, n - WIRE_HDR_LEN);
+		return err;
+	}
+	if ((*tp)->nfds != nfds) {
+		snprintf(err, errlen, "%s: %d descriptors, expected %u",
+		    (*tp)->name, nfds, (*tp)->nfds);
+		return err;
+	}
+	if (!c->hello_done && h.type != IPC_HELLO)
+		return "first message is not HELLO";
+	if (wire_decode(*tp, buf + WIRE_HDR_LEN, h.len, msg, NULL, NULL, err,
+	    errlen) == -1)
+		return err;
+	return NULL;
+}
+
+static void
+client_read_cb(int fd, short events, void *arg)
+{
+	struct client *c = arg;
+	union {
+		struct cmsghdr	hdr;
+		char		buf[CMSG_SPACE(CLIENT_FDS_MAX * sizeof(int))];
+	} cmsg;
+	union {
+		struct ipc_ctl ctl;
+		struct ipc_op op;
+		struct ipc_join join;
+		struct ipc_seg_add seg_add;
+		struct ipc_hello hello;
+		uint8_t raw[256];
+	} msg;
+	static uint8_t buf[IPC_MSG_MAX];
+	const struct wire_type *t;
+	struct iovec iov = { buf, sizeof(buf) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+	    .msg_control = cmsg.buf, .msg_controllen = sizeof(cmsg.buf) };
+	char err[ERR_MAX];
+	const char *why;
+	int fds[CLIENT_FDS_MAX], nfds;
+	ssize_t n;
+
+	(void)events;
+	if ((n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC)) == -1) {
+		if (errno != EAGAIN && errno != EINTR)
+			client_close(c, strerror(errno));
+		return;
+	}
+	nfds = client_take_fds(&mh, fds, CLIENT_FDS_MAX);
+	if (n == 0) {
+		close_fds(fds, nfds);
+		client_close(c, NULL);
+		return;
+	}
+	if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
+		why = mh.msg_flags & MSG_TRUNC ? "record too long" :
+		    "too many descriptors";
+	else
+		why = client_check(c, buf, (size_t)n, nfds, &t, &msg, err,
+		    sizeof(err));
+	if (why != NULL) {
+		close_fds(fds, nfds);
+		client_close(c, why);
+		return;
+	}
+	client_dispatch(c, t->type, &msg, nfds > 0 ? fds[0] : -1);
+}
+
+/* Drop a client; why != NULL logs a protocol violation. */
+static void
+client_close(struct client *c, const char *why)
+{
+	struct seg *s;
+	struct outmsg *o;
+
+	if (why != NULL)
+		log_warnx("control: closing client %s: %s", c->desc, why);
+	else
+		log_debug("control: client %s disconnected", c->desc);
+	job_client_gone(c, 0);
+	while ((s = TAILQ_FIRST(&c->segs)) != NULL) {
+		TAILQ_REMOVE(&c->segs, s, entry);
+		seg_unref(s);
+	}
+	while ((o = TAILQ_FIRST(&c->outq)) != NULL) {
+		TAILQ_REMOVE(&c->outq, o, entry);
+		free(o);
+	}
+	event_free(c->ev_read);
+	event_free(c->ev_write);
+	close(c->fd);
+	TAILQ_REMOVE(&md.clients, c, entry);
+	md.nclients--;
+	free(c);
+}

@@ -1,0 +1,361 @@
+/*
+ * engine.c: a job's data plane.  Each formed job has one engine thread on
+ * each of its nodes.  It opens the job's data links, then runs the job's
+ * operations in order: combine the local ranks' buffers in shared memory,
+ * run the inter-node part (ring.c) on one buffer for the whole node, and
+ * write the result into every local rank's buffer.  It never touches the
+ * main thread's structures: operations come in through eng_in and go back
+ * through eng_out, under eng_mtx, and ev_engine tells the main loop.
+ */
+#include <sys/eventfd.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "mccld.h"
+
+static void	engine_report_links(struct job *, int, int, const char *);
+
+static void
+engine_notify(struct job *j)
+{
+	event_active(j->ev_engine, EV_READ, 0);
+}
+
+/* ---- data links ---- */
+
+static int
+engine_connect_links(struct job *j, char *err, size_t errlen)
+{
+	for (uint32_t p = j->me + 1; p < j->nnodes; p++) {
+		char why[ERR_MAX] = "";
+		int fd;
+
+		if ((fd = peer_data_connect(j->node_index[p], j->id, why,
+		    sizeof(why))) == -1) {
+			snprintf(err, errlen, "cannot open a data link to node "
+			    "%s: %s", j->names[p], why);
+			return -1;
+		}
+		pthread_mutex_lock(&j->eng_mtx);
+		j->eng_fds[p] = fd;
+		pthread_mutex_unlock(&j->eng_mtx);
+	}
+	return 0;
+}
+
+static int
+engine_links_missing(const struct job *j)
+{
+	for (uint32_t p = 0; p < j->me; p++)
+		if (j->eng_fds[p] == -1)
+			return (int)p;
+	return -1;
+}
+
+/* Wait for the nodes before us to connect; called with eng_mtx held. */
+static int
+engine_await_links(struct job *j, char *err, size_t errlen)
+{
+	struct timespec ts;
+	int missing;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += md.conf.connect_timeout_ms / 1000;
+	ts.tv_nsec += (long)(md.conf.connect_timeout_ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	while ((missing = engine_links_missing(j)) != -1 && !j->eng_quit &&
+	    !j->eng_aborted)
+		if (pthread_cond_timedwait(&j->eng_cond, &j->eng_mtx, &ts) ==
+		    ETIMEDOUT)
+			break;
+	if (missing == -1)
+		return 0;
+	snprintf(err, errlen, "node %s did not open its data link within %u ms",
+	    j->names[missing], md.conf.connect_timeout_ms);
+	return -1;
+}
+
+static int
+engine_links(struct job *j)
+{
+	char err[ERR_MAX] = "";
+	int rc;
+
+	rc = engine_connect_links(j, err, sizeof(err));
+	if (rc == 0) {
+		pthread_mutex_lock(&j->eng_mtx);
+		rc = engine_await_links(j, err, sizeof(err));
+		pthread_mutex_unlock(&j->eng_mtx);
+	}
+	engine_report_links(j, rc == 0, MCCL_ERR_PEER_FAILED, err);
+	return rc;
+}
+
+/* ---- operations ---- */
+
+static uint32_t
+local_index_of(const struct job *j, uint32_t rank)
+{
+	for (uint32_t i = 0; i < j->nlocal; i++)
+		if (j->local_ranks[i] == rank)
+			return i;
+	return UINT32_MAX;
+}
+
+/* Copy the node's result from src into every other local rank's buffer. */
+static void
+engine_fan_out(const struct job *j, const struct op *op, const uint8_t *src,
+    size_t bytes)
+{
+	for (uint32_t i = 0; i < j->nlocal; i++)
+		if (op->parts[i].recv != src && bytes > 0)
+			memcpy(op->parts[i].recv, src, bytes);
+}
+
+static int
+engine_allreduce(struct job *j, struct op *op, struct xfer *x)
+{
+	const struct ipc_op *d = &op->desc;
+	const void **srcs;
+	uint8_t *dst = op->parts[0].recv;
+	size_t bytes = (size_t)d->count * dtype_size(d->dtype);
+
+	if ((srcs = calloc(j->nlocal, sizeof(*srcs))) == NULL) {
+		x->code = MCCL_ERR_NO_MEMORY;
+		snprintf(x->err, sizeof(x->err), "out of memory");
+		return -1;
+	}
+	for (uint32_t i = 0; i < j->nlocal; i++)
+		srcs[i] = op->parts[i].send;
+	if (bytes > 0)
+		reduce_many(dst, (const void *const *)srcs, j->nlocal, d->count,
+		    d->dtype, d->redop);
+	free(srcs);
+	if (ring_allreduce(x, dst, d->count, d->dtype, d->redop) == -1)
+		return -1;
+	if (d->redop == MCCL_AVG && bytes > 0)
+		reduce_scale_avg(dst, d->count, d->dtype, j->nranks);
+	engine_fan_out(j, op, dst, bytes);
+	return 0;
+}
+
+static int
+engine_broadcast(struct job *j, struct op *op, struct xfer *x)
+{
+	const struct ipc_op *d = &op->desc;
+	uint32_t root_pos = j->rank_pos[d->root];
+	size_t bytes = (size_t)d->count * dtype_size(d->dtype);
+	uint8_t *buf = op->parts[0].recv;
+
+	if (root_pos == j->me)
+		buf = op->parts[local_index_of(j, d->root)].recv;
+	if (ring_broadcast(x, buf, bytes, root_pos) == -1)
+		return -1;
+	engine_fan_out(j, op, buf, bytes);
+	return 0;
+}
+
+static void
+engine_run(struct job *j, struct op *op, uint8_t *scratch)
+{
+	struct xfer x;
+	int rc = -1;
+
+	memset(&x, 0, sizeof(x));
+	x.nnodes = j->nnodes;
+	x.me = j->me;
+	x.fds = j->eng_fds;
+	x.names = j->names;
+	x.abort_fd = j->eng_abort_fd;
+	x.deadline_ns = op->deadline_ns;
+	x.chunk = md.conf.chunk_bytes;
+	x.scratch = scratch;
+	x.hdr = (struct peer_ophdr){ op->desc.seq, op->desc.coll,
+	    op->desc.dtype, op->desc.redop, 0, op->desc.root, op->desc.count };
+	switch (op->desc.coll) {
+	case COLL_ALLREDUCE: rc = engine_allreduce(j, op, &x); break;
+	case COLL_BROADCAST: rc = engine_broadcast(j, op, &x); break;
+	case COLL_BARRIER: rc = ring_barrier(&x); break;
+	default:
+		x.code = MCCL_ERR_INTERNAL;
+		snprintf(x.err, sizeof(x.err), "collective %u not in the engine",
+		    op->desc.coll);
+	}
+	op->code = rc == 0 ? 0 : x.code;
+	wire_strlcpy(op->err, x.err, sizeof(op->err));
+}
+
+/* Next operation to run, or NULL when told to quit. */
+static struct op *
+engine_next(struct job *j)
+{
+	struct op *op;
+
+	pthread_mutex_lock(&j->eng_mtx);
+	while (!j->eng_quit && TAILQ_EMPTY(&j->eng_in))
+		pthread_cond_wait(&j->eng_cond, &j->eng_mtx);
+	if ((op = TAILQ_FIRST(&j->eng_in)) != NULL && !j->eng_quit) {
+		TAILQ_REMOVE(&j->eng_in, op, entry);
+		j->eng_current = op;
+		if (j->eng_aborted) {
+			op->code = MCCL_ERR_ABORTED;
+			wire_strlcpy(op->err, "job aborted", sizeof(op->err));
+		}
+	} else
+		op = NULL;
+	pthread_mutex_unlock(&j->eng_mtx);
+	return op;
+}
+
+static void
+engine_done(struct job *j, struct op *op)
+{
+	pthread_mutex_lock(&j->eng_mtx);
+	j->eng_current = NULL;
+	TAILQ_INSERT_TAIL(&j->eng_out, op, entry);
+	pthread_mutex_unlock(&j->eng_mtx);
+	engine_notify(j);
+}
+
+static void
+engine_report_links(struct job *j, int ok, int code, const char *err)
+{
+	pthread_mutex_lock(&j->eng_mtx);
+	j->eng_links = ok ? 1 : -1;
+	j->eng_link_code = code;
+	wire_strlcpy(j->eng_link_err, err, sizeof(j->eng_link_err));
+	pthread_mutex_unlock(&j->eng_mtx);
+	engine_notify(j);
+}
+
+static void *
+engine_main(void *arg)
+{
+	struct job *j = arg;
+	uint8_t *scratch;
+	struct op *op;
+	int ok = 0;
+
+	if ((scratch = malloc(2 * md.conf.chunk_bytes)) == NULL)
+		engine_report_links(j, 0, MCCL_ERR_NO_MEMORY,
+		    "out of memory for the pipeline");
+	else
+		ok = engine_links(j) == 0;
+	while ((op = engine_next(j)) != NULL) {
+		if (op->code == 0 && ok)
+			engine_run(j, op, scratch);
+		else if (op->code == 0) {
+			op->code = j->eng_link_code;
+			wire_strlcpy(op->err, j->eng_link_err, sizeof(op->err));
+		}
+		engine_done(j, op);
+	}
+	free(scratch);
+	return NULL;
+}
+
+/* ---- the main thread's side ---- */
+
+int
+engine_start(struct job *j, char *err, size_t errlen)
+{
+	pthread_condattr_t ca;
+
+	if ((j->eng_fds = malloc(j->nnodes * sizeof(int))) == NULL ||
+	    job_engine_event(j) == -1) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (uint32_t p = 0; p < j->nnodes; p++)
+		j->eng_fds[p] = -1;
+	if ((j->eng_abort_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) == -1) {
+		snprintf(err, errlen, "eventfd: %s", strerror(errno));
+		return -1;
+	}
+	pthread_mutex_init(&j->eng_mtx, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);	/* deadlines are */
+	pthread_cond_init(&j->eng_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	if ((errno = pthread_create(&j->eng_thread, NULL, engine_main, j)) != 0) {
+		snprintf(err, errlen, "cannot start the engine thread: %s",
+		    strerror(errno));
+		return -1;
+	}
+	j->eng_running = 1;
+	return 0;
+}
+
+void
+engine_submit(struct job *j, struct op *op)
+{
+	pthread_mutex_lock(&j->eng_mtx);
+	TAILQ_INSERT_TAIL(&j->eng_in, op, entry);
+	pthread_cond_signal(&j->eng_cond);
+	pthread_mutex_unlock(&j->eng_mtx);
+}
+
+/* Hand an accepted data link from the node at position pos to the engine. */
+int
+engine_adopt_link(struct job *j, uint32_t pos, int fd)
+{
+	int rc = -1;
+
+	if (!j->eng_running || pos >= j->me)
+		return -1;
+	pthread_mutex_lock(&j->eng_mtx);
+	if (j->eng_fds[pos] == -1) {
+		j->eng_fds[pos] = fd;
+		pthread_cond_signal(&j->eng_cond);
+		rc = 0;
+	}
+	pthread_mutex_unlock(&j->eng_mtx);
+	return rc;
+}
+
+void
+engine_wake(struct job *j)
+{
+	pthread_mutex_lock(&j->eng_mtx);
+	pthread_cond_broadcast(&j->eng_cond);
+	pthread_mutex_unlock(&j->eng_mtx);
+}
+
+/* Stop the thread, close the links, and give back what it still holds. */
+void
+engine_stop(struct job *j)
+{
+	uint64_t one = 1;
+
+	if (!j->eng_running)
+		return;
+	pthread_mutex_lock(&j->eng_mtx);
+	j->eng_quit = 1;
+	pthread_cond_broadcast(&j->eng_cond);
+	pthread_mutex_unlock(&j->eng_mtx);
+	if (write(j->eng_abort_fd, &one, sizeof(one)) == -1)
+		log_warn("job %s: stopping the engine", j->name);
+	pthread_join(j->eng_thread, NULL);
+	j->eng_running = 0;
+	TAILQ_CONCAT(&j->eng_out, &j->eng_in, entry);
+	for (uint32_t p = 0; p < j->nnodes; p++)
+		if (j->eng_fds[p] != -1) {
+			shutdown(j->eng_fds[p], SHUT_WR);
+			close(j->eng_fds[p]);
+		}
+	free(j->eng_fds);
+	close(j->eng_abort_fd);
+	event_free(j->ev_engine);
+	pthread_mutex_destroy(&j->eng_mtx);
+	pthread_cond_destroy(&j->eng_cond);
+}

@@ -1,0 +1,1178 @@
+/*
+ * job.c: jobs, from formation to failure (main thread).
+ *
+ * Formation: every process tells its local daemon "job J, rank r of n".
+ * The daemon forwards its set of local ranks to the job's coordinator, a
+ * node chosen by hashing (uid, J) over the cluster, so no address is ever
+ * configured per job.  When the coordinator holds all n ranks it sends the
+ * rank map to every node involved; each starts the job's engine, which opens
+ * the data links, and answers its clients once the links are up.
+ *
+ * Operations: each local rank submits operation seq; once every local rank
+ * has, the operation goes to the engine (engine.c).  Any failure fails the
+ * whole job on every node (PEER_ABORT), so no rank is left waiting.
+ */
+#include <sys/random.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <jansson.h>
+
+#include "mccld.h"
+
+#define FORM_GRACE_MS	1000	/* the coordinator's timeout message first */
+
+/* A job forming with this node as coordinator. */
+struct coord {
+	TAILQ_ENTRY(coord) entry;
+	uid_t		 uid;
+	char		 name[JOB_NAME_MAX];
+	uint32_t	 nranks;
+	uint32_t	*rank_node;	/* cluster node of each rank, or NONE */
+	uint32_t	 nclaimed;
+	uint32_t	 timeout_ms;
+	struct event	*ev_timeout;
+};
+
+/* A data link that arrived before the job's rank map. */
+struct early_link {
+	TAILQ_ENTRY(early_link) entry;
+	int		 fd;
+	uint64_t	 job_id;
+	uint32_t	 node;
+	struct event	*ev_timeout;
+};
+
+#define NONE	UINT32_MAX
+
+static TAILQ_HEAD(, early_link) early_links =
+    TAILQ_HEAD_INITIALIZER(early_links);
+
+static void	job_fail(struct job *, int, const char *, ...)
+		    __attribute__((format(printf, 3, 4)));
+static void	job_free(struct job *);
+
+static const char *coll_names[] = {
+	"none", "allreduce", "broadcast", "barrier", "reduce", "allgather",
+	"reduce_scatter", "alltoall"
+};
+
+const char *
+coll_name(int coll)
+{
+	return coll >= 1 && coll <= COLL_MAX ? coll_names[coll] : "unknown";
+}
+
+static void
+ms_to_tv(uint32_t ms, struct timeval *tv)
+{
+	tv->tv_sec = ms / 1000;
+	tv->tv_usec = (ms % 1000) * 1000;
+}
+
+static uint32_t
+coordinator_of(uid_t uid, const char *name)
+{
+	uint64_t h = 1469598103934665603ULL ^ uid;
+
+	for (const char *p = name; *p != '\0'; p++)
+		h = (h ^ (uint8_t)*p) * 1099511628211ULL;
+	return (uint32_t)(h % md.conf.nnodes);
+}
+
+int
+job_count(void)
+{
+	struct job *j;
+	int n = 0;
+
+	TAILQ_FOREACH(j, &md.jobs, entry)
+		n++;
+	return n;
+}
+
+static struct job *
+job_find_forming(uid_t uid, const char *name)
+{
+	struct job *j;
+
+	TAILQ_FOREACH(j, &md.jobs, entry)
+		if (j->state == JOB_FORMING && j->uid == uid &&
+		    strcmp(j->name, name) == 0)
+			return j;
+	return NULL;
+}
+
+static struct job *
+job_find_id(uint64_t id)
+{
+	struct job *j;
+
+	TAILQ_FOREACH(j, &md.jobs, entry)
+		if (j->id == id && id != 0)
+			return j;
+	return NULL;
+}
+
+/* ---- formation: the local side ---- */
+
+static void
+job_send_join(struct job *j)
+{
+	struct peer_join m;
+	uint32_t *ranks;
+	uint8_t *trailer;
+	uint32_t n = 0;
+
+	ranks = calloc(j->nlocal + 1, sizeof(*ranks));
+	trailer = calloc(j->nlocal + 1, 4);
+	if (ranks == NULL || trailer == NULL)
+		goto out;
+	for (uint32_t r = 0; j->state == JOB_FORMING && r < j->nranks &&
+	    n < j->nlocal; r++)
+		if (j->clients[r] != NULL)
+			ranks[n++] = r;
+	memset(&m, 0, sizeof(m));
+	m.uid = (uint32_t)j->uid;
+	m.nranks = j->nranks;
+	m.node = md.conf.node_index;
+	m.nlocal = n;
+	m.timeout_ms = j->timeout_ms;
+	wire_strlcpy(m.job, j->name, sizeof(m.job));
+	wire_put_u32s(trailer, ranks, n);
+	if (peer_send(j->coordinator, PEER_JOIN, &m, trailer, 4 * n) == -1)
+		log_debug("job %s: coordinator %s not reachable yet", j->name,
+		    peer_name(j->coordinator));
+out:
+	free(ranks);
+	free(trailer);
+}
+
+static void
+job_form_timeout_cb(int fd, short events, void *arg)
+{
+	struct job *j = arg;
+
+	(void)fd;
+	(void)events;
+	job_fail(j, MCCL_ERR_TIMEOUT, "job %s: no rank map from coordinator "
+	    "node %s within %u ms (%s)", j->name, peer_name(j->coordinator),
+	    j->timeout_ms, peer_is_up(j->coordinator) ? "it is up" :
+	    "it is unreachable");
+}
+
+static struct job *
+job_new(const struct client *c, const struct ipc_join *m)
+{
+	struct job *j;
+	struct timeval tv;
+
+	if ((j = calloc(1, sizeof(*j))) == NULL ||
+	    (j->clients = calloc(m->nranks, sizeof(*j->clients))) == NULL) {
+		free(j);
+		return NULL;
+	}
+	j->uid = c->uid;
+	wire_strlcpy(j->name, m->job, sizeof(j->name));
+	j->nranks = m->nranks;
+	j->state = JOB_FORMING;
+	j->timeout_ms = m->timeout_ms ? m->timeout_ms : md.conf.init_timeout_ms;
+	j->coordinator = coordinator_of(j->uid, j->name);
+	j->eng_abort_fd = -1;
+	TAILQ_INIT(&j->ops);
+	TAILQ_INIT(&j->eng_in);
+	TAILQ_INIT(&j->eng_out);
+	j->ev_timeout = evtimer_new(md.base, job_form_timeout_cb, j);
+	ms_to_tv(j->timeout_ms + FORM_GRACE_MS, &tv);
+	evtimer_add(j->ev_timeout, &tv);
+	TAILQ_INSERT_TAIL(&md.jobs, j, entry);
+	log_debug("job %s (uid %u): forming, %u ranks, coordinator %s",
+	    j->name, (unsigned)j->uid, j->nranks, peer_name(j->coordinator));
+	return j;
+}
+
+static const char *
+join_check(const struct client *c, const struct ipc_join *m, const struct job *j,
+    char *err, size_t errlen)
+{
+	if (c->job != NULL)
+		snprintf(err, errlen, "this connection is already rank %u of "
+		    "job %s", c->rank, c->job->name);
+	else if (m->job[0] == '\0')
+		snprintf(err, errlen, "empty job name");
+	else if (m->nranks == 0 || m->nranks > PEER_RANKS_MAX)
+		snprintf(err, errlen, "job %s: nranks %u is out of range "
+		    "(1..%u)", m->job, m->nranks, PEER_RANKS_MAX);
+	else if (m->rank >= m->nranks)
+		snprintf(err, errlen, "job %s: rank %u is out of range for "
+		    "nranks %u", m->job, m->rank, m->nranks);
+	else if (j != NULL && j->nranks != m->nranks)
+		snprintf(err, errlen, "job %s: rank %u says nranks is %u, but "
+		    "ranks already joined said %u", m->job, m->rank, m->nranks,
+		    j->nranks);
+	else if (j != NULL && j->clients[m->rank] != NULL)
+		snprintf(err, errlen, "job %s: rank %u is already held by "
+		    "process %d on node %s", m->job, m->rank,
+		    (int)j->clients[m->rank]->pid, md.conf.node_name);
+	else
+		return NULL;
+	return err;
+}
+
+void
+job_client_join(struct client *c, const struct ipc_join *m)
+{
+	struct job *j = job_find_forming(c->uid, m->job);
+	char err[ERR_MAX];
+
+	if (join_check(c, m, j, err, sizeof(err)) != NULL) {
+		log_info("%s: %s", c->desc, err);
+		client_error(c, MCCL_ERR_INVALID_ARGUMENT, IPC_JOIN, err);
+		return;
+	}
+	if (j == NULL && (j = job_new(c, m)) == NULL) {
+		client_error(c, MCCL_ERR_NO_MEMORY, IPC_JOIN, "out of memory");
+		return;
+	}
+	if (m->timeout_ms > j->timeout_ms)
+		j->timeout_ms = m->timeout_ms;
+	j->clients[m->rank] = c;
+	j->nlocal++;
+	c->job = j;
+	c->rank = m->rank;
+	log_info("job %s: rank %u of %u joined (%s)", j->name, m->rank,
+	    j->nranks, c->desc);
+	job_send_join(j);
+}
+
+/* ---- formation: the coordinator ---- */
+
+static struct coord *
+coord_find(uid_t uid, const char *name)
+{
+	struct coord *k;
+
+	TAILQ_FOREACH(k, &md.coords, entry)
+		if (k->uid == uid && strcmp(k->name, name) == 0)
+			return k;
+	return NULL;
+}
+
+static void
+coord_free(struct coord *k)
+{
+	TAILQ_REMOVE(&md.coords, k, entry);
+	event_free(k->ev_timeout);
+	free(k->rank_node);
+	free(k);
+}
+
+static void
+coord_send_fail(const struct coord *k, uint32_t node, uint32_t rank, int code,
+    const char *msg)
+{
+	struct peer_join_fail f;
+
+	memset(&f, 0, sizeof(f));
+	f.uid = (uint32_t)k->uid;
+	f.rank = rank;
+	f.code = (uint32_t)code;
+	wire_strlcpy(f.job, k->name, sizeof(f.job));
+	peer_send(node, PEER_JOIN_FAIL, &f, msg, strnlen(msg, PEER_TEXT_MAX));
+}
+
+/* "2, 5, 7" (at most a line of) the ranks nobody claimed. */
+static void
+coord_missing(const struct coord *k, char *buf, size_t len)
+{
+	size_t pos = 0;
+
+	buf[0] = '\0';
+	for (uint32_t r = 0; r < k->nranks && pos + 16 < len; r++)
+		if (k->rank_node[r] == NONE)
+			pos += (size_t)snprintf(buf + pos, len - pos, "%s%u",
+			    pos ? ", " : "", r);
+	if (pos + 16 >= len)
+		snprintf(buf + pos, len - pos, ", ...");
+}
+
+static void
+coord_timeout_cb(int fd, short events, void *arg)
+{
+	struct coord *k = arg;
+	char missing[128], msg[ERR_MAX];
+	uint8_t *sent;
+
+	(void)fd;
+	(void)events;
+	coord_missing(k, missing, sizeof(missing));
+	snprintf(msg, sizeof(msg), "job %s: %u of %u ranks never joined "
+	    "within %u ms: rank%s %s", k->name, k->nranks - k->nclaimed,
+	    k->nranks, k->timeout_ms, k->nranks - k->nclaimed > 1 ? "s" : "",
+	    missing);
+	log_info("%s", msg);
+	if ((sent = calloc(md.conf.nnodes, 1)) != NULL) {
+		for (uint32_t r = 0; r < k->nranks; r++) {
+			uint32_t n = k->rank_node[r];
+
+			if (n != NONE && !sent[n]) {
+				sent[n] = 1;
+				coord_send_fail(k, n, PEER_ALL_RANKS,
+				    MCCL_ERR_TIMEOUT, msg);
+			}
+		}
+		free(sent);
+	}
+	coord_free(k);
+}
+
+static struct coord *
+coord_new(const struct peer_join *m)
+{
+	struct coord *k;
+	struct timeval tv;
+
+	if ((k = calloc(1, sizeof(*k))) == NULL ||
+	    (k->rank_node = malloc(m->nranks * sizeof(uint32_t))) == NULL) {
+		free(k);
+		return NULL;
+	}
+	k->uid = m->uid;
+	wire_strlcpy(k->name, m->job, sizeof(k->name));
+	k->nranks = m->nranks;
+	for (uint32_t r = 0; r < k->nranks; r++)
+		k->rank_node[r] = NONE;
+	k->timeout_ms = m->timeout_ms;
+	k->ev_timeout = evtimer_new(md.base, coord_timeout_cb, k);
+	ms_to_tv(k->timeout_ms, &tv);
+	evtimer_add(k->ev_timeout, &tv);
+	TAILQ_INSERT_TAIL(&md.coords, k, entry);
+	return k;
+}
+
+static void
+coord_form(struct coord *k)
+{
+	struct peer_formed f;
+	uint8_t *trailer, *sent;
+
+	memset(&f, 0, sizeof(f));
+	while (f.job_id == 0)
+		if (getrandom(&f.job_id, sizeof(f.job_id), 0) != sizeof(f.job_id))
+			f.job_id = ((uint64_t)rand() << 32) ^ (uint64_t)now_ns();
+	f.uid = (uint32_t)k->uid;
+	f.nranks = k->nranks;
+	wire_strlcpy(f.job, k->name, sizeof(f.job));
+	trailer = malloc((size_t)k->nranks * 4);
+	sent = calloc(md.conf.nnodes, 1);
+	if (trailer != NULL && sent != NULL) {
+		wire_put_u32s(trailer, k->rank_node, k->nranks);
+		log_info("job %s: all %u ranks joined, id %016llx", k->name,
+		    k->nranks, (unsigned long long)f.job_id);
+		for (uint32_t r = 0; r < k->nranks; r++)
+			if (!sent[k->rank_node[r]]) {
+				sent[k->rank_node[r]] = 1;
+				peer_send(k->rank_node[r], PEER_FORMED, &f,
+				    trailer, (size_t)k->nranks * 4);
+			}
+	}
+	free(trailer);
+	free(sent);
+	coord_free(k);
+}
+
+/* Replace node's claims with the ranks it just sent. */
+static void
+coord_claim(struct coord *k, uint32_t node, const uint32_t *ranks, uint32_t n)
+{
+	char msg[ERR_MAX];
+
+	for (uint32_t r = 0; r < k->nranks; r++)
+		if (k->rank_node[r] == node) {
+			k->rank_node[r] = NONE;
+			k->nclaimed--;
+		}
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t holder = k->rank_node[ranks[i]];
+
+		if (holder == NONE) {
+			k->rank_node[ranks[i]] = node;
+			k->nclaimed++;
+			continue;
+		}
+		snprintf(msg, sizeof(msg), "job %s: rank %u is already held by "
+		    "a process on node %s", k->name, ranks[i], peer_name(holder));
+		coord_send_fail(k, node, ranks[i], MCCL_ERR_INVALID_ARGUMENT,
+		    msg);
+	}
+}
+
+static int
+coord_join(uint32_t from, const struct peer_join *m, const uint8_t *trailer,
+    size_t tlen)
+{
+	struct coord *k = coord_find(m->uid, m->job);
+	uint32_t *ranks;
+	char msg[ERR_MAX];
+
+	if (m->node != from || tlen != (size_t)m->nlocal * 4 ||
+	    m->nranks == 0 || m->nranks > PEER_RANKS_MAX ||
+	    coordinator_of(m->uid, m->job) != md.conf.node_index)
+		return -1;
+	if ((ranks = calloc(m->nlocal + 1, sizeof(*ranks))) == NULL)
+		return 0;
+	wire_get_u32s(ranks, trailer, m->nlocal);
+	for (uint32_t i = 0; i < m->nlocal; i++)
+		if (ranks[i] >= m->nranks) {
+			free(ranks);
+			return -1;
+		}
+	if (k != NULL && k->nranks != m->nranks) {
+		snprintf(msg, sizeof(msg), "job %s: the ranks on node %s say "
+		    "nranks is %u, but ranks already joined said %u", m->job,
+		    peer_name(from), m->nranks, k->nranks);
+		coord_send_fail(k, from, PEER_ALL_RANKS,
+		    MCCL_ERR_INVALID_ARGUMENT, msg);
+	} else if (k != NULL || (m->nlocal > 0 && (k = coord_new(m)) != NULL)) {
+		if (m->timeout_ms > k->timeout_ms)
+			k->timeout_ms = m->timeout_ms;
+		coord_claim(k, from, ranks, m->nlocal);
+		if (k->nclaimed == k->nranks)
+			coord_form(k);
+		else if (k->nclaimed == 0)
+			coord_free(k);
+	}
+	free(ranks);
+	return 0;
+}
+
+/* ---- formation: the rank map arrives ---- */
+
+static int
+job_topology(struct job *j, const uint32_t *rank_node)
+{
+	uint32_t *pos_of = calloc(md.conf.nnodes, sizeof(uint32_t));
+	uint32_t n = 0, l = 0;
+
+	if (pos_of == NULL)
+		return -1;
+	for (uint32_t r = 0; r < j->nranks; r++)
+		pos_of[rank_node[r]] = 1;
+	for (uint32_t i = 0; i < md.conf.nnodes; i++)
+		pos_of[i] = pos_of[i] ? n++ : NONE;
+	j->nnodes = n;
+	j->node_index = calloc(n, sizeof(uint32_t));
+	j->names = calloc(n, sizeof(char *));
+	j->rank_pos = calloc(j->nranks, sizeof(uint32_t));
+	j->local_ranks = calloc(j->nlocal + 1, sizeof(uint32_t));
+	if (j->node_index == NULL || j->names == NULL || j->rank_pos == NULL ||
+	    j->local_ranks == NULL) {
+		free(pos_of);
+		return -1;
+	}
+	for (uint32_t i = 0; i < md.conf.nnodes; i++)
+		if (pos_of[i] != NONE) {
+			j->node_index[pos_of[i]] = i;
+			j->names[pos_of[i]] = md.conf.nodes[i].name;
+		}
+	j->me = pos_of[md.conf.node_index];
+	for (uint32_t r = 0; r < j->nranks; r++) {
+		j->rank_pos[r] = pos_of[rank_node[r]];
+		if (rank_node[r] == md.conf.node_index && j->clients[r] != NULL) {
+			j->clients[r]->local_index = l;
+			j->local_ranks[l++] = r;
+		}
+	}
+	free(pos_of);
+	return l == j->nlocal ? 0 : -1;
+}
+
+static void
+early_link_free(struct early_link *e, int close_fd)
+{
+	TAILQ_REMOVE(&early_links, e, entry);
+	event_free(e->ev_timeout);
+	if (close_fd)
+		close(e->fd);
+	free(e);
+}
+
+static void
+job_adopt_early_links(struct job *j)
+{
+	struct early_link *e, *next;
+
+	for (e = TAILQ_FIRST(&early_links); e != NULL; e = next) {
+		next = TAILQ_NEXT(e, entry);
+		if (e->job_id != j->id)
+			continue;
+		job_data_link(e->fd, &(struct peer_data_hello){ e->job_id,
+		    e->node, 0 });
+		early_link_free(e, 0);
+	}
+}
+
+static void
+job_formed(const struct peer_formed *m, const uint32_t *rank_node)
+{
+	struct job *j = job_find_forming(m->uid, m->job);
+	char err[ERR_MAX];
+
+	if (j == NULL || j->nranks != m->nranks) {
+		log_info("job %s: rank map for a job no longer here", m->job);
+		return;
+	}
+	evtimer_del(j->ev_timeout);
+	j->id = m->job_id;
+	j->state = JOB_LINKING;
+	if (job_topology(j, rank_node) == -1) {
+		job_fail(j, MCCL_ERR_PEER_FAILED, "job %s: the rank map does "
+		    "not match the ranks on node %s (one disconnected while "
+		    "the job formed)", j->name, md.conf.node_name);
+		return;
+	}
+	log_info("job %s: formed, id %016llx, %u ranks on %u nodes, %u here",
+	    j->name, (unsigned long long)j->id, j->nranks, j->nnodes,
+	    j->nlocal);
+	if (engine_start(j, err, sizeof(err)) == -1) {
+		job_fail(j, MCCL_ERR_INTERNAL, "job %s: %s", j->name, err);
+		return;
+	}
+	job_adopt_early_links(j);
+}
+
+static int
+job_recv_formed(const struct peer_formed *m, const uint8_t *trailer,
+    size_t tlen)
+{
+	uint32_t *rank_node;
+
+	if (m->nranks == 0 || tlen != (size_t)m->nranks * 4)
+		return -1;
+	if ((rank_node = malloc(tlen)) == NULL)
+		return 0;
+	wire_get_u32s(rank_node, trailer, m->nranks);
+	for (uint32_t r = 0; r < m->nranks; r++)
+		if (rank_node[r] >= md.conf.nnodes) {
+			free(rank_node);
+			return -1;
+		}
+	job_formed(m, rank_node);
+	free(rank_node);
+	return 0;
+}
+
+static void
+job_recv_join_fail(const struct peer_join_fail *m, const char *msg)
+{
+	struct job *j = job_find_forming(m->uid, m->job);
+	struct client *c;
+
+	if (j == NULL)
+		return;
+	if (m->rank == PEER_ALL_RANKS) {
+		job_fail(j, (int)m->code, "%s", msg);
+		return;
+	}
+	if (m->rank >= j->nranks || (c = j->clients[m->rank]) == NULL)
+		return;
+	log_info("job %s: %s", j->name, msg);
+	client_error(c, m->code, IPC_JOIN, msg);
+	j->clients[m->rank] = NULL;
+	j->nlocal--;
+	c->job = NULL;
+	if (j->nlocal == 0)
+		job_free(j);
+}
+
+int
+job_peer_msg(uint32_t from, uint16_t type, const void *msg,
+    const uint8_t *trailer, size_t tlen)
+{
+	char text[PEER_TEXT_MAX + 1];
+	struct job *j;
+
+	snprintf(text, sizeof(text), "%.*s", (int)tlen, (const char *)trailer);
+	switch (type) {
+	case PEER_JOIN:
+		return coord_join(from, msg, trailer, tlen);
+	case PEER_FORMED:
+		return job_recv_formed(msg, trailer, tlen);
+	case PEER_JOIN_FAIL:
+		job_recv_join_fail(msg, text);
+		return 0;
+	case PEER_ABORT:
+		if ((j = job_find_id(((const struct peer_abort *)msg)->job_id)))
+			job_fail(j, (int)((const struct peer_abort *)msg)->code,
+			    "%s", text);
+		return 0;
+	}
+	return -1;
+}
+
+/* ---- peers coming and going ---- */
+
+void
+job_peer_up(uint32_t node)
+{
+	struct job *j;
+
+	TAILQ_FOREACH(j, &md.jobs, entry)
+		if (j->state == JOB_FORMING && j->coordinator == node)
+			job_send_join(j);
+}
+
+static int
+job_spans(const struct job *j, uint32_t node)
+{
+	for (uint32_t p = 0; p < j->nnodes; p++)
+		if (j->node_index[p] == node)
+			return 1;
+	return 0;
+}
+
+void
+job_peer_down(uint32_t node, const char *why)
+{
+	struct job *j, *next;
+	struct coord *k, *knext;
+
+	for (j = TAILQ_FIRST(&md.jobs); j != NULL; j = next) {
+		next = TAILQ_NEXT(j, entry);
+		if (j->state != JOB_FORMING && j->state != JOB_FAILED &&
+		    job_spans(j, node))
+			job_fail(j, MCCL_ERR_PEER_FAILED, "job %s: node %s is "
+			    "down: %s", j->name, peer_name(node), why);
+	}
+	for (k = TAILQ_FIRST(&md.coords); k != NULL; k = knext) {
+		knext = TAILQ_NEXT(k, entry);
+		coord_claim(k, node, NULL, 0);
+		if (k->nclaimed == 0)
+			coord_free(k);
+	}
+}
+
+/* ---- data links ---- */
+
+static void
+early_link_timeout_cb(int fd, short events, void *arg)
+{
+	struct early_link *e = arg;
+
+	(void)fd;
+	(void)events;
+	log_warnx("job %016llx: data link from node %s, but no such job "
+	    "formed here", (unsigned long long)e->job_id, peer_name(e->node));
+	early_link_free(e, 1);
+}
+
+void
+job_data_link(int fd, const struct peer_data_hello *m)
+{
+	struct job *j = job_find_id(m->job_id);
+	struct early_link *e;
+	struct timeval tv;
+
+	if (m->node >= md.conf.nnodes || m->node >= md.conf.node_index) {
+		log_warnx("peer: data link claims node index %u: refused",
+		    m->node);
+		close(fd);
+		return;
+	}
+	if (j != NULL) {
+		for (uint32_t p = 0; p < j->nnodes; p++)
+			if (j->node_index[p] == m->node &&
+			    engine_adopt_link(j, p, fd) == 0)
+				return;
+		log_warnx("job %s: unexpected data link from node %s", j->name,
+		    peer_name(m->node));
+		close(fd);
+		return;
+	}
+	if ((e = calloc(1, sizeof(*e))) == NULL) {
+		close(fd);
+		return;
+	}
+	e->fd = fd;
+	e->job_id = m->job_id;
+	e->node = m->node;
+	e->ev_timeout = evtimer_new(md.base, early_link_timeout_cb, e);
+	ms_to_tv(md.conf.connect_timeout_ms, &tv);
+	evtimer_add(e->ev_timeout, &tv);
+	TAILQ_INSERT_TAIL(&early_links, e, entry);
+}
+
+/* ---- operations ---- */
+
+static void
+op_free(struct op *op)
+{
+	for (uint32_t i = 0; i < op->job->nlocal; i++) {
+		if (op->parts[i].send_seg != NULL)
+			seg_unref(op->parts[i].send_seg);
+		if (op->parts[i].recv_seg != NULL)
+			seg_unref(op->parts[i].recv_seg);
+	}
+	if (op->ev_timeout != NULL)
+		event_free(op->ev_timeout);
+	free(op);
+}
+
+/* Tell every local rank that submitted op how it ended, and free it. */
+static void
+op_finish(struct op *op, int code, const char *err)
+{
+	struct job *j = op->job;
+
+	for (uint32_t i = 0; i < j->nlocal; i++) {
+		struct client *c = j->clients[j->local_ranks[i]];
+
+		if (op->parts[i].submitted && c != NULL)
+			client_op_done(c, op->desc.seq, code, err);
+	}
+	if (code == 0)
+		j->ops_completed++;
+	op_free(op);
+}
+
+static void
+op_timeout_cb(int fd, short events, void *arg)
+{
+	struct op *op = arg;
+	struct job *j = op->job;
+	char missing[128];
+	size_t pos = 0;
+
+	(void)fd;
+	(void)events;
+	missing[0] = '\0';
+	for (uint32_t i = 0; i < j->nlocal && pos + 12 < sizeof(missing); i++)
+		if (!op->parts[i].submitted)
+			pos += (size_t)snprintf(missing + pos,
+			    sizeof(missing) - pos, "%s%u", pos ? ", " : "",
+			    j->local_ranks[i]);
+	job_fail(j, MCCL_ERR_TIMEOUT, "job %s: op %llu (%s): rank %s on node "
+	    "%s did not submit it within %u ms", j->name,
+	    (unsigned long long)op->desc.seq, coll_name(op->desc.coll),
+	    missing, md.conf.node_name, op->desc.timeout_ms ?
+	    op->desc.timeout_ms : md.conf.op_timeout_ms);
+}
+
+static size_t
+op_bytes(const struct ipc_op *m, size_t *send, size_t *recv)
+{
+	size_t es = dtype_size(m->dtype);
+
+	*send = *recv = 0;
+	switch (m->coll) {
+	case COLL_ALLREDUCE:
+	case COLL_BROADCAST:
+		*send = *recv = (size_t)m->count * es;
+		break;
+	}
+	return es;
+}
+
+/* Check an operation's own fields; the library checked them too. */
+static const char *
+op_check(const struct job *j, const struct ipc_op *m, char *err, size_t len)
+{
+	if (m->coll != COLL_ALLREDUCE && m->coll != COLL_BROADCAST &&
+	    m->coll != COLL_BARRIER)
+		snprintf(err, len, "unknown collective %u", m->coll);
+	else if (m->coll != COLL_BARRIER && dtype_size(m->dtype) == 0)
+		snprintf(err, len, "unknown dtype %u", m->dtype);
+	else if (m->coll == COLL_ALLREDUCE && !reduce_supported(m->dtype,
+	    m->redop))
+		snprintf(err, len, "reduction %u on %s is not supported",
+		    m->redop, dtype_name(m->dtype));
+	else if (m->coll == COLL_BROADCAST && m->root >= j->nranks)
+		snprintf(err, len, "root %u is out of range", m->root);
+	else if (m->count > (UINT64_MAX >> 4))
+		snprintf(err, len, "count %llu is too large",
+		    (unsigned long long)m->count);
+	else
+		return NULL;
+	return err;
+}
+
+static int
+op_same(const struct ipc_op *a, const struct ipc_op *b)
+{
+	return a->coll == b->coll && a->dtype == b->dtype &&
+	    a->redop == b->redop && a->root == b->root && a->count == b->count;
+}
+
+static struct op *
+op_get(struct job *j, const struct ipc_op *m)
+{
+	struct op *op;
+	struct timeval tv;
+
+	TAILQ_FOREACH(op, &j->ops, entry)
+		if (op->desc.seq == m->seq)
+			return op;
+	if ((op = calloc(1, sizeof(*op) + j->nlocal * sizeof(op->parts[0]))) ==
+	    NULL)
+		return NULL;
+	op->job = j;
+	op->desc = *m;
+	op->ev_timeout = evtimer_new(md.base, op_timeout_cb, op);
+	ms_to_tv(m->timeout_ms ? m->timeout_ms : md.conf.op_timeout_ms, &tv);
+	evtimer_add(op->ev_timeout, &tv);
+	TAILQ_INSERT_TAIL(&j->ops, op, entry);
+	return op;
+}
+
+static int
+op_attach(struct client *c, struct op *op, const struct ipc_op *m, char *err,
+    size_t len)
+{
+	struct op_part *part = &op->parts[c->local_index];
+	size_t sbytes, rbytes;
+
+	op_bytes(m, &sbytes, &rbytes);
+	part->send_seg = client_seg(c, m->send_seg, m->send_off, sbytes,
+	    &part->send, err, len);
+	if (part->send == NULL && sbytes > 0)
+		return -1;
+	part->recv_seg = client_seg(c, m->recv_seg, m->recv_off, rbytes,
+	    &part->recv, err, len);
+	if (part->recv == NULL && rbytes > 0)
+		return -1;
+	part->submitted = 1;
+	op->nsubmitted++;
+	return 0;
+}
+
+static void
+op_ready(struct job *j, struct op *op)
+{
+	uint32_t ms = op->desc.timeout_ms ? op->desc.timeout_ms :
+	    md.conf.op_timeout_ms;
+
+	event_free(op->ev_timeout);
+	op->ev_timeout = NULL;
+	TAILQ_REMOVE(&j->ops, op, entry);
+	op->deadline_ns = now_ns() + (uint64_t)ms * 1000000;
+	engine_submit(j, op);
+}
+
+void
+job_client_op(struct client *c, const struct ipc_op *m)
+{
+	struct job *j = c->job;
+	char err[ERR_MAX];
+	struct op *op;
+
+	if (j == NULL || j->state == JOB_FORMING || j->state == JOB_LINKING) {
+		client_op_done(c, m->seq, MCCL_ERR_INVALID_ARGUMENT,
+		    "operation before the job was formed");
+		return;
+	}
+	if (j->state == JOB_FAILED) {
+		c->last_seq = m->seq;
+		client_op_done(c, m->seq, j->code, j->err);
+		return;
+	}
+	if (m->seq != c->last_seq + 1) {
+		job_fail(j, MCCL_ERR_PROTOCOL, "job %s: rank %u sent op %llu, "
+		    "expected %llu", j->name, c->rank,
+		    (unsigned long long)m->seq,
+		    (unsigned long long)c->last_seq + 1);
+		return;
+	}
+	c->last_seq = m->seq;
+	if (j->nleft > 0) {
+		job_fail(j, MCCL_ERR_PEER_FAILED, "job %s: op %llu: a rank on "
+		    "node %s has left the job", j->name,
+		    (unsigned long long)m->seq, md.conf.node_name);
+		client_op_done(c, m->seq, j->code, j->err);
+		return;
+	}
+	if (op_check(j, m, err, sizeof(err)) != NULL) {
+		job_fail(j, MCCL_ERR_INVALID_ARGUMENT, "job %s: rank %u: op "
+		    "%llu: %s", j->name, c->rank, (unsigned long long)m->seq,
+		    err);
+		client_op_done(c, m->seq, j->code, j->err);
+		return;
+	}
+	if ((op = op_get(j, m)) == NULL) {
+		job_fail(j, MCCL_ERR_NO_MEMORY, "job %s: out of memory", j->name);
+		client_op_done(c, m->seq, j->code, j->err);
+		return;
+	}
+	if (!op_same(&op->desc, m)) {
+		job_fail(j, MCCL_ERR_INVALID_ARGUMENT, "job %s: op %llu: rank %u "
+		    "issued %s count %llu, another rank on node %s issued %s "
+		    "count %llu", j->name, (unsigned long long)m->seq, c->rank,
+		    coll_name(m->coll), (unsigned long long)m->count,
+		    md.conf.node_name, coll_name(op->desc.coll),
+		    (unsigned long long)op->desc.count);
+		client_op_done(c, m->seq, j->code, j->err);
+		return;
+	}
+	if (op_attach(c, op, m, err, sizeof(err)) == -1) {
+		job_fail(j, MCCL_ERR_INVALID_ARGUMENT, "job %s: rank %u: op "
+		    "%llu: %s", j->name, c->rank, (unsigned long long)m->seq,
+		    err);
+		client_op_done(c, m->seq, j->code, j->err);
+		return;
+	}
+	if (op->nsubmitted == j->nlocal)
+		op_ready(j, op);
+}
+
+/* ---- the engine reports ---- */
+
+static void
+job_links_reported(struct job *j, int ok, int code, const char *err)
+{
+	struct ipc_joined m;
+
+	if (!ok) {
+		job_fail(j, code, "job %s: %s", j->name, err);
+		return;
+	}
+	if (j->state != JOB_LINKING)
+		return;
+	j->state = JOB_READY;
+	for (uint32_t i = 0; i < j->nlocal; i++) {
+		struct client *c = j->clients[j->local_ranks[i]];
+
+		if (c == NULL)
+			continue;
+		m = (struct ipc_joined){ j->id, j->nranks, c->rank, j->nnodes,
+		    j->nlocal };
+		client_send(c, IPC_JOINED, &m, NULL, 0);
+	}
+	log_info("job %s: ready", j->name);
+	mccld_status_update();
+}
+
+static void
+job_engine_cb(int fd, short events, void *arg)
+{
+	struct job *j = arg;
+	struct op_list done = TAILQ_HEAD_INITIALIZER(done);
+	struct op *op;
+	int links, code = 0, report;
+	char err[ERR_MAX];
+
+	(void)fd;
+	(void)events;
+	pthread_mutex_lock(&j->eng_mtx);
+	TAILQ_CONCAT(&done, &j->eng_out, entry);
+	links = j->eng_links;
+	if ((report = links != 0 && !j->eng_links_reported)) {
+		j->eng_links_reported = 1;
+		code = j->eng_link_code;
+		wire_strlcpy(err, j->eng_link_err, sizeof(err));
+	}
+	pthread_mutex_unlock(&j->eng_mtx);
+	if (report)
+		job_links_reported(j, links == 1, code, err);
+	while ((op = TAILQ_FIRST(&done)) != NULL) {
+		TAILQ_REMOVE(&done, op, entry);
+		if (op->code != 0)
+			job_fail(j, op->code, "job %s: op %llu (%s): %s", j->name,
+			    (unsigned long long)op->desc.seq,
+			    coll_name(op->desc.coll), op->err);
+		op_finish(op, j->state == JOB_FAILED ? j->code : 0, j->err);
+	}
+}
+
+int
+job_engine_event(struct job *j)
+{
+	j->ev_engine = event_new(md.base, -1, 0, job_engine_cb, j);
+	return j->ev_engine == NULL ? -1 : 0;
+}
+
+/* ---- failure and departure ---- */
+
+static void
+job_tell_peers(struct job *j)
+{
+	struct peer_abort a = { j->id, (uint32_t)j->code, md.conf.node_index };
+
+	for (uint32_t p = 0; p < j->nnodes; p++)
+		if (p != j->me)
+			peer_send(j->node_index[p], PEER_ABORT, &a, j->err,
+			    strlen(j->err));
+}
+
+static void
+job_fail_clients(struct job *j, enum job_state was)
+{
+	struct op *op;
+
+	while ((op = TAILQ_FIRST(&j->ops)) != NULL) {
+		TAILQ_REMOVE(&j->ops, op, entry);
+		op_finish(op, j->code, j->err);
+	}
+	if (was != JOB_FORMING && was != JOB_LINKING)
+		return;
+	for (uint32_t r = 0; r < j->nranks; r++)
+		if (j->clients[r] != NULL)
+			client_error(j->clients[r], (uint32_t)j->code, IPC_JOIN,
+			    j->err);
+}
+
+/* Fail the job here and on every node of it; the first reason wins. */
+static void
+job_fail(struct job *j, int code, const char *fmt, ...)
+{
+	enum job_state was = j->state;
+	uint64_t one = 1;
+	va_list ap;
+
+	if (was == JOB_FAILED)
+		return;
+	j->state = JOB_FAILED;
+	j->code = code;
+	va_start(ap, fmt);
+	vsnprintf(j->err, sizeof(j->err), fmt, ap);
+	va_end(ap);
+	log_warnx("%s", j->err);
+	evtimer_del(j->ev_timeout);
+	if (was == JOB_FORMING)
+		job_send_join(j);	/* withdraws our ranks */
+	if (j->id != 0)
+		job_tell_peers(j);
+	if (j->eng_running) {
+		pthread_mutex_lock(&j->eng_mtx);
+		j->eng_aborted = 1;
+		pthread_mutex_unlock(&j->eng_mtx);
+		if (write(j->eng_abort_fd, &one, sizeof(one)) == -1)
+			log_warn("job %s: waking the engine", j->name);
+	}
+	job_fail_clients(j, was);
+	mccld_status_update();
+}
+
+void
+job_client_abort(struct client *c)
+{
+	if (c->job != NULL)
+		job_fail(c->job, MCCL_ERR_ABORTED, "job %s: aborted by rank %u "
+		    "(%s) on node %s", c->job->name, c->rank, c->desc,
+		    md.conf.node_name);
+}
+
+static void
+job_free(struct job *j)
+{
+	struct op *op;
+
+	engine_stop(j);
+	TAILQ_CONCAT(&j->ops, &j->eng_out, entry);
+	while ((op = TAILQ_FIRST(&j->ops)) != NULL) {
+		TAILQ_REMOVE(&j->ops, op, entry);
+		op_free(op);
+	}
+	for (uint32_t r = 0; r < j->nranks; r++)
+		if (j->clients[r] != NULL)
+			j->clients[r]->job = NULL;
+	TAILQ_REMOVE(&md.jobs, j, entry);
+	event_free(j->ev_timeout);
+	free(j->clients);
+	free(j->local_ranks);
+	free(j->node_index);
+	free(j->names);
+	free(j->rank_pos);
+	free(j);
+	mccld_status_update();
+}
+
+/* A local rank detached: orderly (LEAVE) or not (its connection closed). */
+void
+job_client_gone(struct client *c, int orderly)
+{
+	struct job *j = c->job;
+
+	if (j == NULL)
+		return;
+	c->job = NULL;
+	j->clients[c->rank] = NULL;
+	if (j->state == JOB_FORMING) {
+		log_info("job %s: rank %u left before the job formed", j->name,
+		    c->rank);
+		j->nlocal--;
+		job_send_join(j);
+		if (j->nlocal == 0)
+			job_free(j);
+		return;
+	}
+	if (!orderly || c->last_seq != c->done_seq)
+		job_fail(j, MCCL_ERR_PEER_FAILED, "job %s: rank %u (%s) on node "
+		    "%s %s", j->name, c->rank, c->desc, md.conf.node_name,
+		    orderly ? "left with operations pending" :
+		    "disconnected (process died?)");
+	log_info("job %s: rank %u left", j->name, c->rank);
+	if (++j->nleft == j->nlocal)
+		job_free(j);
+}
+
+void
+job_shutdown(const char *why)
+{
+	struct job *j, *next;
+
+	for (j = TAILQ_FIRST(&md.jobs); j != NULL; j = next) {
+		next = TAILQ_NEXT(j, entry);
+		job_fail(j, MCCL_ERR_ABORTED, "job %s: mccld on node %s is "
+		    "shutting down (%s)", j->name, md.conf.node_name, why);
+	}
+}
+
+/* ---- mcclctl ---- */
+
+static const char *job_state_names[] = { "forming", "linking", "ready",
+    "failed" };
+
+static json_t *
+job_ctl_one(struct job *j)
+{
+	json_t *ranks = json_array(), *inflight = json_null();
+	char id[20];
+
+	snprintf(id, sizeof(id), "%016llx", (unsigned long long)j->id);
+	for (uint32_t r = 0; r < j->nranks; r++)
+		if (j->clients[r] != NULL)
+			json_array_append_new(ranks, json_integer(r));
+	if (j->eng_running) {
+		pthread_mutex_lock(&j->eng_mtx);
+		if (j->eng_current != NULL)
+			inflight = json_pack("{s:I, s:s, s:I}", "seq",
+			    (json_int_t)j->eng_current->desc.seq, "coll",
+			    coll_name(j->eng_current->desc.coll), "count",
+			    (json_int_t)j->eng_current->desc.count);
+		pthread_mutex_unlock(&j->eng_mtx);
+	}
+	return json_pack("{s:s, s:s, s:i, s:s, s:i, s:o, s:i, s:i, s:I, s:o, "
+	    "s:s?}",
+	    "name", j->name, "id", id, "uid", (int)j->uid,
+	    "state", job_state_names[j->state], "nranks", (int)j->nranks,
+	    "local_ranks", ranks, "nlocal", (int)(j->nlocal - j->nleft),
+	    "nnodes", (int)j->nnodes, "ops_completed",
+	    (json_int_t)j->ops_completed, "op_in_flight", inflight,
+	    "error", j->state == JOB_FAILED ? j->err : NULL);
+}
+
+json_t *
+job_ctl_list(const struct client *c)
+{
+	json_t *list = json_array();
+	struct job *j;
+
+	TAILQ_FOREACH(j, &md.jobs, entry)
+		if (c->uid == 0 || c->uid == j->uid)
+			json_array_append_new(list, job_ctl_one(j));
+	return json_pack("{s:o}", "jobs", list);
+}

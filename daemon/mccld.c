@@ -1,0 +1,151 @@
+/*
+ * mccld.c: the MCCL daemon's entry point.  Reads the configuration, opens
+ * the Unix socket and the peer listeners, tells systemd it is ready, and runs
+ * the main event loop until SIGTERM or SIGINT.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <event2/thread.h>
+#include <systemd/sd-daemon.h>
+
+#include "mccld.h"
+
+struct mccld_state md;
+
+static void
+usage(void)
+{
+	fprintf(stderr, "usage: mccld [-dhnv] [-c config] [-s socket]\n"
+	    "  -c config  configuration file (default %s)\n"
+	    "  -s socket  Unix socket path (overrides the configuration)\n"
+	    "  -n         check the configuration and exit\n"
+	    "  -v         more verbose logging (debug)\n"
+	    "  -h         this help\n", MCCLD_DEFAULT_CONF);
+	exit(2);
+}
+
+/* Tell systemd, when it is listening, what the daemon is doing. */
+void
+mccld_status_update(void)
+{
+	uint32_t up = 0;
+
+	for (uint32_t i = 0; i < md.conf.nnodes; i++)
+		up += i != md.conf.node_index && peer_is_up(i);
+	sd_notifyf(0, "STATUS=%u of %zu peers up, %d jobs, %u clients", up,
+	    md.conf.nnodes - 1, job_count(), md.nclients);
+}
+
+static void
+signal_cb(int sig, short events, void *arg)
+{
+	(void)events;
+	(void)arg;
+	log_info("received %s, shutting down", strsignal(sig));
+	sd_notify(0, "STOPPING=1");
+	md.shutting_down = 1;
+	job_shutdown(strsignal(sig));
+	/* One more turn of the loop flushes the error replies and aborts. */
+	event_base_loopexit(md.base, &(struct timeval){ 0, 200000 });
+}
+
+static void
+parse_args(int argc, char **argv, const char **socket_path, int *check_only,
+    int *verbose)
+{
+	int ch;
+
+	md.conf_path = MCCLD_DEFAULT_CONF;
+	while ((ch = getopt(argc, argv, "c:dhns:v")) != -1) {
+		switch (ch) {
+		case 'c':
+			md.conf_path = optarg;
+			md.conf_explicit = 1;
+			break;
+		case 'd':
+			break;		/* foreground is the only mode */
+		case 'n':
+			*check_only = 1;
+			break;
+		case 's':
+			*socket_path = optarg;
+			break;
+		case 'v':
+			*verbose = 1;
+			break;
+		default:
+			usage();
+		}
+	}
+	if (optind != argc)
+		usage();
+}
+
+static void
+load_config(const char *socket_path, int verbose)
+{
+	char err[ERR_MAX];
+
+	if (config_load(md.conf_path, md.conf_explicit, &md.conf, err,
+	    sizeof(err)) == -1)
+		fatalx("%s", err);
+	if (socket_path != NULL) {
+		if (strlen(socket_path) >= sizeof(md.conf.socket_path))
+			fatalx("socket path %s is too long", socket_path);
+		wire_strlcpy(md.conf.socket_path, socket_path,
+		    sizeof(md.conf.socket_path));
+	}
+	log_setlevel(verbose ? LOG_DEBUG : md.conf.log_level);
+}
+
+int
+main(int argc, char **argv)
+{
+	const char *socket_path = NULL;
+	struct event *ev_term, *ev_int;
+	int check_only = 0, verbose = 0;
+	char err[ERR_MAX];
+
+	log_init(LOG_INFO, "mccld");
+	parse_args(argc, argv, &socket_path, &check_only, &verbose);
+	load_config(socket_path, verbose);
+	if (check_only) {
+		printf("configuration OK: node %s, %zu nodes\n",
+		    md.conf.node_name, md.conf.nnodes);
+		return 0;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	if (evthread_use_pthreads() == -1 || (md.base = event_base_new()) == NULL)
+		fatalx("cannot initialize libevent");
+	TAILQ_INIT(&md.clients);
+	TAILQ_INIT(&md.jobs);
+	TAILQ_INIT(&md.coords);
+	md.started_ns = now_ns();
+	if (control_listen(md.conf.socket_path, err, sizeof(err)) == -1 ||
+	    peer_init(err, sizeof(err)) == -1)
+		fatalx("%s", err);
+	ev_term = evsignal_new(md.base, SIGTERM, signal_cb, NULL);
+	ev_int = evsignal_new(md.base, SIGINT, signal_cb, NULL);
+	event_add(ev_term, NULL);
+	event_add(ev_int, NULL);
+	log_info("node %s (%u of %zu) ready on %s, reductions: %s",
+	    md.conf.node_name, md.conf.node_index, md.conf.nnodes,
+	    md.conf.socket_path, reduce_isa());
+	sd_notify(0, "READY=1");
+	mccld_status_update();
+	event_base_dispatch(md.base);
+	control_close();
+	peer_close();
+	event_free(ev_term);
+	event_free(ev_int);
+	event_base_free(md.base);
+	config_free(&md.conf);
+	log_info("stopped");
+	return 0;
+}

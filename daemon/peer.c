@@ -1,0 +1,751 @@
+/*
+ * peer.c: the daemon's connections to the other daemons of the cluster.
+ * Every pair of nodes keeps one control connection, opened by the node with
+ * the lower index and kept alive with heartbeats; it carries job formation
+ * and failure messages.  The same port accepts a job's data links, which
+ * are handed to that job's engine (engine.c) after their first frame.
+ * Messages to this node itself go through a local queue, never a shortcut,
+ * so every message takes the same path.
+ */
+#include <sys/socket.h>
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <jansson.h>
+
+#include "mccld.h"
+
+#define RETRY_MIN_MS	100
+#define RETRY_MAX_MS	2000
+#define INBOUND_MAX	256	/* bytes of a first frame: HELLO or DATA_HELLO */
+
+enum peer_state { PEER_DOWN, PEER_CONNECTING, PEER_WAIT_HELLO, PEER_UP };
+
+static const char *peer_state_names[] = {
+	"down", "connecting", "handshake", "up"
+};
+
+struct peer {
+	uint32_t		 index;
+	const struct conf_node	*node;
+	struct sockaddr_storage	 sa;
+	socklen_t		 salen;
+	enum peer_state		 state;
+	struct bufferevent	*bev;
+	struct event		*ev_retry;
+	uint32_t		 retry_ms;
+	time_t			 since;		/* wall clock of the last change */
+	uint64_t		 last_rx_ns;
+	uint64_t		 rtt_ns;
+	uint64_t		 tx_bytes;
+	uint64_t		 rx_bytes;
+	uint64_t		 generation;	/* bumped when the connection goes */
+	char			 last_error[ERR_MAX];
+};
+
+/* A connection accepted but not yet identified by its first frame. */
+struct inbound {
+	int		 fd;
+	struct event	*ev;
+	struct event	*ev_timeout;
+	uint8_t		 buf[WIRE_HDR_LEN + INBOUND_MAX];
+	size_t		 have;
+	char		 addr[64];
+};
+
+struct selfmsg {
+	TAILQ_ENTRY(selfmsg) entry;
+	size_t		 len;
+	uint8_t		 buf[];
+};
+
+static struct peer		*peers;
+static int			 listen_fds[CONF_LISTEN_MAX];
+static struct event		*listen_evs[CONF_LISTEN_MAX];
+static size_t			 nlisten;
+static struct event		*heartbeat_ev;
+static struct event		*self_ev;
+static TAILQ_HEAD(, selfmsg)	 self_queue = TAILQ_HEAD_INITIALIZER(self_queue);
+
+static void	peer_connect(struct peer *);
+static void	peer_down(struct peer *, const char *);
+static int	peer_frame(struct peer *, const uint8_t *, size_t);
+
+static int
+resolve(const struct conf_addr *a, int passive, struct sockaddr_storage *ss,
+    socklen_t *len, char *err, size_t errlen)
+{
+	struct addrinfo hints, *res;
+	char port[8];
+	int rc;
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = passive ? AI_PASSIVE : 0;
+	snprintf(port, sizeof(port), "%u", a->port);
+	if ((rc = getaddrinfo(a->host, port, &hints, &res)) != 0) {
+		snprintf(err, errlen, "%s:%u: %s", a->host, a->port,
+		    gai_strerror(rc));
+		return -1;
+	}
+	memcpy(ss, res->ai_addr, res->ai_addrlen);
+	*len = res->ai_addrlen;
+	freeaddrinfo(res);
+	return 0;
+}
+
+const char *
+peer_name(uint32_t index)
+{
+	return index < md.conf.nnodes ? md.conf.nodes[index].name : "?";
+}
+
+int
+peer_is_up(uint32_t index)
+{
+	return index == md.conf.node_index ||
+	    (index < md.conf.nnodes && peers[index].state == PEER_UP);
+}
+
+static void
+tcp_tune(int fd)
+{
+	int one = 1;
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+/* ---- sending ---- */
+
+static void
+self_cb(int fd, short events, void *arg)
+{
+	struct selfmsg *m;
+
+	(void)fd;
+	(void)events;
+	(void)arg;
+	while ((m = TAILQ_FIRST(&self_queue)) != NULL) {
+		TAILQ_REMOVE(&self_queue, m, entry);
+		if (peer_frame(&peers[md.conf.node_index], m->buf, m->len) == -1)
+			log_warnx("peer: message to self rejected");
+		free(m);
+	}
+}
+
+/* Send one control message to node index; -1 if it is not reachable. */
+int
+peer_send(uint32_t index, uint16_t type, const void *msg,
+    const void *trailer, size_t trailer_len)
+{
+	static uint8_t buf[PEER_MSG_MAX];
+	struct peer *p = &peers[index];
+	struct selfmsg *m;
+	size_t len;
+
+	if ((len = wire_encode(&peer_proto, type, msg, trailer, trailer_len, buf,
+	    sizeof(buf))) == 0) {
+		log_warnx("peer: cannot encode message %u to %s", type,
+		    peer_name(index));
+		return -1;
+	}
+	if (index == md.conf.node_index) {
+		if ((m = malloc(sizeof(*m) + len)) == NULL)
+			return -1;
+		m->len = len;
+		memcpy(m->buf, buf, len);
+		TAILQ_INSERT_TAIL(&self_queue, m, entry);
+		event_active(self_ev, EV_READ, 0);
+		return 0;
+	}
+	if (p->state != PEER_UP && !(p->state == PEER_WAIT_HELLO &&
+	    type == PEER_HELLO))
+		return -1;
+	p->tx_bytes += len;
+	return bufferevent_write(p->bev, buf, len);
+}
+
+static void
+peer_send_hello(struct peer *p)
+{
+	struct peer_hello h;
+
+	memset(&h, 0, sizeof(h));
+	h.version = PEER_VERSION;
+	h.node_index = md.conf.node_index;
+	h.nnodes = (uint32_t)md.conf.nnodes;
+	h.cluster_hash = config_cluster_hash(&md.conf);
+	wire_strlcpy(h.node_name, md.conf.node_name, sizeof(h.node_name));
+	peer_send(p->index, PEER_HELLO, &h, NULL, 0);
+}
+
+/* ---- state changes ---- */
+
+static void
+peer_set_state(struct peer *p, enum peer_state s)
+{
+	p->state = s;
+	p->since = time(NULL);
+}
+
+static void
+peer_up(struct peer *p)
+{
+	peer_set_state(p, PEER_UP);
+	p->retry_ms = RETRY_MIN_MS;
+	p->last_rx_ns = now_ns();
+	p->last_error[0] = '\0';
+	log_info("peer: node %s (%s:%u) is up", p->node->name,
+	    p->node->addr.host, p->node->addr.port);
+	job_peer_up(p->index);
+	mccld_status_update();
+}
+
+static void
+peer_schedule_retry(struct peer *p)
+{
+	struct timeval tv;
+
+	if (p->index < md.conf.node_index || md.shutting_down)
+		return;		/* the other side connects to us */
+	tv.tv_sec = p->retry_ms / 1000;
+	tv.tv_usec = (p->retry_ms % 1000) * 1000;
+	evtimer_add(p->ev_retry, &tv);
+	p->retry_ms = p->retry_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS :
+	    p->retry_ms * 2;
+}
+
+static void
+peer_down(struct peer *p, const char *why)
+{
+	int was_up = p->state == PEER_UP;
+
+	if (p->bev != NULL) {
+		bufferevent_free(p->bev);
+		p->bev = NULL;
+	}
+	p->generation++;
+	wire_strlcpy(p->last_error, why, sizeof(p->last_error));
+	peer_set_state(p, PEER_DOWN);
+	if (was_up) {
+		log_warnx("peer: node %s is down: %s", p->node->name, why);
+		job_peer_down(p->index, why);
+		mccld_status_update();
+	} else
+		log_debug("peer: node %s: %s", p->node->name, why);
+	peer_schedule_retry(p);
+}
+
+/* ---- receiving ---- */
+
+static int
+peer_check_hello(struct peer *p, const struct peer_hello *h, char *err,
+    size_t errlen)
+{
+	if (h->nnodes != md.conf.nnodes ||
+	    h->cluster_hash != config_cluster_hash(&md.conf))
+		snprintf(err, errlen, "its cluster configuration differs from "
+		    "ours (%u nodes, hash %016llx)", h->nnodes,
+		    (unsigned long long)h->cluster_hash);
+	else if (h->node_index != p->index ||
+	    strcmp(h->node_name, p->node->name) != 0)
+		snprintf(err, errlen, "it says it is node %u \"%s\", expected "
+		    "node %u \"%s\"", h->node_index, h->node_name, p->index,
+		    p->node->name);
+	else
+		return 0;
+	return -1;
+}
+
+/* Dispatch one complete, not yet checked frame from p.  -1: close it. */
+static int
+peer_frame(struct peer *p, const uint8_t *buf, size_t len)
+{
+	union {
+		struct peer_hello hello;
+		struct peer_ping ping;
+		uint8_t raw[512];
+	} msg;
+	const struct wire_type *t;
+	struct wire_hdr h;
+	const uint8_t *trailer;
+	size_t tlen;
+	char err[ERR_MAX];
+
+	if (wire_hdr_check(&peer_proto, buf, &h, &t, err, sizeof(err)) == -1 ||
+	    wire_decode(t, buf + WIRE_HDR_LEN, len - WIRE_HDR_LEN, &msg,
+	    &trailer, &tlen, err, sizeof(err)) == -1) {
+		log_warnx("peer: node %s: %s", p->node->name, err);
+		return -1;
+	}
+	p->last_rx_ns = now_ns();
+	p->rx_bytes += len;
+	switch (h.type) {
+	case PEER_HELLO:
+		if (p->state != PEER_WAIT_HELLO ||
+		    peer_check_hello(p, &msg.hello, err, sizeof(err)) == -1) {
+			log_warnx("peer: node %s: refusing HELLO: %s",
+			    p->node->name, p->state != PEER_WAIT_HELLO ?
+			    "unexpected" : err);
+			return -1;
+		}
+		peer_up(p);
+		return 0;
+	case PEER_PING:
+		return peer_send(p->index, PEER_PONG, &msg.ping, NULL, 0) == -1 ?
+		    -1 : 0;
+	case PEER_PONG:
+		p->rtt_ns = now_ns() - msg.ping.stamp_ns;
+		return 0;
+	case PEER_JOIN: case PEER_FORMED: case PEER_JOIN_FAIL: case PEER_ABORT:
+		if (p->state != PEER_UP && p->index != md.conf.node_index)
+			break;
+		if (job_peer_msg(p->index, h.type, &msg, trailer, tlen) == -1)
+			return -1;
+		return 0;
+	}
+	log_warnx("peer: node %s: %s not accepted on a control connection",
+	    p->node->name, t->name);
+	return -1;
+}
+
+static void
+peer_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct peer *p = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	uint8_t hdrbuf[WIRE_HDR_LEN];
+	uint64_t gen = p->generation;
+	struct wire_hdr h;
+
+	while (evbuffer_get_length(in) >= WIRE_HDR_LEN) {
+		evbuffer_copyout(in, hdrbuf, WIRE_HDR_LEN);
+		wire_hdr_decode(hdrbuf, &h);
+		if (h.len > PEER_MSG_MAX - WIRE_HDR_LEN) {
+			peer_down(p, "frame longer than the limit");
+			return;
+		}
+		if (evbuffer_get_length(in) < WIRE_HDR_LEN + (size_t)h.len)
+			return;
+		if (peer_frame(p, evbuffer_pullup(in, WIRE_HDR_LEN + h.len),
+		    WIRE_HDR_LEN + h.len) == -1) {
+			peer_down(p, "protocol error");
+			return;
+		}
+		if (gen != p->generation)
+			return;		/* the handler dropped the connection */
+		evbuffer_drain(in, WIRE_HDR_LEN + h.len);
+	}
+}
+
+static void
+peer_event_cb(struct bufferevent *bev, short events, void *arg)
+{
+	struct peer *p = arg;
+	char why[ERR_MAX];
+
+	(void)bev;
+	if (events & BEV_EVENT_CONNECTED) {
+		tcp_tune(bufferevent_getfd(p->bev));
+		peer_set_state(p, PEER_WAIT_HELLO);
+		peer_send_hello(p);
+		return;
+	}
+	if (events & BEV_EVENT_EOF)
+		snprintf(why, sizeof(why), "connection closed");
+	else
+		snprintf(why, sizeof(why), "connection error: %s",
+		    evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+	peer_down(p, why);
+}
+
+static void
+peer_attach(struct peer *p, int fd)
+{
+	p->bev = bufferevent_socket_new(md.base, fd, BEV_OPT_CLOSE_ON_FREE);
+	bufferevent_setcb(p->bev, peer_read_cb, NULL, peer_event_cb, p);
+	bufferevent_enable(p->bev, EV_READ | EV_WRITE);
+}
+
+static void
+peer_connect(struct peer *p)
+{
+	peer_attach(p, -1);
+	peer_set_state(p, PEER_CONNECTING);
+	if (bufferevent_socket_connect(p->bev, (struct sockaddr *)&p->sa,
+	    (int)p->salen) == -1)
+		peer_down(p, "connect failed");
+}
+
+static void
+peer_retry_cb(int fd, short events, void *arg)
+{
+	(void)fd;
+	(void)events;
+	peer_connect(arg);
+}
+
+/* ---- inbound connections ---- */
+
+static void
+inbound_free(struct inbound *in, int close_fd)
+{
+	event_free(in->ev);
+	event_free(in->ev_timeout);
+	if (close_fd)
+		close(in->fd);
+	free(in);
+}
+
+static void
+inbound_hello(struct inbound *in, const struct peer_hello *h)
+{
+	struct peer *p;
+	char err[ERR_MAX];
+
+	if (h->node_index >= md.conf.nnodes ||
+	    h->node_index >= md.conf.node_index) {
+		log_warnx("peer: %s: refusing HELLO from node index %u: only "
+		    "nodes below %u connect to us", in->addr, h->node_index,
+		    md.conf.node_index);
+		inbound_free(in, 1);
+		return;
+	}
+	p = &peers[h->node_index];
+	if (peer_check_hello(p, h, err, sizeof(err)) == -1) {
+		log_warnx("peer: %s: refusing: %s", in->addr, err);
+		inbound_free(in, 1);
+		return;
+	}
+	if (p->state != PEER_DOWN)
+		peer_down(p, "replaced by a new connection");
+	tcp_tune(in->fd);
+	peer_attach(p, in->fd);
+	inbound_free(in, 0);
+	peer_set_state(p, PEER_WAIT_HELLO);
+	peer_send_hello(p);
+	peer_up(p);
+}
+
+/* The first frame is complete in in->buf: decide what the connection is. */
+static void
+inbound_dispatch(struct inbound *in, const struct wire_hdr *h,
+    const struct wire_type *t)
+{
+	union {
+		struct peer_hello hello;
+		struct peer_data_hello data;
+	} msg;
+	char err[ERR_MAX];
+
+	if (wire_decode(t, in->buf + WIRE_HDR_LEN, h->len, &msg, NULL, NULL,
+	    err, sizeof(err)) == -1) {
+		log_warnx("peer: %s: %s", in->addr, err);
+		inbound_free(in, 1);
+	} else if (h->type == PEER_HELLO)
+		inbound_hello(in, &msg.hello);
+	else {
+		job_data_link(in->fd, &msg.data);
+		inbound_free(in, 0);
+	}
+}
+
+/* Read exactly one frame, never past it: a data link's data follows. */
+static void
+inbound_read_cb(int fd, short events, void *arg)
+{
+	struct inbound *in = arg;
+	const struct wire_type *t = NULL;
+	struct wire_hdr h;
+	char err[ERR_MAX];
+	size_t want = WIRE_HDR_LEN;
+	ssize_t n;
+
+	(void)events;
+	if (in->have >= WIRE_HDR_LEN) {
+		wire_hdr_decode(in->buf, &h);
+		want += h.len;
+	}
+	if ((n = recv(fd, in->buf + in->have, want - in->have, 0)) <= 0) {
+		if (n == 0 || (errno != EAGAIN && errno != EINTR))
+			inbound_free(in, 1);
+		return;
+	}
+	in->have += (size_t)n;
+	if (in->have < WIRE_HDR_LEN)
+		return;
+	if (wire_hdr_check(&peer_proto, in->buf, &h, &t, err, sizeof(err)) ==
+	    -1 || (h.type != PEER_HELLO && h.type != PEER_DATA_HELLO) ||
+	    h.len > INBOUND_MAX) {
+		log_warnx("peer: %s: bad first frame: %s", in->addr,
+		    t == NULL ? err : "neither HELLO nor DATA_HELLO");
+		inbound_free(in, 1);
+		return;
+	}
+	if (in->have == WIRE_HDR_LEN + h.len)
+		inbound_dispatch(in, &h, t);
+}
+
+static void
+inbound_timeout_cb(int fd, short events, void *arg)
+{
+	struct inbound *in = arg;
+
+	(void)fd;
+	(void)events;
+	log_warnx("peer: %s: no first frame within %u ms", in->addr,
+	    md.conf.connect_timeout_ms);
+	inbound_free(in, 1);
+}
+
+static void
+inbound_accept_cb(int lfd, short events, void *arg)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	struct inbound *in;
+	struct timeval tv;
+	int fd;
+
+	(void)events;
+	(void)arg;
+	if ((fd = accept4(lfd, (struct sockaddr *)&ss, &len,
+	    SOCK_NONBLOCK | SOCK_CLOEXEC)) == -1)
+		return;
+	if ((in = calloc(1, sizeof(*in))) == NULL) {
+		close(fd);
+		return;
+	}
+	in->fd = fd;
+	getnameinfo((struct sockaddr *)&ss, len, in->addr, sizeof(in->addr),
+	    NULL, 0, NI_NUMERICHOST);
+	in->ev = event_new(md.base, fd, EV_READ | EV_PERSIST, inbound_read_cb,
+	    in);
+	in->ev_timeout = evtimer_new(md.base, inbound_timeout_cb, in);
+	tv.tv_sec = md.conf.connect_timeout_ms / 1000;
+	tv.tv_usec = (md.conf.connect_timeout_ms % 1000) * 1000;
+	event_add(in->ev, NULL);
+	evtimer_add(in->ev_timeout, &tv);
+}
+
+/* ---- heartbeats ---- */
+
+static void
+heartbeat_cb(int fd, short events, void *arg)
+{
+	struct peer_ping ping = { now_ns() };
+	char why[ERR_MAX];
+
+	(void)fd;
+	(void)events;
+	(void)arg;
+	for (uint32_t i = 0; i < md.conf.nnodes; i++) {
+		struct peer *p = &peers[i];
+
+		if (i == md.conf.node_index || p->state != PEER_UP)
+			continue;
+		if (ping.stamp_ns - p->last_rx_ns >
+		    (uint64_t)md.conf.heartbeat_timeout_ms * 1000000) {
+			snprintf(why, sizeof(why), "no heartbeat for %u ms",
+			    md.conf.heartbeat_timeout_ms);
+			peer_down(p, why);
+		} else
+			peer_send(i, PEER_PING, &ping, NULL, 0);
+	}
+}
+
+/* ---- set-up ---- */
+
+static int
+peer_listen_one(const struct conf_addr *a, char *err, size_t errlen)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int fd, one = 1;
+
+	if (resolve(a, 1, &ss, &len, err, errlen) == -1)
+		return -1;
+	if ((fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK |
+	    SOCK_CLOEXEC, 0)) == -1 ||
+	    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == -1 ||
+	    bind(fd, (struct sockaddr *)&ss, len) == -1 || listen(fd, 128) == -1) {
+		snprintf(err, errlen, "listen on %s:%u: %s", a->host, a->port,
+		    strerror(errno));
+		if (fd != -1)
+			close(fd);
+		return -1;
+	}
+	listen_fds[nlisten] = fd;
+	listen_evs[nlisten] = event_new(md.base, fd, EV_READ | EV_PERSIST,
+	    inbound_accept_cb, NULL);
+	event_add(listen_evs[nlisten++], NULL);
+	return 0;
+}
+
+int
+peer_init(char *err, size_t errlen)
+{
+	struct timeval tv;
+
+	if ((peers = calloc(md.conf.nnodes, sizeof(*peers))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (uint32_t i = 0; i < md.conf.nnodes; i++) {
+		peers[i].index = i;
+		peers[i].node = &md.conf.nodes[i];
+		peers[i].retry_ms = RETRY_MIN_MS;
+		peers[i].ev_retry = evtimer_new(md.base, peer_retry_cb,
+		    &peers[i]);
+		if (i != md.conf.node_index && resolve(&md.conf.nodes[i].addr,
+		    0, &peers[i].sa, &peers[i].salen, err, errlen) == -1)
+			return -1;
+	}
+	peers[md.conf.node_index].state = PEER_UP;
+	self_ev = event_new(md.base, -1, 0, self_cb, NULL);
+	for (size_t i = 0; i < md.conf.nlisten; i++)
+		if (peer_listen_one(&md.conf.listen[i], err, errlen) == -1)
+			return -1;
+	for (uint32_t i = md.conf.node_index + 1; i < md.conf.nnodes; i++)
+		peer_connect(&peers[i]);
+	heartbeat_ev = event_new(md.base, -1, EV_PERSIST, heartbeat_cb, NULL);
+	tv.tv_sec = md.conf.heartbeat_interval_ms / 1000;
+	tv.tv_usec = (md.conf.heartbeat_interval_ms % 1000) * 1000;
+	event_add(heartbeat_ev, &tv);
+	return 0;
+}
+
+void
+peer_close(void)
+{
+	struct selfmsg *m;
+
+	for (uint32_t i = 0; peers != NULL && i < md.conf.nnodes; i++) {
+		if (peers[i].bev != NULL)
+			bufferevent_free(peers[i].bev);
+		event_free(peers[i].ev_retry);
+	}
+	free(peers);
+	peers = NULL;
+	for (size_t i = 0; i < nlisten; i++) {
+		event_free(listen_evs[i]);
+		close(listen_fds[i]);
+	}
+	nlisten = 0;
+	while ((m = TAILQ_FIRST(&self_queue)) != NULL) {
+		TAILQ_REMOVE(&self_queue, m, entry);
+		free(m);
+	}
+	if (self_ev != NULL)
+		event_free(self_ev);
+	if (heartbeat_ev != NULL)
+		event_free(heartbeat_ev);
+}
+
+/* ---- data links (called from engine threads: touches only config) ---- */
+
+static int
+poll_connected(int fd, int timeout_ms, char *err, size_t errlen)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+	socklen_t len = sizeof(int);
+	int n, soerr = 0;
+
+	while ((n = poll(&pfd, 1, timeout_ms)) == -1 && errno == EINTR)
+		;
+	if (n == 0) {
+		snprintf(err, errlen, "connect timed out after %d ms",
+		    timeout_ms);
+		return -1;
+	}
+	if (n < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) == -1 ||
+	    soerr != 0) {
+		snprintf(err, errlen, "connect: %s", strerror(soerr ? soerr :
+		    errno));
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Open a data link of job job_id to node index and send DATA_HELLO.
+ * Returns a connected non-blocking socket, or -1 with err set.
+ */
+int
+peer_data_connect(uint32_t index, uint64_t job_id, char *err, size_t errlen)
+{
+	struct peer_data_hello dh = { job_id, md.conf.node_index, 0 };
+	struct sockaddr_storage ss;
+	uint8_t buf[WIRE_HDR_LEN + 64];
+	socklen_t sslen;
+	size_t len;
+	int fd;
+
+	if (resolve(&md.conf.nodes[index].addr, 0, &ss, &sslen, err,
+	    errlen) == -1)
+		return -1;
+	if ((fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK |
+	    SOCK_CLOEXEC, 0)) == -1) {
+		snprintf(err, errlen, "socket: %s", strerror(errno));
+		return -1;
+	}
+	if ((connect(fd, (struct sockaddr *)&ss, sslen) == -1 &&
+	    errno != EINPROGRESS) ||
+	    poll_connected(fd, (int)md.conf.connect_timeout_ms, err,
+	    errlen) == -1) {
+		if (err[0] == '\0')
+			snprintf(err, errlen, "connect: %s", strerror(errno));
+		close(fd);
+		return -1;
+	}
+	tcp_tune(fd);
+	len = wire_encode(&peer_proto, PEER_DATA_HELLO, &dh, NULL, 0, buf,
+	    sizeof(buf));
+	if (send(fd, buf, len, MSG_NOSIGNAL) != (ssize_t)len) {
+		snprintf(err, errlen, "sending DATA_HELLO: %s", strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* ---- mcclctl ---- */
+
+json_t *
+peer_ctl_list(void)
+{
+	json_t *list = json_array();
+	char addr[CONF_HOST_MAX + 8];
+
+	for (uint32_t i = 0; i < md.conf.nnodes; i++) {
+		const struct peer *p = &peers[i];
+		int self = i == md.conf.node_index;
+
+		snprintf(addr, sizeof(addr), "%s:%u", p->node->addr.host,
+		    p->node->addr.port);
+		json_array_append_new(list, json_pack(
+		    "{s:s, s:i, s:s, s:s, s:b, s:I, s:I, s:I, s:I, s:s}",
+		    "name", p->node->name, "index", (int)i,
+		    "address", addr,
+		    "state", self ? "self" : peer_state_names[p->state],
+		    "self", self, "since", (json_int_t)p->since,
+		    "rtt_us", (json_int_t)(p->rtt_ns / 1000),
+		    "tx_bytes", (json_int_t)p->tx_bytes,
+		    "rx_bytes", (json_int_t)p->rx_bytes,
+		    "last_error", p->last_error));
+	}
+	return json_pack("{s:o}", "peers", list);
+}

@@ -1,0 +1,591 @@
+/*
+ * reduce.c: the element-wise reduction kernels behind every collective.
+ * One set of kernels per instruction set (AVX-512, AVX2 with F16C, SSE2,
+ * plain C) is generated from the same macros, using GCC vector extensions
+ * under target attributes, and the best set the CPU supports is chosen at
+ * run time.  Every set gives the same bits, so the ranks of a job agree
+ * whatever CPUs their nodes have.
+ *
+ * Numerics.  Integers wrap around (signed SUM and PROD run on the unsigned
+ * kernels: two's complement makes the bits identical, without the UB).
+ * Floating point is IEEE with round-to-nearest-even, and a NaN result is
+ * always the canonical quiet NaN: the hardware would keep either operand's
+ * payload, and compilers swap commutative operands, so payloads could
+ * otherwise differ between kernel sets.  MIN and MAX give NaN if either
+ * operand is NaN, else the first operand on ties (+0 and -0 are equal).
+ * float16 and bfloat16 widen exactly to float32, combine there and round
+ * once back (RNE); float32 has over twice their precision plus two bits,
+ * so for +, * and / that double rounding equals the correctly rounded
+ * result.  reduce_many rounds after every source, as a chain of
+ * reduce_into calls would: the two give the same bits.
+ */
+#include <sys/types.h>
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "mccld.h"
+
+#define REDUCE_BLOCK	8192	/* bytes of dst kept in L1 across sources */
+#define NKOPS		4	/* kernels per dtype: AVG reduces as SUM */
+
+_Static_assert(MCCL_SUM == 0 && MCCL_PROD == 1 && MCCL_MIN == 2 &&
+    MCCL_MAX == 3, "kernel tables are indexed by op");
+
+typedef void (*kernel_fn)(void *, const void *, const void *, size_t);
+typedef void (*scale_fn)(void *, size_t, uint32_t);
+
+static const struct {
+	const char	*name;
+	size_t		 size;
+	int		 isfloat;
+} dtypes[MCCL_NUM_DTYPES] = {
+	[MCCL_INT8] =		{ "int8", 1, 0 },
+	[MCCL_UINT8] =		{ "uint8", 1, 0 },
+	[MCCL_INT32] =		{ "int32", 4, 0 },
+	[MCCL_UINT32] =		{ "uint32", 4, 0 },
+	[MCCL_INT64] =		{ "int64", 8, 0 },
+	[MCCL_UINT64] =		{ "uint64", 8, 0 },
+	[MCCL_FLOAT16] =	{ "float16", 2, 1 },
+	[MCCL_BFLOAT16] =	{ "bfloat16", 2, 1 },
+	[MCCL_FLOAT32] =	{ "float32", 4, 1 },
+	[MCCL_FLOAT64] =	{ "float64", 8, 1 },
+};
+
+static const char *const redops[MCCL_NUM_OPS] = {
+	[MCCL_SUM] = "sum", [MCCL_PROD] = "prod", [MCCL_MIN] = "min",
+	[MCCL_MAX] = "max", [MCCL_AVG] = "avg",
+};
+
+/* ---- scalar conversions of the 16-bit float formats ---- */
+
+static float
+bits_f32(uint32_t u)
+{
+	float f;
+
+	memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+static uint32_t
+f32_bits(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, sizeof(u));
+	return u;
+}
+
+/* m >> s rounded to nearest, ties to even; 1 <= s <= 31. */
+static uint32_t
+rne_shift(uint32_t m, unsigned int s)
+{
+	uint32_t q = m >> s, rem = m & ((1u << s) - 1), half = 1u << (s - 1);
+
+	return q + (rem > half || (rem == half && (q & 1)));
+}
+
+/* float16 to float32, exact; a NaN is made quiet, as F16C does. */
+static float
+h2f(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+	uint32_t exp = h >> 10 & 0x1f, man = h & 0x3ff;
+	float f;
+
+	if (exp == 0) {
+		f = (float)man * 0x1p-24f;
+		return sign ? -f : f;
+	}
+	if (exp == 0x1f)
+		return bits_f32(sign | 0x7f800000 | man << 13 |
+		    (man ? 0x400000 : 0));
+	return bits_f32(sign | (exp + 112) << 23 | man << 13);
+}
+
+/* float32 to float16, round to nearest even; NaN keeps its top payload. */
+static uint16_t
+f2h(float f)
+{
+	uint32_t u = f32_bits(f), a = u & 0x7fffffff, e = a >> 23;
+	uint32_t sign = u >> 16 & 0x8000;
+
+	if (a > 0x7f800000)		/* NaN */
+		return (uint16_t)(sign | 0x7e00 | (a >> 13 & 0x3ff));
+	if (a >= 0x477ff000)		/* halfway above 65504, or more */
+		return (uint16_t)(sign | 0x7c00);
+	if (e >= 113)			/* normal: rebias by 112 and round */
+		return (uint16_t)(sign |
+		    (a - 0x38000000 + 0xfff + (a >> 13 & 1)) >> 13);
+	if (e < 102)			/* at most half the least subnormal */
+		return (uint16_t)sign;
+	return (uint16_t)(sign | rne_shift((a & 0x7fffff) | 0x800000,
+	    126 - e));
+}
+
+static float
+bf2f(uint16_t h)
+{
+	return bits_f32((uint32_t)h << 16);
+}
+
+/* float32 to bfloat16, round to nearest even; NaN keeps its top payload. */
+static uint16_t
+f2bf(float f)
+{
+	uint32_t u = f32_bits(f);
+
+	if ((u & 0x7fffffff) > 0x7f800000)
+		return (uint16_t)(u >> 16 | 0x40);
+	return (uint16_t)((u + 0x7fff + (u >> 16 & 1)) >> 16);
+}
+
+/* ---- element operations: S_ on scalars, V_ on GCC vectors ---- */
+
+#define ID(x)		(x)
+
+#define S_ADD(x, y)	((__typeof__(x))((x) + (y)))
+#define S_MUL(x, y)	((__typeof__(x))((x) * (y)))
+#define S_MIN(x, y)	((y) < (x) ? (y) : (x))
+#define S_MAX(x, y)	((x) < (y) ? (y) : (x))
+#define S_NAN(x)	((__typeof__(x))NAN)
+#define S_FIX(r)	((r) != (r) ? S_NAN(r) : (r))
+#define S_ANYNAN(x, y)	((x) != (x) || (y) != (y))
+#define S_FADD(x, y)	S_FIX((x) + (y))
+#define S_FMUL(x, y)	S_FIX((x) * (y))
+#define S_FDIV(x, y)	S_FIX((x) / (y))
+#define S_FMIN(x, y)	(S_ANYNAN(x, y) ? S_NAN(x) : S_MIN(x, y))
+#define S_FMAX(x, y)	(S_ANYNAN(x, y) ? S_NAN(x) : S_MAX(x, y))
+
+/* m ? a : b lane by lane, m a comparison result (all ones or zero). */
+#define V_SEL(m, a, b)	((__typeof__(a))(((m) & (__typeof__(m))(a)) | \
+			    (~(m) & (__typeof__(m))(b))))
+#define V_ADD(x, y)	((x) + (y))
+#define V_MUL(x, y)	((x) * (y))
+#define V_MIN(x, y)	V_SEL((y) < (x), y, x)
+#define V_MAX(x, y)	V_SEL((x) < (y), y, x)
+#define V_NAN(x)	((__typeof__(x)){ 0 } + NAN)
+#define V_FIX(r)	V_SEL((r) != (r), V_NAN(r), r)
+#define V_ANYNAN(x, y)	(((x) != (x)) | ((y) != (y)))
+#define V_FADD(x, y)	V_FIX((x) + (y))
+#define V_FMUL(x, y)	V_FIX((x) * (y))
+#define V_FDIV(x, y)	V_FIX((x) / (y))
+#define V_FMIN(x, y)	V_SEL(V_ANYNAN(x, y), V_NAN(x), V_MIN(x, y))
+#define V_FMAX(x, y)	V_SEL(V_ANYNAN(x, y), V_NAN(x), V_MAX(x, y))
+
+/* ---- kernel generators ---- */
+
+/*
+ * One step on a piece of type PT at byte offset i_: load (any alignment),
+ * widen W, combine with OP, narrow N, store.  A piece is a whole vector in
+ * the main loop and one element in the tail.
+ */
+#define STEP2(PT, W, N, OP) do {					\
+	PT pa_, pb_;							\
+	memcpy(&pa_, x_ + i_, sizeof(PT));				\
+	memcpy(&pb_, y_ + i_, sizeof(PT));				\
+	__typeof__(W(pa_)) wa_ = W(pa_), wb_ = W(pb_);			\
+	pa_ = N(OP(wa_, wb_));						\
+	memcpy(o_ + i_, &pa_, sizeof(PT));				\
+} while (0)
+
+#define STEP1(PT, W, N, OP) do {					\
+	PT pa_;								\
+	memcpy(&pa_, p_ + i_, sizeof(PT));				\
+	__typeof__(W(pa_)) wa_ = W(pa_);				\
+	pa_ = N(OP(wa_, d_));						\
+	memcpy(p_ + i_, &pa_, sizeof(PT));				\
+} while (0)
+
+/* out[i] = a[i] op b[i]; out may be a, but may not overlap b otherwise. */
+#define KERNEL(fn, attr, T, VT, WV, NV, VOP, WS, NS, SOP)		\
+static attr void							\
+fn(void *out, const void *a, const void *b, size_t n)			\
+{									\
+	unsigned char *o_ = out;					\
+	const unsigned char *x_ = a, *y_ = b;				\
+	size_t i_ = 0, end_ = n * sizeof(T);				\
+									\
+	for (; end_ - i_ >= sizeof(VT); i_ += sizeof(VT))		\
+		STEP2(VT, WV, NV, VOP);					\
+	for (; i_ < end_; i_ += sizeof(T))				\
+		STEP2(T, WS, NS, SOP);					\
+}
+
+/* buf[i] = buf[i] / nranks, in D (float32, or float64 for float64). */
+#define SCALE(fn, attr, T, VT, WV, NV, WS, NS, o, D)			\
+static attr void							\
+fn(void *buf, size_t n, uint32_t nranks)				\
+{									\
+	unsigned char *p_ = buf;					\
+	size_t i_ = 0, end_ = n * sizeof(T);				\
+	const D d_ = (D)nranks;						\
+									\
+	for (; end_ - i_ >= sizeof(VT); i_ += sizeof(VT))		\
+		STEP1(VT, WV, NV, o##_FDIV);				\
+	for (; i_ < end_; i_ += sizeof(T))				\
+		STEP1(T, WS, NS, S_FDIV);				\
+}
+
+/* Kernel families of set p: attr its target, o its ops (V_ or S_). */
+#define MINMAX_KERNELS(p, attr, o, s, T)				\
+	KERNEL(p##_##s##_min, attr, T, p##_##s, ID, ID, o##_MIN,	\
+	    ID, ID, S_MIN)						\
+	KERNEL(p##_##s##_max, attr, T, p##_##s, ID, ID, o##_MAX,	\
+	    ID, ID, S_MAX)
+
+#define INT_KERNELS(p, attr, o, s, T)					\
+	KERNEL(p##_##s##_sum, attr, T, p##_##s, ID, ID, o##_ADD,	\
+	    ID, ID, S_ADD)						\
+	KERNEL(p##_##s##_prod, attr, T, p##_##s, ID, ID, o##_MUL,	\
+	    ID, ID, S_MUL)						\
+	MINMAX_KERNELS(p, attr, o, s, T)
+
+#define FLOAT_KERNELS(p, attr, o, s, T, VT, WV, NV, WS, NS, D)		\
+	KERNEL(p##_##s##_sum, attr, T, VT, WV, NV, o##_FADD,		\
+	    WS, NS, S_FADD)						\
+	KERNEL(p##_##s##_prod, attr, T, VT, WV, NV, o##_FMUL,		\
+	    WS, NS, S_FMUL)						\
+	KERNEL(p##_##s##_min, attr, T, VT, WV, NV, o##_FMIN,		\
+	    WS, NS, S_FMIN)						\
+	KERNEL(p##_##s##_max, attr, T, VT, WV, NV, o##_FMAX,		\
+	    WS, NS, S_FMAX)						\
+	SCALE(p##_##s##_scale, attr, T, VT, WV, NV, WS, NS, o, D)
+
+/* Set p needs the types p_u8 .. p_f64, p_h16 and p_h_ / p_bf_ widen and
+ * narrow between p_h16 and p_f32. */
+#define ISA_KERNELS(p, attr, o)						\
+	INT_KERNELS(p, attr, o, u8, uint8_t)				\
+	INT_KERNELS(p, attr, o, u32, uint32_t)				\
+	INT_KERNELS(p, attr, o, u64, uint64_t)				\
+	MINMAX_KERNELS(p, attr, o, i8, int8_t)				\
+	MINMAX_KERNELS(p, attr, o, i32, int32_t)			\
+	MINMAX_KERNELS(p, attr, o, i64, int64_t)			\
+	FLOAT_KERNELS(p, attr, o, f32, float, p##_f32, ID, ID, ID, ID,	\
+	    float)							\
+	FLOAT_KERNELS(p, attr, o, f64, double, p##_f64, ID, ID, ID, ID,	\
+	    double)							\
+	FLOAT_KERNELS(p, attr, o, f16, uint16_t, p##_h16, p##_h_widen,	\
+	    p##_h_narrow, h2f, f2h, float)				\
+	FLOAT_KERNELS(p, attr, o, bf16, uint16_t, p##_h16, p##_bf_widen, \
+	    p##_bf_narrow, bf2f, f2bf, float)
+
+/* Vector types of VB bytes; p_h16 holds as many lanes as p_f32. */
+#define VEC_TYPES(p, VB)						\
+typedef uint8_t  p##_u8  __attribute__((vector_size(VB)));		\
+typedef int8_t   p##_i8  __attribute__((vector_size(VB)));		\
+typedef uint32_t p##_u32 __attribute__((vector_size(VB)));		\
+typedef int32_t  p##_i32 __attribute__((vector_size(VB)));		\
+typedef uint64_t p##_u64 __attribute__((vector_size(VB)));		\
+typedef int64_t  p##_i64 __attribute__((vector_size(VB)));		\
+typedef float    p##_f32 __attribute__((vector_size(VB)));		\
+typedef double   p##_f64 __attribute__((vector_size(VB)));		\
+typedef uint16_t p##_h16 __attribute__((vector_size(VB / 2)));
+
+/* bfloat16 is the top half of a float32: widening is a shift, narrowing
+ * the same rounding as f2bf (NaNs are canonical by then). */
+#define BF16_VEC(p, attr)						\
+static inline attr p##_f32						\
+p##_bf_widen(p##_h16 h)							\
+{									\
+	return (p##_f32)(__builtin_convertvector(h, p##_u32) << 16);	\
+}									\
+static inline attr p##_h16						\
+p##_bf_narrow(p##_f32 f)						\
+{									\
+	p##_u32 u = (p##_u32)f;						\
+									\
+	u = (u + 0x7fff + (u >> 16 & 1)) >> 16;				\
+	return __builtin_convertvector(u, p##_h16);			\
+}
+
+/* ---- the kernel sets ---- */
+
+typedef uint8_t		scalar_u8;
+typedef int8_t		scalar_i8;
+typedef uint32_t	scalar_u32;
+typedef int32_t		scalar_i32;
+typedef uint64_t	scalar_u64;
+typedef int64_t		scalar_i64;
+typedef float		scalar_f32;
+typedef double		scalar_f64;
+typedef uint16_t	scalar_h16;
+#define scalar_h_widen		h2f
+#define scalar_h_narrow		f2h
+#define scalar_bf_widen		bf2f
+#define scalar_bf_narrow	f2bf
+
+ISA_KERNELS(scalar, , S)
+
+#if defined(__x86_64__)
+
+#define ATTR_AVX512	__attribute__((target( \
+			    "avx512f,avx512bw,avx512vl,avx512dq,avx2,f16c")))
+#define ATTR_AVX2	__attribute__((target("avx2,f16c")))
+#define F16C_RNE	(_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+
+VEC_TYPES(avx512, 64)
+VEC_TYPES(avx2, 32)
+VEC_TYPES(sse2, 16)
+BF16_VEC(avx512, ATTR_AVX512)
+BF16_VEC(avx2, ATTR_AVX2)
+BF16_VEC(sse2, )
+
+static inline ATTR_AVX512 avx512_f32
+avx512_h_widen(avx512_h16 h)
+{
+	return (avx512_f32)_mm512_cvtph_ps((__m256i)h);
+}
+
+static inline ATTR_AVX512 avx512_h16
+avx512_h_narrow(avx512_f32 f)
+{
+	return (avx512_h16)_mm512_cvtps_ph((__m512)f, F16C_RNE);
+}
+
+static inline ATTR_AVX2 avx2_f32
+avx2_h_widen(avx2_h16 h)
+{
+	return (avx2_f32)_mm256_cvtph_ps((__m128i)h);
+}
+
+static inline ATTR_AVX2 avx2_h16
+avx2_h_narrow(avx2_f32 f)
+{
+	return (avx2_h16)_mm256_cvtps_ph((__m256)f, F16C_RNE);
+}
+
+/* SSE2 alone has no float16 conversion: convert lane by lane. */
+static inline sse2_f32
+sse2_h_widen(sse2_h16 h)
+{
+	sse2_f32 f;
+
+	for (int k = 0; k < 4; k++)
+		f[k] = h2f(h[k]);
+	return f;
+}
+
+static inline sse2_h16
+sse2_h_narrow(sse2_f32 f)
+{
+	sse2_h16 h;
+
+	for (int k = 0; k < 4; k++)
+		h[k] = f2h(f[k]);
+	return h;
+}
+
+ISA_KERNELS(avx512, ATTR_AVX512, V)
+ISA_KERNELS(avx2, ATTR_AVX2, V)
+ISA_KERNELS(sse2, , V)
+
+static int
+isa_avx512_usable(void)
+{
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx512f") &&
+	    __builtin_cpu_supports("avx512bw") &&
+	    __builtin_cpu_supports("avx512vl") &&
+	    __builtin_cpu_supports("avx512dq") &&
+	    __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+}
+
+static int
+isa_avx2_usable(void)
+{
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+}
+
+#endif /* __x86_64__ */
+
+static int
+isa_always(void)
+{
+	return 1;
+}
+
+struct isa {
+	const char	*name;
+	int		(*usable)(void);
+	kernel_fn	 kernels[MCCL_NUM_DTYPES][NKOPS];
+	scale_fn	 scale[MCCL_NUM_DTYPES];	/* float types */
+};
+
+/* A row of kernels: signed types share SUM and PROD with unsigned ones. */
+#define ROW(p, u, s)	{ p##_##u##_sum, p##_##u##_prod, p##_##s##_min, \
+			    p##_##s##_max }
+#define ISA_ENTRY(p, usable) {						\
+	#p, usable, {							\
+		[MCCL_INT8] = ROW(p, u8, i8),				\
+		[MCCL_UINT8] = ROW(p, u8, u8),				\
+		[MCCL_INT32] = ROW(p, u32, i32),			\
+		[MCCL_UINT32] = ROW(p, u32, u32),			\
+		[MCCL_INT64] = ROW(p, u64, i64),			\
+		[MCCL_UINT64] = ROW(p, u64, u64),			\
+		[MCCL_FLOAT16] = ROW(p, f16, f16),			\
+		[MCCL_BFLOAT16] = ROW(p, bf16, bf16),			\
+		[MCCL_FLOAT32] = ROW(p, f32, f32),			\
+		[MCCL_FLOAT64] = ROW(p, f64, f64),			\
+	}, {								\
+		[MCCL_FLOAT16] = p##_f16_scale,				\
+		[MCCL_BFLOAT16] = p##_bf16_scale,			\
+		[MCCL_FLOAT32] = p##_f32_scale,				\
+		[MCCL_FLOAT64] = p##_f64_scale,				\
+	}								\
+}
+
+/* In order of preference; the last is always usable. */
+static const struct isa isas[] = {
+#if defined(__x86_64__)
+	ISA_ENTRY(avx512, isa_avx512_usable),
+	ISA_ENTRY(avx2, isa_avx2_usable),
+	ISA_ENTRY(sse2, isa_always),
+#endif
+	ISA_ENTRY(scalar, isa_always),
+};
+
+#define NISAS	(sizeof(isas) / sizeof(isas[0]))
+
+/* NULL until the first use; threads racing there store the same value. */
+static _Atomic(const struct isa *) isa_active;
+
+static const struct isa *
+isa_get(void)
+{
+	const struct isa *isa;
+	size_t i;
+
+	isa = atomic_load_explicit(&isa_active, memory_order_acquire);
+	if (isa != NULL)
+		return isa;
+	for (i = 0; i < NISAS - 1 && !isas[i].usable(); i++)
+		;
+	atomic_store_explicit(&isa_active, &isas[i], memory_order_release);
+	return &isas[i];
+}
+
+/* ---- interface ---- */
+
+size_t
+dtype_size(int dtype)
+{
+	if (dtype < 0 || dtype >= MCCL_NUM_DTYPES)
+		return 0;
+	return dtypes[dtype].size;
+}
+
+const char *
+dtype_name(int dtype)
+{
+	if (dtype < 0 || dtype >= MCCL_NUM_DTYPES)
+		return "unknown";
+	return dtypes[dtype].name;
+}
+
+const char *
+redop_name(int op)
+{
+	if (op < 0 || op >= MCCL_NUM_OPS)
+		return "unknown";
+	return redops[op];
+}
+
+int
+reduce_supported(int dtype, int op)
+{
+	if (dtype < 0 || dtype >= MCCL_NUM_DTYPES || op < 0 ||
+	    op >= MCCL_NUM_OPS)
+		return 0;
+	return op != MCCL_AVG || dtypes[dtype].isfloat;
+}
+
+const char *
+reduce_isa(void)
+{
+	return isa_get()->name;
+}
+
+/* For tests and benchmarks: use kernel set name (NULL: the best one). */
+int
+reduce_force_isa(const char *name)
+{
+	size_t i;
+
+	if (name == NULL) {
+		atomic_store_explicit(&isa_active, NULL, memory_order_release);
+		return 0;
+	}
+	for (i = 0; i < NISAS; i++) {
+		if (strcmp(isas[i].name, name) == 0 && isas[i].usable()) {
+			atomic_store_explicit(&isa_active, &isas[i],
+			    memory_order_release);
+			return 0;
+		}
+	}
+	return -1;
+}
+
+/* Callers check reduce_supported() first: anything else is a daemon bug. */
+static kernel_fn
+reduce_kernel(int dtype, int op)
+{
+	if (!reduce_supported(dtype, op))
+		fatalx("reduce: unsupported dtype %d (%s) with op %d (%s)",
+		    dtype, dtype_name(dtype), op, redop_name(op));
+	return isa_get()->kernels[dtype][op == MCCL_AVG ? MCCL_SUM : op];
+}
+
+void
+reduce_into(void *dst, const void *src, size_t count, int dtype, int op)
+{
+	reduce_kernel(dtype, op)(dst, dst, src, count);
+}
+
+/*
+ * One pass over memory: block by block, the first two sources go into dst
+ * and each further source is folded into that block while it is in L1.
+ */
+void
+reduce_many(void *dst, const void *const *srcs, size_t nsrcs, size_t count,
+    int dtype, int op)
+{
+	kernel_fn k = reduce_kernel(dtype, op);
+	size_t esz = dtype_size(dtype), blk = REDUCE_BLOCK / esz, off, n, s;
+	unsigned char *d = dst;
+
+	if (nsrcs == 0)
+		return;
+	if (nsrcs == 1) {
+		if (dst != srcs[0] && count > 0)
+			memcpy(dst, srcs[0], count * esz);
+		return;
+	}
+	for (off = 0; off < count; off += n) {
+		n = count - off < blk ? count - off : blk;
+		k(d + off * esz, (const unsigned char *)srcs[0] + off * esz,
+		    (const unsigned char *)srcs[1] + off * esz, n);
+		for (s = 2; s < nsrcs; s++)
+			k(d + off * esz, d + off * esz,
+			    (const unsigned char *)srcs[s] + off * esz, n);
+	}
+}
+
+/* nranks 0 or 1 leaves buf as it is. */
+void
+reduce_scale_avg(void *buf, size_t count, int dtype, uint32_t nranks)
+{
+	if (!reduce_supported(dtype, MCCL_AVG))
+		fatalx("reduce: no average of dtype %d (%s)", dtype,
+		    dtype_name(dtype));
+	if (nranks > 1)
+		isa_get()->scale[dtype](buf, count, nranks);
+}

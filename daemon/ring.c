@@ -1,0 +1,824 @@
+/*
+ * ring.c: the inter-node half of every collective.  A job's engine thread
+ * calls a ring_* function once the local ranks' buffers are combined into
+ * one; it runs the node-level algorithm over the job's data links and
+ * returns with the result in place, or fails naming the node and the reason.
+ *
+ * Seen from one node, every algorithm here has the same shape: send its own
+ * block (if any) to the right neighbour, then pass on, in order, the blocks
+ * that arrive from the left, reducing some of them on the way.  One duplex
+ * engine drives both directions at once, frame by frame, so a chunk that
+ * arrives from the left leaves to the right as soon as it is final.
+ */
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "mccld.h"
+
+#define IO_MAX		((size_t)1 << 30)	/* bytes per send or receive call */
+#define TXQ		8			/* frames one sendmsg may carry */
+#define OPHDR_LEN	24			/* body of PEER_DATA_OPHDR */
+#define MIN(a, b)	((a) < (b) ? (a) : (b))
+#define SEQ(x)		((unsigned long long)(x)->hdr.seq)
+
+/* A receive is one frame's payload plus the next header: under IO_MAX. */
+_Static_assert(PEER_DATA_MAX + WIRE_HDR_LEN <= IO_MAX, "frame over IO_MAX");
+
+/* One frame's payload and where it lives. */
+struct frame {
+	uint8_t		*ptr;
+	size_t		 len;
+	uint16_t	 type;		/* PEER_DATA_OPHDR or PEER_DATA */
+	uint8_t		 reduce;	/* received into scratch, then reduced */
+	uint8_t		 fwd;		/* sent: a received frame passed on */
+};
+
+/*
+ * An operation as this node sees it.  Blocks are numbered from here: block
+ * 0 is this node's own contribution, block i >= 1 the i-th to arrive from
+ * the left.  Sent block i (i >= 1) is always received block i, so the ring
+ * moves every block one position per step and the sender needs no list.
+ */
+struct plan {
+	const struct xfer *x;
+	uint8_t		*buf;
+	size_t		 chunk;		/* payload bytes per frame, whole elements */
+	size_t		 esize;
+	int		 dtype, op;
+	size_t		 nreduce;	/* received blocks 1..nreduce are reduced */
+	size_t		 total;		/* allreduce: elements; otherwise bytes */
+	const size_t	*offs, *lens;	/* allgather: block of each position */
+	void		(*block)(const struct plan *, size_t, size_t *, size_t *);
+};
+
+/* Cuts a range of blocks into frames of at most plan->chunk bytes. */
+struct walk {
+	size_t		 blk, end;	/* next block, one past the last */
+	size_t		 off;		/* bytes of blk already cut */
+};
+
+struct txent {
+	uint8_t		 hdr[WIRE_HDR_LEN];
+	uint8_t		*data;
+	size_t		 len;
+};
+
+/* The link to the right: the frames this node sends. */
+struct tx {
+	int		 active;
+	int		 fd;
+	uint32_t	 peer;
+	struct walk	 w;
+	struct frame	 next;		/* cut, not yet queued */
+	int		 has_next;
+	size_t		 nfwd;		/* forwarded frames queued so far */
+	struct txent	 q[TXQ];	/* being sent, oldest at qhead */
+	size_t		 qhead, qlen;
+	size_t		 qoff;		/* bytes of q[qhead] already sent */
+	uint8_t		 opbody[OPHDR_LEN];
+	uint64_t	 last_ns;	/* last byte accepted */
+};
+
+struct pend {
+	uint8_t		*dst;
+	const uint8_t	*src;
+	size_t		 len;
+};
+
+/* The link to the left: the frames this node receives. */
+struct rx {
+	int		 active;
+	int		 fd;
+	uint32_t	 peer;
+	struct walk	 w;
+	struct frame	 cur, nxt;
+	int		 has_cur, has_nxt;
+	uint8_t		 hdr[WIRE_HDR_LEN];
+	size_t		 hdr_got;	/* of cur's header */
+	size_t		 got;		/* of cur's payload */
+	uint8_t		*slot;		/* cur's half of scratch, when reduced */
+	size_t		 nred;		/* reduced frames started */
+	struct pend	 pend[2];	/* received, not yet reduced; oldest first */
+	size_t		 npend;
+	size_t		 done;		/* data frames final in buf, in order */
+	uint8_t		 opbody[OPHDR_LEN];
+	uint64_t	 last_ns;	/* last byte received */
+};
+
+static int	ring_fail(struct xfer *, int, const char *, ...)
+		    __attribute__((format(printf, 3, 4)));
+
+uint64_t
+now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static int
+ring_fail(struct xfer *x, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	x->code = code;
+	va_start(ap, fmt);
+	vsnprintf(x->err, sizeof(x->err), fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+static const char *
+node_name(const struct xfer *x, uint32_t pos)
+{
+	if (x->names == NULL || x->names[pos] == NULL)
+		return "?";
+	return x->names[pos];
+}
+
+static int
+io_again(int err)
+{
+	return err == EAGAIN || err == EWOULDBLOCK || err == EINTR;
+}
+
+/* err 0: the peer closed the link. */
+static int
+link_error(struct xfer *x, uint32_t peer, int err)
+{
+	char buf[128];
+
+	if (err == 0)
+		return ring_fail(x, MCCL_ERR_PEER_FAILED, "link to node %s closed "
+		    "(peer failed or left the job)", node_name(x, peer));
+	if (err == ECONNRESET || err == EPIPE)
+		return ring_fail(x, MCCL_ERR_PEER_FAILED, "link to node %s reset "
+		    "(peer failed or left the job)", node_name(x, peer));
+	return ring_fail(x, MCCL_ERR_PEER_FAILED, "link to node %s: %s",
+	    node_name(x, peer), strerror_r(err, buf, sizeof(buf)));
+}
+
+/* ---- blocks and frames ---- */
+
+/* Position whose block is this node's block i. */
+static uint32_t
+ring_pos(const struct xfer *x, size_t i)
+{
+	return (uint32_t)((x->me + x->nnodes - i % x->nnodes) % x->nnodes);
+}
+
+/* Allreduce: segment s of total elements, the first total % n one longer. */
+static void
+seg_block(const struct plan *p, size_t i, size_t *off, size_t *len)
+{
+	size_t n = p->x->nnodes, s = ring_pos(p->x, i);
+	size_t base = p->total / n, rem = p->total % n;
+
+	*off = (s * base + MIN(s, rem)) * p->esize;
+	*len = (base + (s < rem)) * p->esize;
+}
+
+static void
+gather_block(const struct plan *p, size_t i, size_t *off, size_t *len)
+{
+	uint32_t s = ring_pos(p->x, i);
+
+	*off = p->offs[s];
+	*len = p->lens[s];
+}
+
+/* Broadcast and barrier: one block, the whole buffer. */
+static void
+whole_block(const struct plan *p, size_t i, size_t *off, size_t *len)
+{
+	(void)i;
+	*off = 0;
+	*len = p->total;
+}
+
+/* Cut the next frame; 0 when the range is done.  Empty blocks yield none. */
+static int
+walk_next(const struct plan *p, struct walk *w, struct frame *f)
+{
+	size_t off = 0, len = 0;
+
+	for (; w->blk < w->end; w->blk++, w->off = 0) {
+		p->block(p, w->blk, &off, &len);
+		if (w->off < len)
+			break;
+	}
+	if (w->blk >= w->end)
+		return 0;
+	f->ptr = p->buf + off + w->off;
+	f->len = MIN(p->chunk, len - w->off);
+	f->type = PEER_DATA;
+	f->reduce = w->blk >= 1 && w->blk <= p->nreduce;
+	f->fwd = w->blk >= 1;
+	w->off += f->len;
+	return 1;
+}
+
+/* ---- sending ---- */
+
+static int
+tx_init(struct xfer *x, struct tx *tx, size_t nown, size_t nsend)
+{
+	uint8_t enc[WIRE_HDR_LEN + OPHDR_LEN];
+
+	memset(tx, 0, sizeof(*tx));
+	if ((tx->active = nsend > 0) == 0)
+		return 0;
+	tx->peer = (x->me + 1) % x->nnodes;
+	tx->fd = x->fds[tx->peer];
+	tx->w.blk = 1 - nown;
+	tx->w.end = tx->w.blk + nsend;
+	if (wire_encode(&peer_proto, PEER_DATA_OPHDR, &x->hdr, NULL, 0, enc,
+	    sizeof(enc)) != sizeof(enc))
+		return ring_fail(x, MCCL_ERR_INTERNAL, "cannot encode the "
+		    "header of op seq %llu", SEQ(x));
+	memcpy(tx->q[0].hdr, enc, WIRE_HDR_LEN);
+	memcpy(tx->opbody, enc + WIRE_HDR_LEN, OPHDR_LEN);
+	tx->q[0].data = tx->opbody;
+	tx->q[0].len = OPHDR_LEN;
+	tx->qlen = 1;
+	tx->last_ns = now_ns();
+	return 0;
+}
+
+/* Queue every frame that may leave now: forwards wait for their arrival. */
+static void
+tx_fill(struct tx *tx, const struct plan *p, const struct rx *rx)
+{
+	struct wire_hdr h = { PEER_MAGIC, PEER_VERSION, PEER_DATA, 0 };
+	struct txent *e;
+
+	while (tx->qlen < TXQ) {
+		if (!tx->has_next &&
+		    (tx->has_next = walk_next(p, &tx->w, &tx->next)) == 0)
+			return;
+		if (tx->next.fwd && tx->nfwd >= rx->done)
+			return;
+		e = &tx->q[(tx->qhead + tx->qlen++) % TXQ];
+		h.len = (uint32_t)tx->next.len;
+		wire_hdr_encode(e->hdr, &h);
+		e->data = tx->next.ptr;
+		e->len = tx->next.len;
+		tx->nfwd += tx->next.fwd;
+		tx->has_next = 0;
+	}
+}
+
+static int
+iov_add(struct iovec *iov, uint8_t *base, size_t len, size_t *room)
+{
+	if (*room == 0 || len == 0)
+		return 0;
+	iov->iov_base = base;
+	iov->iov_len = MIN(len, *room);
+	*room -= iov->iov_len;
+	return 1;
+}
+
+/* Headers and payloads of the queued frames, from where the last send ended. */
+static size_t
+tx_iov(struct tx *tx, struct iovec *iov)
+{
+	size_t k, n = 0, skip = tx->qoff, room = IO_MAX;
+	struct txent *e;
+
+	for (k = 0; k < tx->qlen; k++, skip = 0) {
+		e = &tx->q[(tx->qhead + k) % TXQ];
+		if (skip < WIRE_HDR_LEN)
+			n += iov_add(&iov[n], e->hdr + skip, WIRE_HDR_LEN - skip,
+			    &room);
+		skip = skip < WIRE_HDR_LEN ? 0 : skip - WIRE_HDR_LEN;
+		n += iov_add(&iov[n], e->data + skip, e->len - skip, &room);
+	}
+	return n;
+}
+
+static void
+tx_consume(struct tx *tx, size_t n)
+{
+	size_t rest;
+
+	while (n > 0) {
+		rest = WIRE_HDR_LEN + tx->q[tx->qhead].len - tx->qoff;
+		if (n < rest) {
+			tx->qoff += n;
+			return;
+		}
+		n -= rest;
+		tx->qoff = 0;
+		tx->qhead = (tx->qhead + 1) % TXQ;
+		tx->qlen--;
+	}
+}
+
+static int
+tx_step(struct xfer *x, struct tx *tx, const struct plan *p,
+    const struct rx *rx, int *moved)
+{
+	struct iovec iov[2 * TXQ];
+	struct msghdr msg;
+	ssize_t n;
+
+	if (!tx->active)
+		return 0;
+	tx_fill(tx, p, rx);
+	if (tx->qlen == 0)
+		return 0;
+	memset(&msg, 0, sizeof(msg));
+	msg.msg_iov = iov;
+	msg.msg_iovlen = tx_iov(tx, iov);
+	if ((n = sendmsg(tx->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT)) == -1)
+		return io_again(errno) ? 0 : link_error(x, tx->peer, errno);
+	tx_consume(tx, (size_t)n);
+	tx->last_ns = now_ns();
+	*moved = 1;
+	return 0;
+}
+
+static int
+tx_complete(const struct tx *tx)
+{
+	return !tx->active ||
+	    (tx->qlen == 0 && !tx->has_next && tx->w.blk >= tx->w.end);
+}
+
+/* The right neighbour hung up or reset while frames were still to go. */
+static int
+tx_broken(struct xfer *x, const struct tx *tx)
+{
+	int err = 0;
+	socklen_t len = sizeof(err);
+
+	if (getsockopt(tx->fd, SOL_SOCKET, SO_ERROR, &err, &len) == -1)
+		err = errno;
+	return link_error(x, tx->peer, err);
+}
+
+/* ---- receiving ---- */
+
+/* cur becomes nxt; a reduced frame lands in the scratch half not in use. */
+static void
+rx_advance(struct rx *rx, const struct plan *p)
+{
+	rx->cur = rx->nxt;
+	rx->has_cur = rx->has_nxt;
+	rx->got = 0;
+	if (rx->has_cur && rx->cur.reduce)
+		rx->slot = p->x->scratch + (rx->nred++ % 2) * p->chunk;
+	rx->has_nxt = rx->has_cur && walk_next(p, &rx->w, &rx->nxt);
+}
+
+static void
+rx_init(struct xfer *x, struct rx *rx, const struct plan *p, size_t nrecv)
+{
+	memset(rx, 0, sizeof(*rx));
+	if ((rx->active = nrecv > 0) == 0)
+		return;
+	rx->peer = (x->me + x->nnodes - 1) % x->nnodes;
+	rx->fd = x->fds[rx->peer];
+	rx->w.blk = 1;
+	rx->w.end = 1 + nrecv;
+	rx->nxt = (struct frame){ rx->opbody, OPHDR_LEN, PEER_DATA_OPHDR, 0, 0 };
+	rx->has_nxt = 1;
+	rx_advance(rx, p);
+	rx->last_ns = now_ns();
+}
+
+static int
+rx_complete(const struct rx *rx)
+{
+	return !rx->active || (!rx->has_cur && rx->npend == 0);
+}
+
+/* The payload can't start while both scratch halves await reduction. */
+static int
+rx_slot_busy(const struct rx *rx)
+{
+	return rx->cur.reduce && rx->hdr_got == WIRE_HDR_LEN && rx->npend == 2;
+}
+
+/*
+ * Read the header, or the rest of the payload straight into its place plus
+ * the next frame's header, never a byte past this operation's last frame.
+ */
+static ssize_t
+rx_recv(struct rx *rx)
+{
+	struct iovec iov[2];
+	struct msghdr msg;
+
+	memset(&msg, 0, sizeof(msg));
+	msg.msg_iov = iov;
+	msg.msg_iovlen = 1;
+	if (rx->hdr_got < WIRE_HDR_LEN) {
+		iov[0].iov_base = rx->hdr + rx->hdr_got;
+		iov[0].iov_len = WIRE_HDR_LEN - rx->hdr_got;
+	} else {
+		iov[0].iov_base = (rx->cur.reduce ? rx->slot : rx->cur.ptr) +
+		    rx->got;
+		iov[0].iov_len = rx->cur.len - rx->got;
+		iov[1].iov_base = rx->hdr;
+		iov[1].iov_len = WIRE_HDR_LEN;
+		msg.msg_iovlen = rx->has_nxt ? 2 : 1;
+	}
+	return recvmsg(rx->fd, &msg, MSG_DONTWAIT);
+}
+
+static int
+rx_check_hdr(struct xfer *x, const struct rx *rx)
+{
+	const struct wire_type *t, *want;
+	struct wire_hdr h;
+	char why[128];
+
+	want = wire_type_lookup(&peer_proto, rx->cur.type);
+	if (wire_hdr_check(&peer_proto, rx->hdr, &h, &t, why, sizeof(why)) == -1)
+		return ring_fail(x, MCCL_ERR_PROTOCOL, "bad frame from node %s "
+		    "(op seq %llu): %s", node_name(x, rx->peer), SEQ(x), why);
+	if (h.type != rx->cur.type)
+		return ring_fail(x, MCCL_ERR_PROTOCOL, "node %s sent %s, "
+		    "expected %s (op seq %llu)", node_name(x, rx->peer),
+		    t->name, want->name, SEQ(x));
+	if (h.len != rx->cur.len)
+		return ring_fail(x, MCCL_ERR_PROTOCOL, "node %s sent a %u-byte "
+		    "%s, expected %zu bytes (op seq %llu)",
+		    node_name(x, rx->peer), h.len, t->name, rx->cur.len, SEQ(x));
+	return 0;
+}
+
+static void
+str_add(char *s, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+str_add(char *s, size_t size, const char *fmt, ...)
+{
+	size_t len = strlen(s);
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (len < size)
+		vsnprintf(s + len, size - len, fmt, ap);
+	va_end(ap);
+}
+
+/* "allreduce float32 sum count 12": the fields that matter to the collective. */
+static void
+op_desc(const struct peer_ophdr *h, char *s, size_t size)
+{
+	enum { D = 1, O = 2, C = 4, R = 8 };
+	static const char *const names[COLL_MAX + 1] = { NULL, "allreduce",
+	    "broadcast", "barrier", "reduce", "allgather", "reduce_scatter",
+	    "alltoall" };
+	static const uint8_t show[COLL_MAX + 1] = { 0, D | O | C, D | C | R,
+	    0, D | O | C | R, D | C, D | O | C, D | C };
+	int f = h->coll <= COLL_MAX ? show[h->coll] : D | O | C | R;
+
+	s[0] = '\0';
+	if (h->coll >= 1 && h->coll <= COLL_MAX)
+		str_add(s, size, "%s", names[h->coll]);
+	else
+		str_add(s, size, "collective %u", h->coll);
+	if (f & D)
+		str_add(s, size, " %s", dtype_name(h->dtype));
+	if (f & O)
+		str_add(s, size, " %s", redop_name(h->redop));
+	if (f & C)
+		str_add(s, size, " count %llu", (unsigned long long)h->count);
+	if (f & R)
+		str_add(s, size, " root %u", h->root);
+}
+
+static void
+op_raw(const struct peer_ophdr *h, char *s, size_t size)
+{
+	snprintf(s, size, "coll %u dtype %u redop %u root %u count %llu",
+	    h->coll, h->dtype, h->redop, h->root, (unsigned long long)h->count);
+}
+
+static int
+ophdr_mismatch(struct xfer *x, uint32_t peer, const struct peer_ophdr *h)
+{
+	char theirs[96], ours[96];
+
+	op_desc(h, theirs, sizeof(theirs));
+	op_desc(&x->hdr, ours, sizeof(ours));
+	if (strcmp(theirs, ours) == 0) {
+		op_raw(h, theirs, sizeof(theirs));
+		op_raw(&x->hdr, ours, sizeof(ours));
+	}
+	if (h->seq != x->hdr.seq)
+		return ring_fail(x, MCCL_ERR_INVALID_ARGUMENT, "node %s is at "
+		    "op seq %llu (%s), this node at op seq %llu (%s)",
+		    node_name(x, peer), (unsigned long long)h->seq, theirs,
+		    SEQ(x), ours);
+	return ring_fail(x, MCCL_ERR_INVALID_ARGUMENT, "node %s issued %s for "
+	    "op seq %llu, this node %s", node_name(x, peer), theirs, SEQ(x),
+	    ours);
+}
+
+/* The left neighbour must be running the very same operation. */
+static int
+ophdr_check(struct xfer *x, const struct rx *rx)
+{
+	const struct wire_type *t;
+	const struct peer_ophdr *me = &x->hdr;
+	struct peer_ophdr h;
+	char why[128];
+
+	t = wire_type_lookup(&peer_proto, PEER_DATA_OPHDR);
+	if (wire_decode(t, rx->opbody, OPHDR_LEN, &h, NULL, NULL, why,
+	    sizeof(why)) == -1)
+		return ring_fail(x, MCCL_ERR_PROTOCOL, "bad operation header "
+		    "from node %s: %s", node_name(x, rx->peer), why);
+	if (h.seq == me->seq && h.coll == me->coll && h.dtype == me->dtype &&
+	    h.redop == me->redop && h.root == me->root && h.count == me->count)
+		return 0;
+	return ophdr_mismatch(x, rx->peer, &h);
+}
+
+static void
+rx_reduce(struct rx *rx, const struct plan *p)
+{
+	struct pend *e = &rx->pend[0];
+
+	reduce_into(e->dst, e->src, e->len / p->esize, p->dtype, p->op);
+	rx->pend[0] = rx->pend[1];
+	rx->npend--;
+	rx->done++;
+}
+
+/* cur is in: check it, queue its reduction or count it final; go on. */
+static int
+rx_frame_done(struct xfer *x, struct rx *rx, const struct plan *p)
+{
+	if (rx->cur.type == PEER_DATA_OPHDR) {
+		if (ophdr_check(x, rx) == -1)
+			return -1;
+	} else if (rx->cur.reduce) {
+		rx->pend[rx->npend++] = (struct pend){ rx->cur.ptr, rx->slot,
+		    rx->cur.len };
+	} else {
+		while (rx->npend > 0)
+			rx_reduce(rx, p);
+		rx->done++;
+	}
+	rx_advance(rx, p);
+	return 0;
+}
+
+static int
+rx_consume(struct xfer *x, struct rx *rx, const struct plan *p, size_t n)
+{
+	size_t take;
+
+	if (rx->hdr_got < WIRE_HDR_LEN) {
+		rx->hdr_got += n;
+		return rx->hdr_got < WIRE_HDR_LEN ? 0 : rx_check_hdr(x, rx);
+	}
+	take = MIN(n, rx->cur.len - rx->got);
+	rx->got += take;
+	if (rx->got < rx->cur.len)
+		return 0;
+	if (rx_frame_done(x, rx, p) == -1)
+		return -1;
+	rx->hdr_got = n - take;
+	return rx->hdr_got < WIRE_HDR_LEN ? 0 : rx_check_hdr(x, rx);
+}
+
+static int
+rx_step(struct xfer *x, struct rx *rx, const struct plan *p, int *moved)
+{
+	ssize_t n;
+
+	if (!rx->active)
+		return 0;
+	if (rx->has_cur && !rx_slot_busy(rx)) {
+		if ((n = rx_recv(rx)) > 0) {
+			*moved = 1;
+			rx->last_ns = now_ns();
+			return rx_consume(x, rx, p, (size_t)n);
+		}
+		if (n == 0 || !io_again(errno))
+			return link_error(x, rx->peer, n == 0 ? 0 : errno);
+	}
+	/* Nothing to read this instant: reduce while the socket refills. */
+	if (rx->npend > 0) {
+		rx_reduce(rx, p);
+		*moved = 1;
+	}
+	return 0;
+}
+
+/* ---- the duplex engine ---- */
+
+static int
+wait_timeout(struct xfer *x, const struct tx *tx, const struct rx *rx,
+    int *timeout)
+{
+	uint64_t now, ms;
+
+	*timeout = -1;
+	if (x->deadline_ns == 0)
+		return 0;
+	if ((now = now_ns()) < x->deadline_ns) {
+		ms = (x->deadline_ns - now + 999999) / 1000000;
+		*timeout = ms > INT_MAX ? INT_MAX : (int)ms;
+		return 0;
+	}
+	if (!rx_complete(rx))
+		return ring_fail(x, MCCL_ERR_TIMEOUT, "no data from node %s for "
+		    "%llu ms (op seq %llu)", node_name(x, rx->peer),
+		    (unsigned long long)(now - rx->last_ns) / 1000000, SEQ(x));
+	return ring_fail(x, MCCL_ERR_TIMEOUT, "node %s took no data for %llu ms "
+	    "(op seq %llu)", node_name(x, tx->peer),
+	    (unsigned long long)(now - tx->last_ns) / 1000000, SEQ(x));
+}
+
+/*
+ * Sleep until a link can move, the job is aborted or the deadline passes.
+ * The right link is watched for a hang-up even when nothing is queued for
+ * it: its node can't finish this operation before taking all we send.
+ */
+static int
+io_wait(struct xfer *x, const struct tx *tx, const struct rx *rx)
+{
+	struct pollfd pfd[3];
+	int timeout;
+	char buf[128];
+
+	if (wait_timeout(x, tx, rx, &timeout) == -1)
+		return -1;
+	pfd[0] = (struct pollfd){ x->abort_fd, POLLIN, 0 };
+	pfd[1] = (struct pollfd){ tx_complete(tx) ? -1 : tx->fd,
+	    (short)(POLLRDHUP | (tx->qlen > 0 ? POLLOUT : 0)), 0 };
+	pfd[2] = (struct pollfd){ rx_complete(rx) ? -1 : rx->fd, POLLIN, 0 };
+	if (poll(pfd, 3, timeout) == -1)
+		return errno == EINTR ? 0 : ring_fail(x, MCCL_ERR_INTERNAL,
+		    "poll: %s", strerror_r(errno, buf, sizeof(buf)));
+	if (pfd[0].revents != 0)
+		return ring_fail(x, MCCL_ERR_ABORTED, "job aborted");
+	if (pfd[1].revents & (POLLERR | POLLHUP | POLLRDHUP))
+		return tx_broken(x, tx);
+	return 0;
+}
+
+static int
+ring_start(struct xfer *x)
+{
+	struct pollfd pfd = { x->abort_fd, POLLIN, 0 };
+	uint32_t n = x->nnodes, me = x->me;
+
+	x->code = MCCL_SUCCESS;
+	x->err[0] = '\0';
+	if (me >= n || x->fds[(me + 1) % n] < 0 || x->fds[(me + n - 1) % n] < 0)
+		return ring_fail(x, MCCL_ERR_INTERNAL, "no data link at node "
+		    "position %u of %u", me, n);
+	if (x->abort_fd >= 0 && poll(&pfd, 1, 0) == 1)
+		return ring_fail(x, MCCL_ERR_ABORTED, "job aborted");
+	return 0;
+}
+
+/*
+ * Send the own block (nown 1) or not (nown 0), then forward received blocks,
+ * nsend blocks in all; receive nrecv blocks.  Each side that has any block,
+ * even an empty one, starts with the operation header.
+ */
+static int
+ring_run(struct xfer *x, const struct plan *p, size_t nown, size_t nsend,
+    size_t nrecv)
+{
+	struct tx tx;
+	struct rx rx;
+	int moved;
+
+	if (ring_start(x) == -1 || tx_init(x, &tx, nown, nsend) == -1)
+		return -1;
+	rx_init(x, &rx, p, nrecv);
+	for (;;) {
+		moved = 0;
+		if (tx_step(x, &tx, p, &rx, &moved) == -1 ||
+		    rx_step(x, &rx, p, &moved) == -1)
+			return -1;
+		if (tx_complete(&tx) && rx_complete(&rx))
+			return 0;
+		if (!moved && io_wait(x, &tx, &rx) == -1)
+			return -1;
+	}
+}
+
+/* ---- the collectives ---- */
+
+static int
+plan_init(struct xfer *x, struct plan *p, void *buf, size_t esize)
+{
+	size_t c = MIN(x->chunk, (size_t)PEER_DATA_MAX);
+
+	memset(p, 0, sizeof(*p));
+	p->x = x;
+	p->buf = buf;
+	p->esize = esize;
+	p->chunk = c - c % esize;
+	if (p->chunk == 0)
+		return ring_fail(x, MCCL_ERR_INVALID_ARGUMENT, "pipeline chunk "
+		    "of %zu bytes holds no %zu-byte element", x->chunk, esize);
+	return 0;
+}
+
+/* Reduce-scatter then allgather: received blocks 1..n-1 are reduced. */
+int
+ring_allreduce(struct xfer *x, void *buf, size_t count, int dtype, int op)
+{
+	size_t es = dtype_size(dtype), n = x->nnodes;
+	struct plan p;
+
+	if (n <= 1)
+		return 0;
+	if (op == MCCL_AVG)
+		op = MCCL_SUM;		/* the caller divides */
+	if (es == 0 || !reduce_supported(dtype, op) || count > SIZE_MAX / es)
+		return ring_fail(x, MCCL_ERR_INVALID_ARGUMENT, "allreduce of "
+		    "%zu elements of %s with %s", count, dtype_name(dtype),
+		    redop_name(op));
+	if (plan_init(x, &p, buf, es) == -1)
+		return -1;
+	if (x->scratch == NULL)
+		return ring_fail(x, MCCL_ERR_INTERNAL, "no scratch buffer");
+	p.block = seg_block;
+	p.total = count;
+	p.dtype = dtype;
+	p.op = op;
+	p.nreduce = n - 1;
+	return ring_run(x, &p, 1, 2 * (n - 1), 2 * (n - 1));
+}
+
+/* A chain from the root; the node left of the root passes nothing on. */
+int
+ring_broadcast(struct xfer *x, void *buf, size_t bytes, uint32_t root)
+{
+	uint32_t n = x->nnodes;
+	struct plan p;
+
+	if (n <= 1)
+		return 0;
+	if (root >= n)
+		return ring_fail(x, MCCL_ERR_INVALID_ARGUMENT, "broadcast root "
+		    "at position %u of %u nodes", root, n);
+	if (plan_init(x, &p, buf, 1) == -1)
+		return -1;
+	p.block = whole_block;
+	p.total = bytes;
+	if (x->me == root)
+		return ring_run(x, &p, 1, 1, 0);
+	return ring_run(x, &p, 0, x->me == (root + n - 1) % n ? 0 : 1, 1);
+}
+
+int
+ring_allgather(struct xfer *x, void *buf, const size_t *offs,
+    const size_t *lens)
+{
+	uint32_t n = x->nnodes;
+	struct plan p;
+
+	if (n <= 1)
+		return 0;
+	if (plan_init(x, &p, buf, 1) == -1)
+		return -1;
+	p.block = gather_block;
+	p.offs = offs;
+	p.lens = lens;
+	return ring_run(x, &p, 1, n - 1, n - 1);
+}
+
+/*
+ * An allgather of one byte per node: a node returns once a byte that
+ * every other node sent on entering has reached it.
+ */
+int
+ring_barrier(struct xfer *x)
+{
+	uint8_t token = 0;
+	struct plan p;
+
+	if (x->nnodes <= 1)
+		return 0;
+	memset(&p, 0, sizeof(p));
+	p.x = x;
+	p.buf = &token;
+	p.chunk = p.esize = p.total = 1;
+	p.block = whole_block;
+	return ring_run(x, &p, 1, x->nnodes - 1, x->nnodes - 1);
+}

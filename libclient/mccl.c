@@ -1,0 +1,805 @@
+/*
+ * mccl.c: libmccl, the client library (see mccl.h for the API contract).
+ *
+ * A communicator is one connection to the local daemon.  Operations are
+ * records on that connection; the daemon answers each with OP_DONE, in
+ * order.  Whichever thread needs progress reads the socket (one at a time)
+ * and completes requests; the others wait on a condition variable.  Every
+ * wait has a deadline derived from the daemon's own timeouts.
+ */
+#include <sys/mman.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mccl.h"
+#include "conn.h"
+
+#define ERRLEN			1024
+#define CONNECT_TIMEOUT_MS	5000
+#define DAEMON_MARGIN_MS	5000	/* beyond the daemon's own deadline */
+
+struct lseg {
+	struct lseg	*next;
+	uint32_t	 id;
+	uint8_t		*base;
+	size_t		 size;
+	int		 staging;	/* the library's own, for other pointers */
+	int		 busy;		/* staging: in use by a pending op */
+};
+
+struct mccl_request {
+	struct mccl_request *next;
+	struct mccl_comm *comm;
+	uint64_t	 seq;
+	uint64_t	 deadline_ms;
+	int		 done;
+	mccl_result_t	 code;
+	struct lseg	*stage;		/* copy out of it on completion */
+	void		*out;
+	size_t		 out_bytes;
+	size_t		 out_off;
+};
+
+struct sync_reply {
+	int		 have;
+	uint16_t	 type;
+	mccl_result_t	 code;
+	struct ipc_joined joined;
+	char		 text[ERRLEN];
+};
+
+struct mccl_comm {
+	pthread_mutex_t	 lock;
+	pthread_cond_t	 cond;
+	int		 reading;	/* a thread is reading the socket */
+	int		 fd;
+	char		 job[JOB_NAME_MAX];
+	int		 rank;
+	int		 nranks;
+	struct ipc_hello_ok hello;
+	struct ipc_joined joined;
+	uint32_t	 op_timeout_ms;
+	uint64_t	 next_seq;
+	uint32_t	 next_seg_id;
+	struct lseg	*segs;
+	struct mccl_request *pending;	/* oldest first */
+	struct mccl_request *pending_tail;
+	struct sync_reply reply;
+	mccl_result_t	 failed;	/* sticky: the communicator is broken */
+	char		 err[ERRLEN];
+	struct ipc_msg	*msg;		/* the reader's receive buffer */
+};
+
+static _Thread_local char init_error[ERRLEN];
+
+static const char *result_names[MCCL_NUM_RESULTS] = {
+	"success", "invalid argument", "unsupported", "cannot connect to the "
+	"daemon", "timeout", "peer failed", "aborted", "permission denied",
+	"out of memory", "protocol error", "internal error"
+};
+
+static const size_t dtype_sizes[MCCL_NUM_DTYPES] = { 1, 1, 4, 4, 8, 8, 2, 2,
+    4, 8 };
+
+const char *
+mccl_strerror(mccl_result_t r)
+{
+	return (unsigned)r < MCCL_NUM_RESULTS ? result_names[r] :
+	    "unknown result code";
+}
+
+size_t
+mccl_dtype_size(mccl_dtype_t dtype)
+{
+	return (unsigned)dtype < MCCL_NUM_DTYPES ? dtype_sizes[dtype] : 0;
+}
+
+const char *
+mccl_last_error(const mccl_comm_t *comm)
+{
+	return comm == NULL ? init_error : comm->err;
+}
+
+int
+mccl_comm_rank(const mccl_comm_t *comm)
+{
+	return comm == NULL ? -1 : comm->rank;
+}
+
+int
+mccl_comm_size(const mccl_comm_t *comm)
+{
+	return comm == NULL ? -1 : comm->nranks;
+}
+
+/* Record an error on comm (lock held) and return its code. */
+static mccl_result_t
+comm_error(mccl_comm_t *comm, mccl_result_t code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static mccl_result_t
+comm_error(mccl_comm_t *comm, mccl_result_t code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(comm->err, sizeof(comm->err), fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+/* The communicator is unusable from now on: fail everything pending. */
+static mccl_result_t
+comm_break(mccl_comm_t *comm, mccl_result_t code)
+{
+	if (comm->failed == MCCL_SUCCESS)
+		comm->failed = code;
+	for (struct mccl_request *r = comm->pending; r != NULL; r = r->next) {
+		r->done = 1;
+		r->code = comm->failed;
+		if (r->stage != NULL)
+			r->stage->busy = 0;
+	}
+	comm->pending = comm->pending_tail = NULL;
+	pthread_cond_broadcast(&comm->cond);
+	return comm->failed;
+}
+
+static uint64_t
+env_ms(const char *name, uint64_t dflt)
+{
+	const char *s = getenv(name);
+	char *end;
+	unsigned long long v;
+
+	if (s == NULL || *s == '\0')
+		return dflt;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	return errno != 0 || *end != '\0' || v == 0 || v > UINT32_MAX ? dflt : v;
+}
+
+/* ---- receiving ---- */
+
+static void
+request_complete(mccl_comm_t *comm, struct mccl_request *r, mccl_result_t code)
+{
+	comm->pending = r->next;
+	if (comm->pending == NULL)
+		comm->pending_tail = NULL;
+	r->next = NULL;
+	r->done = 1;
+	r->code = code;
+	if (r->stage != NULL) {
+		if (code == MCCL_SUCCESS && r->out_bytes > 0)
+			memcpy(r->out, r->stage->base + r->out_off, r->out_bytes);
+		r->stage->busy = 0;
+	}
+}
+
+static mccl_result_t
+dispatch_op_done(mccl_comm_t *comm, const struct ipc_msg *m)
+{
+	struct mccl_request *r = comm->pending;
+	mccl_result_t code = (mccl_result_t)m->u.op_done.code;
+
+	if (r == NULL || r->seq != m->u.op_done.seq)
+		return comm_break(comm, comm_error(comm, MCCL_ERR_PROTOCOL,
+		    "daemon completed op %llu, expected %llu",
+		    (unsigned long long)m->u.op_done.seq,
+		    (unsigned long long)(r ? r->seq : 0)));
+	if (code >= MCCL_NUM_RESULTS)
+		code = MCCL_ERR_PROTOCOL;
+	if (code != MCCL_SUCCESS) {
+		comm_error(comm, code, "%.*s", (int)m->trailer_len, m->trailer);
+		return comm_break(comm, code);
+	}
+	request_complete(comm, r, MCCL_SUCCESS);
+	return MCCL_SUCCESS;
+}
+
+static mccl_result_t
+dispatch(mccl_comm_t *comm, const struct ipc_msg *m)
+{
+	struct sync_reply *s = &comm->reply;
+
+	if (m->hdr.type == IPC_OP_DONE)
+		return dispatch_op_done(comm, m);
+	if (m->hdr.type != IPC_SEG_OK && m->hdr.type != IPC_JOINED &&
+	    m->hdr.type != IPC_ERROR)
+		return comm_break(comm, comm_error(comm, MCCL_ERR_PROTOCOL,
+		    "unexpected %s from the daemon", m->type->name));
+	s->have = 1;
+	s->type = m->hdr.type;
+	s->code = MCCL_SUCCESS;
+	if (m->hdr.type == IPC_ERROR) {
+		s->code = m->u.error.code < MCCL_NUM_RESULTS && m->u.error.code ?
+		    (mccl_result_t)m->u.error.code : MCCL_ERR_PROTOCOL;
+		snprintf(s->text, sizeof(s->text), "%.*s", (int)m->trailer_len,
+		    m->trailer);
+	} else if (m->hdr.type == IPC_JOINED)
+		s->joined = m->u.joined;
+	return MCCL_SUCCESS;
+}
+
+/*
+ * Make progress until *flag is set or deadline_ms (CLOCK_MONOTONIC ms)
+ * passes.  Called and returns with comm->lock held.
+ */
+static mccl_result_t
+comm_progress(mccl_comm_t *comm, const int *flag, uint64_t deadline_ms)
+{
+	char err[ERRLEN];
+	uint64_t now;
+	int rc;
+
+	while (!*flag) {
+		if (comm->failed != MCCL_SUCCESS)
+			return comm->failed;
+		if ((now = conn_now_ms()) >= deadline_ms)
+			return MCCL_ERR_TIMEOUT;
+		if (comm->reading) {
+			struct timespec ts = { (time_t)(deadline_ms / 1000),
+			    (long)(deadline_ms % 1000) * 1000000 };
+
+			pthread_cond_timedwait(&comm->cond, &comm->lock, &ts);
+			continue;
+		}
+		comm->reading = 1;
+		pthread_mutex_unlock(&comm->lock);
+		rc = conn_recv(comm->fd, (int)(deadline_ms - now), comm->msg,
+		    err, sizeof(err));
+		pthread_mutex_lock(&comm->lock);
+		comm->reading = 0;
+		pthread_cond_broadcast(&comm->cond);
+		if (rc == MCCL_SUCCESS)
+			dispatch(comm, comm->msg);
+		else if (rc != MCCL_ERR_TIMEOUT)
+			return comm_break(comm, comm_error(comm, rc,
+			    "daemon connection lost: %s", err));
+	}
+	return MCCL_SUCCESS;
+}
+
+/* Send a request and wait for its reply (SEG_OK, JOINED or ERROR). */
+static mccl_result_t
+comm_request(mccl_comm_t *comm, uint16_t type, const void *msg, int pass_fd,
+    uint64_t timeout_ms)
+{
+	char err[ERRLEN];
+	mccl_result_t rc;
+
+	comm->reply.have = 0;
+	if ((rc = conn_send(comm->fd, type, msg, NULL, 0, pass_fd, err,
+	    sizeof(err))) != MCCL_SUCCESS)
+		return comm_break(comm, comm_error(comm, rc, "%s", err));
+	rc = comm_progress(comm, &comm->reply.have, conn_now_ms() + timeout_ms);
+	if (rc == MCCL_ERR_TIMEOUT)
+		return comm_error(comm, rc, "no answer from the daemon within "
+		    "%llu ms", (unsigned long long)timeout_ms);
+	if (rc != MCCL_SUCCESS)
+		return rc;
+	if (comm->reply.type == IPC_ERROR)
+		return comm_error(comm, comm->reply.code, "%s", comm->reply.text);
+	return MCCL_SUCCESS;
+}
+
+/* ---- communicators ---- */
+
+static mccl_comm_t *
+comm_new(void)
+{
+	mccl_comm_t *comm;
+
+	if ((comm = calloc(1, sizeof(*comm))) == NULL)
+		return NULL;
+	if ((comm->msg = malloc(sizeof(*comm->msg))) == NULL) {
+		free(comm);
+		return NULL;
+	}
+	pthread_mutex_init(&comm->lock, NULL);
+	{
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&comm->cond, &ca);
+		pthread_condattr_destroy(&ca);
+	}
+	comm->fd = -1;
+	comm->next_seq = 1;
+	comm->next_seg_id = 1;
+	return comm;
+}
+
+static void
+comm_free(mccl_comm_t *comm)
+{
+	struct lseg *s, *next;
+
+	for (s = comm->segs; s != NULL; s = next) {
+		next = s->next;
+		munmap(s->base, s->size);
+		free(s);
+	}
+	if (comm->fd != -1)
+		close(comm->fd);
+	pthread_mutex_destroy(&comm->lock);
+	pthread_cond_destroy(&comm->cond);
+	free(comm->msg);
+	free(comm);
+}
+
+static mccl_result_t
+init_fail(mccl_comm_t *comm, mccl_result_t code, const char *msg)
+{
+	snprintf(init_error, sizeof(init_error), "%s", msg);
+	if (comm != NULL)
+		comm_free(comm);
+	return code;
+}
+
+static mccl_result_t
+comm_join(mccl_comm_t *comm, const char *job, int nranks, int rank)
+{
+	struct ipc_join m;
+	uint64_t timeout = env_ms("MCCL_INIT_TIMEOUT_MS",
+	    comm->hello.init_timeout_ms);
+	mccl_result_t rc;
+
+	memset(&m, 0, sizeof(m));
+	m.nranks = (uint32_t)nranks;
+	m.rank = (uint32_t)rank;
+	m.timeout_ms = (uint32_t)timeout;
+	snprintf(m.job, sizeof(m.job), "%s", job);
+	if ((rc = comm_request(comm, IPC_JOIN, &m, -1, timeout +
+	    DAEMON_MARGIN_MS)) != MCCL_SUCCESS)
+		return rc;
+	if (comm->reply.type != IPC_JOINED)
+		return comm_error(comm, MCCL_ERR_PROTOCOL, "daemon answered "
+		    "JOIN with message %u", comm->reply.type);
+	comm->joined = comm->reply.joined;
+	return MCCL_SUCCESS;
+}
+
+mccl_result_t
+mccl_comm_init(mccl_comm_t **commp, const char *job, int nranks, int rank)
+{
+	char path[108], err[ERRLEN];
+	mccl_comm_t *comm;
+	mccl_result_t rc;
+
+	if (commp == NULL)
+		return init_fail(NULL, MCCL_ERR_INVALID_ARGUMENT, "comm is NULL");
+	*commp = NULL;
+	if (job == NULL || *job == '\0' || strlen(job) >= JOB_NAME_MAX)
+		return init_fail(NULL, MCCL_ERR_INVALID_ARGUMENT, "job name "
+		    "must be 1 to 127 bytes");
+	if (nranks < 1 || rank < 0 || rank >= nranks) {
+		snprintf(err, sizeof(err), "rank %d is out of range for nranks "
+		    "%d", rank, nranks);
+		return init_fail(NULL, MCCL_ERR_INVALID_ARGUMENT, err);
+	}
+	if ((comm = comm_new()) == NULL)
+		return init_fail(NULL, MCCL_ERR_NO_MEMORY, "out of memory");
+	conn_socket_path(path, sizeof(path));
+	if ((comm->fd = conn_open(path, CONNECT_TIMEOUT_MS, &comm->hello, err,
+	    sizeof(err))) == -1)
+		return init_fail(comm, MCCL_ERR_CONNECT, err);
+	snprintf(comm->job, sizeof(comm->job), "%s", job);
+	comm->rank = rank;
+	comm->nranks = nranks;
+	comm->op_timeout_ms = (uint32_t)env_ms("MCCL_OP_TIMEOUT_MS",
+	    comm->hello.op_timeout_ms);
+	pthread_mutex_lock(&comm->lock);
+	rc = comm_join(comm, job, nranks, rank);
+	pthread_mutex_unlock(&comm->lock);
+	if (rc != MCCL_SUCCESS)
+		return init_fail(comm, rc, comm->err);
+	*commp = comm;
+	return MCCL_SUCCESS;
+}
+
+static int
+env_int(const char *name, int *v)
+{
+	const char *s = getenv(name);
+	char *end;
+	long l;
+
+	if (s == NULL || *s == '\0')
+		return -1;
+	errno = 0;
+	l = strtol(s, &end, 10);
+	if (errno != 0 || *end != '\0' || l < 0 || l > 0x7fffffff)
+		return -1;
+	*v = (int)l;
+	return 0;
+}
+
+mccl_result_t
+mccl_comm_init_env(mccl_comm_t **commp)
+{
+	const char *job = getenv("MCCL_JOB");
+	int rank, nranks;
+
+	if (job == NULL || env_int("MCCL_RANK", &rank) == -1 ||
+	    env_int("MCCL_NRANKS", &nranks) == -1)
+		return init_fail(NULL, MCCL_ERR_INVALID_ARGUMENT, "MCCL_JOB, "
+		    "MCCL_RANK and MCCL_NRANKS must be set (rank and nranks "
+		    "as non-negative integers)");
+	return mccl_comm_init(commp, job, nranks, rank);
+}
+
+mccl_result_t
+mccl_comm_destroy(mccl_comm_t *comm)
+{
+	struct mccl_request *r, *next;
+	char err[ERRLEN];
+
+	if (comm == NULL)
+		return MCCL_ERR_INVALID_ARGUMENT;
+	pthread_mutex_lock(&comm->lock);
+	/* Requests still pending die with the communicator. */
+	for (r = comm->pending; r != NULL; r = next) {
+		next = r->next;
+		free(r);
+	}
+	comm->pending = NULL;
+	if (comm->failed == MCCL_SUCCESS)
+		conn_send(comm->fd, IPC_LEAVE, NULL, NULL, 0, -1, err,
+		    sizeof(err));
+	pthread_mutex_unlock(&comm->lock);
+	comm_free(comm);
+	return MCCL_SUCCESS;
+}
+
+/* ---- shared memory ---- */
+
+static struct lseg *
+seg_create(mccl_comm_t *comm, size_t bytes, int staging)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t size = (bytes + page - 1) / page * page;
+	struct ipc_seg_add m;
+	struct lseg *s;
+	int fd;
+
+	if ((s = calloc(1, sizeof(*s))) == NULL) {
+		comm_error(comm, MCCL_ERR_NO_MEMORY, "out of memory");
+		return NULL;
+	}
+	if ((fd = memfd_create("mccl", MFD_CLOEXEC | MFD_ALLOW_SEALING)) == -1 ||
+	    ftruncate(fd, (off_t)size) == -1 ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) ==
+	    -1 || (s->base = mmap(NULL, size, PROT_READ | PROT_WRITE,
+	    MAP_SHARED, fd, 0)) == MAP_FAILED) {
+		comm_error(comm, MCCL_ERR_NO_MEMORY, "cannot create a %zu-byte "
+		    "shared segment: %s", size, strerror(errno));
+		if (fd != -1)
+			close(fd);
+		free(s);
+		return NULL;
+	}
+	s->id = comm->next_seg_id++;
+	s->size = size;
+	s->staging = staging;
+	m.seg_id = s->id;
+	m.size = size;
+	if (comm_request(comm, IPC_SEG_ADD, &m, fd, CONNECT_TIMEOUT_MS) !=
+	    MCCL_SUCCESS) {
+		close(fd);
+		munmap(s->base, size);
+		free(s);
+		return NULL;
+	}
+	close(fd);
+	s->next = comm->segs;
+	comm->segs = s;
+	return s;
+}
+
+void *
+mccl_alloc(mccl_comm_t *comm, size_t bytes)
+{
+	struct lseg *s = NULL;
+
+	if (comm == NULL)
+		return NULL;
+	pthread_mutex_lock(&comm->lock);
+	if (comm->failed != MCCL_SUCCESS)
+		comm_error(comm, comm->failed, "communicator has failed");
+	else if (bytes == 0)
+		comm_error(comm, MCCL_ERR_INVALID_ARGUMENT, "mccl_alloc of 0 "
+		    "bytes");
+	else
+		s = seg_create(comm, bytes, 0);
+	pthread_mutex_unlock(&comm->lock);
+	return s == NULL ? NULL : s->base;
+}
+
+static void
+seg_destroy(mccl_comm_t *comm, struct lseg **prev)
+{
+	struct lseg *s = *prev;
+	struct ipc_seg_del m = { s->id };
+	char err[ERRLEN];
+
+	*prev = s->next;
+	conn_send(comm->fd, IPC_SEG_DEL, &m, NULL, 0, -1, err, sizeof(err));
+	munmap(s->base, s->size);
+	free(s);
+}
+
+void
+mccl_free(mccl_comm_t *comm, void *ptr)
+{
+	struct lseg **prev;
+
+	if (comm == NULL || ptr == NULL)
+		return;
+	pthread_mutex_lock(&comm->lock);
+	for (prev = &comm->segs; *prev != NULL; prev = &(*prev)->next)
+		if ((*prev)->base == ptr && !(*prev)->staging) {
+			seg_destroy(comm, prev);
+			break;
+		}
+	pthread_mutex_unlock(&comm->lock);
+}
+
+/* The segment holding [p, p + bytes), if it is mccl_alloc memory. */
+static struct lseg *
+seg_lookup(mccl_comm_t *comm, const void *p, size_t bytes, uint64_t *off)
+{
+	const uint8_t *b = p;
+
+	for (struct lseg *s = comm->segs; s != NULL; s = s->next)
+		if (!s->staging && b >= s->base && b < s->base + s->size &&
+		    bytes <= (size_t)(s->base + s->size - b)) {
+			*off = (uint64_t)(b - s->base);
+			return s;
+		}
+	return NULL;
+}
+
+static struct lseg *
+stage_get(mccl_comm_t *comm, size_t bytes)
+{
+	size_t want = 1 << 16;
+
+	for (struct lseg *s = comm->segs; s != NULL; s = s->next)
+		if (s->staging && !s->busy && s->size >= bytes)
+			return s;
+	while (want < bytes)
+		want *= 2;
+	return seg_create(comm, want, 1);
+}
+
+/* ---- operations ---- */
+
+struct op_args {
+	uint8_t		 coll;
+	mccl_dtype_t	 dtype;
+	mccl_op_t	 redop;
+	uint32_t	 root;
+	size_t		 count;
+	const void	*send;
+	size_t		 send_bytes;
+	void		*recv;
+	size_t		 recv_bytes;
+};
+
+/* Place the buffers: zero copy when they are mccl_alloc memory. */
+static mccl_result_t
+op_place(mccl_comm_t *comm, const struct op_args *a, struct ipc_op *m,
+    struct mccl_request *r)
+{
+	struct lseg *ss, *rs;
+	int in_place = a->send == a->recv;
+
+	ss = a->send_bytes ? seg_lookup(comm, a->send, a->send_bytes,
+	    &m->send_off) : NULL;
+	rs = a->recv_bytes ? seg_lookup(comm, a->recv, a->recv_bytes,
+	    &m->recv_off) : NULL;
+	if ((a->send_bytes && ss == NULL) || (a->recv_bytes && rs == NULL)) {
+		size_t sb = in_place ? 0 : a->send_bytes;
+
+		if ((r->stage = stage_get(comm, sb + a->recv_bytes)) == NULL)
+			return comm->failed ? comm->failed : MCCL_ERR_NO_MEMORY;
+		r->stage->busy = 1;
+		ss = rs = r->stage;
+		m->send_off = 0;
+		m->recv_off = sb;
+		memcpy(r->stage->base, a->send, in_place ? a->recv_bytes :
+		    a->send_bytes);
+		r->out = a->recv;
+		r->out_bytes = a->recv_bytes;
+		r->out_off = sb;
+	}
+	m->send_seg = ss ? ss->id : 0;
+	m->recv_seg = rs ? rs->id : 0;
+	return MCCL_SUCCESS;
+}
+
+static void
+pending_push(mccl_comm_t *comm, struct mccl_request *r)
+{
+	if (comm->pending_tail != NULL)
+		comm->pending_tail->next = r;
+	else
+		comm->pending = r;
+	comm->pending_tail = r;
+}
+
+static mccl_result_t
+request_wait(struct mccl_request *r, uint64_t deadline_ms)
+{
+	mccl_comm_t *comm = r->comm;
+	mccl_result_t rc;
+
+	rc = comm_progress(comm, &r->done, deadline_ms);
+	if (r->done)
+		return r->code;
+	if (rc == MCCL_ERR_TIMEOUT)
+		comm_error(comm, rc, "op %llu not complete within the wait's "
+		    "timeout", (unsigned long long)r->seq);
+	return rc;
+}
+
+static mccl_result_t
+op_submit(mccl_comm_t *comm, const struct op_args *a, mccl_request_t **req)
+{
+	struct mccl_request *r;
+	struct ipc_op m;
+	char err[ERRLEN];
+	mccl_result_t rc;
+
+	if ((r = calloc(1, sizeof(*r))) == NULL)
+		return comm_error(comm, MCCL_ERR_NO_MEMORY, "out of memory");
+	memset(&m, 0, sizeof(m));
+	if ((rc = op_place(comm, a, &m, r)) != MCCL_SUCCESS) {
+		free(r);
+		return rc;
+	}
+	r->comm = comm;
+	r->seq = m.seq = comm->next_seq++;
+	r->deadline_ms = conn_now_ms() + comm->op_timeout_ms + DAEMON_MARGIN_MS;
+	m.coll = a->coll;
+	m.dtype = (uint8_t)a->dtype;
+	m.redop = (uint8_t)a->redop;
+	m.root = a->root;
+	m.count = a->count;
+	m.timeout_ms = comm->op_timeout_ms;
+	pending_push(comm, r);
+	if ((rc = conn_send(comm->fd, IPC_OP, &m, NULL, 0, -1, err,
+	    sizeof(err))) != MCCL_SUCCESS)
+		comm_break(comm, comm_error(comm, rc, "%s", err));
+	if (req != NULL) {
+		*req = r;
+		return MCCL_SUCCESS;
+	}
+	rc = request_wait(r, r->deadline_ms);
+	if (r->done)
+		free(r);
+	return rc;
+}
+
+/* Validate the common arguments and run (or start) one operation. */
+static mccl_result_t
+op_start(mccl_comm_t *comm, const struct op_args *a, mccl_request_t **req)
+{
+	mccl_result_t rc;
+
+	if (comm == NULL)
+		return MCCL_ERR_INVALID_ARGUMENT;
+	if (req != NULL)
+		*req = NULL;
+	pthread_mutex_lock(&comm->lock);
+	if (comm->failed != MCCL_SUCCESS)
+		rc = comm->failed;	/* comm->err still says why */
+	else if (a->coll != COLL_BARRIER && mccl_dtype_size(a->dtype) == 0)
+		rc = comm_error(comm, MCCL_ERR_INVALID_ARGUMENT, "dtype %d is "
+		    "not a valid mccl_dtype_t", (int)a->dtype);
+	else if (a->coll == COLL_ALLREDUCE && (unsigned)a->redop >= MCCL_NUM_OPS)
+		rc = comm_error(comm, MCCL_ERR_INVALID_ARGUMENT, "op %d is not "
+		    "a valid mccl_op_t", (int)a->redop);
+	else if (a->coll == COLL_ALLREDUCE && a->redop == MCCL_AVG &&
+	    a->dtype < MCCL_FLOAT16)
+		rc = comm_error(comm, MCCL_ERR_UNSUPPORTED, "MCCL_AVG needs a "
+		    "floating-point dtype");
+	else if (a->count > 0 && (a->send == NULL || a->recv == NULL))
+		rc = comm_error(comm, MCCL_ERR_INVALID_ARGUMENT, "%s is NULL "
+		    "with count %zu", a->send == NULL ? "sendbuf" : "recvbuf",
+		    a->count);
+	else if (a->count > SIZE_MAX / 16)
+		rc = comm_error(comm, MCCL_ERR_INVALID_ARGUMENT, "count %zu is "
+		    "too large", a->count);
+	else
+		rc = op_submit(comm, a, req);
+	pthread_mutex_unlock(&comm->lock);
+	return rc;
+}
+
+mccl_result_t
+mccl_allreduce(const void *sendbuf, void *recvbuf, size_t count,
+    mccl_dtype_t dtype, mccl_op_t op, mccl_comm_t *comm, mccl_request_t **req)
+{
+	size_t bytes = count * mccl_dtype_size(dtype);
+	struct op_args a = { COLL_ALLREDUCE, dtype, op, 0, count, sendbuf,
+	    bytes, recvbuf, bytes };
+
+	return op_start(comm, &a, req);
+}
+
+mccl_result_t
+mccl_broadcast(void *buf, size_t count, mccl_dtype_t dtype, int root,
+    mccl_comm_t *comm, mccl_request_t **req)
+{
+	size_t bytes = count * mccl_dtype_size(dtype);
+	struct op_args a = { COLL_BROADCAST, dtype, MCCL_SUM, (uint32_t)root,
+	    count, buf, bytes, buf, bytes };
+
+	if (comm != NULL && (root < 0 || root >= comm->nranks)) {
+		pthread_mutex_lock(&comm->lock);
+		comm_error(comm, MCCL_ERR_INVALID_ARGUMENT, "root %d is out of "
+		    "range for %d ranks", root, comm->nranks);
+		pthread_mutex_unlock(&comm->lock);
+		return MCCL_ERR_INVALID_ARGUMENT;
+	}
+	return op_start(comm, &a, req);
+}
+
+mccl_result_t
+mccl_barrier(mccl_comm_t *comm, mccl_request_t **req)
+{
+	struct op_args a = { COLL_BARRIER, MCCL_UINT8, MCCL_SUM, 0, 0, NULL, 0,
+	    NULL, 0 };
+
+	return op_start(comm, &a, req);
+}
+
+mccl_result_t
+mccl_wait(mccl_request_t *req, int timeout_ms)
+{
+	mccl_comm_t *comm;
+	mccl_result_t rc;
+	uint64_t deadline;
+
+	if (req == NULL)
+		return MCCL_ERR_INVALID_ARGUMENT;
+	comm = req->comm;
+	deadline = timeout_ms < 0 ? req->deadline_ms : conn_now_ms() +
+	    (uint64_t)timeout_ms;
+	pthread_mutex_lock(&comm->lock);
+	rc = request_wait(req, deadline);
+	pthread_mutex_unlock(&comm->lock);
+	if (req->done)
+		free(req);
+	return rc;
+}
+
+mccl_result_t
+mccl_test(mccl_request_t *req, int *done)
+{
+	mccl_comm_t *comm;
+	mccl_result_t rc;
+
+	if (req == NULL || done == NULL)
+		return MCCL_ERR_INVALID_ARGUMENT;
+	comm = req->comm;
+	pthread_mutex_lock(&comm->lock);
+	rc = request_wait(req, conn_now_ms());
+	pthread_mutex_unlock(&comm->lock);
+	*done = req->done;
+	if (!req->done)
+		return rc == MCCL_ERR_TIMEOUT ? MCCL_SUCCESS : rc;
+	free(req);
+	return rc;
+}

@@ -1,0 +1,1 @@
+# ctl.sh: mcclctl checks (filled in once mcclctl exists)

@@ -1,0 +1,360 @@
+/*
+ * mccl-test: the client side of the integration tests.  Each process is one
+ * rank (MCCL_JOB, MCCL_RANK, MCCL_NRANKS, MCCL_SOCKET from run.sh).  Modes:
+ *
+ *   collectives        every collective x dtype x op x placement x count,
+ *                      each result checked against a reference computed
+ *                      here, and bit-identity across ranks checked by
+ *                      comparing the min and max of the result hashes
+ *   expect-init CODE TEXT
+ *                      mccl_comm_init_env must fail with CODE (a name such
+ *                      as MCCL_ERR_TIMEOUT) and a message containing TEXT
+ *   hold MS            join, do one barrier, stay MS ms, leave
+ *
+ * Exit status 0 when every check passed; every failure prints a line.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mccl.h"
+
+static int failures;
+static int checks;
+
+#define FAIL(...) do {							\
+	fprintf(stderr, "mccl-test: rank %d: ", my_rank);		\
+	fprintf(stderr, __VA_ARGS__);					\
+	fputc('\n', stderr);						\
+	failures++;							\
+} while (0)
+
+static int my_rank = -1;
+
+static const char *result_names[] = {
+	"MCCL_SUCCESS", "MCCL_ERR_INVALID_ARGUMENT", "MCCL_ERR_UNSUPPORTED",
+	"MCCL_ERR_CONNECT", "MCCL_ERR_TIMEOUT", "MCCL_ERR_PEER_FAILED",
+	"MCCL_ERR_ABORTED", "MCCL_ERR_PERMISSION", "MCCL_ERR_NO_MEMORY",
+	"MCCL_ERR_PROTOCOL", "MCCL_ERR_INTERNAL"
+};
+
+/* ---- element values: small integers, exact in every dtype ---- */
+
+static uint16_t
+to_half(double v)
+{
+	int e = 0;
+	unsigned iv = (unsigned)v;
+
+	if (iv == 0)
+		return 0;
+	while ((iv >> (e + 1)) != 0)
+		e++;
+	return (uint16_t)(((e + 15) << 10) | (((iv << (10 - e))) & 0x3ff));
+}
+
+static double
+from_half(uint16_t h)
+{
+	int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+	double v;
+
+	if (e == 0)
+		v = m / 16777216.0;
+	else if (e == 31)
+		v = m ? 0.0 / 0.0 : 1e300;
+	else
+		v = (1.0 + m / 1024.0) * (double)(1LL << (e > 15 ? e - 15 : 0)) /
+		    (double)(1LL << (e < 15 ? 15 - e : 0));
+	return (h & 0x8000) ? -v : v;
+}
+
+static void
+put(void *buf, size_t i, mccl_dtype_t t, double v)
+{
+	float f = (float)v;
+	uint32_t u;
+
+	switch (t) {
+	case MCCL_INT8: ((int8_t *)buf)[i] = (int8_t)v; break;
+	case MCCL_UINT8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
+	case MCCL_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
+	case MCCL_UINT32: ((uint32_t *)buf)[i] = (uint32_t)v; break;
+	case MCCL_INT64: ((int64_t *)buf)[i] = (int64_t)v; break;
+	case MCCL_UINT64: ((uint64_t *)buf)[i] = (uint64_t)v; break;
+	case MCCL_FLOAT16: ((uint16_t *)buf)[i] = to_half(v); break;
+	case MCCL_BFLOAT16:
+		memcpy(&u, &f, 4);
+		((uint16_t *)buf)[i] = (uint16_t)(u >> 16);
+		break;
+	case MCCL_FLOAT32: ((float *)buf)[i] = f; break;
+	case MCCL_FLOAT64: ((double *)buf)[i] = v; break;
+	}
+}
+
+static double
+get(const void *buf, size_t i, mccl_dtype_t t)
+{
+	uint32_t u;
+	float f;
+
+	switch (t) {
+	case MCCL_INT8: return ((const int8_t *)buf)[i];
+	case MCCL_UINT8: return ((const uint8_t *)buf)[i];
+	case MCCL_INT32: return ((const int32_t *)buf)[i];
+	case MCCL_UINT32: return ((const uint32_t *)buf)[i];
+	case MCCL_INT64: return (double)((const int64_t *)buf)[i];
+	case MCCL_UINT64: return (double)((const uint64_t *)buf)[i];
+	case MCCL_FLOAT16: return from_half(((const uint16_t *)buf)[i]);
+	case MCCL_BFLOAT16:
+		u = (uint32_t)((const uint16_t *)buf)[i] << 16;
+		memcpy(&f, &u, 4);
+		return f;
+	case MCCL_FLOAT32: return ((const float *)buf)[i];
+	case MCCL_FLOAT64: return ((const double *)buf)[i];
+	}
+	return 0;
+}
+
+/* Rank r's input: PROD uses 1s and 2s so products stay exact. */
+static double
+input(int r, size_t i, mccl_op_t op)
+{
+	if (op == MCCL_PROD)
+		return (double)((r + i) % 2 + 1);
+	return (double)(r + 1) + (double)(i % 13);
+}
+
+static double
+expected(int n, size_t i, mccl_op_t op)
+{
+	double acc = input(0, i, op);
+
+	for (int r = 1; r < n; r++) {
+		double v = input(r, i, op);
+
+		switch (op) {
+		case MCCL_SUM: case MCCL_AVG: acc += v; break;
+		case MCCL_PROD: acc *= v; break;
+		case MCCL_MIN: acc = v < acc ? v : acc; break;
+		case MCCL_MAX: acc = v > acc ? v : acc; break;
+		}
+	}
+	return op == MCCL_AVG ? acc / n : acc;
+}
+
+static uint64_t
+fnv(const void *p, size_t len)
+{
+	const uint8_t *b = p;
+	uint64_t h = 1469598103934665603ULL;
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ b[i]) * 1099511628211ULL;
+	return h;
+}
+
+/* All ranks hold the same hash iff its min equals its max. */
+static void
+check_identical(mccl_comm_t *comm, uint64_t h, const char *what)
+{
+	uint64_t *buf = mccl_alloc(comm, 2 * sizeof(uint64_t));
+
+	if (buf == NULL) {
+		FAIL("mccl_alloc: %s", mccl_last_error(comm));
+		return;
+	}
+	buf[0] = h;
+	buf[1] = h;
+	if (mccl_allreduce(buf, buf, 1, MCCL_UINT64, MCCL_MAX, comm, NULL) ||
+	    mccl_allreduce(buf + 1, buf + 1, 1, MCCL_UINT64, MCCL_MIN, comm,
+	    NULL))
+		FAIL("%s: hash allreduce: %s", what, mccl_last_error(comm));
+	else if (buf[0] != buf[1])
+		FAIL("%s: results differ between ranks", what);
+	checks++;
+	mccl_free(comm, buf);
+}
+
+/* ---- the matrix ---- */
+
+struct bufs {
+	void	*send;
+	void	*recv;
+};
+
+static size_t counts[] = { 0, 1, 2, 7, 1000, 100003 };
+#define NCOUNTS	(sizeof(counts) / sizeof(counts[0]))
+#define MAXCOUNT 100003
+
+static int
+elem_ok(double got, double want, mccl_dtype_t t, mccl_op_t op)
+{
+	double tol;
+
+	if (op != MCCL_AVG)
+		return got == want;
+	tol = t == MCCL_FLOAT16 || t == MCCL_BFLOAT16 ? 1e-2 * want : 1e-6 * want;
+	return got - want <= tol && want - got <= tol;
+}
+
+static void
+run_allreduce(mccl_comm_t *comm, struct bufs *b, int in_place, size_t count,
+    mccl_dtype_t t, mccl_op_t op)
+{
+	int n = mccl_comm_size(comm);
+	void *send = in_place ? b->recv : b->send;
+	size_t bad = 0, es = mccl_dtype_size(t);
+	mccl_result_t rc;
+
+	for (size_t i = 0; i < count; i++)
+		put(send, i, t, input(my_rank, i, op));
+	rc = mccl_allreduce(send, b->recv, count, t, op, comm, NULL);
+	checks++;
+	if (rc != MCCL_SUCCESS) {
+		FAIL("allreduce dtype %d op %d count %zu: %s: %s", t, op, count,
+		    mccl_strerror(rc), mccl_last_error(comm));
+		return;
+	}
+	for (size_t i = 0; i < count; i++)
+		bad += !elem_ok(get(b->recv, i, t), expected(n, i, op), t, op);
+	if (bad > 0)
+		FAIL("allreduce dtype %d op %d count %zu %s: %zu wrong, e.g. "
+		    "[0] = %g, expected %g", t, op, count, in_place ?
+		    "in place" : "out of place", bad, get(b->recv, 0, t),
+		    expected(n, 0, op));
+	if (op == MCCL_AVG && count > 0)
+		check_identical(comm, fnv(b->recv, count * es), "allreduce avg");
+}
+
+static void
+run_broadcast(mccl_comm_t *comm, struct bufs *b, size_t count, int root)
+{
+	size_t bad = 0;
+	mccl_result_t rc;
+
+	for (size_t i = 0; i < count; i++)
+		put(b->recv, i, MCCL_INT32, my_rank == root ? (double)(i * 3 +
+		    (size_t)root) : -1.0);
+	rc = mccl_broadcast(b->recv, count, MCCL_INT32, root, comm, NULL);
+	checks++;
+	if (rc != MCCL_SUCCESS) {
+		FAIL("broadcast root %d count %zu: %s: %s", root, count,
+		    mccl_strerror(rc), mccl_last_error(comm));
+		return;
+	}
+	for (size_t i = 0; i < count; i++)
+		bad += get(b->recv, i, MCCL_INT32) != (double)(i * 3 +
+		    (size_t)root);
+	if (bad > 0)
+		FAIL("broadcast root %d count %zu: %zu wrong", root, count, bad);
+}
+
+static void
+run_matrix(mccl_comm_t *comm, struct bufs *b)
+{
+	for (int t = 0; t < 10; t++)
+		for (int op = 0; op < 5; op++) {
+			if (op == MCCL_AVG && t < MCCL_FLOAT16)
+				continue;
+			for (size_t c = 0; c < NCOUNTS; c++)
+				for (int ip = 0; ip < 2; ip++)
+					run_allreduce(comm, b, ip, counts[c],
+					    (mccl_dtype_t)t, (mccl_op_t)op);
+		}
+	for (int root = 0; root < mccl_comm_size(comm); root++)
+		for (size_t c = 0; c < NCOUNTS; c++)
+			run_broadcast(comm, b, counts[c], root);
+}
+
+static int
+mode_collectives(void)
+{
+	mccl_comm_t *comm;
+	struct bufs shm, heap;
+	size_t bytes = MAXCOUNT * 8;
+	mccl_result_t rc;
+
+	if ((rc = mccl_comm_init_env(&comm)) != MCCL_SUCCESS) {
+		FAIL("init: %s: %s", mccl_strerror(rc), mccl_last_error(NULL));
+		return 1;
+	}
+	shm.send = mccl_alloc(comm, bytes);
+	shm.recv = mccl_alloc(comm, bytes);
+	heap.send = malloc(bytes);
+	heap.recv = malloc(bytes);
+	if (shm.send == NULL || shm.recv == NULL || !heap.send || !heap.recv) {
+		FAIL("buffers: %s", mccl_last_error(comm));
+		return 1;
+	}
+	run_matrix(comm, &shm);
+	run_matrix(comm, &heap);
+	checks++;
+	if ((rc = mccl_barrier(comm, NULL)) != MCCL_SUCCESS)
+		FAIL("barrier: %s: %s", mccl_strerror(rc), mccl_last_error(comm));
+	free(heap.send);
+	free(heap.recv);
+	mccl_free(comm, shm.send);
+	mccl_free(comm, shm.recv);
+	mccl_comm_destroy(comm);
+	printf("rank %d: %d checks, %d failed\n", my_rank, checks, failures);
+	return failures != 0;
+}
+
+static int
+mode_expect_init(const char *code, const char *text)
+{
+	mccl_comm_t *comm;
+	mccl_result_t rc = mccl_comm_init_env(&comm);
+
+	if (rc == MCCL_SUCCESS) {
+		FAIL("init succeeded, expected %s", code);
+		mccl_comm_destroy(comm);
+		return 1;
+	}
+	if (strcmp(result_names[rc], code) != 0)
+		FAIL("init failed with %s, expected %s (%s)", result_names[rc],
+		    code, mccl_last_error(NULL));
+	else if (strstr(mccl_last_error(NULL), text) == NULL)
+		FAIL("message \"%s\" lacks \"%s\"", mccl_last_error(NULL), text);
+	else
+		printf("rank %d: %s: %s\n", my_rank, code, mccl_last_error(NULL));
+	return failures != 0;
+}
+
+static int
+mode_hold(int ms)
+{
+	mccl_comm_t *comm;
+	mccl_result_t rc;
+
+	if ((rc = mccl_comm_init_env(&comm)) != MCCL_SUCCESS) {
+		FAIL("init: %s: %s", mccl_strerror(rc), mccl_last_error(NULL));
+		return 1;
+	}
+	if ((rc = mccl_barrier(comm, NULL)) != MCCL_SUCCESS)
+		FAIL("barrier: %s: %s", mccl_strerror(rc), mccl_last_error(comm));
+	usleep((useconds_t)ms * 1000);
+	mccl_comm_destroy(comm);
+	return failures != 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	const char *r = getenv("MCCL_RANK");
+
+	my_rank = r ? atoi(r) : -1;
+	if (argc >= 2 && strcmp(argv[1], "collectives") == 0)
+		return mode_collectives();
+	if (argc == 4 && strcmp(argv[1], "expect-init") == 0)
+		return mode_expect_init(argv[2], argv[3]);
+	if (argc == 3 && strcmp(argv[1], "hold") == 0)
+		return mode_hold(atoi(argv[2]));
+	fprintf(stderr, "usage: mccl-test collectives | expect-init CODE TEXT | "
+	    "hold MS\n");
+	return 2;
+}

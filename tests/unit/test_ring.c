@@ -1,0 +1,801 @@
+/*
+ * test_ring.c: ring.c over a real loopback TCP mesh, one thread per
+ * simulated node.  Results are checked against a reference and across
+ * nodes (bit for bit); every failure the engine must report (mismatched
+ * operations, a dead peer, a silent peer, an abort, garbage on a link) is
+ * provoked, and no node may hang on any of them.
+ */
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+#include <check.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mccld.h"
+
+#define MAXN		4
+#define MS		1000000ULL
+
+enum role { RUN, DIE, IDLE, JUNK, ABORTER };
+
+struct mesh {
+	int		 n;
+	int		 fd[MAXN][MAXN];	/* fd[i][j]: node i's link to j */
+	uint64_t	 seq;
+};
+
+struct node {
+	struct xfer	 x;
+	int		 fds[MAXN];
+	struct mesh	*m;
+	int		 role;
+	int		 coll;
+	void		*buf;
+	size_t		 count;		/* allreduce: elements; else bytes */
+	int		 dtype, op;
+	uint32_t	 root;
+	const size_t	*offs, *lens;
+	size_t		 chunk;		/* 0: the run's chunk */
+	unsigned	 delay_ms;
+	int		 efd;		/* ABORTER writes it */
+	int		 rc;
+	uint64_t	 t_in, t_out;
+	pthread_t	 th;
+};
+
+static const char *const names[MAXN] = { "n0", "n1", "n2", "n3" };
+
+/* Meshes still open, closed by the teardown if a test fails midway. */
+static struct mesh *open_meshes[4];
+
+static void *
+xmalloc(size_t len)
+{
+	void *p = malloc(len > 0 ? len : 1);
+
+	ck_assert_ptr_nonnull(p);
+	return p;
+}
+
+static void
+msleep(unsigned ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) == -1)
+		;
+}
+
+/* ---- the mesh ---- */
+
+static int
+tcp_pair(int *a, int *b)
+{
+	struct sockaddr_in sin;
+	socklen_t len = sizeof(sin);
+	int l, one = 1;
+
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	*a = *b = -1;
+	if ((l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1)
+		return -1;
+	if (bind(l, (struct sockaddr *)&sin, sizeof(sin)) == 0 &&
+	    listen(l, 1) == 0 &&
+	    getsockname(l, (struct sockaddr *)&sin, &len) == 0 &&
+	    (*a = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) != -1 &&
+	    connect(*a, (struct sockaddr *)&sin, sizeof(sin)) == 0)
+		*b = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+	close(l);
+	if (*b == -1) {
+		if (*a != -1)
+			close(*a);
+		return -1;
+	}
+	setsockopt(*a, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(*b, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return 0;
+}
+
+static void
+mesh_close(struct mesh *m)
+{
+	for (int i = 0; i < m->n; i++)
+		for (int j = 0; j < m->n; j++)
+			if (m->fd[i][j] != -1) {
+				close(m->fd[i][j]);
+				m->fd[i][j] = -1;
+			}
+	for (size_t k = 0; k < 4; k++)
+		if (open_meshes[k] == m)
+			open_meshes[k] = NULL;
+}
+
+static void
+mesh_open(struct mesh *m, int n)
+{
+	size_t k;
+	int ok = 1;
+
+	memset(m, 0, sizeof(*m));
+	memset(m->fd, -1, sizeof(m->fd));
+	m->n = n;
+	m->seq = 1;
+	for (k = 0; k < 4 && open_meshes[k] != NULL; k++)
+		;
+	ck_assert_uint_lt(k, 4);
+	open_meshes[k] = m;
+	for (int i = 0; i < n && ok; i++)
+		for (int j = i + 1; j < n && ok; j++)
+			ok = tcp_pair(&m->fd[i][j], &m->fd[j][i]) == 0;
+	if (!ok)
+		mesh_close(m);
+	ck_assert_msg(ok, "cannot build a loopback TCP mesh");
+}
+
+static void
+teardown(void)
+{
+	for (size_t k = 0; k < 4; k++)
+		if (open_meshes[k] != NULL)
+			mesh_close(open_meshes[k]);
+}
+
+/* ---- the nodes ---- */
+
+static void
+nodes_init(struct node *nd, int n, int coll)
+{
+	memset(nd, 0, sizeof(*nd) * MAXN);
+	for (int i = 0; i < n; i++) {
+		nd[i].coll = coll;
+		nd[i].efd = -1;
+	}
+}
+
+static int
+node_call(struct node *nd)
+{
+	struct xfer *x = &nd->x;
+
+	switch (nd->coll) {
+	case COLL_ALLREDUCE:
+		return ring_allreduce(x, nd->buf, nd->count, nd->dtype, nd->op);
+	case COLL_BROADCAST:
+		return ring_broadcast(x, nd->buf, nd->count, nd->root);
+	case COLL_ALLGATHER:
+		return ring_allgather(x, nd->buf, nd->offs, nd->lens);
+	default:
+		return ring_barrier(x);
+	}
+}
+
+/* A node that misbehaves instead of taking part. */
+static int
+node_misbehave(struct node *nd)
+{
+	uint8_t junk[WIRE_HDR_LEN + 24];
+	uint64_t one = 1;
+	uint32_t me = nd->x.me, n = nd->x.nnodes;
+
+	switch (nd->role) {
+	case DIE:
+		for (uint32_t j = 0; j < n; j++)
+			if (j != me) {
+				close(nd->m->fd[me][j]);
+				nd->m->fd[me][j] = -1;
+			}
+		return 0;
+	case JUNK:
+		memset(junk, 0xab, sizeof(junk));
+		return write(nd->fds[(me + 1) % n], junk, sizeof(junk)) ==
+		    (ssize_t)sizeof(junk) ? 0 : -1;
+	case ABORTER:
+		msleep(100);
+		return write(nd->efd, &one, sizeof(one)) == 8 ? 0 : -1;
+	default:
+		return 0;
+	}
+}
+
+static void *
+node_main(void *arg)
+{
+	struct node *nd = arg;
+
+	if (nd->delay_ms > 0)
+		msleep(nd->delay_ms);
+	nd->t_in = now_ns();
+	nd->rc = nd->role == RUN ? node_call(nd) : node_misbehave(nd);
+	nd->t_out = now_ns();
+	return NULL;
+}
+
+static void
+node_setup(struct mesh *m, struct node *nd, int i, size_t chunk,
+    uint64_t deadline, int abort_fd)
+{
+	struct xfer *x = &nd->x;
+
+	nd->m = m;
+	for (int j = 0; j < m->n; j++)
+		nd->fds[j] = m->fd[i][j];
+	x->nnodes = (uint32_t)m->n;
+	x->me = (uint32_t)i;
+	x->fds = nd->fds;
+	x->names = names;
+	x->abort_fd = abort_fd;
+	x->deadline_ns = deadline;
+	x->chunk = nd->chunk > 0 ? nd->chunk : chunk;
+	x->scratch = xmalloc(2 * x->chunk);
+	x->hdr = (struct peer_ophdr){ m->seq, (uint8_t)nd->coll,
+	    (uint8_t)nd->dtype, (uint8_t)nd->op, 0, nd->root, nd->count };
+}
+
+/* Run one operation on every node, each on its own thread; join them all. */
+static void
+run_nodes(struct mesh *m, struct node *nd, size_t chunk, unsigned deadline_ms,
+    int abort_fd)
+{
+	uint64_t deadline = deadline_ms ? now_ns() + deadline_ms * MS : 0;
+	int i, started;
+
+	for (i = 0; i < m->n; i++)
+		node_setup(m, &nd[i], i, chunk, deadline, abort_fd);
+	for (started = 0; started < m->n; started++)
+		if (pthread_create(&nd[started].th, NULL, node_main,
+		    &nd[started]) != 0)
+			break;
+	for (i = 0; i < started; i++)
+		pthread_join(nd[i].th, NULL);
+	for (i = 0; i < m->n; i++)
+		free(nd[i].x.scratch);
+	m->seq++;
+	ck_assert_int_eq(started, m->n);
+}
+
+static void
+free_bufs(struct node *nd, int n)
+{
+	for (int i = 0; i < n; i++) {
+		free(nd[i].buf);
+		nd[i].buf = NULL;
+	}
+}
+
+/* ---- allreduce ---- */
+
+/* Inputs whose reductions are exact, so any order gives the reference. */
+static double
+input(int op, int node, size_t i)
+{
+	static const double prods[] = { 1, 2, -1, 0.5, -2 };
+
+	switch (op) {
+	case MCCL_SUM:
+		return (double)((node * 37 + i * 11) % 61) - 30;
+	case MCCL_PROD:
+		return prods[(node * 3 + i) % 5];
+	default:
+		return (double)((node * 7919 + i * 104729) % 2001) - 1000;
+	}
+}
+
+static void
+put(void *buf, int dtype, size_t i, double v)
+{
+	switch (dtype) {
+	case MCCL_FLOAT32: ((float *)buf)[i] = (float)v; break;
+	case MCCL_FLOAT64: ((double *)buf)[i] = v; break;
+	case MCCL_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
+	default: ((int64_t *)buf)[i] = (int64_t)v; break;
+	}
+}
+
+static double
+fold(int op, double a, double b)
+{
+	switch (op) {
+	case MCCL_PROD: return a * b;
+	case MCCL_MAX: return a > b ? a : b;
+	default: return a + b;
+	}
+}
+
+static int
+is_float(int dtype)
+{
+	return dtype == MCCL_FLOAT32 || dtype == MCCL_FLOAT64;
+}
+
+static void
+allreduce_case(struct mesh *m, int dtype, int op, size_t count, size_t chunk)
+{
+	struct node nd[MAXN];
+	size_t es = dtype_size(dtype), bytes = count * es;
+	uint8_t *ref = xmalloc(bytes);
+	int n = m->n;
+
+	nodes_init(nd, n, COLL_ALLREDUCE);
+	for (int k = 0; k < n; k++) {
+		nd[k].buf = xmalloc(bytes);
+		nd[k].count = count;
+		nd[k].dtype = dtype;
+		nd[k].op = op;
+	}
+	for (size_t i = 0; i < count; i++) {
+		double v = input(op, 0, i), w;
+
+		for (int k = 0; k < n; k++) {
+			/* no 0.5 in an integer product */
+			w = input(op, k, i);
+			if (!is_float(dtype) && w == 0.5)
+				w = 1;
+			put(nd[k].buf, dtype, i, w);
+			v = k == 0 ? w : fold(op, v, w);
+		}
+		put(ref, dtype, i, v);
+	}
+	run_nodes(m, nd, chunk, 10000, -1);
+	for (int k = 0; k < n; k++) {
+		ck_assert_msg(nd[k].rc == 0, "N=%d dtype %d op %d count %zu "
+		    "chunk %zu: node %d: %s", n, dtype, op, count, chunk, k,
+		    nd[k].x.err);
+		ck_assert_msg(memcmp(nd[k].buf, ref, bytes) == 0, "N=%d dtype "
+		    "%d op %d count %zu chunk %zu: node %d differs from the "
+		    "reference", n, dtype, op, count, chunk, k);
+	}
+	free_bufs(nd, n);
+	free(ref);
+}
+
+START_TEST(test_allreduce)
+{
+	static const int dtypes[] = { MCCL_FLOAT32, MCCL_FLOAT64, MCCL_INT32,
+	    MCCL_INT64 };
+	static const int ops[] = { MCCL_SUM, MCCL_MAX, MCCL_PROD };
+	static const size_t chunks[] = { 4100, 65536 };	/* 4100: rounded down */
+	int n = 2 + _i;
+	size_t counts[] = { 0, 1, (size_t)n - 1, 7, 1000, 100003 };
+	struct mesh m;
+
+	mesh_open(&m, n);
+	for (size_t d = 0; d < 4; d++)
+		for (size_t o = 0; o < 3; o++)
+			for (size_t c = 0; c < 6; c++)
+				for (size_t k = 0; k < 2; k++)
+					allreduce_case(&m, dtypes[d], ops[o],
+					    counts[c], chunks[k]);
+	/* AVG is reduced as SUM; the caller divides. */
+	allreduce_case(&m, MCCL_FLOAT32, MCCL_AVG, 1000, 4096);
+	mesh_close(&m);
+}
+END_TEST
+
+/* Random floats: sums depend on the order, yet every node must agree. */
+START_TEST(test_allreduce_identical)
+{
+	int n = 3 + _i;
+	size_t count = 100003;
+	struct node nd[MAXN];
+	struct mesh m;
+	unsigned seed = 42;
+
+	mesh_open(&m, n);
+	nodes_init(nd, n, COLL_ALLREDUCE);
+	for (int k = 0; k < n; k++) {
+		float *f = nd[k].buf = xmalloc(count * sizeof(float));
+
+		for (size_t i = 0; i < count; i++)
+			f[i] = (float)rand_r(&seed) / (float)RAND_MAX - 0.3f;
+		nd[k].count = count;
+		nd[k].dtype = MCCL_FLOAT32;
+		nd[k].op = MCCL_SUM;
+	}
+	run_nodes(&m, nd, 4096, 10000, -1);
+	mesh_close(&m);
+	for (int k = 0; k < n; k++) {
+		ck_assert_msg(nd[k].rc == 0, "node %d: %s", k, nd[k].x.err);
+		ck_assert_msg(memcmp(nd[k].buf, nd[0].buf, count * 4) == 0,
+		    "node %d's sums differ from node 0's", k);
+	}
+	free_bufs(nd, n);
+}
+END_TEST
+
+/* ---- broadcast, allgather, barrier ---- */
+
+static void
+broadcast_case(struct mesh *m, uint32_t root, size_t bytes, size_t chunk)
+{
+	struct node nd[MAXN];
+	int n = m->n;
+
+	nodes_init(nd, n, COLL_BROADCAST);
+	for (int k = 0; k < n; k++) {
+		nd[k].buf = xmalloc(bytes);
+		for (size_t i = 0; i < bytes; i++)
+			((uint8_t *)nd[k].buf)[i] = (uint8_t)(k == (int)root ?
+			    i * 7 + 3 : 0xee);
+		nd[k].count = bytes;
+		nd[k].root = root;
+	}
+	run_nodes(m, nd, chunk, 10000, -1);
+	for (int k = 0; k < n; k++) {
+		ck_assert_msg(nd[k].rc == 0, "N=%d root %u bytes %zu: node %d: "
+		    "%s", n, root, bytes, k, nd[k].x.err);
+		ck_assert_msg(memcmp(nd[k].buf, nd[root].buf, bytes) == 0,
+		    "N=%d root %u bytes %zu: node %d differs", n, root, bytes,
+		    k);
+	}
+	free_bufs(nd, n);
+}
+
+START_TEST(test_broadcast)
+{
+	static const size_t sizes[] = { 0, 1, 13, 4099, 100001 };
+	static const size_t chunks[] = { 4096, 65536 };
+	int n = 2 + _i;
+	struct mesh m;
+
+	mesh_open(&m, n);
+	for (uint32_t root = 0; root < (uint32_t)n; root++)
+		for (size_t s = 0; s < 5; s++)
+			for (size_t c = 0; c < 2; c++)
+				broadcast_case(&m, root, sizes[s], chunks[c]);
+	mesh_close(&m);
+}
+END_TEST
+
+/* Node k's byte i of its block: every node must end with all of them. */
+static void
+gather_fill(uint8_t *b, const size_t *offs, const size_t *lens, int k)
+{
+	for (size_t i = 0; i < lens[k]; i++)
+		b[offs[k] + i] = (uint8_t)(i * 13 + (size_t)k * 101 + 1);
+}
+
+/* Blocks with 3-byte gaps between them, which must stay untouched. */
+static void
+allgather_case(struct mesh *m, const size_t *lens, size_t chunk)
+{
+	struct node nd[MAXN];
+	size_t offs[MAXN], total = 3;
+	uint8_t *ref;
+	int n = m->n;
+
+	for (int k = 0; k < n; k++) {
+		offs[k] = total;
+		total += lens[k] + 3;
+	}
+	ref = xmalloc(total);
+	memset(ref, 0xee, total);
+	nodes_init(nd, n, COLL_ALLGATHER);
+	for (int k = 0; k < n; k++) {
+		nd[k].buf = xmalloc(total);
+		memset(nd[k].buf, 0xee, total);
+		gather_fill(nd[k].buf, offs, lens, k);
+		gather_fill(ref, offs, lens, k);
+		nd[k].offs = offs;
+		nd[k].lens = lens;
+		nd[k].count = total;
+	}
+	run_nodes(m, nd, chunk, 10000, -1);
+	for (int k = 0; k < n; k++) {
+		ck_assert_msg(nd[k].rc == 0, "node %d: %s", k, nd[k].x.err);
+		ck_assert_msg(memcmp(nd[k].buf, ref, total) == 0, "N=%d chunk "
+		    "%zu: node %d differs", n, chunk, k);
+	}
+	free_bufs(nd, n);
+	free(ref);
+}
+
+START_TEST(test_allgather)
+{
+	static const size_t lens[][MAXN] = {
+		{ 5000, 0, 12345, 1 },
+		{ 0, 0, 0, 0 },
+		{ 1, 1, 1, 1 },
+		{ 0, 100003, 7, 65536 },
+		{ 4096, 4096, 4096, 4096 },
+	};
+	struct mesh m;
+
+	mesh_open(&m, 2 + _i);
+	for (size_t p = 0; p < 5; p++) {
+		allgather_case(&m, lens[p], 4096);
+		allgather_case(&m, lens[p], 1000);
+	}
+	mesh_close(&m);
+}
+END_TEST
+
+START_TEST(test_barrier)
+{
+	struct node nd[MAXN];
+	struct mesh m;
+	int n = 2 + _i;
+
+	mesh_open(&m, n);
+	for (int slow = 0; slow < n; slow++) {
+		uint64_t last_in = 0, first_out = UINT64_MAX;
+
+		nodes_init(nd, n, COLL_BARRIER);
+		for (int k = 0; k < n; k++)
+			nd[k].delay_ms = k == slow ? 80 : (unsigned)k * 10;
+		run_nodes(&m, nd, 4096, 10000, -1);
+		for (int k = 0; k < n; k++) {
+			ck_assert_msg(nd[k].rc == 0, "node %d: %s", k,
+			    nd[k].x.err);
+			last_in = nd[k].t_in > last_in ? nd[k].t_in : last_in;
+			first_out = nd[k].t_out < first_out ? nd[k].t_out :
+			    first_out;
+		}
+		ck_assert_msg(first_out >= last_in, "a node left the barrier "
+		    "before node %d entered", slow);
+	}
+	mesh_close(&m);
+}
+END_TEST
+
+/* Different collectives back to back on the same links. */
+START_TEST(test_mixed)
+{
+	struct mesh m;
+	size_t lens[MAXN] = { 3, 0, 70000 };
+
+	mesh_open(&m, 3);
+	for (int r = 0; r < 3; r++) {
+		allreduce_case(&m, MCCL_INT32, MCCL_SUM, 12345, 4096);
+		broadcast_case(&m, (uint32_t)r, 77777, 8192);
+		allgather_case(&m, lens, 4096);
+		allreduce_case(&m, MCCL_FLOAT64, MCCL_MAX, 0, 4096);
+		broadcast_case(&m, 1, 0, 4096);
+		allreduce_case(&m, MCCL_FLOAT32, MCCL_PROD, 2, 4096);
+	}
+	mesh_close(&m);
+}
+END_TEST
+
+/* ---- failures ---- */
+
+static void
+alloc_allreduce(struct node *nd, int n, size_t count)
+{
+	nodes_init(nd, n, COLL_ALLREDUCE);
+	for (int k = 0; k < n; k++) {
+		nd[k].buf = xmalloc(count * sizeof(float));
+		memset(nd[k].buf, 0, count * sizeof(float));
+		nd[k].count = count;
+		nd[k].dtype = MCCL_FLOAT32;
+		nd[k].op = MCCL_SUM;
+	}
+}
+
+static uint64_t
+took_ms(const struct node *nd)
+{
+	return (nd->t_out - nd->t_in) / MS;
+}
+
+static void
+assert_failed(const struct node *nd, int k, int code, const char *name)
+{
+	ck_assert_msg(nd[k].rc == -1 && nd[k].x.code == code, "node %d: rc %d "
+	    "code %d, expected code %d (%s)", k, nd[k].rc, nd[k].x.code, code,
+	    nd[k].x.err);
+	if (name != NULL)
+		ck_assert_msg(strstr(nd[k].x.err, name) != NULL, "node %d: "
+		    "\"%s\" does not name %s", k, nd[k].x.err, name);
+}
+
+/* Node 1 issues a different count: its neighbours see it at once. */
+START_TEST(test_mismatch)
+{
+	int n = 2 + _i;
+	struct node nd[MAXN];
+	struct mesh m;
+
+	mesh_open(&m, n);
+	alloc_allreduce(nd, n, 1000);
+	nd[1].count = 1001;
+	run_nodes(&m, nd, 4096, 2000, -1);
+	mesh_close(&m);
+	assert_failed(nd, 1, MCCL_ERR_INVALID_ARGUMENT, "n0");
+	assert_failed(nd, 2 % n, MCCL_ERR_INVALID_ARGUMENT, "n1");
+	ck_assert_msg(strstr(nd[1].x.err, "count 1000") != NULL &&
+	    strstr(nd[1].x.err, "count 1001") != NULL, "%s", nd[1].x.err);
+	/* Node 0 checks node 2, which agrees: it waits for the deadline. */
+	if (n == 3)
+		assert_failed(nd, 0, MCCL_ERR_TIMEOUT, "n2");
+	for (int k = 0; k < n; k++)
+		ck_assert_uint_lt(took_ms(&nd[k]), 3000);
+	free_bufs(nd, n);
+}
+END_TEST
+
+/* Node 0 broadcasts from itself while node 1 runs an allreduce. */
+START_TEST(test_mismatch_coll)
+{
+	struct node nd[MAXN];
+	struct mesh m;
+
+	mesh_open(&m, 2);
+	alloc_allreduce(nd, 2, 12);
+	nd[0].coll = COLL_BROADCAST;
+	nd[0].count = 10;
+	run_nodes(&m, nd, 4096, 2000, -1);
+	mesh_close(&m);
+	/* The root receives nothing, so only node 1 can tell. */
+	ck_assert_msg(nd[0].rc == 0 || nd[0].x.code == MCCL_ERR_PEER_FAILED,
+	    "root: %s", nd[0].x.err);
+	assert_failed(nd, 1, MCCL_ERR_INVALID_ARGUMENT, "n0");
+	ck_assert_msg(strstr(nd[1].x.err, "broadcast") != NULL &&
+	    strstr(nd[1].x.err, "allreduce") != NULL, "%s", nd[1].x.err);
+	free_bufs(nd, 2);
+}
+END_TEST
+
+/* Node 1 closes its links instead of taking part. */
+START_TEST(test_peer_death)
+{
+	int n = 2 + _i;
+	struct node nd[MAXN];
+	struct mesh m;
+
+	mesh_open(&m, n);
+	alloc_allreduce(nd, n, 100003);
+	nd[1].role = DIE;
+	run_nodes(&m, nd, 4096, 2000, -1);
+	mesh_close(&m);
+	for (int k = 0; k < n; k++)
+		if (k != 1) {
+			assert_failed(nd, k, MCCL_ERR_PEER_FAILED, "node n1");
+			ck_assert_uint_lt(took_ms(&nd[k]), 1000);
+		}
+	free_bufs(nd, n);
+}
+END_TEST
+
+/* Node 2 never shows up but keeps its links open. */
+START_TEST(test_timeout)
+{
+	struct node nd[MAXN];
+	struct mesh m;
+
+	mesh_open(&m, 3);
+	alloc_allreduce(nd, 3, 100003);
+	nd[2].role = IDLE;
+	run_nodes(&m, nd, 4096, 1000, -1);
+	mesh_close(&m);
+	assert_failed(nd, 0, MCCL_ERR_TIMEOUT, "no data from node n2");
+	assert_failed(nd, 1, MCCL_ERR_TIMEOUT, "op seq 1");
+	for (int k = 0; k < 2; k++) {
+		ck_assert_uint_ge(took_ms(&nd[k]), 900);
+		ck_assert_uint_lt(took_ms(&nd[k]), 1800);
+	}
+	free_bufs(nd, 3);
+}
+END_TEST
+
+/* Node 2 never shows up; the job is aborted 100 ms in. */
+START_TEST(test_abort)
+{
+	struct node nd[MAXN];
+	struct mesh m;
+	int efd = eventfd(0, EFD_CLOEXEC);
+
+	ck_assert_int_ne(efd, -1);
+	mesh_open(&m, 3);
+	alloc_allreduce(nd, 3, 100003);
+	nd[2].role = ABORTER;
+	nd[2].efd = efd;
+	run_nodes(&m, nd, 4096, 5000, efd);
+	mesh_close(&m);
+	close(efd);
+	for (int k = 0; k < 2; k++) {
+		assert_failed(nd, k, MCCL_ERR_ABORTED, "job aborted");
+		ck_assert_uint_lt(took_ms(&nd[k]), 1000);
+	}
+	free_bufs(nd, 3);
+}
+END_TEST
+
+/* Different chunk sizes: each side gets a frame of the wrong length. */
+START_TEST(test_protocol_chunk)
+{
+	struct node nd[MAXN];
+	struct mesh m;
+
+	mesh_open(&m, 2);
+	alloc_allreduce(nd, 2, 100003);
+	nd[1].chunk = 8192;
+	run_nodes(&m, nd, 4096, 2000, -1);
+	mesh_close(&m);
+	assert_failed(nd, 0, MCCL_ERR_PROTOCOL, "node n1 sent a 8192-byte");
+	assert_failed(nd, 1, MCCL_ERR_PROTOCOL, "node n0 sent a 4096-byte");
+	free_bufs(nd, 2);
+}
+END_TEST
+
+START_TEST(test_protocol_junk)
+{
+	struct node nd[MAXN];
+	struct mesh m;
+
+	mesh_open(&m, 2);
+	alloc_allreduce(nd, 2, 10);
+	nd[1].role = JUNK;
+	run_nodes(&m, nd, 4096, 2000, -1);
+	mesh_close(&m);
+	assert_failed(nd, 0, MCCL_ERR_PROTOCOL, "bad frame from node n1");
+	ck_assert_int_eq(nd[1].rc, 0);
+	free_bufs(nd, 2);
+}
+END_TEST
+
+/* One node: nothing to do. */
+START_TEST(test_single)
+{
+	struct xfer x;
+	int fd = -1;
+	float v = 3;
+
+	memset(&x, 0, sizeof(x));
+	x.nnodes = 1;
+	x.fds = &fd;
+	x.abort_fd = -1;
+	ck_assert_int_eq(ring_allreduce(&x, &v, 1, MCCL_FLOAT32, MCCL_SUM), 0);
+	ck_assert_int_eq(ring_broadcast(&x, &v, 4, 0), 0);
+	ck_assert_int_eq(ring_barrier(&x), 0);
+	ck_assert(v == 3);
+}
+END_TEST
+
+static TCase *
+tcase(Suite *s, const char *name, const TTest *t, int n)
+{
+	TCase *tc = tcase_create(name);
+
+	tcase_add_checked_fixture(tc, NULL, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_loop_test(tc, t, 0, n);
+	suite_add_tcase(s, tc);
+	return tc;
+}
+
+int
+main(void)
+{
+	Suite *s = suite_create("ring");
+	SRunner *sr;
+	int failed;
+
+	tcase(s, "allreduce", test_allreduce, 3);
+	tcase(s, "identical", test_allreduce_identical, 2);
+	tcase(s, "broadcast", test_broadcast, 3);
+	tcase(s, "allgather", test_allgather, 3);
+	tcase(s, "barrier", test_barrier, 3);
+	tcase(s, "mixed", test_mixed, 1);
+	tcase(s, "mismatch", test_mismatch, 2);
+	tcase(s, "mismatch_coll", test_mismatch_coll, 1);
+	tcase(s, "peer_death", test_peer_death, 2);
+	tcase(s, "timeout", test_timeout, 1);
+	tcase(s, "abort", test_abort, 1);
+	tcase(s, "protocol", test_protocol_chunk, 1);
+	tcase(s, "junk", test_protocol_junk, 1);
+	tcase(s, "single", test_single, 1);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

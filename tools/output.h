@@ -1,0 +1,52 @@
+/*
+ * output.h: mcclctl's command table.  Each command is one row: its name on
+ * the command line, the control request it sends, the shape its reply must
+ * have, and two renderers, text and JSON (bgpctl's struct output).  Adding a
+ * command is one row in output.c plus its schema and renderers.
+ */
+#ifndef MCCLCTL_OUTPUT_H
+#define MCCLCTL_OUTPUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+/* The types a reply's value may have; see struct field. */
+enum field_type { T_STR, T_UINT, T_BOOL, T_LIST, T_OBJ };
+
+#define F_NULL		0x1	/* the value may be null */
+#define F_OPT		0x2	/* the key may be absent */
+
+/*
+ * One key of a reply object.  The renderers read only keys their schema
+ * lists, and mcclctl checks the reply against it before rendering, so a
+ * renderer never meets a missing key or a value of the wrong type.
+ */
+struct field {
+	const char		*key;		/* NULL ends a list of fields */
+	enum field_type		 type;
+	int			 flags;
+	enum field_type		 elem;		/* T_LIST: its elements' type */
+	const struct field	*sub;		/* T_OBJ, T_LIST of T_OBJ: keys */
+};
+
+typedef void	 render_fn(FILE *, const json_t *);
+
+struct command {
+	const char		*name;		/* NULL ends the table */
+	uint32_t		 cmd;		/* enum ctl_cmd */
+	const char		*arg;		/* usage name of its argument, or NULL */
+	const struct field	*schema;	/* keys of the reply's top object */
+	render_fn		*text;
+	render_fn		*json;
+};
+
+/* output.c */
+extern const struct command	 commands[];
+const struct command	*command_find(const char *);
+int			 reply_check(const json_t *, const struct field *,
+			    char *, size_t);
+
+#endif
