@@ -123,29 +123,87 @@ engine_fan_out(const struct job *j, const struct op *op, const uint8_t *src,
 }
 
 static int
+engine_nomem(struct xfer *x)
+{
+	x->code = MCCL_ERR_NO_MEMORY;
+	snprintf(x->err, sizeof(x->err), "out of memory");
+	return -1;
+}
+
+/* The engine's node buffer, grown to at least bytes. */
+static uint8_t *
+engine_tmp(struct job *j, size_t bytes)
+{
+	uint8_t *p;
+
+	if (bytes <= j->eng_tmp_len)
+		return j->eng_tmp;
+	if ((p = realloc(j->eng_tmp, bytes)) == NULL)
+		return NULL;
+	j->eng_tmp = p;
+	j->eng_tmp_len = bytes;
+	return p;
+}
+
+/*
+ * Combine the local ranks' send buffers, each at byte offset off, into dst.
+ * The source that dst aliases (in place) goes first, as reduce_many needs.
+ */
+static int
+engine_combine(struct job *j, const struct op *op, uint8_t *dst, size_t off,
+    size_t count, struct xfer *x)
+{
+	const void **srcs;
+	uint32_t n = 0;
+
+	if (count == 0)
+		return 0;
+	if ((srcs = calloc(j->nlocal, sizeof(*srcs))) == NULL)
+		return engine_nomem(x);
+	for (uint32_t i = 0; i < j->nlocal; i++)
+		if (op->parts[i].send + off == dst)
+			srcs[n++] = dst;
+	for (uint32_t i = 0; i < j->nlocal; i++)
+		if (op->parts[i].send + off != dst)
+			srcs[n++] = op->parts[i].send + off;
+	reduce_many(dst, (const void *const *)srcs, n, count, op->desc.dtype,
+	    op->desc.redop);
+	free(srcs);
+	return 0;
+}
+
+static int
 engine_allreduce(struct job *j, struct op *op, struct xfer *x)
 {
 	const struct ipc_op *d = &op->desc;
-	const void **srcs;
 	uint8_t *dst = op->parts[0].recv;
 	size_t bytes = (size_t)d->count * dtype_size(d->dtype);
 
-	if ((srcs = calloc(j->nlocal, sizeof(*srcs))) == NULL) {
-		x->code = MCCL_ERR_NO_MEMORY;
-		snprintf(x->err, sizeof(x->err), "out of memory");
-		return -1;
-	}
-	for (uint32_t i = 0; i < j->nlocal; i++)
-		srcs[i] = op->parts[i].send;
-	if (bytes > 0)
-		reduce_many(dst, (const void *const *)srcs, j->nlocal, d->count,
-		    d->dtype, d->redop);
-	free(srcs);
-	if (ring_allreduce(x, dst, d->count, d->dtype, d->redop) == -1)
+	if (engine_combine(j, op, dst, 0, d->count, x) == -1 ||
+	    ring_allreduce(x, dst, d->count, d->dtype, d->redop) == -1)
 		return -1;
 	if (d->redop == MCCL_AVG && bytes > 0)
 		reduce_scale_avg(dst, d->count, d->dtype, j->nranks);
 	engine_fan_out(j, op, dst, bytes);
+	return 0;
+}
+
+static int
+engine_reduce(struct job *j, struct op *op, struct xfer *x)
+{
+	const struct ipc_op *d = &op->desc;
+	uint32_t root = local_index_of(j, d->root);
+	size_t bytes = (size_t)d->count * dtype_size(d->dtype);
+	uint8_t *dst = root != UINT32_MAX ? op->parts[root].recv :
+	    engine_tmp(j, bytes);
+
+	if (dst == NULL && bytes > 0)
+		return engine_nomem(x);
+	if (engine_combine(j, op, dst, 0, d->count, x) == -1 ||
+	    ring_allreduce(x, dst, d->count, d->dtype, d->redop) == -1)
+		return -1;
+	if (d->redop == MCCL_AVG && bytes > 0 && root != UINT32_MAX)
+		reduce_scale_avg(dst, d->count, d->dtype, j->nranks);
 	return 0;
 }
 
@@ -162,6 +220,97 @@ engine_broadcast(struct job *j, struct op *op, struct xfer *x)
 	if (ring_broadcast(x, buf, bytes, root_pos) == -1)
 		return -1;
 	engine_fan_out(j, op, buf, bytes);
+	return 0;
+}
+
+/* Each position's block of a buffer in node order, blk bytes per rank. */
+static int
+engine_blocks(const struct job *j, size_t blk, size_t **offs, size_t **lens)
+{
+	*offs = calloc(j->nnodes, sizeof(size_t));
+	*lens = calloc(j->nnodes, sizeof(size_t));
+	if (*offs == NULL || *lens == NULL) {
+		free(*offs);
+		free(*lens);
+		return -1;
+	}
+	for (uint32_t p = 0; p < j->nnodes; p++) {
+		(*offs)[p] = (size_t)j->pos_first[p] * blk;
+		(*lens)[p] = (size_t)j->pos_count[p] * blk;
+	}
+	return 0;
+}
+
+/* Copy a buffer in node order (blk bytes per rank) into rank order. */
+static void
+engine_unslot(const struct job *j, uint8_t *dst, const uint8_t *src,
+    size_t blk)
+{
+	if (j->slots_are_ranks) {
+		if (dst != src)
+			memcpy(dst, src, (size_t)j->nranks * blk);
+		return;
+	}
+	for (uint32_t r = 0; r < j->nranks; r++)
+		memcpy(dst + (size_t)r * blk, src + (size_t)j->rank_slot[r] * blk,
+		    blk);
+}
+
+static int
+engine_allgather(struct job *j, struct op *op, struct xfer *x)
+{
+	const struct ipc_op *d = &op->desc;
+	size_t blk = (size_t)d->count * dtype_size(d->dtype);
+	size_t total = blk * j->nranks, *offs, *lens;
+	uint8_t *buf;
+	int rc;
+
+	buf = j->slots_are_ranks ? op->parts[0].recv : engine_tmp(j, total);
+	if ((buf == NULL && total > 0) || engine_blocks(j, blk, &offs, &lens))
+		return engine_nomem(x);
+	for (uint32_t i = 0; i < j->nlocal && blk > 0; i++) {
+		uint8_t *slot = buf + (size_t)j->rank_slot[j->local_ranks[i]] *
+		    blk;
+
+		if (slot != op->parts[i].send)
+			memcpy(slot, op->parts[i].send, blk);
+	}
+	rc = ring_allgather(x, buf, offs, lens);
+	free(offs);
+	free(lens);
+	for (uint32_t i = 0; rc == 0 && i < j->nlocal && total > 0; i++)
+		engine_unslot(j, op->parts[i].recv, buf, blk);
+	return rc;
+}
+
+static int
+engine_reduce_scatter(struct job *j, struct op *op, struct xfer *x)
+{
+	const struct ipc_op *d = &op->desc;
+	size_t blk = (size_t)d->count * dtype_size(d->dtype);
+	uint8_t *buf = engine_tmp(j, blk * j->nranks);
+
+	if (buf == NULL && blk > 0)
+		return engine_nomem(x);
+	if (j->slots_are_ranks) {
+		if (engine_combine(j, op, buf, 0, d->count * j->nranks, x) == -1)
+			return -1;
+	} else
+		for (uint32_t r = 0; r < j->nranks; r++)
+			if (engine_combine(j, op, buf + (size_t)j->rank_slot[r] *
+			    blk, (size_t)r * blk, d->count, x) == -1)
+				return -1;
+	if (ring_allreduce(x, buf, d->count * j->nranks, d->dtype,
+	    d->redop) == -1)
+		return -1;
+	for (uint32_t i = 0; i < j->nlocal && blk > 0; i++) {
+		uint8_t *mine = buf + (size_t)j->rank_slot[j->local_ranks[i]] *
+		    blk;
+
+		if (d->redop == MCCL_AVG)
+			reduce_scale_avg(mine, d->count, d->dtype, j->nranks);
+		memcpy(op->parts[i].recv, mine, blk);
+	}
 	return 0;
 }
 
@@ -185,6 +334,9 @@ engine_run(struct job *j, struct op *op, uint8_t *scratch)
 	switch (op->desc.coll) {
 	case COLL_ALLREDUCE: rc = engine_allreduce(j, op, &x); break;
 	case COLL_BROADCAST: rc = engine_broadcast(j, op, &x); break;
+	case COLL_REDUCE: rc = engine_reduce(j, op, &x); break;
+	case COLL_ALLGATHER: rc = engine_allgather(j, op, &x); break;
+	case COLL_REDUCE_SCATTER: rc = engine_reduce_scatter(j, op, &x); break;
 	case COLL_BARRIER: rc = ring_barrier(&x); break;
 	default:
 		x.code = MCCL_ERR_INTERNAL;
@@ -261,6 +413,7 @@ engine_main(void *arg)
 		engine_done(j, op);
 	}
 	free(scratch);
+	free(j->eng_tmp);
 	return NULL;
 }
 

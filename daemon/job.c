@@ -453,6 +453,34 @@ coord_join(uint32_t from, const struct peer_join *m, const uint8_t *trailer,
 
 /* ---- formation: the rank map arrives ---- */
 
+/* Node order: the ranks of position 0, then of position 1, ... */
+static int
+job_slots(struct job *j)
+{
+	uint32_t slot = 0;
+
+	j->rank_slot = calloc(j->nranks, sizeof(uint32_t));
+	j->pos_first = calloc(j->nnodes, sizeof(uint32_t));
+	j->pos_count = calloc(j->nnodes, sizeof(uint32_t));
+	if (j->rank_slot == NULL || j->pos_first == NULL || j->pos_count == NULL)
+		return -1;
+	for (uint32_t r = 0; r < j->nranks; r++)
+		j->pos_count[j->rank_pos[r]]++;
+	for (uint32_t p = 0; p < j->nnodes; p++) {
+		j->pos_first[p] = slot;
+		slot += j->pos_count[p];
+	}
+	j->slots_are_ranks = 1;
+	memset(j->pos_count, 0, j->nnodes * sizeof(uint32_t));
+	for (uint32_t r = 0; r < j->nranks; r++) {
+		uint32_t p = j->rank_pos[r];
+
+		j->rank_slot[r] = j->pos_first[p] + j->pos_count[p]++;
+		j->slots_are_ranks &= j->rank_slot[r] == r;
+	}
+	return 0;
+}
+
 static int
 job_topology(struct job *j, const uint32_t *rank_node)
 {
@@ -489,7 +517,9 @@ job_topology(struct job *j, const uint32_t *rank_node)
 		}
 	}
 	free(pos_of);
-	return l == j->nlocal ? 0 : -1;
+	if (l != j->nlocal)
+		return -1;
+	return job_slots(j);
 }
 
 static void
@@ -763,37 +793,23 @@ op_timeout_cb(int fd, short events, void *arg)
 	    op->desc.timeout_ms : md.conf.op_timeout_ms);
 }
 
-static size_t
-op_bytes(const struct ipc_op *m, size_t *send, size_t *recv)
-{
-	size_t es = dtype_size(m->dtype);
-
-	*send = *recv = 0;
-	switch (m->coll) {
-	case COLL_ALLREDUCE:
-	case COLL_BROADCAST:
-		*send = *recv = (size_t)m->count * es;
-		break;
-	}
-	return es;
-}
-
 /* Check an operation's own fields; the library checked them too. */
 static const char *
 op_check(const struct job *j, const struct ipc_op *m, char *err, size_t len)
 {
-	if (m->coll != COLL_ALLREDUCE && m->coll != COLL_BROADCAST &&
-	    m->coll != COLL_BARRIER)
+	uint64_t sb, rb;
+
+	if (m->coll < 1 || m->coll > COLL_MAX)
 		snprintf(err, len, "unknown collective %u", m->coll);
 	else if (m->coll != COLL_BARRIER && dtype_size(m->dtype) == 0)
 		snprintf(err, len, "unknown dtype %u", m->dtype);
-	else if (m->coll == COLL_ALLREDUCE && !reduce_supported(m->dtype,
-	    m->redop))
-		snprintf(err, len, "reduction %u on %s is not supported",
-		    m->redop, dtype_name(m->dtype));
-	else if (m->coll == COLL_BROADCAST && m->root >= j->nranks)
+	else if (proto_coll_reduces(m->coll) && !reduce_supported(m->dtype, m->redop))
+		snprintf(err, len, "reduction %s on %s is not supported",
+		    redop_name(m->redop), dtype_name(m->dtype));
+	else if (proto_coll_has_root(m->coll) && m->root >= j->nranks)
 		snprintf(err, len, "root %u is out of range", m->root);
-	else if (m->count > (UINT64_MAX >> 4))
+	else if (proto_op_bytes(m->coll, m->count, dtype_size(m->dtype),
+	    j->nranks, 0, m->root, &sb, &rb) == -1 || sb > (UINT64_MAX >> 2))
 		snprintf(err, len, "count %llu is too large",
 		    (unsigned long long)m->count);
 	else
@@ -834,9 +850,10 @@ op_attach(struct client *c, struct op *op, const struct ipc_op *m, char *err,
     size_t len)
 {
 	struct op_part *part = &op->parts[c->local_index];
-	size_t sbytes, rbytes;
+	uint64_t sbytes, rbytes;
 
-	op_bytes(m, &sbytes, &rbytes);
+	proto_op_bytes(m->coll, m->count, dtype_size(m->dtype), op->job->nranks,
+	    c->rank, m->root, &sbytes, &rbytes);
 	part->send_seg = client_seg(c, m->send_seg, m->send_off, sbytes,
 	    &part->send, err, len);
 	if (part->send == NULL && sbytes > 0)
@@ -1086,6 +1103,9 @@ job_free(struct job *j)
 	free(j->node_index);
 	free(j->names);
 	free(j->rank_pos);
+	free(j->rank_slot);
+	free(j->pos_first);
+	free(j->pos_count);
 	free(j);
 	mccld_status_update();
 }

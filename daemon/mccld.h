@@ -251,6 +251,11 @@ struct job {
 	uint32_t	 me;		/* our position in the ring order */
 	uint32_t	*node_index;	/* cluster index of each position */
 	uint32_t	*rank_pos;	/* position of each rank */
+	uint32_t	*rank_slot;	/* of each rank in node order (ranks of
+					   position 0 first, each in rank order) */
+	uint32_t	*pos_first;	/* first slot of each position */
+	uint32_t	*pos_count;	/* ranks of each position */
+	int		 slots_are_ranks; /* node order == rank order */
 	const char	**names;	/* node name of each position */
 
 	/* operations */
@@ -277,6 +282,8 @@ struct job {
 	int		 eng_link_code;
 	char		 eng_link_err[ERR_MAX];
 	struct op	*eng_current;	/* running now (for mcclctl) */
+	uint8_t		*eng_tmp;	/* the engine's node buffer, grown */
+	size_t		 eng_tmp_len;
 	struct event	*ev_engine;	/* activated by the engine */
 };
 

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -387,22 +388,25 @@ ISA_KERNELS(avx512, ATTR_AVX512, V)
 ISA_KERNELS(avx2, ATTR_AVX2, V)
 ISA_KERNELS(sse2, , V)
 
-static int
-isa_avx512_usable(void)
-{
-	__builtin_cpu_init();
-	return __builtin_cpu_supports("avx512f") &&
-	    __builtin_cpu_supports("avx512bw") &&
-	    __builtin_cpu_supports("avx512vl") &&
-	    __builtin_cpu_supports("avx512dq") &&
-	    __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
-}
-
+/* AVX2 and F16C, with the OS saving the AVX state (libgcc checks that);
+ * F16C from CPUID itself, as not every compiler's builtin knows it. */
 static int
 isa_avx2_usable(void)
 {
+	unsigned int a, b, c, d;
+
 	__builtin_cpu_init();
-	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+	return __builtin_cpu_supports("avx2") &&
+	    __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+
+static int
+isa_avx512_usable(void)
+{
+	return isa_avx2_usable() && __builtin_cpu_supports("avx512f") &&
+	    __builtin_cpu_supports("avx512bw") &&
+	    __builtin_cpu_supports("avx512vl") &&
+	    __builtin_cpu_supports("avx512dq");
 }
 
 #endif /* __x86_64__ */

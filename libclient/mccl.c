@@ -56,6 +56,8 @@ struct sync_reply {
 };
 
 struct mccl_comm {
+	uint32_t	 magic;		/* COMM_MAGIC while alive */
+	struct mccl_comm *next_dead;	/* in the graveyard, once destroyed */
 	pthread_mutex_t	 lock;
 	pthread_cond_t	 cond;
 	int		 reading;	/* a thread is reading the socket */
@@ -67,6 +69,7 @@ struct mccl_comm {
 	struct ipc_joined joined;
 	uint32_t	 op_timeout_ms;
 	uint64_t	 next_seq;
+	uint64_t	 nsplits;
 	uint32_t	 next_seg_id;
 	struct lseg	*segs;
 	struct mccl_request *pending;	/* oldest first */
@@ -118,6 +121,8 @@ mccl_comm_size(const mccl_comm_t *comm)
 {
 	return comm == NULL ? -1 : comm->nranks;
 }
+
+static mccl_result_t	comm_check(const mccl_comm_t *);
 
 /* Record an error on comm (lock held) and return its code. */
 static mccl_result_t
@@ -293,29 +298,42 @@ comm_request(mccl_comm_t *comm, uint16_t type, const void *msg, int pass_fd,
 
 /* ---- communicators ---- */
 
+#define COMM_MAGIC	0x6d63636cU	/* "mccl": a live communicator */
+
+/*
+ * Destroyed communicators keep their (small) struct, reused by the next
+ * mccl_comm_init, so that a call on a destroyed one gets a clear error
+ * instead of touching freed memory.
+ */
+static pthread_mutex_t	 graveyard_lock = PTHREAD_MUTEX_INITIALIZER;
+static mccl_comm_t	*graveyard;
+
 static mccl_comm_t *
 comm_new(void)
 {
+	pthread_condattr_t ca;
 	mccl_comm_t *comm;
 
-	if ((comm = calloc(1, sizeof(*comm))) == NULL)
+	pthread_mutex_lock(&graveyard_lock);
+	if ((comm = graveyard) != NULL)
+		graveyard = comm->next_dead;
+	pthread_mutex_unlock(&graveyard_lock);
+	if (comm == NULL && (comm = malloc(sizeof(*comm))) == NULL)
 		return NULL;
+	memset(comm, 0, sizeof(*comm));
 	if ((comm->msg = malloc(sizeof(*comm->msg))) == NULL) {
 		free(comm);
 		return NULL;
 	}
 	pthread_mutex_init(&comm->lock, NULL);
-	{
-		pthread_condattr_t ca;
-
-		pthread_condattr_init(&ca);
-		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-		pthread_cond_init(&comm->cond, &ca);
-		pthread_condattr_destroy(&ca);
-	}
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&comm->cond, &ca);
+	pthread_condattr_destroy(&ca);
 	comm->fd = -1;
 	comm->next_seq = 1;
 	comm->next_seg_id = 1;
+	comm->magic = COMM_MAGIC;
 	return comm;
 }
 
@@ -334,7 +352,11 @@ comm_free(mccl_comm_t *comm)
 	pthread_mutex_destroy(&comm->lock);
 	pthread_cond_destroy(&comm->cond);
 	free(comm->msg);
-	free(comm);
+	comm->magic = 0;
+	pthread_mutex_lock(&graveyard_lock);
+	comm->next_dead = graveyard;
+	graveyard = comm;
+	pthread_mutex_unlock(&graveyard_lock);
 }
 
 static mccl_result_t
@@ -407,14 +429,59 @@ mccl_comm_init(mccl_comm_t **commp, const char *job, int nranks, int rank)
 	return MCCL_SUCCESS;
 }
 
-static int
-env_int(const char *name, int *v)
+/* The first of the variables that is set. */
+static const char *
+env_first(const char *const *names)
 {
-	const char *s = getenv(name);
+	const char *v;
+
+	for (; *names != NULL; names++)
+		if ((v = getenv(*names)) != NULL && *v != '\0')
+			return v;
+	return NULL;
+}
+
+/* A job name from the launcher's environment (see mccl.h). */
+static const char *
+env_job(char *buf, size_t len)
+{
+	static const char *const direct[] = { "MCCL_JOB", "TORCHELASTIC_RUN_ID",
+	    NULL };
+	static const char *const ompi[] = { "OMPI_MCA_orte_hnp_uri",
+	    "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", NULL };
+	const char *v, *w;
+
+	if ((v = env_first(direct)) != NULL)
+		return v;
+	if ((v = getenv("MASTER_ADDR")) && (w = getenv("MASTER_PORT"))) {
+		snprintf(buf, len, "torch-%s:%s", v, w);
+		return buf;
+	}
+	if ((v = getenv("SLURM_JOB_ID")) != NULL) {
+		w = getenv("SLURM_STEP_ID");
+		snprintf(buf, len, "slurm-%s.%s", v, w ? w : "0");
+		return buf;
+	}
+	if ((v = env_first(ompi)) != NULL) {
+		/* The URI holds addresses and may be long: name it by hash. */
+		uint64_t h = 1469598103934665603ULL;
+
+		for (w = v; *w != '\0'; w++)
+			h = (h ^ (uint8_t)*w) * 1099511628211ULL;
+		snprintf(buf, len, "ompi-%016llx", (unsigned long long)h);
+		return buf;
+	}
+	return NULL;
+}
+
+static int
+env_int(const char *const *names, int *v)
+{
+	const char *s = env_first(names);
 	char *end;
 	long l;
 
-	if (s == NULL || *s == '\0')
+	if (s == NULL)
 		return -1;
 	errno = 0;
 	l = strtol(s, &end, 10);
@@ -427,14 +494,19 @@ env_int(const char *name, int *v)
 mccl_result_t
 mccl_comm_init_env(mccl_comm_t **commp)
 {
-	const char *job = getenv("MCCL_JOB");
+	static const char *const rank_vars[] = { "MCCL_RANK", "RANK",
+	    "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", NULL };
+	static const char *const size_vars[] = { "MCCL_NRANKS", "WORLD_SIZE",
+	    "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", NULL };
+	char buf[JOB_NAME_MAX];
+	const char *job = env_job(buf, sizeof(buf));
 	int rank, nranks;
 
-	if (job == NULL || env_int("MCCL_RANK", &rank) == -1 ||
-	    env_int("MCCL_NRANKS", &nranks) == -1)
-		return init_fail(NULL, MCCL_ERR_INVALID_ARGUMENT, "MCCL_JOB, "
-		    "MCCL_RANK and MCCL_NRANKS must be set (rank and nranks "
-		    "as non-negative integers)");
+	if (job == NULL || env_int(rank_vars, &rank) == -1 ||
+	    env_int(size_vars, &nranks) == -1)
+		return init_fail(NULL, MCCL_ERR_INVALID_ARGUMENT, "no job, rank "
+		    "or nranks in the environment: set MCCL_JOB, MCCL_RANK and "
+		    "MCCL_NRANKS, or run under torchrun, Slurm or mpirun");
 	return mccl_comm_init(commp, job, nranks, rank);
 }
 
@@ -444,8 +516,10 @@ mccl_comm_destroy(mccl_comm_t *comm)
 	struct mccl_request *r, *next;
 	char err[ERRLEN];
 
-	if (comm == NULL)
-		return MCCL_ERR_INVALID_ARGUMENT;
+	mccl_result_t rc;
+
+	if ((rc = comm_check(comm)) != MCCL_SUCCESS)
+		return rc;
 	pthread_mutex_lock(&comm->lock);
 	/* Requests still pending die with the communicator. */
 	for (r = comm->pending; r != NULL; r = next) {
@@ -511,7 +585,7 @@ mccl_alloc(mccl_comm_t *comm, size_t bytes)
 {
 	struct lseg *s = NULL;
 
-	if (comm == NULL)
+	if (comm_check(comm) != MCCL_SUCCESS)
 		return NULL;
 	pthread_mutex_lock(&comm->lock);
 	if (comm->failed != MCCL_SUCCESS)
@@ -543,7 +617,7 @@ mccl_free(mccl_comm_t *comm, void *ptr)
 {
 	struct lseg **prev;
 
-	if (comm == NULL || ptr == NULL)
+	if (comm_check(comm) != MCCL_SUCCESS || ptr == NULL)
 		return;
 	pthread_mutex_lock(&comm->lock);
 	for (prev = &comm->segs; *prev != NULL; prev = &(*prev)->next)
@@ -588,44 +662,90 @@ struct op_args {
 	uint8_t		 coll;
 	mccl_dtype_t	 dtype;
 	mccl_op_t	 redop;
-	uint32_t	 root;
+	int		 root;
 	size_t		 count;
 	const void	*send;
-	size_t		 send_bytes;
 	void		*recv;
-	size_t		 recv_bytes;
 };
 
-/* Place the buffers: zero copy when they are mccl_alloc memory. */
-static mccl_result_t
-op_place(mccl_comm_t *comm, const struct op_args *a, struct ipc_op *m,
-    struct mccl_request *r)
+/* [a, a + alen) and [b, b + blen) share a byte. */
+static int
+overlaps(const void *a, size_t alen, const void *b, size_t blen)
 {
-	struct lseg *ss, *rs;
-	int in_place = a->send == a->recv;
+	const uint8_t *pa = a, *pb = b;
 
-	ss = a->send_bytes ? seg_lookup(comm, a->send, a->send_bytes,
-	    &m->send_off) : NULL;
-	rs = a->recv_bytes ? seg_lookup(comm, a->recv, a->recv_bytes,
-	    &m->recv_off) : NULL;
-	if ((a->send_bytes && ss == NULL) || (a->recv_bytes && rs == NULL)) {
-		size_t sb = in_place ? 0 : a->send_bytes;
+	return alen > 0 && blen > 0 && pa < pb + blen && pb < pa + alen;
+}
 
-		if ((r->stage = stage_get(comm, sb + a->recv_bytes)) == NULL)
-			return comm->failed ? comm->failed : MCCL_ERR_NO_MEMORY;
-		r->stage->busy = 1;
-		ss = rs = r->stage;
+/* Overlapping buffers are allowed only in the collective's in-place form. */
+static int
+in_place_ok(const mccl_comm_t *comm, const struct op_args *a, size_t sb,
+    size_t rb)
+{
+	const uint8_t *s = a->send, *r = a->recv;
+
+	switch (a->coll) {
+	case COLL_ALLGATHER:
+		return s == r + (size_t)comm->rank * sb;
+	case COLL_REDUCE_SCATTER:
+		return r == s + (size_t)comm->rank * rb;
+	default:
+		return s == r && sb == rb;
+	}
+}
+
+/* Stage [send, recv] through the library's segment: see mccl.h. */
+static mccl_result_t
+op_stage(mccl_comm_t *comm, const struct op_args *a, size_t sb, size_t rb,
+    struct ipc_op *m, struct mccl_request *r)
+{
+	const uint8_t *s = a->send, *d = a->recv;
+	int send_in_recv = sb && rb && s >= d && s + sb <= d + rb;
+	int recv_in_send = sb && rb && d >= s && d + rb <= s + sb;
+	size_t total = send_in_recv ? rb : recv_in_send ? sb : sb + rb;
+
+	if ((r->stage = stage_get(comm, total)) == NULL)
+		return comm->failed ? comm->failed : MCCL_ERR_NO_MEMORY;
+	r->stage->busy = 1;
+	if (send_in_recv) {
+		memcpy(r->stage->base, d, rb);
+		m->send_off = (uint64_t)(s - d);
+		m->recv_off = 0;
+	} else if (recv_in_send) {
+		memcpy(r->stage->base, s, sb);
+		m->send_off = 0;
+		m->recv_off = (uint64_t)(d - s);
+	} else {
+		if (sb > 0)
+			memcpy(r->stage->base, s, sb);
 		m->send_off = 0;
 		m->recv_off = sb;
-		memcpy(r->stage->base, a->send, in_place ? a->recv_bytes :
-		    a->send_bytes);
-		r->out = a->recv;
-		r->out_bytes = a->recv_bytes;
-		r->out_off = sb;
 	}
-	m->send_seg = ss ? ss->id : 0;
-	m->recv_seg = rs ? rs->id : 0;
+	m->send_seg = sb ? r->stage->id : 0;
+	m->recv_seg = rb ? r->stage->id : 0;
+	r->out = a->recv;
+	r->out_bytes = rb;
+	r->out_off = (size_t)m->recv_off;
 	return MCCL_SUCCESS;
+}
+
+/* Place the buffers: zero copy when both are mccl_alloc memory. */
+static mccl_result_t
+op_place(mccl_comm_t *comm, const struct op_args *a, size_t sb, size_t rb,
+    struct ipc_op *m, struct mccl_request *r)
+{
+	struct lseg *ss = NULL, *rs = NULL;
+
+	if (sb > 0)
+		ss = seg_lookup(comm, a->send, sb, &m->send_off);
+	if (rb > 0)
+		rs = seg_lookup(comm, a->recv, rb, &m->recv_off);
+	if ((sb == 0 || ss != NULL) && (rb == 0 || rs != NULL)) {
+		m->send_seg = ss ? ss->id : 0;
+		m->recv_seg = rs ? rs->id : 0;
+		return MCCL_SUCCESS;
+	}
+	return op_stage(comm, a, sb, rb, m, r);
 }
 
 static void
@@ -654,7 +774,8 @@ request_wait(struct mccl_request *r, uint64_t deadline_ms)
 }
 
 static mccl_result_t
-op_submit(mccl_comm_t *comm, const struct op_args *a, mccl_request_t **req)
+op_submit(mccl_comm_t *comm, const struct op_args *a, size_t sb, size_t rb,
+    mccl_request_t **req)
 {
 	struct mccl_request *r;
 	struct ipc_op m;
@@ -664,7 +785,7 @@ op_submit(mccl_comm_t *comm, const struct op_args *a, mccl_request_t **req)
 	if ((r = calloc(1, sizeof(*r))) == NULL)
 		return comm_error(comm, MCCL_ERR_NO_MEMORY, "out of memory");
 	memset(&m, 0, sizeof(m));
-	if ((rc = op_place(comm, a, &m, r)) != MCCL_SUCCESS) {
+	if ((rc = op_place(comm, a, sb, rb, &m, r)) != MCCL_SUCCESS) {
 		free(r);
 		return rc;
 	}
@@ -674,7 +795,7 @@ op_submit(mccl_comm_t *comm, const struct op_args *a, mccl_request_t **req)
 	m.coll = a->coll;
 	m.dtype = (uint8_t)a->dtype;
 	m.redop = (uint8_t)a->redop;
-	m.root = a->root;
+	m.root = (uint32_t)a->root;
 	m.count = a->count;
 	m.timeout_ms = comm->op_timeout_ms;
 	pending_push(comm, r);
@@ -691,38 +812,75 @@ op_submit(mccl_comm_t *comm, const struct op_args *a, mccl_request_t **req)
 	return rc;
 }
 
-/* Validate the common arguments and run (or start) one operation. */
+/* Check every argument; on failure comm->err says which and why. */
+static mccl_result_t
+op_check(mccl_comm_t *comm, const struct op_args *a, uint64_t *sb,
+    uint64_t *rb)
+{
+	size_t es = mccl_dtype_size(a->dtype);
+
+	if (comm->failed != MCCL_SUCCESS)
+		return comm->failed;	/* comm->err still says why */
+	if (a->coll != COLL_BARRIER && es == 0)
+		return comm_error(comm, MCCL_ERR_INVALID_ARGUMENT, "dtype %d is "
+		    "not a valid mccl_dtype_t", (int)a->dtype);
+	if (proto_coll_reduces(a->coll) && (unsigned)a->redop >= MCCL_NUM_OPS)
+		return comm_error(comm, MCCL_ERR_INVALID_ARGUMENT, "op %d is not "
+		    "a valid mccl_op_t", (int)a->redop);
+	if (proto_coll_reduces(a->coll) && a->redop == MCCL_AVG &&
+	    a->dtype < MCCL_FLOAT16)
+		return comm_error(comm, MCCL_ERR_UNSUPPORTED, "MCCL_AVG needs a "
+		    "floating-point dtype, not an integer one");
+	if (proto_coll_has_root(a->coll) && (a->root < 0 || a->root >= comm->nranks))
+		return comm_error(comm, MCCL_ERR_INVALID_ARGUMENT, "root %d is "
+		    "out of range for %d ranks", a->root, comm->nranks);
+	if (proto_op_bytes(a->coll, a->count, es, (uint32_t)comm->nranks,
+	    (uint32_t)comm->rank, (uint32_t)a->root, sb, rb) == -1 ||
+	    *sb > SIZE_MAX / 2 || *rb > SIZE_MAX / 2)
+		return comm_error(comm, MCCL_ERR_INVALID_ARGUMENT, "count %zu "
+		    "is too large", a->count);
+	if ((*sb > 0 && a->send == NULL) || (*rb > 0 && a->recv == NULL))
+		return comm_error(comm, MCCL_ERR_INVALID_ARGUMENT, "%s is NULL "
+		    "with count %zu", *sb > 0 && a->send == NULL ? "sendbuf" :
+		    "recvbuf", a->count);
+	if (overlaps(a->send, *sb, a->recv, *rb) &&
+	    !in_place_ok(comm, a, *sb, *rb))
+		return comm_error(comm, MCCL_ERR_INVALID_ARGUMENT, "sendbuf and "
+		    "recvbuf overlap, but not in this collective's in-place "
+		    "form");
+	return MCCL_SUCCESS;
+}
+
+/* Refuse NULL and destroyed communicators. */
+static mccl_result_t
+comm_check(const mccl_comm_t *comm)
+{
+	if (comm == NULL) {
+		snprintf(init_error, sizeof(init_error), "comm is NULL");
+		return MCCL_ERR_INVALID_ARGUMENT;
+	}
+	if (comm->magic != COMM_MAGIC) {
+		snprintf(init_error, sizeof(init_error), "communicator was "
+		    "destroyed");
+		return MCCL_ERR_INVALID_ARGUMENT;
+	}
+	return MCCL_SUCCESS;
+}
+
+/* Validate and run (or start) one operation. */
 static mccl_result_t
 op_start(mccl_comm_t *comm, const struct op_args *a, mccl_request_t **req)
 {
+	uint64_t sb, rb;
 	mccl_result_t rc;
 
-	if (comm == NULL)
-		return MCCL_ERR_INVALID_ARGUMENT;
 	if (req != NULL)
 		*req = NULL;
+	if ((rc = comm_check(comm)) != MCCL_SUCCESS)
+		return rc;
 	pthread_mutex_lock(&comm->lock);
-	if (comm->failed != MCCL_SUCCESS)
-		rc = comm->failed;	/* comm->err still says why */
-	else if (a->coll != COLL_BARRIER && mccl_dtype_size(a->dtype) == 0)
-		rc = comm_error(comm, MCCL_ERR_INVALID_ARGUMENT, "dtype %d is "
-		    "not a valid mccl_dtype_t", (int)a->dtype);
-	else if (a->coll == COLL_ALLREDUCE && (unsigned)a->redop >= MCCL_NUM_OPS)
-		rc = comm_error(comm, MCCL_ERR_INVALID_ARGUMENT, "op %d is not "
-		    "a valid mccl_op_t", (int)a->redop);
-	else if (a->coll == COLL_ALLREDUCE && a->redop == MCCL_AVG &&
-	    a->dtype < MCCL_FLOAT16)
-		rc = comm_error(comm, MCCL_ERR_UNSUPPORTED, "MCCL_AVG needs a "
-		    "floating-point dtype");
-	else if (a->count > 0 && (a->send == NULL || a->recv == NULL))
-		rc = comm_error(comm, MCCL_ERR_INVALID_ARGUMENT, "%s is NULL "
-		    "with count %zu", a->send == NULL ? "sendbuf" : "recvbuf",
-		    a->count);
-	else if (a->count > SIZE_MAX / 16)
-		rc = comm_error(comm, MCCL_ERR_INVALID_ARGUMENT, "count %zu is "
-		    "too large", a->count);
-	else
-		rc = op_submit(comm, a, req);
+	if ((rc = op_check(comm, a, &sb, &rb)) == MCCL_SUCCESS)
+		rc = op_submit(comm, a, (size_t)sb, (size_t)rb, req);
 	pthread_mutex_unlock(&comm->lock);
 	return rc;
 }
@@ -731,9 +889,8 @@ mccl_result_t
 mccl_allreduce(const void *sendbuf, void *recvbuf, size_t count,
     mccl_dtype_t dtype, mccl_op_t op, mccl_comm_t *comm, mccl_request_t **req)
 {
-	size_t bytes = count * mccl_dtype_size(dtype);
 	struct op_args a = { COLL_ALLREDUCE, dtype, op, 0, count, sendbuf,
-	    bytes, recvbuf, bytes };
+	    recvbuf };
 
 	return op_start(comm, &a, req);
 }
@@ -742,25 +899,58 @@ mccl_result_t
 mccl_broadcast(void *buf, size_t count, mccl_dtype_t dtype, int root,
     mccl_comm_t *comm, mccl_request_t **req)
 {
-	size_t bytes = count * mccl_dtype_size(dtype);
-	struct op_args a = { COLL_BROADCAST, dtype, MCCL_SUM, (uint32_t)root,
-	    count, buf, bytes, buf, bytes };
+	struct op_args a = { COLL_BROADCAST, dtype, MCCL_SUM, root, count, buf,
+	    buf };
 
-	if (comm != NULL && (root < 0 || root >= comm->nranks)) {
-		pthread_mutex_lock(&comm->lock);
-		comm_error(comm, MCCL_ERR_INVALID_ARGUMENT, "root %d is out of "
-		    "range for %d ranks", root, comm->nranks);
-		pthread_mutex_unlock(&comm->lock);
-		return MCCL_ERR_INVALID_ARGUMENT;
-	}
+	return op_start(comm, &a, req);
+}
+
+mccl_result_t
+mccl_reduce(const void *sendbuf, void *recvbuf, size_t count,
+    mccl_dtype_t dtype, mccl_op_t op, int root, mccl_comm_t *comm,
+    mccl_request_t **req)
+{
+	struct op_args a = { COLL_REDUCE, dtype, op, root, count, sendbuf,
+	    recvbuf };
+
+	return op_start(comm, &a, req);
+}
+
+mccl_result_t
+mccl_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
+    mccl_dtype_t dtype, mccl_comm_t *comm, mccl_request_t **req)
+{
+	struct op_args a = { COLL_ALLGATHER, dtype, MCCL_SUM, 0, sendcount,
+	    sendbuf, recvbuf };
+
+	return op_start(comm, &a, req);
+}
+
+mccl_result_t
+mccl_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+    mccl_dtype_t dtype, mccl_op_t op, mccl_comm_t *comm, mccl_request_t **req)
+{
+	struct op_args a = { COLL_REDUCE_SCATTER, dtype, op, 0, recvcount,
+	    sendbuf, recvbuf };
+
+	return op_start(comm, &a, req);
+}
+
+mccl_result_t
+mccl_alltoall(const void *sendbuf, void *recvbuf, size_t count,
+    mccl_dtype_t dtype, mccl_comm_t *comm, mccl_request_t **req)
+{
+	struct op_args a = { COLL_ALLTOALL, dtype, MCCL_SUM, 0, count, sendbuf,
+	    recvbuf };
+
 	return op_start(comm, &a, req);
 }
 
 mccl_result_t
 mccl_barrier(mccl_comm_t *comm, mccl_request_t **req)
 {
-	struct op_args a = { COLL_BARRIER, MCCL_UINT8, MCCL_SUM, 0, 0, NULL, 0,
-	    NULL, 0 };
+	struct op_args a = { COLL_BARRIER, MCCL_UINT8, MCCL_SUM, 0, 0, NULL,
+	    NULL };
 
 	return op_start(comm, &a, req);
 }
@@ -801,5 +991,78 @@ mccl_test(mccl_request_t *req, int *done)
 	if (!req->done)
 		return rc == MCCL_ERR_TIMEOUT ? MCCL_SUCCESS : rc;
 	free(req);
+	return rc;
+}
+
+/* ---- abort and split ---- */
+
+mccl_result_t
+mccl_comm_abort(mccl_comm_t *comm)
+{
+	char err[ERRLEN];
+	mccl_result_t rc;
+
+	if ((rc = comm_check(comm)) != MCCL_SUCCESS)
+		return rc;
+	pthread_mutex_lock(&comm->lock);
+	if (comm->failed == MCCL_SUCCESS)
+		conn_send(comm->fd, IPC_ABORT, NULL, NULL, 0, -1, err,
+		    sizeof(err));
+	comm_error(comm, MCCL_ERR_ABORTED, "job %s: aborted by this rank (%d)",
+	    comm->job, comm->rank);
+	comm_break(comm, MCCL_ERR_ABORTED);
+	pthread_mutex_unlock(&comm->lock);
+	return MCCL_SUCCESS;
+}
+
+/* The new rank and size of this rank's color group, from all (color, key). */
+static void
+split_place(const int32_t *all, int nranks, int me, int *newrank, int *newsize)
+{
+	int color = all[2 * me], key = all[2 * me + 1];
+
+	*newrank = 0;
+	*newsize = 0;
+	for (int r = 0; r < nranks; r++) {
+		if (all[2 * r] != color)
+			continue;
+		(*newsize)++;
+		if (all[2 * r + 1] < key || (all[2 * r + 1] == key && r < me))
+			(*newrank)++;
+	}
+}
+
+mccl_result_t
+mccl_comm_split(mccl_comm_t *comm, int color, int key, mccl_comm_t **newcomm)
+{
+	int32_t mine[2] = { color, key }, *all;
+	char job[JOB_NAME_MAX];
+	int newrank, newsize;
+	mccl_result_t rc;
+
+	if ((rc = comm_check(comm)) != MCCL_SUCCESS)
+		return rc;
+	if (newcomm == NULL)
+		return comm_error(comm, MCCL_ERR_INVALID_ARGUMENT,
+		    "newcomm is NULL");
+	*newcomm = NULL;
+	if (color < 0 && color != MCCL_UNDEFINED)
+		return comm_error(comm, MCCL_ERR_INVALID_ARGUMENT, "color %d: "
+		    "must be >= 0 or MCCL_UNDEFINED", color);
+	if ((all = calloc((size_t)comm->nranks, 2 * sizeof(int32_t))) == NULL)
+		return comm_error(comm, MCCL_ERR_NO_MEMORY, "out of memory");
+	rc = mccl_allgather(mine, all, 2, MCCL_INT32, comm, NULL);
+	if (rc == MCCL_SUCCESS && color != MCCL_UNDEFINED) {
+		split_place(all, comm->nranks, comm->rank, &newrank, &newsize);
+		/* The parent's id is unique per formation: so is this name. */
+		snprintf(job, sizeof(job), "%016llx.split%llu.%d",
+		    (unsigned long long)comm->joined.job_id,
+		    (unsigned long long)comm->nsplits, color);
+		rc = mccl_comm_init(newcomm, job, newsize, newrank);
+		if (rc != MCCL_SUCCESS)
+			comm_error(comm, rc, "split: %s", mccl_last_error(NULL));
+	}
+	comm->nsplits++;
+	free(all);
 	return rc;
 }

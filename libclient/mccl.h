@@ -29,8 +29,8 @@
  * it are serialized.  Different communicators are independent.
  *
  * Environment: MCCL_SOCKET (the daemon's socket path), MCCL_JOB, MCCL_RANK,
- * MCCL_NRANKS (mccl_comm_init_env), MCCL_INIT_TIMEOUT_MS,
- * MCCL_OP_TIMEOUT_MS.
+ * MCCL_NRANKS (mccl_comm_init_env, which also understands torchrun, Slurm
+ * and Open MPI; see there), MCCL_INIT_TIMEOUT_MS, MCCL_OP_TIMEOUT_MS.
  */
 #ifndef MCCL_H
 #define MCCL_H
@@ -102,8 +102,15 @@ typedef struct mccl_request mccl_request_t;	/* opaque */
 mccl_result_t	mccl_comm_init(mccl_comm_t **comm, const char *job, int nranks,
 		    int rank);
 
-/* mccl_comm_init() with job, rank and nranks from MCCL_JOB, MCCL_RANK and
- * MCCL_NRANKS. */
+/*
+ * mccl_comm_init() with job, rank and nranks from the environment of the
+ * launcher.  Each comes from the first of these that is set:
+ *   rank:   MCCL_RANK, RANK (torchrun), SLURM_PROCID, OMPI_COMM_WORLD_RANK
+ *   nranks: MCCL_NRANKS, WORLD_SIZE, SLURM_NTASKS, OMPI_COMM_WORLD_SIZE
+ *   job:    MCCL_JOB, TORCHELASTIC_RUN_ID, MASTER_ADDR:MASTER_PORT,
+ *           SLURM_JOB_ID.SLURM_STEP_ID, OMPI_MCA_orte_hnp_uri or
+ *           PMIX_NAMESPACE (Open MPI 4 or 5)
+ */
 mccl_result_t	mccl_comm_init_env(mccl_comm_t **comm);
 
 /* Leave the job and free the communicator, its buffers and requests.  Other
@@ -133,6 +140,43 @@ mccl_result_t	mccl_broadcast(void *buf, size_t count, mccl_dtype_t dtype,
 
 /* Complete once every rank has called it. */
 mccl_result_t	mccl_barrier(mccl_comm_t *comm, mccl_request_t **req);
+
+/* recvbuf[i] on root = op over all ranks of sendbuf[i]; recvbuf is only
+ * used on root (it may be NULL elsewhere). */
+mccl_result_t	mccl_reduce(const void *sendbuf, void *recvbuf, size_t count,
+		    mccl_dtype_t dtype, mccl_op_t op, int root, mccl_comm_t *comm,
+		    mccl_request_t **req);
+
+/* recvbuf (nranks * sendcount elements) = the sendbufs of ranks 0, 1, ...
+ * in order.  In place: sendbuf == recvbuf + rank * sendcount elements. */
+mccl_result_t	mccl_allgather(const void *sendbuf, void *recvbuf,
+		    size_t sendcount, mccl_dtype_t dtype, mccl_comm_t *comm,
+		    mccl_request_t **req);
+
+/* recvbuf (recvcount elements) on rank r = block r of the element-wise
+ * reduction of the sendbufs (nranks * recvcount elements).  In place:
+ * recvbuf == sendbuf + rank * recvcount elements. */
+mccl_result_t	mccl_reduce_scatter(const void *sendbuf, void *recvbuf,
+		    size_t recvcount, mccl_dtype_t dtype, mccl_op_t op,
+		    mccl_comm_t *comm, mccl_request_t **req);
+
+/* Block j (count elements) of sendbuf goes to rank j, and lands in block
+ * r of its recvbuf, r being the sender.  sendbuf == recvbuf is in place. */
+mccl_result_t	mccl_alltoall(const void *sendbuf, void *recvbuf, size_t count,
+		    mccl_dtype_t dtype, mccl_comm_t *comm, mccl_request_t **req);
+
+/*
+ * Split comm as MPI_Comm_split: every rank calls it; ranks passing the same
+ * color form a new communicator, ordered by key then by rank in comm.
+ * color == MCCL_UNDEFINED gives *newcomm = NULL.  Collective over comm.
+ */
+#define MCCL_UNDEFINED	(-1)
+mccl_result_t	mccl_comm_split(mccl_comm_t *comm, int color, int key,
+		    mccl_comm_t **newcomm);
+
+/* End every pending operation of the job, on every rank, with
+ * MCCL_ERR_ABORTED.  The communicator must then be destroyed. */
+mccl_result_t	mccl_comm_abort(mccl_comm_t *comm);
 
 /*
  * Wait for req to complete, at most timeout_ms (< 0: the operation's own

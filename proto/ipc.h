@@ -143,4 +143,9 @@ struct ipc_ctl_reply {
 
 extern const struct wire_proto ipc_proto;
 
+int	proto_op_bytes(int, uint64_t, size_t, uint32_t, uint32_t, uint32_t,
+	    uint64_t *, uint64_t *);
+int	proto_coll_reduces(int);
+int	proto_coll_has_root(int);
+
 #endif

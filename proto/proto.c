@@ -207,6 +207,55 @@ wire_decode(const struct wire_type *t, const uint8_t *body, size_t len,
 	return 0;
 }
 
+/*
+ * The bytes one rank reads (send) and writes (recv) in an operation: the
+ * library places its buffers by them and the daemon checks them against
+ * the rank's segments, so both sides use this one function.  -1 when the
+ * sizes overflow or the collective is unknown.
+ */
+int
+proto_op_bytes(int coll, uint64_t count, size_t esize, uint32_t nranks,
+    uint32_t rank, uint32_t root, uint64_t *send, uint64_t *recv)
+{
+	uint64_t one, all;
+
+	if (esize != 0 && count > UINT64_MAX / esize / (nranks ? nranks : 1))
+		return -1;
+	one = count * esize;
+	all = one * nranks;
+	switch (coll) {
+	case COLL_ALLREDUCE: case COLL_BROADCAST:
+		*send = *recv = one; break;
+	case COLL_BARRIER:
+		*send = *recv = 0; break;
+	case COLL_REDUCE:
+		*send = one; *recv = rank == root ? one : 0; break;
+	case COLL_ALLGATHER:
+		*send = one; *recv = all; break;
+	case COLL_REDUCE_SCATTER:
+		*send = all; *recv = one; break;
+	case COLL_ALLTOALL:
+		*send = *recv = all; break;
+	default:
+		return -1;
+	}
+	return 0;
+}
+
+/* Collectives that take a reduction op, and those that take a root. */
+int
+proto_coll_reduces(int coll)
+{
+	return coll == COLL_ALLREDUCE || coll == COLL_REDUCE ||
+	    coll == COLL_REDUCE_SCATTER;
+}
+
+int
+proto_coll_has_root(int coll)
+{
+	return coll == COLL_BROADCAST || coll == COLL_REDUCE;
+}
+
 /* Arrays of 32-bit integers in trailers (rank lists, rank maps). */
 void
 wire_put_u32s(uint8_t *out, const uint32_t *v, size_t n)

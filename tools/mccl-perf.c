@@ -132,8 +132,9 @@ struct opts {
 };
 
 /*
- * The check pattern: rank r's input at index i is input[(i + r) % period]
- * for small integers, so every partial reduction is exact in every type.
+ * The check pattern: small integers, periodic in the index, so that every
+ * partial reduction is exact in every type and the expected result of all
+ * ranks is computed once per period.
  */
 struct pattern {
 	size_t		 period;
@@ -705,8 +706,7 @@ pattern_fill(const struct bench *b, void *buf, size_t count)
 		return;
 	}
 	for (i = 0; i < count; i++)
-		elem_set(b->o->dtype->dtype, buf, i,
-		    p->input[(i + (size_t)b->rank) % p->period]);
+		elem_set(b->o->dtype->dtype, buf, i, p->input[i % p->period]);
 }
 
 static uint64_t

@@ -20,18 +20,19 @@ enum field_type { T_STR, T_UINT, T_BOOL, T_LIST, T_OBJ };
 #define F_OPT		0x2	/* the key may be absent */
 
 /*
- * One key of a reply object.  The renderers read only keys their schema
- * lists, and mcclctl checks the reply against it before rendering, so a
- * renderer never meets a missing key or a value of the wrong type.
+ * One key of a reply object.  mcclctl checks every reply against its
+ * command's schema before rendering it, so a renderer never meets a missing
+ * key or a value of the wrong type, and -j promises the same keys as text.
  */
 struct field {
 	const char		*key;		/* NULL ends a list of fields */
-	enum field_type		 type;
+	enum field_type		 type;		/* T_UINT: an integer >= 0 */
 	int			 flags;
 	enum field_type		 elem;		/* T_LIST: its elements' type */
 	const struct field	*sub;		/* T_OBJ, T_LIST of T_OBJ: keys */
 };
 
+/* Renderers cannot fail: the reply has passed its schema. */
 typedef void	 render_fn(FILE *, const json_t *);
 
 struct command {
@@ -48,5 +49,6 @@ extern const struct command	 commands[];
 const struct command	*command_find(const char *);
 int			 reply_check(const json_t *, const struct field *,
 			    char *, size_t);
+void			 output_clean(char *, size_t, const char *, size_t);
 
 #endif

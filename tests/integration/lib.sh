@@ -55,7 +55,7 @@ cluster_up() {
   "node": "n$i",
   "socket": "$T/n$i.sock",
   "nodes": [$nodes],
-  "log_level": "debug",
+  "log_level": "${LOG_LEVEL:-debug}",
   "init_timeout_ms": 10000,
   "op_timeout_ms": 20000,
   "connect_timeout_ms": 3000,

@@ -253,6 +253,95 @@ run_broadcast(mccl_comm_t *comm, struct bufs *b, size_t count, int root)
 		FAIL("broadcast root %d count %zu: %zu wrong", root, count, bad);
 }
 
+static size_t
+count_wrong(const void *buf, size_t count, mccl_dtype_t t, mccl_op_t op,
+    int n, size_t first)
+{
+	size_t bad = 0;
+
+	for (size_t i = 0; i < count; i++)
+		bad += !elem_ok(get(buf, i, t), expected(n, first + i, op), t, op);
+	return bad;
+}
+
+static void
+run_reduce(mccl_comm_t *comm, struct bufs *b, int in_place, size_t count,
+    mccl_dtype_t t, mccl_op_t op, int root)
+{
+	int n = mccl_comm_size(comm);
+	void *send = in_place && my_rank == root ? b->recv : b->send;
+	size_t bad;
+	mccl_result_t rc;
+
+	for (size_t i = 0; i < count; i++)
+		put(send, i, t, input(my_rank, i, op));
+	rc = mccl_reduce(send, my_rank == root ? b->recv : NULL, count, t, op,
+	    root, comm, NULL);
+	checks++;
+	if (rc != MCCL_SUCCESS) {
+		FAIL("reduce dtype %d op %d count %zu root %d: %s: %s", t, op,
+		    count, root, mccl_strerror(rc), mccl_last_error(comm));
+		return;
+	}
+	if (my_rank == root &&
+	    (bad = count_wrong(b->recv, count, t, op, n, 0)) > 0)
+		FAIL("reduce dtype %d op %d count %zu root %d: %zu wrong", t, op,
+		    count, root, bad);
+}
+
+static void
+run_reduce_scatter(mccl_comm_t *comm, struct bufs *b, int in_place,
+    size_t count, mccl_dtype_t t, mccl_op_t op)
+{
+	int n = mccl_comm_size(comm);
+	size_t es = mccl_dtype_size(t), bad;
+	void *recv = in_place ? (uint8_t *)b->send + (size_t)my_rank * count *
+	    es : b->recv;
+	mccl_result_t rc;
+
+	for (size_t i = 0; i < count * (size_t)n; i++)
+		put(b->send, i, t, input(my_rank, i, op));
+	rc = mccl_reduce_scatter(b->send, recv, count, t, op, comm, NULL);
+	checks++;
+	if (rc != MCCL_SUCCESS) {
+		FAIL("reduce_scatter dtype %d op %d count %zu: %s: %s", t, op,
+		    count, mccl_strerror(rc), mccl_last_error(comm));
+		return;
+	}
+	if ((bad = count_wrong(recv, count, t, op, n, (size_t)my_rank *
+	    count)) > 0)
+		FAIL("reduce_scatter dtype %d op %d count %zu %s: %zu wrong", t,
+		    op, count, in_place ? "in place" : "out of place", bad);
+}
+
+static void
+run_allgather(mccl_comm_t *comm, struct bufs *b, int in_place, size_t count,
+    mccl_dtype_t t)
+{
+	int n = mccl_comm_size(comm);
+	size_t es = mccl_dtype_size(t), bad = 0;
+	void *send = in_place ? (uint8_t *)b->recv + (size_t)my_rank * count *
+	    es : b->send;
+	mccl_result_t rc;
+
+	for (size_t i = 0; i < count; i++)
+		put(send, i, t, input(my_rank, i, MCCL_SUM));
+	rc = mccl_allgather(send, b->recv, count, t, comm, NULL);
+	checks++;
+	if (rc != MCCL_SUCCESS) {
+		FAIL("allgather dtype %d count %zu: %s: %s", t, count,
+		    mccl_strerror(rc), mccl_last_error(comm));
+		return;
+	}
+	for (int r = 0; r < n; r++)
+		for (size_t i = 0; i < count; i++)
+			bad += get(b->recv, (size_t)r * count + i, t) !=
+			    input(r, i, MCCL_SUM);
+	if (bad > 0)
+		FAIL("allgather dtype %d count %zu %s: %zu wrong", t, count,
+		    in_place ? "in place" : "out of place", bad);
+}
+
 static void
 run_matrix(mccl_comm_t *comm, struct bufs *b)
 {
@@ -261,10 +350,21 @@ run_matrix(mccl_comm_t *comm, struct bufs *b)
 			if (op == MCCL_AVG && t < MCCL_FLOAT16)
 				continue;
 			for (size_t c = 0; c < NCOUNTS; c++)
-				for (int ip = 0; ip < 2; ip++)
+				for (int ip = 0; ip < 2; ip++) {
 					run_allreduce(comm, b, ip, counts[c],
 					    (mccl_dtype_t)t, (mccl_op_t)op);
+					run_reduce(comm, b, ip, counts[c],
+					    (mccl_dtype_t)t, (mccl_op_t)op,
+					    (int)(c % (size_t)mccl_comm_size(comm)));
+					run_reduce_scatter(comm, b, ip, counts[c],
+					    (mccl_dtype_t)t, (mccl_op_t)op);
+				}
 		}
+	for (int t = 0; t < 10; t++)
+		for (size_t c = 0; c < NCOUNTS; c++)
+			for (int ip = 0; ip < 2; ip++)
+				run_allgather(comm, b, ip, counts[c],
+				    (mccl_dtype_t)t);
 	for (int root = 0; root < mccl_comm_size(comm); root++)
 		for (size_t c = 0; c < NCOUNTS; c++)
 			run_broadcast(comm, b, counts[c], root);
@@ -275,13 +375,14 @@ mode_collectives(void)
 {
 	mccl_comm_t *comm;
 	struct bufs shm, heap;
-	size_t bytes = MAXCOUNT * 8;
+	size_t bytes;
 	mccl_result_t rc;
 
 	if ((rc = mccl_comm_init_env(&comm)) != MCCL_SUCCESS) {
 		FAIL("init: %s: %s", mccl_strerror(rc), mccl_last_error(NULL));
 		return 1;
 	}
+	bytes = MAXCOUNT * 8 * (size_t)mccl_comm_size(comm);
 	shm.send = mccl_alloc(comm, bytes);
 	shm.recv = mccl_alloc(comm, bytes);
 	heap.send = malloc(bytes);

@@ -23,7 +23,7 @@
 #define MAXN		4
 #define MS		1000000ULL
 
-enum role { RUN, DIE, IDLE, JUNK, ABORTER };
+enum role { RUN, DIE, IDLE, JUNK, ABORTER, SCRIPT };
 
 struct mesh {
 	int		 n;
@@ -206,6 +206,46 @@ node_misbehave(struct node *nd)
 	}
 }
 
+/*
+ * Many small operations back to back with no pause between them, as an
+ * engine runs them: a peer's next operation is often on the wire before
+ * this node has read the end of the current one.
+ */
+#define SCRIPT_OPS	600
+#define SCRIPT_SLOT	64		/* int32 per operation */
+
+static int32_t
+script_val(int r, int k, size_t i)
+{
+	return (int32_t)((k + 1) * 1000 + r * 7 + (int)i);
+}
+
+static int
+node_script(struct node *nd)
+{
+	struct xfer *x = &nd->x;
+	uint32_t n = x->nnodes;
+	uint64_t seq0 = x->hdr.seq;
+
+	for (int r = 0; r < SCRIPT_OPS; r++) {
+		int32_t *b = (int32_t *)nd->buf + (size_t)r * SCRIPT_SLOT;
+		size_t count = 1 + (size_t)r % SCRIPT_SLOT;
+		uint32_t root = (uint32_t)r % n;
+		int coll = r % 3 == 0 ? COLL_ALLREDUCE : r % 3 == 1 ?
+		    COLL_BROADCAST : COLL_BARRIER;
+
+		x->hdr = (struct peer_ophdr){ seq0 + (uint64_t)r, (uint8_t)coll,
+		    MCCL_INT32, MCCL_SUM, 0, root, count };
+		if ((coll == COLL_ALLREDUCE &&
+		    ring_allreduce(x, b, count, MCCL_INT32, MCCL_SUM) == -1) ||
+		    (coll == COLL_BROADCAST &&
+		    ring_broadcast(x, b, count * 4, root) == -1) ||
+		    (coll == COLL_BARRIER && ring_barrier(x) == -1))
+			return -1;
+	}
+	return 0;
+}
+
 static void *
 node_main(void *arg)
 {
@@ -214,7 +254,10 @@ node_main(void *arg)
 	if (nd->delay_ms > 0)
 		msleep(nd->delay_ms);
 	nd->t_in = now_ns();
-	nd->rc = nd->role == RUN ? node_call(nd) : node_misbehave(nd);
+	if (nd->role == SCRIPT)
+		nd->rc = node_script(nd);
+	else
+		nd->rc = nd->role == RUN ? node_call(nd) : node_misbehave(nd);
 	nd->t_out = now_ns();
 	return NULL;
 }
@@ -565,6 +608,58 @@ START_TEST(test_mixed)
 }
 END_TEST
 
+/* What node k holds at element i of operation r once the script ran. */
+static int32_t
+script_want(int r, int k, size_t i, int n)
+{
+	int32_t sum = 0;
+
+	if (i >= 1 + (size_t)r % SCRIPT_SLOT || r % 3 == 2)
+		return script_val(r, k, i);	/* untouched, or a barrier */
+	if (r % 3 == 1)
+		return script_val(r, r % n, i);	/* broadcast from r % n */
+	for (int j = 0; j < n; j++)
+		sum += script_val(r, j, i);
+	return sum;
+}
+
+START_TEST(test_back_to_back)
+{
+	size_t len = (size_t)SCRIPT_OPS * SCRIPT_SLOT;
+	int n = 2 + _i;
+	struct node nd[MAXN];
+	struct mesh m;
+
+	mesh_open(&m, n);
+	nodes_init(nd, n, COLL_ALLREDUCE);
+	for (int k = 0; k < n; k++) {
+		int32_t *b = nd[k].buf = xmalloc(len * 4);
+
+		nd[k].role = SCRIPT;
+		for (size_t at = 0; at < len; at++)
+			b[at] = script_val((int)(at / SCRIPT_SLOT), k,
+			    at % SCRIPT_SLOT);
+	}
+	run_nodes(&m, nd, 4096, 20000, -1);
+	mesh_close(&m);
+	for (int k = 0; k < n; k++) {
+		const int32_t *b = nd[k].buf;
+
+		ck_assert_msg(nd[k].rc == 0, "node %d: %s", k, nd[k].x.err);
+		for (size_t at = 0; at < len; at++) {
+			int r = (int)(at / SCRIPT_SLOT);
+			int32_t want = script_want(r, k, at % SCRIPT_SLOT, n);
+
+			if (b[at] != want)
+				ck_abort_msg("node %d op %d element %zu: %d, "
+				    "expected %d", k, r, at % SCRIPT_SLOT, b[at],
+				    want);
+		}
+	}
+	free_bufs(nd, n);
+}
+END_TEST
+
 /* ---- failures ---- */
 
 static void
@@ -785,6 +880,7 @@ main(void)
 	tcase(s, "allgather", test_allgather, 3);
 	tcase(s, "barrier", test_barrier, 3);
 	tcase(s, "mixed", test_mixed, 1);
+	tcase(s, "back_to_back", test_back_to_back, 3);
 	tcase(s, "mismatch", test_mismatch, 2);
 	tcase(s, "mismatch_coll", test_mismatch_coll, 1);
 	tcase(s, "peer_death", test_peer_death, 2);

@@ -1,0 +1,220 @@
+/*
+ * mcclctl.c: the MCCL status tool, modelled on OpenBGPD's bgpctl.  Sends one
+ * control request to mccld over its Unix socket, checks the JSON reply
+ * against the command's schema, and prints it through the command's text or
+ * JSON renderer (output.c).  Nothing here knows what a command prints.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "conn.h"
+#include "output.h"
+
+#define EXIT_ERROR		1	/* the daemon said no, or made no sense */
+#define EXIT_UNREACHABLE	2	/* no daemon; also usage errors */
+#define TIMEOUT_MS_DEFAULT	5000
+#define ERR_LEN			(IPC_TEXT_MAX + 256)
+
+static void	ctl_warn(const char *, const char *, ...)
+		    __attribute__((format(printf, 2, 3)));
+
+/* "mcclctl: what: why", the one error format. */
+static void
+ctl_warn(const char *what, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "mcclctl: ");
+	if (what != NULL)
+		fprintf(stderr, "%s: ", what);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static void
+usage(FILE *f)
+{
+	fprintf(f, "usage: mcclctl [-hj] [-s socket] [-t timeout_ms] "
+	    "command\ncommands:");
+	for (const struct command *c = commands; c->name != NULL; c++)
+		fprintf(f, " %s%s%s", c->name, c->arg != NULL ? " " : "",
+		    c->arg != NULL ? c->arg : "");
+	fputc('\n', f);
+}
+
+static int
+parse_timeout(const char *s, int *ms)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (*s == '\0' || *end != '\0' || errno != 0 || v < 1 || v > INT_MAX)
+		return -1;
+	*ms = (int)v;
+	return 0;
+}
+
+/* The reply to c: a JSON document, or an exit status with the reason said. */
+static int
+ctl_reply(const struct command *c, const struct ipc_msg *m, json_t **doc)
+{
+	char text[ERR_LEN];
+	json_error_t jerr;
+
+	switch (m->hdr.type) {
+	case IPC_ERROR:
+		output_clean(text, sizeof(text), (const char *)m->trailer,
+		    m->trailer_len);
+		if (*text != '\0')
+			ctl_warn(c->name, "mccld: %s", text);
+		else
+			ctl_warn(c->name, "mccld: error %u", m->u.error.code);
+		return EXIT_ERROR;
+	case IPC_CTL_REPLY:
+		break;
+	default:
+		ctl_warn(c->name, "bad reply from mccld: %s", m->type->name);
+		return EXIT_ERROR;
+	}
+	if (m->u.ctl_reply.code != 0) {
+		ctl_warn(c->name, "mccld: error %u", m->u.ctl_reply.code);
+		return EXIT_ERROR;
+	}
+	if ((*doc = json_loadb((const char *)m->trailer, m->trailer_len,
+	    JSON_REJECT_DUPLICATES, &jerr)) == NULL) {
+		output_clean(text, sizeof(text), jerr.text, sizeof(jerr.text));
+		ctl_warn(c->name, "bad reply from mccld: not JSON: line %d "
+		    "column %d: %s", jerr.line, jerr.column, text);
+		return EXIT_ERROR;
+	}
+	if (reply_check(*doc, c->schema, text, sizeof(text)) == -1) {
+		ctl_warn(c->name, "bad reply from mccld: %s", text);
+		json_decref(*doc);
+		*doc = NULL;
+		return EXIT_ERROR;
+	}
+	return 0;
+}
+
+/* Ask mccld at path; on success *doc is its checked reply. */
+static int
+ctl_request(const char *path, int timeout_ms, const struct command *c,
+    const char *arg, json_t **doc)
+{
+	struct ipc_ctl req = { c->cmd };
+	struct ipc_hello_ok ok;
+	struct ipc_msg *m;
+	char err[ERR_LEN];
+	int fd, rc;
+
+	if ((fd = conn_open(path, timeout_ms, &ok, err, sizeof(err))) == -1) {
+		ctl_warn(NULL, "%s", err);
+		return EXIT_UNREACHABLE;
+	}
+	if ((m = malloc(sizeof(*m))) == NULL) {
+		ctl_warn(NULL, "%s", strerror(errno));
+		close(fd);
+		return EXIT_ERROR;
+	}
+	if (conn_send(fd, IPC_CTL, &req, arg, arg != NULL ? strlen(arg) : 0,
+	    -1, err, sizeof(err)) != 0 ||
+	    conn_recv(fd, timeout_ms, m, err, sizeof(err)) != 0) {
+		ctl_warn(c->name, "%s", err);
+		rc = EXIT_ERROR;
+	} else
+		rc = ctl_reply(c, m, doc);
+	free(m);
+	close(fd);
+	return rc;
+}
+
+int
+main(int argc, char **argv)
+{
+	const struct command *c;
+	const char *path = NULL, *arg = NULL;
+	char defpath[PATH_MAX];
+	int ch, json = 0, timeout_ms = TIMEOUT_MS_DEFAULT, rc;
+	json_t *doc = NULL;
+
+	/* "+": options come before the command, as the synopsis says. */
+	opterr = 0;
+	while ((ch = getopt(argc, argv, "+:hjs:t:")) != -1) {
+		switch (ch) {
+		case 'h':
+			usage(stdout);
+			return 0;
+		case 'j':
+			json = 1;
+			break;
+		case 's':
+			path = optarg;
+			break;
+		case 't':
+			if (parse_timeout(optarg, &timeout_ms) == -1) {
+				ctl_warn("-t", "%s: not a number of "
+				    "milliseconds from 1 to %d", optarg,
+				    INT_MAX);
+				return EXIT_UNREACHABLE;
+			}
+			break;
+		case ':':
+			ctl_warn(NULL, "-%c needs an argument", optopt);
+			usage(stderr);
+			return EXIT_UNREACHABLE;
+		default:
+			ctl_warn(NULL, "-%c: unknown option", optopt);
+			usage(stderr);
+			return EXIT_UNREACHABLE;
+		}
+	}
+	argc -= optind;
+	argv += optind;
+	if (argc < 1) {
+		usage(stderr);
+		return EXIT_UNREACHABLE;
+	}
+	if ((c = command_find(argv[0])) == NULL) {
+		ctl_warn(argv[0], "unknown command");
+		usage(stderr);
+		return EXIT_UNREACHABLE;
+	}
+	if (argc != (c->arg != NULL ? 2 : 1)) {
+		ctl_warn(c->name, c->arg != NULL ? "takes one argument, %s" :
+		    "takes no argument%s", c->arg != NULL ? c->arg : "");
+		usage(stderr);
+		return EXIT_UNREACHABLE;
+	}
+	if (c->arg != NULL) {
+		arg = argv[1];
+		if (*arg == '\0' || strlen(arg) >= JOB_NAME_MAX) {
+			ctl_warn(c->name, "%s must be 1 to %d bytes", c->arg,
+			    JOB_NAME_MAX - 1);
+			return EXIT_UNREACHABLE;
+		}
+	}
+	if (path == NULL) {
+		conn_socket_path(defpath, sizeof(defpath));
+		path = defpath;
+	}
+	if ((rc = ctl_request(path, timeout_ms, c, arg, &doc)) != 0)
+		return rc;
+	(json ? c->json : c->text)(stdout, doc);
+	json_decref(doc);
+	if (fflush(stdout) == EOF || ferror(stdout)) {
+		ctl_warn("stdout", "%s", strerror(errno));
+		return EXIT_ERROR;
+	}
+	return 0;
+}

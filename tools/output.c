@@ -1,0 +1,522 @@
+/*
+ * output.c: what mcclctl prints.  The command table, the schema each reply
+ * is checked against, and the renderers: text tables for people, and the
+ * daemon's document re-serialised with sorted keys for programs.  Columns
+ * and keys are documented in mcclctl(8); change both together.
+ */
+#include <err.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "ipc.h"
+#include "output.h"
+
+#define TABLE_COLS	8
+#define CELL_MAX	512	/* longest cell a renderer formats */
+#define PATH_LEN	256	/* "jobs[3].op_in_flight.seq" in errors */
+
+/* ---- helpers ---- */
+
+/* Copy a string from the daemon, control characters made visible as '?'. */
+void
+output_clean(char *dst, size_t dstlen, const char *src, size_t srclen)
+{
+	size_t i;
+
+	if (dstlen == 0)
+		return;
+	for (i = 0; i < srclen && i < dstlen - 1 && src[i] != '\0'; i++)
+		dst[i] = (unsigned char)src[i] < 0x20 || src[i] == 0x7f ?
+		    '?' : src[i];
+	dst[i] = '\0';
+}
+
+static char *
+clean_dup(const char *s)
+{
+	size_t len = strlen(s);
+	char *d;
+
+	if ((d = malloc(len + 1)) == NULL)
+		err(1, NULL);
+	output_clean(d, len + 1, s, len);
+	return d;
+}
+
+/* Columns a string takes on a terminal: UTF-8 continuation bytes take none. */
+static size_t
+str_width(const char *s)
+{
+	size_t w = 0;
+
+	for (; *s != '\0'; s++)
+		w += ((unsigned char)*s & 0xc0) != 0x80;
+	return w;
+}
+
+/* Valid after reply_check: the schema promises the key and its type. */
+static const char *
+str(const json_t *o, const char *key)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+
+	return s != NULL ? s : "";
+}
+
+static long long
+num(const json_t *o, const char *key)
+{
+	return (long long)json_integer_value(json_object_get(o, key));
+}
+
+/* 45s, 5m12s, 1h2m3s, 2d1h2m3s. */
+static void
+fmt_duration(char *buf, size_t len, long long s)
+{
+	if (s < 0)
+		s = 0;
+	if (s < 60)
+		snprintf(buf, len, "%llds", s);
+	else if (s < 3600)
+		snprintf(buf, len, "%lldm%llds", s / 60, s % 60);
+	else if (s < 86400)
+		snprintf(buf, len, "%lldh%lldm%llds", s / 3600, s / 60 % 60,
+		    s % 60);
+	else
+		snprintf(buf, len, "%lldd%lldh%lldm%llds", s / 86400,
+		    s / 3600 % 24, s / 60 % 60, s % 60);
+}
+
+/* 512, 1.2K, 34M: binary units, one decimal below ten. */
+static void
+fmt_bytes(char *buf, size_t len, long long n)
+{
+	static const char units[] = "KMGTPE";
+	double v = (double)n;
+	int u = -1;
+
+	if (n < 1024) {
+		snprintf(buf, len, "%lld", n);
+		return;
+	}
+	while (v >= 1024 && u < (int)sizeof(units) - 2) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(buf, len, v < 10 ? "%.1f%c" : "%.0f%c", v, units[u]);
+}
+
+/* ---- aligned tables ---- */
+
+struct row {
+	char	*cell[TABLE_COLS];
+	char	*note;		/* printed indented under the row */
+};
+
+struct table {
+	size_t		 ncols;
+	size_t		 width[TABLE_COLS];
+	struct row	*rows;		/* rows[0] is the header */
+	size_t		 nrows;
+};
+
+static void
+table_add(struct table *t, const char *const *cells)
+{
+	struct row *r;
+
+	if ((t->rows = reallocarray(t->rows, t->nrows + 1,
+	    sizeof(*t->rows))) == NULL)
+		err(1, NULL);
+	r = &t->rows[t->nrows++];
+	memset(r, 0, sizeof(*r));
+	for (size_t i = 0; i < t->ncols; i++) {
+		r->cell[i] = clean_dup(cells[i]);
+		if (str_width(r->cell[i]) > t->width[i])
+			t->width[i] = str_width(r->cell[i]);
+	}
+}
+
+static void
+table_init(struct table *t, const char *const *header, size_t ncols)
+{
+	memset(t, 0, sizeof(*t));
+	t->ncols = ncols;
+	table_add(t, header);
+}
+
+/* A line under the last row, "  label: text". */
+static void
+table_note(struct table *t, const char *label, const char *text)
+{
+	char buf[CELL_MAX];
+
+	snprintf(buf, sizeof(buf), "  %s: %s", label, text);
+	t->rows[t->nrows - 1].note = clean_dup(buf);
+}
+
+/* Two spaces between columns, none after the last. */
+static void
+table_print(FILE *out, struct table *t)
+{
+	for (size_t r = 0; r < t->nrows; r++) {
+		for (size_t i = 0; i < t->ncols; i++) {
+			const char *c = t->rows[r].cell[i];
+
+			if (i + 1 < t->ncols)
+				fprintf(out, "%s%*s", c,
+				    (int)(t->width[i] - str_width(c) + 2), "");
+			else
+				fprintf(out, "%s\n", c);
+			free(t->rows[r].cell[i]);
+		}
+		if (t->rows[r].note != NULL)
+			fprintf(out, "%s\n", t->rows[r].note);
+		free(t->rows[r].note);
+	}
+	free(t->rows);
+	t->rows = NULL;
+	t->nrows = 0;
+}
+
+/* ---- JSON: every command ---- */
+
+/* Sorted keys and fixed indentation, so output can be compared verbatim. */
+static void
+json_render(FILE *out, const json_t *doc)
+{
+	json_dumpf(doc, out, JSON_INDENT(2) | JSON_SORT_KEYS);
+	fputc('\n', out);
+}
+
+/* ---- status ---- */
+
+static void
+status_kv(FILE *out, const char *key, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void
+status_kv(FILE *out, const char *key, const char *fmt, ...)
+{
+	char raw[CELL_MAX], clean[CELL_MAX];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(raw, sizeof(raw), fmt, ap);
+	va_end(ap);
+	output_clean(clean, sizeof(clean), raw, sizeof(raw));
+	fprintf(out, "%-14s%s\n", key, clean);
+}
+
+static void
+status_text(FILE *out, const json_t *doc)
+{
+	const json_t *listen = json_object_get(doc, "listen"), *v;
+	char buf[CELL_MAX], up[32];
+	size_t i, off = 0;
+	long long size = num(doc, "cluster_size");
+
+	buf[0] = '\0';
+	json_array_foreach(listen, i, v)
+		if (off < sizeof(buf))
+			off += (size_t)snprintf(buf + off, sizeof(buf) - off,
+			    "%s%s", i > 0 ? ", " : "", json_is_string(v) ?
+			    json_string_value(v) : "");
+	fmt_duration(up, sizeof(up), num(doc, "uptime_s"));
+	status_kv(out, "node:", "%s (index %lld)", str(doc, "node"),
+	    num(doc, "node_index"));
+	status_kv(out, "version:", "%s", str(doc, "version"));
+	status_kv(out, "pid:", "%lld", num(doc, "pid"));
+	status_kv(out, "uptime:", "%s", up);
+	status_kv(out, "socket:", "%s", str(doc, "socket"));
+	status_kv(out, "listen:", "%s", off > 0 ? buf : "-");
+	status_kv(out, "cluster size:", "%lld", size);
+	status_kv(out, "peers up:", "%lld/%lld", num(doc, "peers_up"),
+	    size > 0 ? size - 1 : 0);
+	status_kv(out, "clients:", "%lld", num(doc, "clients"));
+	status_kv(out, "jobs:", "%lld", num(doc, "jobs"));
+	status_kv(out, "log level:", "%s", str(doc, "log_level"));
+}
+
+/* ---- peers ---- */
+
+static void
+peer_row(struct table *t, const json_t *p, time_t now)
+{
+	char idx[24], since[64], rtt[48], tx[32], rx[32];
+	const char *cells[] = { str(p, "name"), idx, str(p, "address"),
+	    str(p, "state"), since, rtt, tx, rx };
+	int self = json_is_true(json_object_get(p, "self"));
+	int up = strcmp(str(p, "state"), "up") == 0;
+	long long us = num(p, "rtt_us");
+
+	snprintf(idx, sizeof(idx), "%lld", num(p, "index"));
+	if (self || num(p, "since") == 0)
+		snprintf(since, sizeof(since), "-");
+	else {
+		fmt_duration(since, sizeof(since) - 4,
+		    (long long)now - num(p, "since"));
+		strcat(since, " ago");
+	}
+	if (self || !up || us == 0)
+		snprintf(rtt, sizeof(rtt), "-");
+	else
+		snprintf(rtt, sizeof(rtt), "%lld.%03lldms", us / 1000,
+		    us % 1000);
+	if (self) {
+		snprintf(tx, sizeof(tx), "-");
+		snprintf(rx, sizeof(rx), "-");
+	} else {
+		fmt_bytes(tx, sizeof(tx), num(p, "tx_bytes"));
+		fmt_bytes(rx, sizeof(rx), num(p, "rx_bytes"));
+	}
+	table_add(t, cells);
+	if (!self && !up && *str(p, "last_error") != '\0')
+		table_note(t, "last error", str(p, "last_error"));
+}
+
+static void
+peers_text(FILE *out, const json_t *doc)
+{
+	static const char *const header[] = { "NODE", "INDEX", "ADDRESS",
+	    "STATE", "SINCE", "RTT", "TX", "RX" };
+	const json_t *p;
+	struct table t;
+	time_t now = time(NULL);
+	size_t i;
+
+	table_init(&t, header, 8);
+	json_array_foreach(json_object_get(doc, "peers"), i, p)
+		peer_row(&t, p, now);
+	table_print(out, &t);
+}
+
+/* ---- jobs ---- */
+
+static void
+job_row(struct table *t, const json_t *j)
+{
+	const json_t *op = json_object_get(j, "op_in_flight");
+	const json_t *e = json_object_get(j, "error");
+	char ranks[48], nodes[24], ops[24], inflight[CELL_MAX];
+	const char *cells[] = { str(j, "name"), str(j, "id"), str(j, "state"),
+	    ranks, nodes, ops, inflight };
+
+	snprintf(ranks, sizeof(ranks), "%lld/%lld", num(j, "nlocal"),
+	    num(j, "nranks"));
+	snprintf(nodes, sizeof(nodes), "%lld", num(j, "nnodes"));
+	snprintf(ops, sizeof(ops), "%lld", num(j, "ops_completed"));
+	if (json_is_object(op))
+		snprintf(inflight, sizeof(inflight), "%s seq=%lld count=%lld",
+		    str(op, "coll"), num(op, "seq"), num(op, "count"));
+	else
+		snprintf(inflight, sizeof(inflight), "-");
+	table_add(t, cells);
+	if (json_is_string(e))
+		table_note(t, "error", json_string_value(e));
+}
+
+static void
+jobs_text(FILE *out, const json_t *doc)
+{
+	static const char *const header[] = { "JOB", "ID", "STATE",
+	    "RANKS(here/total)", "NODES", "OPS", "IN-FLIGHT" };
+	const json_t *j;
+	struct table t;
+	size_t i;
+
+	table_init(&t, header, 7);
+	json_array_foreach(json_object_get(doc, "jobs"), i, j)
+		job_row(&t, j);
+	table_print(out, &t);
+}
+
+/* ---- reply schemas: the stable keys of mcclctl(8) ---- */
+
+#define KEY(k, t, fl)		{ (k), (t), (fl), T_STR, NULL }
+#define LIST(k, e, sub)		{ (k), T_LIST, 0, (e), (sub) }
+#define OBJECT(k, fl, sub)	{ (k), T_OBJ, (fl), T_STR, (sub) }
+#define END			{ NULL, T_STR, 0, T_STR, NULL }
+
+static const struct field status_schema[] = {
+	KEY("node", T_STR, 0), KEY("node_index", T_UINT, 0),
+	KEY("version", T_STR, 0), KEY("pid", T_UINT, 0),
+	KEY("uptime_s", T_UINT, 0), KEY("socket", T_STR, 0),
+	LIST("listen", T_STR, NULL), KEY("cluster_size", T_UINT, 0),
+	KEY("peers_up", T_UINT, 0), KEY("clients", T_UINT, 0),
+	KEY("jobs", T_UINT, 0), KEY("log_level", T_STR, 0),
+	END
+};
+
+static const struct field peer_schema[] = {
+	KEY("name", T_STR, 0), KEY("index", T_UINT, 0),
+	KEY("address", T_STR, 0), KEY("state", T_STR, 0),
+	KEY("self", T_BOOL, 0), KEY("since", T_UINT, 0),
+	KEY("rtt_us", T_UINT, 0), KEY("tx_bytes", T_UINT, 0),
+	KEY("rx_bytes", T_UINT, 0), KEY("last_error", T_STR, 0),
+	END
+};
+
+static const struct field peers_schema[] = {
+	LIST("peers", T_OBJ, peer_schema),
+	END
+};
+
+static const struct field op_schema[] = {
+	KEY("seq", T_UINT, 0), KEY("coll", T_STR, 0), KEY("count", T_UINT, 0),
+	END
+};
+
+static const struct field job_schema[] = {
+	KEY("name", T_STR, 0), KEY("id", T_STR, 0), KEY("uid", T_UINT, 0),
+	KEY("state", T_STR, 0), KEY("nranks", T_UINT, 0),
+	LIST("local_ranks", T_UINT, NULL), KEY("nlocal", T_UINT, 0),
+	KEY("nnodes", T_UINT, 0), KEY("ops_completed", T_UINT, 0),
+	OBJECT("op_in_flight", F_NULL, op_schema),
+	KEY("error", T_STR, F_NULL | F_OPT),
+	END
+};
+
+static const struct field jobs_schema[] = {
+	LIST("jobs", T_OBJ, job_schema),
+	END
+};
+
+/* ---- the command table ---- */
+
+const struct command commands[] = {
+	{ "status", CTL_STATUS, NULL, status_schema, status_text, json_render },
+	{ "peers", CTL_PEERS, NULL, peers_schema, peers_text, json_render },
+	{ "jobs", CTL_JOBS, NULL, jobs_schema, jobs_text, json_render },
+	{ NULL, 0, NULL, NULL, NULL, NULL }
+};
+
+/* Exact names only: a prefix that is unique today may not be tomorrow. */
+const struct command *
+command_find(const char *name)
+{
+	for (const struct command *c = commands; c->name != NULL; c++)
+		if (strcmp(c->name, name) == 0)
+			return c;
+	return NULL;
+}
+
+/* ---- checking a reply against its schema ---- */
+
+static const char *
+type_name(enum field_type t)
+{
+	switch (t) {
+	case T_STR:	return "a string";
+	case T_UINT:	return "a non-negative integer";
+	case T_BOOL:	return "a boolean";
+	case T_LIST:	return "an array";
+	case T_OBJ:	return "an object";
+	}
+	return "?";
+}
+
+static const char *
+json_type_name(const json_t *v)
+{
+	switch (json_typeof(v)) {
+	case JSON_OBJECT:	return "an object";
+	case JSON_ARRAY:	return "an array";
+	case JSON_STRING:	return "a string";
+	case JSON_INTEGER:	return json_integer_value(v) < 0 ?
+				    "a negative integer" : "an integer";
+	case JSON_REAL:		return "a real number";
+	case JSON_TRUE:
+	case JSON_FALSE:	return "a boolean";
+	case JSON_NULL:		return "null";
+	}
+	return "?";
+}
+
+static int	check_object(const json_t *, const struct field *, const char *,
+		    char *, size_t);
+
+static int
+check_value(const json_t *v, enum field_type t, enum field_type elem,
+    const struct field *sub, const char *path, char *errbuf, size_t errlen)
+{
+	char epath[PATH_LEN];
+	const json_t *e;
+	size_t i;
+	int ok;
+
+	switch (t) {
+	case T_STR:	ok = json_is_string(v); break;
+	case T_UINT:	ok = json_is_integer(v) && json_integer_value(v) >= 0;
+			break;
+	case T_BOOL:	ok = json_is_boolean(v); break;
+	case T_LIST:	ok = json_is_array(v); break;
+	case T_OBJ:	return check_object(v, sub, path, errbuf, errlen);
+	default:	ok = 0;
+	}
+	if (!ok) {
+		snprintf(errbuf, errlen, "key \"%s\" is %s, expected %s", path,
+		    json_type_name(v), type_name(t));
+		return -1;
+	}
+	if (t != T_LIST)
+		return 0;
+	/* Lists of lists are not needed, and not supported. */
+	json_array_foreach(v, i, e) {
+		snprintf(epath, sizeof(epath), "%s[%zu]", path, i);
+		if (check_value(e, elem, T_STR, sub, epath, errbuf,
+		    errlen) == -1)
+			return -1;
+	}
+	return 0;
+}
+
+static int
+check_object(const json_t *o, const struct field *f, const char *path,
+    char *errbuf, size_t errlen)
+{
+	char kpath[PATH_LEN];
+	const json_t *v;
+
+	if (!json_is_object(o)) {
+		if (*path == '\0')
+			snprintf(errbuf, errlen, "the reply is %s, expected an "
+			    "object", json_type_name(o));
+		else
+			snprintf(errbuf, errlen, "key \"%s\" is %s, expected "
+			    "an object", path, json_type_name(o));
+		return -1;
+	}
+	for (; f->key != NULL; f++) {
+		snprintf(kpath, sizeof(kpath), "%s%s%s", path,
+		    *path != '\0' ? "." : "", f->key);
+		if ((v = json_object_get(o, f->key)) == NULL) {
+			if (f->flags & F_OPT)
+				continue;
+			snprintf(errbuf, errlen, "missing key \"%s\"", kpath);
+			return -1;
+		}
+		if (json_is_null(v) && (f->flags & F_NULL))
+			continue;
+		if (check_value(v, f->type, f->elem, f->sub, kpath, errbuf,
+		    errlen) == -1)
+			return -1;
+	}
+	return 0;
+}
+
+/*
+ * Check a reply against a command's schema.  Returns 0, or -1 with a
+ * message naming the key: 'missing key "peers[1].rtt_us"'.
+ */
+int
+reply_check(const json_t *doc, const struct field *schema, char *errbuf,
+    size_t errlen)
+{
+	return check_object(doc, schema, "", errbuf, errlen);
+}
