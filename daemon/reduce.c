@@ -34,6 +34,7 @@
 #include "mccld.h"
 
 #define REDUCE_BLOCK	8192	/* bytes of dst kept in L1 across sources */
+#define REDUCE_STREAM_BYTES (8u << 20)	/* results this large bypass the cache */
 #define NKOPS		4	/* kernels per dtype: AVG reduces as SUM */
 
 _Static_assert(MCCL_SUM == 0 && MCCL_PROD == 1 && MCCL_MIN == 2 &&
@@ -554,6 +555,57 @@ reduce_into(void *dst, const void *src, size_t count, int dtype, int op)
 	reduce_kernel(dtype, op)(dst, dst, src, count);
 }
 
+/* out = srcs[0] op srcs[1] op ... for the n elements at byte offset at. */
+static void
+reduce_block(kernel_fn k, unsigned char *out, const void *const *srcs,
+    size_t nsrcs, size_t at, size_t n)
+{
+	k(out, (const unsigned char *)srcs[0] + at,
+	    (const unsigned char *)srcs[1] + at, n);
+	for (size_t s = 2; s < nsrcs; s++)
+		k(out, out, (const unsigned char *)srcs[s] + at, n);
+}
+
+#if defined(__x86_64__)
+/*
+ * A result too large to stay in cache, out of place: reduce each block in
+ * an L1 buffer and stream it to dst with non-temporal stores, which spares
+ * reading every line of dst for ownership (a third of the traffic of a
+ * two-source reduction).  Smaller results stay in cache for the next step.
+ */
+static int
+reduce_streamed(kernel_fn k, unsigned char *d, const void *const *srcs,
+    size_t nsrcs, size_t count, size_t esz)
+{
+	_Alignas(64) unsigned char tmp[REDUCE_BLOCK];
+	size_t head, off, n, i, blk = REDUCE_BLOCK / esz;
+
+	if (count * esz < REDUCE_STREAM_BYTES || d == srcs[0] ||
+	    (uintptr_t)d % esz != 0)
+		return 0;
+	head = (64 - (uintptr_t)d % 64) % 64 / esz;	/* up to a line */
+	reduce_block(k, d, srcs, nsrcs, 0, head);
+	for (off = head; off < count; off += n) {
+		n = count - off < blk ? count - off : blk;
+		reduce_block(k, tmp, srcs, nsrcs, off * esz, n);
+		for (i = 0; i + 16 <= n * esz; i += 16)
+			_mm_stream_si128((__m128i *)(d + off * esz + i),
+			    _mm_load_si128((const __m128i *)(tmp + i)));
+		memcpy(d + off * esz + i, tmp + i, n * esz - i);
+	}
+	_mm_sfence();		/* order the streamed stores for other threads */
+	return 1;
+}
+#else
+static int
+reduce_streamed(kernel_fn k, unsigned char *d, const void *const *srcs,
+    size_t nsrcs, size_t count, size_t esz)
+{
+	(void)k, (void)d, (void)srcs, (void)nsrcs, (void)count, (void)esz;
+	return 0;
+}
+#endif
+
 /*
  * One pass over memory: block by block, the first two sources go into dst
  * and each further source is folded into that block while it is in L1.
@@ -563,7 +615,7 @@ reduce_many(void *dst, const void *const *srcs, size_t nsrcs, size_t count,
     int dtype, int op)
 {
 	kernel_fn k = reduce_kernel(dtype, op);
-	size_t esz = dtype_size(dtype), blk = REDUCE_BLOCK / esz, off, n, s;
+	size_t esz = dtype_size(dtype), blk = REDUCE_BLOCK / esz, off, n;
 	unsigned char *d = dst;
 
 	if (nsrcs == 0)
@@ -573,13 +625,11 @@ reduce_many(void *dst, const void *const *srcs, size_t nsrcs, size_t count,
 			memcpy(dst, srcs[0], count * esz);
 		return;
 	}
+	if (reduce_streamed(k, d, srcs, nsrcs, count, esz))
+		return;
 	for (off = 0; off < count; off += n) {
 		n = count - off < blk ? count - off : blk;
-		k(d + off * esz, (const unsigned char *)srcs[0] + off * esz,
-		    (const unsigned char *)srcs[1] + off * esz, n);
-		for (s = 2; s < nsrcs; s++)
-			k(d + off * esz, d + off * esz,
-			    (const unsigned char *)srcs[s] + off * esz, n);
+		reduce_block(k, d + off * esz, srcs, nsrcs, off * esz, n);
 	}
 }
 

@@ -700,8 +700,9 @@ START_TEST(test_mismatch)
 	struct mesh m;
 
 	mesh_open(&m, n);
-	alloc_allreduce(nd, n, 1000);
-	nd[1].count = 1001;
+	alloc_allreduce(nd, n, 1001);
+	for (int k = 0; k < n; k++)
+		nd[k].count = k == 1 ? 1001 : 1000;
 	run_nodes(&m, nd, 4096, 2000, -1);
 	mesh_close(&m);
 	assert_failed(nd, 1, MCCL_ERR_INVALID_ARGUMENT, "n0");
