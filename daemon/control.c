@@ -363,8 +363,8 @@ client_op_done(struct client *c, uint64_t seq, int code, const char *msg)
 {
 	struct ipc_op_done d = { seq, (uint32_t)code };
 
-	if (seq > c->done_seq)
-		c->done_seq = seq;
+	if (c->inflight > 0)
+		c->inflight--;
 	client_send(c, IPC_OP_DONE, &d, msg, code == 0 ? 0 :
 	    strnlen(msg, IPC_TEXT_MAX));
 }

@@ -37,8 +37,8 @@ engine_connect_links(struct job *j, char *err, size_t errlen)
 		char why[ERR_MAX] = "";
 		int fd;
 
-		if ((fd = peer_data_connect(j->node_index[p], j->id, why,
-		    sizeof(why))) == -1) {
+		if ((fd = peer_data_connect(j->node_index[p], j->id,
+		    PEER_STREAM_COLL, why, sizeof(why))) == -1) {
 			snprintf(err, errlen, "cannot open a data link to node "
 			    "%s: %s", j->names[p], why);
 			return -1;
@@ -374,6 +374,15 @@ engine_done(struct job *j, struct op *op)
 {
 	pthread_mutex_lock(&j->eng_mtx);
 	j->eng_current = NULL;
+	pthread_mutex_unlock(&j->eng_mtx);
+	job_engine_done(j, op);
+}
+
+/* Any thread: hand a finished op back to the main thread. */
+void
+job_engine_done(struct job *j, struct op *op)
+{
+	pthread_mutex_lock(&j->eng_mtx);
 	TAILQ_INSERT_TAIL(&j->eng_out, op, entry);
 	pthread_mutex_unlock(&j->eng_mtx);
 	engine_notify(j);

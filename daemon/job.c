@@ -45,6 +45,7 @@ struct early_link {
 	int		 fd;
 	uint64_t	 job_id;
 	uint32_t	 node;
+	uint32_t	 stream;
 	struct event	*ev_timeout;
 };
 
@@ -542,7 +543,7 @@ job_adopt_early_links(struct job *j)
 		if (e->job_id != j->id)
 			continue;
 		job_data_link(e->fd, &(struct peer_data_hello){ e->job_id,
-		    e->node, 0 });
+		    e->node, e->stream });
 		early_link_free(e, 0);
 	}
 }
@@ -569,7 +570,8 @@ job_formed(const struct peer_formed *m, const uint32_t *rank_node)
 	log_info("job %s: formed, id %016llx, %u ranks on %u nodes, %u here",
 	    j->name, (unsigned long long)j->id, j->nranks, j->nnodes,
 	    j->nlocal);
-	if (engine_start(j, err, sizeof(err)) == -1) {
+	if (engine_start(j, err, sizeof(err)) == -1 ||
+	    p2p_start(j, err, sizeof(err)) == -1) {
 		job_fail(j, MCCL_ERR_INTERNAL, "job %s: %s", j->name, err);
 		return;
 	}
@@ -714,10 +716,18 @@ job_data_link(int fd, const struct peer_data_hello *m)
 		close(fd);
 		return;
 	}
+	if (m->stream != PEER_STREAM_COLL && m->stream != PEER_STREAM_P2P) {
+		log_warnx("peer: data link of unknown stream %u from node %s",
+		    m->stream, peer_name(m->node));
+		close(fd);
+		return;
+	}
 	if (j != NULL) {
 		for (uint32_t p = 0; p < j->nnodes; p++)
 			if (j->node_index[p] == m->node &&
-			    engine_adopt_link(j, p, fd) == 0)
+			    (m->stream == PEER_STREAM_COLL ?
+			    engine_adopt_link(j, p, fd) :
+			    p2p_adopt_link(j, p, fd)) == 0)
 				return;
 		log_warnx("job %s: unexpected data link from node %s", j->name,
 		    peer_name(m->node));
@@ -731,6 +741,7 @@ job_data_link(int fd, const struct peer_data_hello *m)
 	e->fd = fd;
 	e->job_id = m->job_id;
 	e->node = m->node;
+	e->stream = m->stream;
 	e->ev_timeout = evtimer_new(md.base, early_link_timeout_cb, e);
 	ms_to_tv(md.conf.connect_timeout_ms, &tv);
 	evtimer_add(e->ev_timeout, &tv);
@@ -763,7 +774,7 @@ op_finish(struct op *op, int code, const char *err)
 		struct client *c = j->clients[j->local_ranks[i]];
 
 		if (op->parts[i].submitted && c != NULL)
-			client_op_done(c, op->desc.seq, code, err);
+			client_op_done(c, op->parts[i].req, code, err);
 	}
 	if (code == 0)
 		j->ops_completed++;
@@ -824,20 +835,22 @@ op_same(const struct ipc_op *a, const struct ipc_op *b)
 	    a->redop == b->redop && a->root == b->root && a->count == b->count;
 }
 
+/* The collective number cseq being assembled, new if it is the first. */
 static struct op *
-op_get(struct job *j, const struct ipc_op *m)
+op_get(struct job *j, const struct ipc_op *m, uint64_t cseq)
 {
 	struct op *op;
 	struct timeval tv;
 
 	TAILQ_FOREACH(op, &j->ops, entry)
-		if (op->desc.seq == m->seq)
+		if (op->desc.seq == cseq)
 			return op;
 	if ((op = calloc(1, sizeof(*op) + j->nlocal * sizeof(op->parts[0]))) ==
 	    NULL)
 		return NULL;
 	op->job = j;
 	op->desc = *m;
+	op->desc.seq = cseq;
 	op->ev_timeout = evtimer_new(md.base, op_timeout_cb, op);
 	ms_to_tv(m->timeout_ms ? m->timeout_ms : md.conf.op_timeout_ms, &tv);
 	evtimer_add(op->ev_timeout, &tv);
@@ -863,6 +876,7 @@ op_attach(struct client *c, struct op *op, const struct ipc_op *m, char *err,
 	if (part->recv == NULL && rbytes > 0)
 		return -1;
 	part->submitted = 1;
+	part->req = m->seq;
 	op->nsubmitted++;
 	return 0;
 }
@@ -880,69 +894,111 @@ op_ready(struct job *j, struct op *op)
 	engine_submit(j, op);
 }
 
-void
-job_client_op(struct client *c, const struct ipc_op *m)
+/* Fail the job because of this op, and answer it. */
+static void
+op_reject(struct client *c, const struct ipc_op *m, int code, const char *why)
+{
+	struct job *j = c->job;
+
+	job_fail(j, code, "job %s: rank %u: op %llu (%s): %s", j->name, c->rank,
+	    (unsigned long long)m->seq, coll_name(m->coll), why);
+	client_op_done(c, m->seq, j->code, j->err);
+}
+
+/* Add c's part to the collective it is at, and start it once complete. */
+static void
+job_collective(struct client *c, const struct ipc_op *m)
 {
 	struct job *j = c->job;
 	char err[ERR_MAX];
 	struct op *op;
 
+	if ((op = op_get(j, m, ++c->ncoll)) == NULL) {
+		op_reject(c, m, MCCL_ERR_NO_MEMORY, "out of memory");
+		return;
+	}
+	if (!op_same(&op->desc, m)) {
+		snprintf(err, sizeof(err), "it is %s count %llu, but another "
+		    "rank on node %s issued %s count %llu as collective %llu",
+		    coll_name(m->coll), (unsigned long long)m->count,
+		    md.conf.node_name, coll_name(op->desc.coll),
+		    (unsigned long long)op->desc.count,
+		    (unsigned long long)op->desc.seq);
+		op_reject(c, m, MCCL_ERR_INVALID_ARGUMENT, err);
+		return;
+	}
+	if (op_attach(c, op, m, err, sizeof(err)) == -1) {
+		op_reject(c, m, MCCL_ERR_INVALID_ARGUMENT, err);
+		return;
+	}
+	if (op->nsubmitted == j->nlocal)
+		op_ready(j, op);
+}
+
+/* A send or recv: it involves this rank alone, so it starts at once. */
+static void
+job_p2p(struct client *c, const struct ipc_op *m)
+{
+	struct job *j = c->job;
+	uint32_t ms = m->timeout_ms ? m->timeout_ms : md.conf.op_timeout_ms;
+	char err[ERR_MAX];
+	struct op *op;
+
+	if (m->coll == COLL_SEND && m->tag == IPC_ANY_TAG) {
+		op_reject(c, m, MCCL_ERR_INVALID_ARGUMENT, "a send needs a tag, "
+		    "not MCCL_ANY_TAG");
+		return;
+	}
+	if ((op = calloc(1, sizeof(*op) + j->nlocal * sizeof(op->parts[0]))) ==
+	    NULL) {
+		op_reject(c, m, MCCL_ERR_NO_MEMORY, "out of memory");
+		return;
+	}
+	op->job = j;
+	op->desc = *m;
+	op->p2p_rank = c->rank;
+	if (op_attach(c, op, m, err, sizeof(err)) == -1) {
+		op_free(op);
+		op_reject(c, m, MCCL_ERR_INVALID_ARGUMENT, err);
+		return;
+	}
+	op->deadline_ns = now_ns() + (uint64_t)ms * 1000000;
+	p2p_submit(j, op);
+}
+
+/* Every IPC_OP gets exactly one IPC_OP_DONE, whatever happens. */
+void
+job_client_op(struct client *c, const struct ipc_op *m)
+{
+	struct job *j = c->job;
+	char err[ERR_MAX];
+
+	c->inflight++;
 	if (j == NULL || j->state == JOB_FORMING || j->state == JOB_LINKING) {
 		client_op_done(c, m->seq, MCCL_ERR_INVALID_ARGUMENT,
 		    "operation before the job was formed");
 		return;
 	}
 	if (j->state == JOB_FAILED) {
-		c->last_seq = m->seq;
 		client_op_done(c, m->seq, j->code, j->err);
 		return;
 	}
 	if (m->seq != c->last_seq + 1) {
-		job_fail(j, MCCL_ERR_PROTOCOL, "job %s: rank %u sent op %llu, "
-		    "expected %llu", j->name, c->rank,
-		    (unsigned long long)m->seq,
+		snprintf(err, sizeof(err), "expected op %llu",
 		    (unsigned long long)c->last_seq + 1);
+		op_reject(c, m, MCCL_ERR_PROTOCOL, err);
 		return;
 	}
 	c->last_seq = m->seq;
-	if (j->nleft > 0) {
-		job_fail(j, MCCL_ERR_PEER_FAILED, "job %s: op %llu: a rank on "
-		    "node %s has left the job", j->name,
-		    (unsigned long long)m->seq, md.conf.node_name);
-		client_op_done(c, m->seq, j->code, j->err);
-		return;
-	}
-	if (op_check(j, m, err, sizeof(err)) != NULL) {
-		job_fail(j, MCCL_ERR_INVALID_ARGUMENT, "job %s: rank %u: op "
-		    "%llu: %s", j->name, c->rank, (unsigned long long)m->seq,
-		    err);
-		client_op_done(c, m->seq, j->code, j->err);
-		return;
-	}
-	if ((op = op_get(j, m)) == NULL) {
-		job_fail(j, MCCL_ERR_NO_MEMORY, "job %s: out of memory", j->name);
-		client_op_done(c, m->seq, j->code, j->err);
-		return;
-	}
-	if (!op_same(&op->desc, m)) {
-		job_fail(j, MCCL_ERR_INVALID_ARGUMENT, "job %s: op %llu: rank %u "
-		    "issued %s count %llu, another rank on node %s issued %s "
-		    "count %llu", j->name, (unsigned long long)m->seq, c->rank,
-		    coll_name(m->coll), (unsigned long long)m->count,
-		    md.conf.node_name, coll_name(op->desc.coll),
-		    (unsigned long long)op->desc.count);
-		client_op_done(c, m->seq, j->code, j->err);
-		return;
-	}
-	if (op_attach(c, op, m, err, sizeof(err)) == -1) {
-		job_fail(j, MCCL_ERR_INVALID_ARGUMENT, "job %s: rank %u: op "
-		    "%llu: %s", j->name, c->rank, (unsigned long long)m->seq,
-		    err);
-		client_op_done(c, m->seq, j->code, j->err);
-		return;
-	}
-	if (op->nsubmitted == j->nlocal)
-		op_ready(j, op);
+	if (j->nleft > 0)
+		op_reject(c, m, MCCL_ERR_PEER_FAILED, "a rank on this node has "
+		    "left the job");
+	else if (op_check(j, m, err, sizeof(err)) != NULL)
+		op_reject(c, m, MCCL_ERR_INVALID_ARGUMENT, err);
+	else if (proto_coll_p2p(m->coll))
+		job_p2p(c, m);
+	else
+		job_collective(c, m);
 }
 
 /* ---- the engine reports ---- */
@@ -1087,6 +1143,7 @@ job_free(struct job *j)
 {
 	struct op *op;
 
+	p2p_stop(j);
 	engine_stop(j);
 	TAILQ_CONCAT(&j->ops, &j->eng_out, entry);
 	while ((op = TAILQ_FIRST(&j->ops)) != NULL) {
@@ -1129,7 +1186,7 @@ job_client_gone(struct client *c, int orderly)
 			job_free(j);
 		return;
 	}
-	if (!orderly || c->last_seq != c->done_seq)
+	if (!orderly || c->inflight > 0)
 		job_fail(j, MCCL_ERR_PEER_FAILED, "job %s: rank %u (%s) on node "
 		    "%s %s", j->name, c->rank, c->desc, md.conf.node_name,
 		    orderly ? "left with operations pending" :

@@ -182,7 +182,8 @@ struct client {
 	uint32_t	 rank;
 	uint32_t	 local_index;	/* in job->local_ranks, once formed */
 	uint64_t	 last_seq;	/* of its last IPC_OP */
-	uint64_t	 done_seq;	/* of its last completed op */
+	uint64_t	 ncoll;		/* collectives it submitted */
+	uint64_t	 inflight;	/* IPC_OPs not yet answered */
 	char		 desc[64];	/* "pid 123 uid 1000", for logs */
 };
 
@@ -203,7 +204,7 @@ void		peer_close(void);
 int		peer_send(uint32_t, uint16_t, const void *, const void *, size_t);
 int		peer_is_up(uint32_t);
 const char	*peer_name(uint32_t);
-int		peer_data_connect(uint32_t, uint64_t, char *, size_t);
+int		peer_data_connect(uint32_t, uint64_t, uint32_t, char *, size_t);
 json_t		*peer_ctl_list(void);
 
 /* ---- job.c: job formation, operations, failure (main thread) ---- */
@@ -212,6 +213,7 @@ enum job_state { JOB_FORMING, JOB_LINKING, JOB_READY, JOB_FAILED };
 
 struct op_part {			/* one local rank's buffers */
 	int		 submitted;
+	uint64_t	 req;		/* the rank's own seq for this op */
 	struct seg	*send_seg;
 	struct seg	*recv_seg;
 	uint8_t		*send;
@@ -221,8 +223,13 @@ struct op_part {			/* one local rank's buffers */
 struct op {
 	TAILQ_ENTRY(op)	 entry;
 	struct job	*job;
-	struct ipc_op	 desc;		/* as the first local rank sent it */
+	struct ipc_op	 desc;		/* as the first local rank sent it; for
+					   collectives desc.seq is the job's
+					   collective number, the same on every
+					   rank */
 	uint32_t	 nsubmitted;
+	uint32_t	 p2p_rank;	/* send/recv: the local rank that posted it
+					   (its part is parts[its local index]) */
 	struct event	*ev_timeout;	/* until every local rank submitted */
 	uint64_t	 deadline_ns;	/* for the engine */
 	int		 code;		/* result, set by the engine */
@@ -284,6 +291,9 @@ struct job {
 	struct op	*eng_current;	/* running now (for mcclctl) */
 	uint8_t		*eng_tmp;	/* the engine's node buffer, grown */
 	size_t		 eng_tmp_len;
+
+	/* p2p: the send/recv thread and its links (p2p.c) */
+	struct p2p	*p2p;
 	struct event	*ev_engine;	/* activated by the engine */
 };
 
@@ -296,10 +306,19 @@ int		job_peer_msg(uint32_t, uint16_t, const void *, const uint8_t *,
 void		job_peer_up(uint32_t);
 void		job_peer_down(uint32_t, const char *);
 void		job_data_link(int, const struct peer_data_hello *);
+void		job_engine_done(struct job *, struct op *);
 void		job_shutdown(const char *);
 json_t		*job_ctl_list(const struct client *);
 int		job_count(void);
 const char	*coll_name(int);
+
+/* ---- p2p.c: a job's point-to-point messages (their own thread) ---- */
+
+struct p2p;
+int		p2p_start(struct job *, char *, size_t);
+void		p2p_submit(struct job *, struct op *);
+int		p2p_adopt_link(struct job *, uint32_t, int);
+void		p2p_stop(struct job *);
 
 /* ---- engine.c: a job's data plane thread ---- */
 

@@ -681,13 +681,14 @@ poll_connected(int fd, int timeout_ms, char *err, size_t errlen)
 }
 
 /*
- * Open a data link of job job_id to node index and send DATA_HELLO.
+ * Open a data link (stream) of job job_id to node index, send DATA_HELLO.
  * Returns a connected non-blocking socket, or -1 with err set.
  */
 int
-peer_data_connect(uint32_t index, uint64_t job_id, char *err, size_t errlen)
+peer_data_connect(uint32_t index, uint64_t job_id, uint32_t stream, char *err,
+    size_t errlen)
 {
-	struct peer_data_hello dh = { job_id, md.conf.node_index, 0 };
+	struct peer_data_hello dh = { job_id, md.conf.node_index, stream };
 	struct sockaddr_storage ss;
 	uint8_t buf[WIRE_HDR_LEN + 64];
 	socklen_t sslen;

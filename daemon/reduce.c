@@ -33,9 +33,9 @@
 
 #include "mccld.h"
 
-#define REDUCE_BLOCK	8192	/* bytes of dst kept in L1 across sources */
-#define REDUCE_STREAM_BYTES (8u << 20)	/* results this large bypass the cache */
-#define NKOPS		4	/* kernels per dtype: AVG reduces as SUM */
+#define REDUCE_BLOCK	8192		/* bytes of dst kept in L1 */
+#define REDUCE_STREAM	(8u << 20)	/* results this big bypass the cache */
+#define NKOPS		4		/* kernels per dtype: AVG is SUM */
 
 _Static_assert(MCCL_SUM == 0 && MCCL_PROD == 1 && MCCL_MIN == 2 &&
     MCCL_MAX == 3, "kernel tables are indexed by op");
@@ -123,10 +123,10 @@ f2h(float f)
 		return (uint16_t)(sign | 0x7e00 | (a >> 13 & 0x3ff));
 	if (a >= 0x477ff000)		/* halfway above 65504, or more */
 		return (uint16_t)(sign | 0x7c00);
-	if (e >= 113)			/* normal: rebias by 112 and round */
+	if (e >= 113)			/* normal: rebias by 112, round */
 		return (uint16_t)(sign |
 		    (a - 0x38000000 + 0xfff + (a >> 13 & 1)) >> 13);
-	if (e < 102)			/* at most half the least subnormal */
+	if (e < 102)			/* half the least subnormal or less */
 		return (uint16_t)sign;
 	return (uint16_t)(sign | rne_shift((a & 0x7fffff) | 0x800000,
 	    126 - e));
@@ -580,7 +580,7 @@ reduce_streamed(kernel_fn k, unsigned char *d, const void *const *srcs,
 	_Alignas(64) unsigned char tmp[REDUCE_BLOCK];
 	size_t head, off, n, i, blk = REDUCE_BLOCK / esz;
 
-	if (count * esz < REDUCE_STREAM_BYTES || d == srcs[0] ||
+	if (count * esz < REDUCE_STREAM || d == srcs[0] ||
 	    (uintptr_t)d % esz != 0)
 		return 0;
 	head = (64 - (uintptr_t)d % 64) % 64 / esz;	/* up to a line */
@@ -593,7 +593,7 @@ reduce_streamed(kernel_fn k, unsigned char *d, const void *const *srcs,
 			    _mm_load_si128((const __m128i *)(tmp + i)));
 		memcpy(d + off * esz + i, tmp + i, n * esz - i);
 	}
-	_mm_sfence();		/* order the streamed stores for other threads */
+	_mm_sfence();	/* order the streamed stores for other threads */
 	return 1;
 }
 #else

@@ -173,12 +173,19 @@ env_ms(const char *name, uint64_t dflt)
 
 /* ---- receiving ---- */
 
+/* Unlink r from the pending list, whatever its place, and complete it. */
 static void
 request_complete(mccl_comm_t *comm, struct mccl_request *r, mccl_result_t code)
 {
-	comm->pending = r->next;
-	if (comm->pending == NULL)
-		comm->pending_tail = NULL;
+	struct mccl_request **pp, *prev = NULL;
+
+	for (pp = &comm->pending; *pp != NULL && *pp != r; pp = &(*pp)->next)
+		prev = *pp;
+	if (*pp == r) {
+		*pp = r->next;
+		if (comm->pending_tail == r)
+			comm->pending_tail = prev;
+	}
 	r->next = NULL;
 	r->done = 1;
 	r->code = code;
@@ -189,17 +196,20 @@ request_complete(mccl_comm_t *comm, struct mccl_request *r, mccl_result_t code)
 	}
 }
 
+/* Collectives complete in order; sends and receives may overtake them. */
 static mccl_result_t
 dispatch_op_done(mccl_comm_t *comm, const struct ipc_msg *m)
 {
-	struct mccl_request *r = comm->pending;
+	struct mccl_request *r;
 	mccl_result_t code = (mccl_result_t)m->u.op_done.code;
 
-	if (r == NULL || r->seq != m->u.op_done.seq)
+	for (r = comm->pending; r != NULL; r = r->next)
+		if (r->seq == m->u.op_done.seq)
+			break;
+	if (r == NULL)
 		return comm_break(comm, comm_error(comm, MCCL_ERR_PROTOCOL,
-		    "daemon completed op %llu, expected %llu",
-		    (unsigned long long)m->u.op_done.seq,
-		    (unsigned long long)(r ? r->seq : 0)));
+		    "daemon completed op %llu, which is not pending",
+		    (unsigned long long)m->u.op_done.seq));
 	if (code >= MCCL_NUM_RESULTS)
 		code = MCCL_ERR_PROTOCOL;
 	if (code != MCCL_SUCCESS) {
@@ -662,10 +672,11 @@ struct op_args {
 	uint8_t		 coll;
 	mccl_dtype_t	 dtype;
 	mccl_op_t	 redop;
-	int		 root;
+	int		 root;		/* or the peer of a send or receive */
 	size_t		 count;
 	const void	*send;
 	void		*recv;
+	int		 tag;
 };
 
 /* [a, a + alen) and [b, b + blen) share a byte. */
@@ -798,6 +809,7 @@ op_submit(mccl_comm_t *comm, const struct op_args *a, size_t sb, size_t rb,
 	m.root = (uint32_t)a->root;
 	m.count = a->count;
 	m.timeout_ms = comm->op_timeout_ms;
+	m.tag = a->tag == MCCL_ANY_TAG ? IPC_ANY_TAG : (uint32_t)a->tag;
 	pending_push(comm, r);
 	if ((rc = conn_send(comm->fd, IPC_OP, &m, NULL, 0, -1, err,
 	    sizeof(err))) != MCCL_SUCCESS)
@@ -832,8 +844,14 @@ op_check(mccl_comm_t *comm, const struct op_args *a, uint64_t *sb,
 		return comm_error(comm, MCCL_ERR_UNSUPPORTED, "MCCL_AVG needs a "
 		    "floating-point dtype, not an integer one");
 	if (proto_coll_has_root(a->coll) && (a->root < 0 || a->root >= comm->nranks))
-		return comm_error(comm, MCCL_ERR_INVALID_ARGUMENT, "root %d is "
-		    "out of range for %d ranks", a->root, comm->nranks);
+		return comm_error(comm, MCCL_ERR_INVALID_ARGUMENT, "%s %d is "
+		    "out of range for %d ranks", proto_coll_p2p(a->coll) ?
+		    "peer" : "root", a->root, comm->nranks);
+	if (proto_coll_p2p(a->coll) && a->tag < 0 &&
+	    (a->tag != MCCL_ANY_TAG || a->coll == COLL_SEND))
+		return comm_error(comm, MCCL_ERR_INVALID_ARGUMENT, "tag %d: a "
+		    "send needs a tag >= 0, a receive one >= 0 or MCCL_ANY_TAG",
+		    a->tag);
 	if (proto_op_bytes(a->coll, a->count, es, (uint32_t)comm->nranks,
 	    (uint32_t)comm->rank, (uint32_t)a->root, sb, rb) == -1 ||
 	    *sb > SIZE_MAX / 2 || *rb > SIZE_MAX / 2)
@@ -890,7 +908,7 @@ mccl_allreduce(const void *sendbuf, void *recvbuf, size_t count,
     mccl_dtype_t dtype, mccl_op_t op, mccl_comm_t *comm, mccl_request_t **req)
 {
 	struct op_args a = { COLL_ALLREDUCE, dtype, op, 0, count, sendbuf,
-	    recvbuf };
+	    recvbuf, 0 };
 
 	return op_start(comm, &a, req);
 }
@@ -900,7 +918,7 @@ mccl_broadcast(void *buf, size_t count, mccl_dtype_t dtype, int root,
     mccl_comm_t *comm, mccl_request_t **req)
 {
 	struct op_args a = { COLL_BROADCAST, dtype, MCCL_SUM, root, count, buf,
-	    buf };
+	    buf, 0 };
 
 	return op_start(comm, &a, req);
 }
@@ -911,7 +929,7 @@ mccl_reduce(const void *sendbuf, void *recvbuf, size_t count,
     mccl_request_t **req)
 {
 	struct op_args a = { COLL_REDUCE, dtype, op, root, count, sendbuf,
-	    recvbuf };
+	    recvbuf, 0 };
 
 	return op_start(comm, &a, req);
 }
@@ -921,7 +939,7 @@ mccl_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
     mccl_dtype_t dtype, mccl_comm_t *comm, mccl_request_t **req)
 {
 	struct op_args a = { COLL_ALLGATHER, dtype, MCCL_SUM, 0, sendcount,
-	    sendbuf, recvbuf };
+	    sendbuf, recvbuf, 0 };
 
 	return op_start(comm, &a, req);
 }
@@ -931,7 +949,7 @@ mccl_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
     mccl_dtype_t dtype, mccl_op_t op, mccl_comm_t *comm, mccl_request_t **req)
 {
 	struct op_args a = { COLL_REDUCE_SCATTER, dtype, op, 0, recvcount,
-	    sendbuf, recvbuf };
+	    sendbuf, recvbuf, 0 };
 
 	return op_start(comm, &a, req);
 }
@@ -941,7 +959,27 @@ mccl_alltoall(const void *sendbuf, void *recvbuf, size_t count,
     mccl_dtype_t dtype, mccl_comm_t *comm, mccl_request_t **req)
 {
 	struct op_args a = { COLL_ALLTOALL, dtype, MCCL_SUM, 0, count, sendbuf,
-	    recvbuf };
+	    recvbuf, 0 };
+
+	return op_start(comm, &a, req);
+}
+
+mccl_result_t
+mccl_send(const void *buf, size_t count, mccl_dtype_t dtype, int peer, int tag,
+    mccl_comm_t *comm, mccl_request_t **req)
+{
+	struct op_args a = { COLL_SEND, dtype, MCCL_SUM, peer, count, buf, NULL,
+	    tag };
+
+	return op_start(comm, &a, req);
+}
+
+mccl_result_t
+mccl_recv(void *buf, size_t count, mccl_dtype_t dtype, int peer, int tag,
+    mccl_comm_t *comm, mccl_request_t **req)
+{
+	struct op_args a = { COLL_RECV, dtype, MCCL_SUM, peer, count, NULL, buf,
+	    tag };
 
 	return op_start(comm, &a, req);
 }
@@ -950,7 +988,7 @@ mccl_result_t
 mccl_barrier(mccl_comm_t *comm, mccl_request_t **req)
 {
 	struct op_args a = { COLL_BARRIER, MCCL_UINT8, MCCL_SUM, 0, 0, NULL,
-	    NULL };
+	    NULL, 0 };
 
 	return op_start(comm, &a, req);
 }

@@ -12,7 +12,7 @@
  *  - count is in elements of dtype, never bytes;
  *  - req == NULL makes a call blocking; otherwise it returns at once and
  *    *req is completed (and freed) by mccl_wait(), or polled by mccl_test();
- *  - operations on one communicator complete in the order they were issued;
+ *  - collectives on one communicator complete in the order they were issued;
  *  - every call returns MCCL_SUCCESS or an error code, and
  *    mccl_last_error(comm) then says what failed and why.
  *
@@ -164,6 +164,24 @@ mccl_result_t	mccl_reduce_scatter(const void *sendbuf, void *recvbuf,
  * r of its recvbuf, r being the sender.  sendbuf == recvbuf is in place. */
 mccl_result_t	mccl_alltoall(const void *sendbuf, void *recvbuf, size_t count,
 		    mccl_dtype_t dtype, mccl_comm_t *comm, mccl_request_t **req);
+
+/*
+ * Point to point: send count elements of buf to rank peer with tag (>= 0),
+ * or receive them from rank peer with tag (or MCCL_ANY_TAG).  Any two ranks
+ * of the communicator may exchange messages.  Messages from one rank to
+ * another are received in the order they were sent; a receive takes the
+ * first one from its peer whose tag it accepts, and its count must equal
+ * the send's.  Sends are eager: a send completes once the daemon has the
+ * data, whether or not the receive is posted yet (the daemon keeps at most
+ * 1 GiB of such messages per job; past that the job fails with
+ * MCCL_ERR_NO_MEMORY).  Unlike collectives, sends and receives may
+ * complete out of the order they were issued in.
+ */
+#define MCCL_ANY_TAG	(-1)
+mccl_result_t	mccl_send(const void *buf, size_t count, mccl_dtype_t dtype,
+		    int peer, int tag, mccl_comm_t *comm, mccl_request_t **req);
+mccl_result_t	mccl_recv(void *buf, size_t count, mccl_dtype_t dtype, int peer,
+		    int tag, mccl_comm_t *comm, mccl_request_t **req);
 
 /*
  * Split comm as MPI_Comm_split: every rank calls it; ranks passing the same

@@ -52,8 +52,12 @@ enum coll_type {
 	COLL_ALLGATHER = 5,
 	COLL_REDUCE_SCATTER = 6,
 	COLL_ALLTOALL = 7,
-	COLL_MAX = 7,
+	COLL_SEND = 8,		/* point to point: root is the peer rank */
+	COLL_RECV = 9,
+	COLL_MAX = 9,
 };
+
+#define IPC_ANY_TAG	0xffffffffU
 
 enum ctl_cmd {
 	CTL_STATUS = 1,
@@ -114,7 +118,8 @@ struct ipc_joined {
  * connection registered; the daemon checks that [off, off + len) lies inside.
  */
 struct ipc_op {
-	uint64_t	seq;		/* 1, 2, 3, ... per connection */
+	uint64_t	seq;		/* 1, 2, 3, ... per connection; collectives
+					   match by their own order, not by seq */
 	uint8_t		coll;
 	uint8_t		dtype;
 	uint8_t		redop;
@@ -126,6 +131,7 @@ struct ipc_op {
 	uint64_t	send_off;
 	uint64_t	recv_off;
 	uint32_t	timeout_ms;	/* 0: the daemon's op_timeout */
+	uint32_t	tag;		/* send and recv; IPC_ANY_TAG for recv */
 };
 
 struct ipc_op_done {
@@ -147,5 +153,6 @@ int	proto_op_bytes(int, uint64_t, size_t, uint32_t, uint32_t, uint32_t,
 	    uint64_t *, uint64_t *);
 int	proto_coll_reduces(int);
 int	proto_coll_has_root(int);
+int	proto_coll_p2p(int);
 
 #endif

@@ -36,7 +36,13 @@ enum peer_type {
 	PEER_DATA_HELLO = 300,
 	PEER_DATA_OPHDR = 301,	/* first frame of every operation on a link */
 	PEER_DATA = 302,	/* trailer: payload */
+	PEER_P2P = 303,		/* a message on a stream-1 link: exactly
+				   peer_p2p.bytes of payload follow */
 };
+
+/* Data link streams: each job has one link of each per pair of nodes. */
+#define PEER_STREAM_COLL	0	/* collectives, run by the engine */
+#define PEER_STREAM_P2P		1	/* send/recv, run by the p2p thread */
 
 struct peer_hello {
 	uint32_t	version;
@@ -95,6 +101,13 @@ struct peer_ophdr {
 	uint8_t		pad;
 	uint32_t	root;
 	uint64_t	count;
+};
+
+struct peer_p2p {
+	uint32_t	src;		/* sending rank */
+	uint32_t	dst;		/* receiving rank */
+	uint32_t	tag;
+	uint64_t	bytes;		/* payload, in PEER_DATA frames */
 };
 
 extern const struct wire_proto peer_proto;

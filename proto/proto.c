@@ -236,6 +236,10 @@ proto_op_bytes(int coll, uint64_t count, size_t esize, uint32_t nranks,
 		*send = all; *recv = one; break;
 	case COLL_ALLTOALL:
 		*send = *recv = all; break;
+	case COLL_SEND:
+		*send = one; *recv = 0; break;
+	case COLL_RECV:
+		*send = 0; *recv = one; break;
 	default:
 		return -1;
 	}
@@ -253,7 +257,14 @@ proto_coll_reduces(int coll)
 int
 proto_coll_has_root(int coll)
 {
-	return coll == COLL_BROADCAST || coll == COLL_REDUCE;
+	return coll == COLL_BROADCAST || coll == COLL_REDUCE ||
+	    coll == COLL_SEND || coll == COLL_RECV;
+}
+
+int
+proto_coll_p2p(int coll)
+{
+	return coll == COLL_SEND || coll == COLL_RECV;
 }
 
 /* Arrays of 32-bit integers in trailers (rank lists, rank maps). */
@@ -333,6 +344,7 @@ static const struct wire_field f_ipc_op[] = {
 	F(ipc_op, count, WIRE_INT), F(ipc_op, send_seg, WIRE_INT),
 	F(ipc_op, recv_seg, WIRE_INT), F(ipc_op, send_off, WIRE_INT),
 	F(ipc_op, recv_off, WIRE_INT), F(ipc_op, timeout_ms, WIRE_INT),
+	F(ipc_op, tag, WIRE_INT),
 };
 static const struct wire_field f_ipc_op_done[] = {
 	F(ipc_op_done, seq, WIRE_INT), F(ipc_op_done, code, WIRE_INT),
@@ -404,6 +416,10 @@ static const struct wire_field f_peer_ophdr[] = {
 	F(peer_ophdr, pad, WIRE_INT), F(peer_ophdr, root, WIRE_INT),
 	F(peer_ophdr, count, WIRE_INT),
 };
+static const struct wire_field f_peer_p2p[] = {
+	F(peer_p2p, src, WIRE_INT), F(peer_p2p, dst, WIRE_INT),
+	F(peer_p2p, tag, WIRE_INT), F(peer_p2p, bytes, WIRE_INT),
+};
 #undef F
 
 static const struct wire_type peer_types[] = {
@@ -418,6 +434,7 @@ static const struct wire_type peer_types[] = {
 	WIRE_TYPE(PEER_DATA_HELLO, peer_data_hello, f_peer_data_hello, 0, 0),
 	WIRE_TYPE(PEER_DATA_OPHDR, peer_ophdr, f_peer_ophdr, 0, 0),
 	WIRE_TYPE_EMPTY(PEER_DATA, PEER_DATA_MAX, 0),
+	WIRE_TYPE(PEER_P2P, peer_p2p, f_peer_p2p, 0, 0),
 };
 
 const struct wire_proto peer_proto = {

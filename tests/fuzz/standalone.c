@@ -98,6 +98,7 @@ int
 main(int argc, char *argv[])
 {
 	struct stat st;
+	const char *prog;
 	long ran = 0, n;
 
 	for (int i = 1; i < argc; i++) {
@@ -111,6 +112,8 @@ main(int argc, char *argv[])
 			return 1;
 		ran += n;
 	}
-	printf("ok %s: %ld inputs\n", argc > 0 ? argv[0] : "fuzz", ran);
+	prog = argc > 0 && strrchr(argv[0], '/') != NULL ?
+	    strrchr(argv[0], '/') + 1 : argc > 0 ? argv[0] : "fuzz";
+	printf("ok %s: %ld inputs\n", prog, ran);
 	return 0;
 }

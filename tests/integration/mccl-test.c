@@ -9,6 +9,8 @@
  *   expect-init CODE TEXT
  *                      mccl_comm_init_env must fail with CODE (a name such
  *                      as MCCL_ERR_TIMEOUT) and a message containing TEXT
+ *   p2p                sends and receives between every pair of ranks,
+ *                      out of order, by tag and with MCCL_ANY_TAG
  *   hold MS            join, do one barrier, stay MS ms, leave
  *
  * Exit status 0 when every check passed; every failure prints a line.
@@ -405,6 +407,124 @@ mode_collectives(void)
 	return failures != 0;
 }
 
+/* ---- point to point ---- */
+
+static int
+fill_check(int32_t *buf, size_t count, int src, int dst, int tag, int fill)
+{
+	size_t bad = 0;
+
+	for (size_t i = 0; i < count; i++) {
+		int32_t v = (int32_t)(src * 1000003 + dst * 1009 + tag * 7 +
+		    (int)i);
+
+		if (fill)
+			buf[i] = v;
+		else
+			bad += buf[i] != v;
+	}
+	return bad == 0;
+}
+
+static void
+wait_all(mccl_comm_t *comm, mccl_request_t **reqs, int n, const char *what)
+{
+	for (int i = 0; i < n; i++) {
+		mccl_result_t rc = mccl_wait(reqs[i], -1);
+
+		checks++;
+		if (rc != MCCL_SUCCESS)
+			FAIL("%s: wait %d: %s: %s", what, i, mccl_strerror(rc),
+			    mccl_last_error(comm));
+	}
+}
+
+/* Every rank sends to every rank (itself too); receives in reverse order. */
+static void
+p2p_all_pairs(mccl_comm_t *comm, int32_t **sbuf, int32_t **rbuf, size_t count)
+{
+	int n = mccl_comm_size(comm);
+	mccl_request_t **reqs = calloc(2 * (size_t)n, sizeof(*reqs));
+	int k = 0;
+
+	for (int d = 0; d < n; d++) {
+		fill_check(sbuf[d], count, my_rank, d, my_rank + d, 1);
+		if (mccl_send(sbuf[d], count, MCCL_INT32, d, my_rank + d, comm,
+		    &reqs[k++]) != MCCL_SUCCESS)
+			FAIL("send to %d: %s", d, mccl_last_error(comm));
+	}
+	for (int s = n - 1; s >= 0; s--)
+		if (mccl_recv(rbuf[s], count, MCCL_INT32, s, s + my_rank, comm,
+		    &reqs[k++]) != MCCL_SUCCESS)
+			FAIL("recv from %d: %s", s, mccl_last_error(comm));
+	wait_all(comm, reqs, k, "all pairs");
+	for (int s = 0; s < n; s++)
+		if (!fill_check(rbuf[s], count, s, my_rank, s + my_rank, 0))
+			FAIL("all pairs count %zu: wrong data from rank %d",
+			    count, s);
+	free(reqs);
+}
+
+/* Rank 0 sends tags 3, 1, 2 to rank 1, which receives with MCCL_ANY_TAG:
+ * the messages must come in the order they were sent. */
+static void
+p2p_any_tag(mccl_comm_t *comm, int32_t *buf)
+{
+	static const int tags[] = { 3, 1, 2 };
+
+	if (my_rank == 0)
+		for (int i = 0; i < 3; i++) {
+			fill_check(buf, 10, 0, 1, tags[i], 1);
+			if (mccl_send(buf, 10, MCCL_INT32, 1, tags[i], comm,
+			    NULL) != MCCL_SUCCESS)
+				FAIL("send tag %d: %s", tags[i],
+				    mccl_last_error(comm));
+		}
+	else if (my_rank == 1)
+		for (int i = 0; i < 3; i++) {
+			checks++;
+			if (mccl_recv(buf, 10, MCCL_INT32, 0, MCCL_ANY_TAG,
+			    comm, NULL) != MCCL_SUCCESS)
+				FAIL("recv any tag: %s", mccl_last_error(comm));
+			else if (!fill_check(buf, 10, 0, 1, tags[i], 0))
+				FAIL("any-tag message %d out of order", i);
+		}
+}
+
+static int
+mode_p2p(void)
+{
+	static const size_t sizes[] = { 0, 1, 1000, 300007 };
+	mccl_comm_t *comm;
+	int32_t **sbuf, **rbuf;
+	mccl_result_t rc;
+	int n;
+
+	if ((rc = mccl_comm_init_env(&comm)) != MCCL_SUCCESS) {
+		FAIL("init: %s: %s", mccl_strerror(rc), mccl_last_error(NULL));
+		return 1;
+	}
+	n = mccl_comm_size(comm);
+	sbuf = calloc((size_t)n, sizeof(*sbuf));
+	rbuf = calloc((size_t)n, sizeof(*rbuf));
+	for (int i = 0; i < n; i++) {
+		/* Half the buffers shared with the daemon, half staged. */
+		sbuf[i] = i % 2 ? mccl_alloc(comm, 300007 * 4) :
+		    malloc(300007 * 4);
+		rbuf[i] = i % 2 ? malloc(300007 * 4) :
+		    mccl_alloc(comm, 300007 * 4);
+	}
+	for (size_t c = 0; c < sizeof(sizes) / sizeof(sizes[0]); c++)
+		p2p_all_pairs(comm, sbuf, rbuf, sizes[c]);
+	p2p_any_tag(comm, sbuf[0]);
+	checks++;
+	if ((rc = mccl_barrier(comm, NULL)) != MCCL_SUCCESS)
+		FAIL("barrier: %s", mccl_last_error(comm));
+	mccl_comm_destroy(comm);
+	printf("rank %d: %d checks, %d failed\n", my_rank, checks, failures);
+	return failures != 0;
+}
+
 static int
 mode_expect_init(const char *code, const char *text)
 {
@@ -453,6 +573,8 @@ main(int argc, char **argv)
 		return mode_collectives();
 	if (argc == 4 && strcmp(argv[1], "expect-init") == 0)
 		return mode_expect_init(argv[2], argv[3]);
+	if (argc == 2 && strcmp(argv[1], "p2p") == 0)
+		return mode_p2p();
 	if (argc == 3 && strcmp(argv[1], "hold") == 0)
 		return mode_hold(atoi(argv[2]));
 	fprintf(stderr, "usage: mccl-test collectives | expect-init CODE TEXT | "

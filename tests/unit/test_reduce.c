@@ -129,9 +129,9 @@ ref_round16(double v, int mbits, int bias)
 	if (isinf(v) || v == 0)
 		return (uint16_t)(sign | (isinf(v) ? inf : 0));
 	(void)frexp(fabs(v), &e);
-	e = e - 1 < 1 - bias ? 1 - bias : e - 1;	/* 2^e <= |v|, or subnormal */
+	e = e - 1 < 1 - bias ? 1 - bias : e - 1;  /* 2^e <= |v|, or subnormal */
 	q = nearbyint(ldexp(fabs(v), mbits - e));
-	if (q >= ldexp(1, mbits + 1)) {		/* rounded up to 2^(e+1) */
+	if (q >= ldexp(1, mbits + 1)) {	/* rounded up to 2^(e+1) */
 		q /= 2;
 		e++;
 	}
@@ -293,8 +293,8 @@ fill_random(int dtype, unsigned char *p, size_t count)
 		} else if (r % 8 == 0) {
 			store_bits(dtype, p, specials[dtype][r / 8 % 15]);
 		} else {
-			v = ldexp((double)(int64_t)(r >> 40 & 0xfffff) - 0x80000,
-			    (int)(r / 8 % 24) - 30);
+			v = (double)(int64_t)(r >> 40 & 0xfffff) - 0x80000;
+			v = ldexp(v, (int)(r / 8 % 24) - 30);
 			ref_store(dtype, p, dtype == MCCL_FLOAT64 ? v :
 			    (double)(float)v);
 		}
@@ -431,8 +431,9 @@ START_TEST(test_supported)
 {
 	for (int d = -1; d <= MCCL_NUM_DTYPES; d++) {
 		for (int op = -1; op <= MCCL_NUM_OPS; op++) {
-			int valid = d >= 0 && d < MCCL_NUM_DTYPES && op >= 0 &&
-			    op < MCCL_NUM_OPS && (op != MCCL_AVG || is_float(d));
+			int valid = d >= 0 && d < MCCL_NUM_DTYPES &&
+			    op >= 0 && op < MCCL_NUM_OPS &&
+			    (op != MCCL_AVG || is_float(d));
 
 			ck_assert_msg(reduce_supported(d, op) == valid,
 			    "reduce_supported(%d, %d) != %d", d, op, valid);
@@ -463,34 +464,35 @@ START_TEST(test_isa_select)
 }
 END_TEST
 
-/* Every op of dtype _i, every count and source count, every kernel set,
- * three alignments, three ways of calling. */
-START_TEST(test_reference)
+/* One case under every kernel set, alignment and way of calling. */
+static void
+rcase_run_all(int dtype, int op, size_t nsrcs, size_t count)
 {
 	static const size_t offs[] = { 0, 1, 3 };
-	int dtype = _i;
 	struct rcase c;
 
-	for (int op = 0; op < MCCL_NUM_OPS; op++) {
-		if (!reduce_supported(dtype, op))
+	rcase_init(&c, dtype, op, nsrcs, count);
+	for (size_t k = 0; k < NELEMS(isa_names); k++) {
+		if (reduce_force_isa(isa_names[k]) != 0)
 			continue;
-		for (size_t ns = 0; ns < NELEMS(nsrcs_list); ns++) {
-			for (size_t n = 0; n < NELEMS(counts); n++) {
-				rcase_init(&c, dtype, op, nsrcs_list[ns],
-				    counts[n]);
-				for (size_t k = 0; k < NELEMS(isa_names); k++) {
-					if (reduce_force_isa(isa_names[k]) != 0)
-						continue;
-					for (size_t o = 0; o < NELEMS(offs); o++)
-						for (int m = 0; m <= MODE_INPLACE; m++)
-							rcase_run(&c, offs[o],
-							    (enum mode)m);
-				}
-				rcase_free(&c);
-			}
-		}
+		for (size_t o = 0; o < NELEMS(offs); o++)
+			for (int m = MODE_INTO; m <= MODE_INPLACE; m++)
+				rcase_run(&c, offs[o], (enum mode)m);
 	}
 	reduce_force_isa(NULL);
+	rcase_free(&c);
+}
+
+/* Every op of dtype _i with every count and number of sources. */
+START_TEST(test_reference)
+{
+	for (int op = 0; op < MCCL_NUM_OPS; op++) {
+		if (!reduce_supported(_i, op))
+			continue;
+		for (size_t ns = 0; ns < NELEMS(nsrcs_list); ns++)
+			for (size_t n = 0; n < NELEMS(counts); n++)
+				rcase_run_all(_i, op, nsrcs_list[ns], counts[n]);
+	}
 }
 END_TEST
 
@@ -514,9 +516,9 @@ static const struct special {
 	int		 dtype, op;
 	uint64_t	 a, b, want;
 } special_cases[] = {
-	/* float16: ties to even, below and above a tie */
-	{ MCCL_FLOAT16, MCCL_SUM, 0x3c00, 0x1000, 0x3c00 },	/* 1 + 2^-11 */
-	{ MCCL_FLOAT16, MCCL_SUM, 0x3c00, 0x1600, 0x3c02 },	/* 1 + 3*2^-11 */
+	/* float16: ties to even (1 + 2^-11, 1 + 3*2^-11), and near ties */
+	{ MCCL_FLOAT16, MCCL_SUM, 0x3c00, 0x1000, 0x3c00 },
+	{ MCCL_FLOAT16, MCCL_SUM, 0x3c00, 0x1600, 0x3c02 },
 	{ MCCL_FLOAT16, MCCL_SUM, 0x3c01, 0x1000, 0x3c02 },
 	{ MCCL_FLOAT16, MCCL_SUM, 0x3c00, 0x1001, 0x3c01 },
 	{ MCCL_FLOAT16, MCCL_SUM, 0x3c00, 0x0fff, 0x3c00 },
@@ -554,12 +556,12 @@ static const struct special {
 	{ MCCL_FLOAT16, MCCL_PROD, 0x0001, 0x3a00, 0x0001 },
 	{ MCCL_FLOAT16, MCCL_PROD, 0x8001, 0x3800, 0x8000 },
 	{ MCCL_FLOAT16, MCCL_PROD, 0x0200, 0x4000, 0x0400 },
-	/* bfloat16 */
-	{ MCCL_BFLOAT16, MCCL_SUM, 0x3f80, 0x3b80, 0x3f80 },	/* 1 + 2^-8 */
-	{ MCCL_BFLOAT16, MCCL_SUM, 0x3f80, 0x3c40, 0x3f82 },	/* 1 + 3*2^-8 */
+	/* bfloat16: 1 + 2^-8 and 1 + 3*2^-8 are ties; max + 2^119 too */
+	{ MCCL_BFLOAT16, MCCL_SUM, 0x3f80, 0x3b80, 0x3f80 },
+	{ MCCL_BFLOAT16, MCCL_SUM, 0x3f80, 0x3c40, 0x3f82 },
 	{ MCCL_BFLOAT16, MCCL_SUM, 0x3f81, 0x3b80, 0x3f82 },
 	{ MCCL_BFLOAT16, MCCL_SUM, 0x3f80, 0x3b81, 0x3f81 },
-	{ MCCL_BFLOAT16, MCCL_SUM, 0x7f7f, 0x7b00, 0x7f80 },	/* tie: inf */
+	{ MCCL_BFLOAT16, MCCL_SUM, 0x7f7f, 0x7b00, 0x7f80 },
 	{ MCCL_BFLOAT16, MCCL_SUM, 0x7f7f, 0x7a80, 0x7f7f },
 	{ MCCL_BFLOAT16, MCCL_PROD, 0x7f7f, 0x4000, 0x7f80 },
 	{ MCCL_BFLOAT16, MCCL_PROD, 0xff7f, 0x4000, 0xff80 },
@@ -742,6 +744,47 @@ START_TEST(test_isa_identical)
 }
 END_TEST
 
+/* Results of 8 MiB or more out of place bypass the cache on their way to
+ * dst: the same bits as a reduce_into chain, however dst is aligned. */
+START_TEST(test_large)
+{
+	static const int dts[] = { MCCL_INT8, MCCL_FLOAT16, MCCL_FLOAT32,
+	    MCCL_FLOAT64 };
+	static const size_t offs[] = { 0, 1, 2, 8, 40 };
+	int dtype = dts[_i];
+	size_t esz = dtype_size(dtype), count = (9u << 20) / esz + 13;
+	size_t bytes = count * esz;
+	unsigned char *src[3], *want = malloc(bytes), *mem = malloc(bytes + 64);
+	const void *srcs[3];
+
+	ck_assert(want && mem);
+	rng_seed(0x1a7 + (uint64_t)dtype);
+	for (size_t s = 0; s < 3; s++) {
+		src[s] = malloc(bytes);
+		ck_assert_ptr_nonnull(src[s]);
+		fill_random(dtype, src[s], count);
+		srcs[s] = src[s];
+	}
+	for (size_t ns = 2; ns <= 3; ns++) {
+		memcpy(want, src[0], bytes);
+		for (size_t s = 1; s < ns; s++)
+			reduce_into(want, src[s], count, dtype, MCCL_SUM);
+		for (size_t o = 0; o < NELEMS(offs); o++) {
+			memset(mem, 0xa5, bytes + 64);
+			reduce_many(mem + offs[o], srcs, ns, count, dtype,
+			    MCCL_SUM);
+			ck_assert_msg(memcmp(mem + offs[o], want, bytes) == 0,
+			    "%s, %zu sources, offset %zu", dtype_name(dtype),
+			    ns, offs[o]);
+		}
+	}
+	for (size_t s = 0; s < 3; s++)
+		free(src[s]);
+	free(want);
+	free(mem);
+}
+END_TEST
+
 /* buf / nranks for the float dtype _i, against the reference. */
 START_TEST(test_scale_avg)
 {
@@ -770,7 +813,8 @@ START_TEST(test_scale_avg)
 			if (reduce_force_isa(isa_names[k]) != 0)
 				continue;
 			for (size_t n = 0; n < NELEMS(counts); n++) {
-				size_t c = counts[n] < count ? counts[n] : count;
+				size_t c = counts[n] < count ? counts[n] :
+				    count;
 
 				memcpy(mem + 3, src, c * esz);
 				reduce_scale_avg(mem + 3, c, dtype, nranks[r]);
@@ -850,6 +894,7 @@ reduce_suite(void)
 	tcase_add_loop_test(tc, test_special, 0, (int)NELEMS(special_cases));
 	tcase_add_loop_test(tc, test_all16, 0, 2 * MCCL_NUM_OPS);
 	tcase_add_loop_test(tc, test_isa_identical, 0, MCCL_NUM_DTYPES);
+	tcase_add_loop_test(tc, test_large, 0, 4);
 	tcase_add_loop_test(tc, test_scale_avg, 0, 4);
 	tcase_add_test(tc, test_scale_values);
 	tcase_add_exit_test(tc, test_unsupported_into, 1);

@@ -3,9 +3,9 @@
  * mccl-perf reports the mean over its iterations; latency needs the
  * distribution.  Each rank (MCCL_SOCKET, MCCL_JOB, MCCL_RANK, MCCL_NRANKS
  * from the environment) times every one of ITERS blocking out-of-place
- * float32 sum allreduces on buffers from mccl_alloc; then the ranks take the slowest
- * rank's time of each iteration, and rank 0 prints the median, p99, mean
- * and minimum in the line format the harness's report reads.
+ * float32 sum allreduces on buffers from mccl_alloc; then the ranks take
+ * the slowest rank's time of each iteration, and rank 0 prints the median,
+ * p99, mean and minimum in the line format the harness's report reads.
  */
 #include <stdio.h>
 #include <stdlib.h>

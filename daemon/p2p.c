@@ -1,0 +1,738 @@
+/*
+ * p2p.c: a job's point-to-point messages (mccl_send, mccl_recv).  They run
+ * on a thread of their own with links of their own (stream 1), so a send
+ * never waits behind a collective and a collective never waits behind a
+ * message.
+ *
+ * Every message is eager: a send completes once its bytes are handed to
+ * the kernel (another node) or copied (this node).  A message that arrives
+ * before its receive is posted is kept in the daemon's memory, up to
+ * P2P_UNEXPECTED_MAX bytes per job; past that the job fails with a clear
+ * error rather than grow without bound.  Matching follows MPI: messages
+ * from one rank to another match receives in the order they were sent; a
+ * receive takes the first message from its peer whose tag it accepts.
+ */
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mccld.h"
+
+#define P2P_UNEXPECTED_MAX	((uint64_t)1 << 30)
+#define P2P_HDR_LEN		(WIRE_HDR_LEN + 20)	/* frame of PEER_P2P */
+#define IO_MAX			((size_t)1 << 30)
+
+/* A message that arrived (or is arriving) before its receive. */
+struct unexpected {
+	TAILQ_ENTRY(unexpected) entry;
+	struct peer_p2p	 m;
+	uint8_t		*buf;
+	uint64_t	 got;		/* bytes in buf so far */
+	struct op	*waiter;	/* a receive that matched it early */
+};
+TAILQ_HEAD(unexpected_list, unexpected);
+
+struct p2p_link {
+	int		 fd;
+	int		 dead;
+	struct op_list	 sendq;		/* head is being sent */
+	uint8_t		 txhdr[P2P_HDR_LEN];
+	uint64_t	 txoff;		/* of header + payload of the head */
+	uint8_t		 rxhdr[P2P_HDR_LEN];
+	size_t		 rxhdr_got;
+	struct peer_p2p	 rx;		/* message being received */
+	uint8_t		*rxdst;		/* where its payload goes */
+	uint64_t	 rxgot;
+	struct op	*rxop;		/* the receive it completes, or NULL */
+	struct unexpected *rxux;	/* or the buffer it fills */
+};
+
+struct p2p {
+	struct job	*job;
+	pthread_t	 thread;
+	pthread_mutex_t	 mtx;		/* inbox, fds handed over, quit */
+	int		 wake_fd;
+	int		 quit;
+	struct op_list	 inbox;		/* from the main thread */
+	struct p2p_link	*links;		/* by position; links[me] unused */
+	int		*adopted;	/* fds handed over, by position */
+	/* thread-owned from here */
+	struct op_list	 posted;	/* receives waiting for a message */
+	struct unexpected_list unexpected;
+	uint64_t	 unexpected_bytes;
+	int		 aborted;
+};
+
+static uint32_t
+local_part(const struct job *j, uint32_t rank)
+{
+	for (uint32_t i = 0; i < j->nlocal; i++)
+		if (j->local_ranks[i] == rank)
+			return i;
+	return 0;
+}
+
+static uint64_t
+op_bytes(const struct op *op)
+{
+	return op->desc.count * dtype_size(op->desc.dtype);
+}
+
+static void
+op_complete(struct p2p *p, struct op *op, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void
+op_complete(struct p2p *p, struct op *op, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	op->code = code;
+	op->err[0] = '\0';
+	if (fmt != NULL) {
+		va_start(ap, fmt);
+		vsnprintf(op->err, sizeof(op->err), fmt, ap);
+		va_end(ap);
+	}
+	job_engine_done(p->job, op);
+}
+
+/* MCCL_ANY_TAG matches the tags a user can give (0 .. INT_MAX) only. */
+static int
+tag_matches(uint32_t want, uint32_t tag)
+{
+	return want == tag || (want == IPC_ANY_TAG && tag <= INT_MAX);
+}
+
+/* ---- matching ---- */
+
+static void
+deliver(struct p2p *p, struct op *recv, struct unexpected *u)
+{
+	struct job *j = p->job;
+
+	if (u->m.bytes != op_bytes(recv))
+		op_complete(p, recv, MCCL_ERR_INVALID_ARGUMENT, "rank %u sent "
+		    "%llu bytes with tag %u, rank %u posted a receive of %llu",
+		    u->m.src, (unsigned long long)u->m.bytes, u->m.tag,
+		    recv->p2p_rank, (unsigned long long)op_bytes(recv));
+	else {
+		if (u->m.bytes > 0)
+			memcpy(recv->parts[local_part(j, recv->p2p_rank)].recv,
+			    u->buf, u->m.bytes);
+		op_complete(p, recv, 0, NULL);
+	}
+	p->unexpected_bytes -= u->m.bytes;
+	free(u->buf);
+	free(u);
+}
+
+/* The first message kept for recv, in arrival order. */
+static struct unexpected *
+find_unexpected(struct p2p *p, const struct op *recv)
+{
+	struct unexpected *u;
+
+	TAILQ_FOREACH(u, &p->unexpected, entry)
+		if (u->waiter == NULL && u->m.dst == recv->p2p_rank &&
+		    u->m.src == recv->desc.root &&
+		    tag_matches(recv->desc.tag, u->m.tag))
+			return u;
+	return NULL;
+}
+
+/* The first posted receive that message m completes. */
+static struct op *
+find_posted(struct p2p *p, const struct peer_p2p *m)
+{
+	struct op *op;
+
+	TAILQ_FOREACH(op, &p->posted, entry)
+		if (op->p2p_rank == m->dst && op->desc.root == m->src &&
+		    tag_matches(op->desc.tag, m->tag))
+			return op;
+	return NULL;
+}
+
+static void
+post_recv(struct p2p *p, struct op *recv)
+{
+	struct unexpected *u = find_unexpected(p, recv);
+
+	if (u == NULL)
+		TAILQ_INSERT_TAIL(&p->posted, recv, entry);
+	else if (u->got < u->m.bytes)
+		u->waiter = recv;	/* still arriving: finish it then */
+	else {
+		TAILQ_REMOVE(&p->unexpected, u, entry);
+		deliver(p, recv, u);
+	}
+}
+
+static struct unexpected *
+keep_unexpected(struct p2p *p, const struct peer_p2p *m)
+{
+	struct unexpected *u;
+
+	if (m->bytes > P2P_UNEXPECTED_MAX - p->unexpected_bytes)
+		return NULL;
+	if ((u = calloc(1, sizeof(*u))) == NULL)
+		return NULL;
+	if ((u->buf = malloc(m->bytes ? m->bytes : 1)) == NULL) {
+		free(u);
+		return NULL;
+	}
+	u->m = *m;
+	p->unexpected_bytes += m->bytes;
+	TAILQ_INSERT_TAIL(&p->unexpected, u, entry);
+	return u;
+}
+
+/* A message arrived in full (local send, or the last payload byte). */
+static void
+unexpected_done(struct p2p *p, struct unexpected *u)
+{
+	struct op *w = u->waiter;
+
+	if (w == NULL)
+		return;
+	TAILQ_REMOVE(&p->unexpected, u, entry);
+	deliver(p, w, u);
+}
+
+static void
+send_local(struct p2p *p, struct op *send)
+{
+	struct job *j = p->job;
+	struct peer_p2p m = { send->p2p_rank, send->desc.root, send->desc.tag,
+	    op_bytes(send) };
+	const uint8_t *src = send->parts[local_part(j, send->p2p_rank)].send;
+	struct op *recv = find_posted(p, &m);
+	struct unexpected *u;
+
+	if (recv != NULL && op_bytes(recv) == m.bytes) {
+		TAILQ_REMOVE(&p->posted, recv, entry);
+		if (m.bytes > 0)
+			memcpy(recv->parts[local_part(j, recv->p2p_rank)].recv,
+			    src, m.bytes);
+		op_complete(p, recv, 0, NULL);
+		op_complete(p, send, 0, NULL);
+		return;
+	}
+	if ((u = keep_unexpected(p, &m)) == NULL) {
+		op_complete(p, send, MCCL_ERR_NO_MEMORY, "send to rank %u: over "
+		    "the limit of %llu bytes of messages not yet received",
+		    m.dst, (unsigned long long)P2P_UNEXPECTED_MAX);
+		return;
+	}
+	if (m.bytes > 0)
+		memcpy(u->buf, src, m.bytes);
+	u->got = m.bytes;
+	if (recv != NULL) {		/* sizes differ: deliver() says so */
+		TAILQ_REMOVE(&p->posted, recv, entry);
+		u->waiter = recv;
+	}
+	unexpected_done(p, u);
+	op_complete(p, send, 0, NULL);
+}
+
+/* ---- sending on links ---- */
+
+static void
+send_queue(struct p2p *p, struct op *send)
+{
+	struct job *j = p->job;
+	uint32_t pos = j->rank_pos[send->desc.root];
+	struct p2p_link *l = &p->links[pos];
+
+	if (l->dead) {
+		op_complete(p, send, MCCL_ERR_PEER_FAILED, "send to rank %u: "
+		    "link to node %s is down", send->desc.root, j->names[pos]);
+		return;
+	}
+	TAILQ_INSERT_TAIL(&l->sendq, send, entry);
+}
+
+static void
+tx_header(struct p2p_link *l, const struct op *send)
+{
+	struct peer_p2p m = { send->p2p_rank, send->desc.root, send->desc.tag,
+	    op_bytes(send) };
+
+	wire_encode(&peer_proto, PEER_P2P, &m, NULL, 0, l->txhdr,
+	    sizeof(l->txhdr));
+	l->txoff = 0;
+}
+
+/* Push the head message out; 1 when it moved, -1 on a link error. */
+static int
+tx_step(struct p2p *p, struct p2p_link *l)
+{
+	struct op *op = TAILQ_FIRST(&l->sendq);
+	struct iovec iov[2];
+	struct msghdr mh;
+	uint64_t total;
+	ssize_t n;
+
+	if (op == NULL || l->fd == -1)
+		return 0;
+	if (l->txoff == 0)
+		tx_header(l, op);
+	total = P2P_HDR_LEN + op_bytes(op);
+	memset(&mh, 0, sizeof(mh));
+	mh.msg_iov = iov;
+	if (l->txoff < P2P_HDR_LEN) {
+		iov[mh.msg_iovlen].iov_base = l->txhdr + l->txoff;
+		iov[mh.msg_iovlen++].iov_len = P2P_HDR_LEN - l->txoff;
+	}
+	if (total > P2P_HDR_LEN) {
+		uint64_t off = l->txoff > P2P_HDR_LEN ? l->txoff - P2P_HDR_LEN : 0;
+		uint64_t left = op_bytes(op) - off;
+
+		iov[mh.msg_iovlen].iov_base = op->parts[local_part(p->job,
+		    op->p2p_rank)].send + off;
+		iov[mh.msg_iovlen++].iov_len = left > IO_MAX ? IO_MAX : left;
+	}
+	if ((n = sendmsg(l->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT)) < 0)
+		return errno == EAGAIN || errno == EINTR ? 0 : -1;
+	l->txoff += (uint64_t)n;
+	if (l->txoff == total) {
+		TAILQ_REMOVE(&l->sendq, op, entry);
+		l->txoff = 0;
+		op_complete(p, op, 0, NULL);
+	}
+	return 1;
+}
+
+/* ---- receiving on links ---- */
+
+/* The header of a message from the node at pos is in: where does it go? */
+static int
+rx_start(struct p2p *p, struct p2p_link *l, uint32_t pos, char *err,
+    size_t errlen)
+{
+	const struct job *j = p->job;
+	const struct wire_type *t;
+	struct wire_hdr h;
+
+	if (wire_hdr_check(&peer_proto, l->rxhdr, &h, &t, err, errlen) == -1 ||
+	    wire_decode(t, l->rxhdr + WIRE_HDR_LEN, h.len, &l->rx, NULL, NULL,
+	    err, errlen) == -1)
+		return -1;
+	if (h.type != PEER_P2P || h.len != P2P_HDR_LEN - WIRE_HDR_LEN ||
+	    l->rx.src >= j->nranks || j->rank_pos[l->rx.src] != pos ||
+	    l->rx.dst >= j->nranks || j->rank_pos[l->rx.dst] != j->me) {
+		snprintf(err, errlen, "bad message header (type %u, rank %u to "
+		    "rank %u)", h.type, l->rx.src, l->rx.dst);
+		return -1;
+	}
+	l->rxgot = 0;
+	l->rxux = NULL;
+	if ((l->rxop = find_posted(p, &l->rx)) != NULL &&
+	    op_bytes(l->rxop) == l->rx.bytes) {
+		TAILQ_REMOVE(&p->posted, l->rxop, entry);
+		l->rxdst = l->rxop->parts[local_part(j, l->rxop->p2p_rank)].recv;
+		return 0;
+	}
+	l->rxop = NULL;
+	if ((l->rxux = keep_unexpected(p, &l->rx)) == NULL) {
+		snprintf(err, errlen, "message of %llu bytes from rank %u to "
+		    "rank %u: over the limit of %llu bytes not yet received",
+		    (unsigned long long)l->rx.bytes, l->rx.src, l->rx.dst,
+		    (unsigned long long)P2P_UNEXPECTED_MAX);
+		return -1;
+	}
+	l->rxdst = l->rxux->buf;
+	return 0;
+}
+
+static void
+rx_finish(struct p2p *p, struct p2p_link *l)
+{
+	struct op *recv;
+
+	l->rxhdr_got = 0;
+	if (l->rxop != NULL) {
+		op_complete(p, l->rxop, 0, NULL);
+		l->rxop = NULL;
+		return;
+	}
+	l->rxux->got = l->rx.bytes;
+	if (l->rxux->waiter == NULL && (recv = find_posted(p, &l->rx)) != NULL) {
+		TAILQ_REMOVE(&p->posted, recv, entry);
+		l->rxux->waiter = recv;		/* sizes differ: an error */
+	}
+	unexpected_done(p, l->rxux);
+	l->rxux = NULL;
+}
+
+/* Read what is there; 1 when it moved, 0 if nothing, -1 on an error. */
+static int
+rx_step(struct p2p *p, struct p2p_link *l, uint32_t pos, char *err,
+    size_t errlen)
+{
+	uint8_t *dst;
+	size_t want;
+	ssize_t n = 0;
+
+	if (l->rxhdr_got < P2P_HDR_LEN) {
+		dst = l->rxhdr + l->rxhdr_got;
+		want = P2P_HDR_LEN - l->rxhdr_got;
+	} else {
+		dst = l->rxdst + l->rxgot;
+		want = l->rx.bytes - l->rxgot > IO_MAX ? IO_MAX :
+		    (size_t)(l->rx.bytes - l->rxgot);
+	}
+	if (want > 0 && (n = recv(l->fd, dst, want, MSG_DONTWAIT)) <= 0) {
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return 0;
+		snprintf(err, errlen, "link to node %s %s", p->job->names[pos],
+		    n == 0 ? "closed (peer failed or left the job)" :
+		    strerror(errno));
+		return -1;
+	}
+	if (l->rxhdr_got < P2P_HDR_LEN) {
+		if ((l->rxhdr_got += (size_t)n) < P2P_HDR_LEN)
+			return 1;
+		if (rx_start(p, l, pos, err, errlen) == -1)
+			return -1;
+	} else
+		l->rxgot += (uint64_t)n;
+	if (l->rxgot == l->rx.bytes)
+		rx_finish(p, l);
+	return 1;
+}
+
+/* ---- failure ---- */
+
+/* Fail every op that involves the node at pos (all: UINT32_MAX); count. */
+static int
+fail_ops(struct p2p *p, uint32_t pos, int code, const char *why)
+{
+	struct job *j = p->job;
+	struct op *op, *next;
+	int n = 0;
+
+	for (uint32_t q = 0; q < j->nnodes; q++) {
+		if (pos != UINT32_MAX && q != pos)
+			continue;
+		while ((op = TAILQ_FIRST(&p->links[q].sendq)) != NULL) {
+			TAILQ_REMOVE(&p->links[q].sendq, op, entry);
+			op_complete(p, op, code, "%s", why);
+			n++;
+		}
+	}
+	for (op = TAILQ_FIRST(&p->posted); op != NULL; op = next) {
+		next = TAILQ_NEXT(op, entry);
+		if (pos == UINT32_MAX || j->rank_pos[op->desc.root] == pos) {
+			TAILQ_REMOVE(&p->posted, op, entry);
+			op_complete(p, op, code, "%s", why);
+			n++;
+		}
+	}
+	return n;
+}
+
+static void
+link_fail(struct p2p *p, uint32_t pos, const char *why)
+{
+	struct p2p_link *l = &p->links[pos];
+	int hurt = 0;
+
+	l->dead = 1;
+	if (l->rxop != NULL) {
+		op_complete(p, l->rxop, MCCL_ERR_PEER_FAILED, "%s", why);
+		l->rxop = NULL;
+		hurt = 1;
+	}
+	hurt += fail_ops(p, pos, MCCL_ERR_PEER_FAILED, why);
+	/* A node whose ranks all left closes its links: news only if it hurt. */
+	if (hurt)
+		log_warnx("job %s: p2p: %s", p->job->name, why);
+	else
+		log_debug("job %s: p2p: %s", p->job->name, why);
+}
+
+/* Fail the ops whose deadline passed; the next deadline, 0 if none. */
+static uint64_t
+expire(struct p2p *p, uint64_t now)
+{
+	struct job *j = p->job;
+	uint64_t next = 0;
+	struct op *op, *nop;
+
+	for (op = TAILQ_FIRST(&p->posted); op != NULL; op = nop) {
+		nop = TAILQ_NEXT(op, entry);
+		if (op->deadline_ns <= now) {
+			TAILQ_REMOVE(&p->posted, op, entry);
+			op_complete(p, op, MCCL_ERR_TIMEOUT, "rank %u: no "
+			    "message from rank %u (node %s) with tag %d before "
+			    "the deadline", op->p2p_rank, op->desc.root,
+			    j->names[j->rank_pos[op->desc.root]],
+			    (int)op->desc.tag);
+		} else if (next == 0 || op->deadline_ns < next)
+			next = op->deadline_ns;
+	}
+	for (uint32_t q = 0; q < j->nnodes; q++)
+		if ((op = TAILQ_FIRST(&p->links[q].sendq)) != NULL) {
+			if (op->deadline_ns <= now)
+				link_fail(p, q, "send: node took no data before "
+				    "the deadline");
+			else if (next == 0 || op->deadline_ns < next)
+				next = op->deadline_ns;
+		}
+	return next;
+}
+
+/* ---- the thread ---- */
+
+static void
+take_inbox(struct p2p *p)
+{
+	struct op_list in = TAILQ_HEAD_INITIALIZER(in);
+	struct job *j = p->job;
+	struct op *op;
+	uint64_t v;
+
+	if (read(p->wake_fd, &v, sizeof(v)) == -1 && errno != EAGAIN)
+		log_warn("job %s: p2p wake", j->name);
+	pthread_mutex_lock(&p->mtx);
+	TAILQ_CONCAT(&in, &p->inbox, entry);
+	for (uint32_t q = 0; q < j->nnodes; q++)
+		if (p->adopted[q] != -1 && p->links[q].fd == -1) {
+			p->links[q].fd = p->adopted[q];
+			p->adopted[q] = -1;
+		}
+	pthread_mutex_unlock(&p->mtx);
+	while ((op = TAILQ_FIRST(&in)) != NULL) {
+		TAILQ_REMOVE(&in, op, entry);
+		if (p->aborted)
+			op_complete(p, op, MCCL_ERR_ABORTED, "job aborted");
+		else if (op->desc.coll == COLL_RECV)
+			post_recv(p, op);
+		else if (j->rank_pos[op->desc.root] == j->me)
+			send_local(p, op);
+		else
+			send_queue(p, op);
+	}
+}
+
+static int
+links_step(struct p2p *p)
+{
+	char err[ERR_MAX];
+	int moved = 0, rc;
+
+	for (uint32_t q = 0; q < p->job->nnodes; q++) {
+		struct p2p_link *l = &p->links[q];
+
+		if (q == p->job->me || l->fd == -1 || l->dead)
+			continue;
+		if ((rc = tx_step(p, l)) == -1) {
+			snprintf(err, sizeof(err), "link to node %s: %s",
+			    p->job->names[q], strerror(errno));
+			link_fail(p, q, err);
+			continue;
+		}
+		moved |= rc;
+		if ((rc = rx_step(p, l, q, err, sizeof(err))) == -1)
+			link_fail(p, q, err);
+		else
+			moved |= rc;
+	}
+	return moved;
+}
+
+/* Sleep until something can move; 1 if told to quit. */
+static int
+p2p_wait(struct p2p *p, uint64_t next_deadline)
+{
+	const struct job *j = p->job;
+	struct pollfd *pfd;
+	int n = 0, timeout = -1, quit;
+	uint64_t now = now_ns();
+
+	if ((pfd = calloc(j->nnodes + 2, sizeof(*pfd))) == NULL)
+		return 0;
+	pfd[n++] = (struct pollfd){ p->wake_fd, POLLIN, 0 };
+	if (!p->aborted)
+		pfd[n++] = (struct pollfd){ j->eng_abort_fd, POLLIN, 0 };
+	for (uint32_t q = 0; q < j->nnodes; q++)
+		if (p->links[q].fd != -1 && !p->links[q].dead)
+			pfd[n++] = (struct pollfd){ p->links[q].fd,
+			    (short)(POLLIN | (TAILQ_EMPTY(&p->links[q].sendq) ?
+			    0 : POLLOUT)), 0 };
+	if (next_deadline != 0)
+		timeout = next_deadline <= now ? 0 :
+		    (int)((next_deadline - now) / 1000000 + 1);
+	poll(pfd, (nfds_t)n, timeout);
+	if (!p->aborted && pfd[1].revents != 0) {
+		p->aborted = 1;
+		fail_ops(p, UINT32_MAX, MCCL_ERR_ABORTED, "job aborted");
+	}
+	free(pfd);
+	pthread_mutex_lock(&p->mtx);
+	quit = p->quit;
+	pthread_mutex_unlock(&p->mtx);
+	return quit;
+}
+
+static void
+connect_links(struct p2p *p)
+{
+	struct job *j = p->job;
+	char err[ERR_MAX];
+	int fd;
+
+	for (uint32_t q = j->me + 1; q < j->nnodes; q++) {
+		err[0] = '\0';
+		if ((fd = peer_data_connect(j->node_index[q], j->id,
+		    PEER_STREAM_P2P, err, sizeof(err))) == -1)
+			link_fail(p, q, err);
+		else
+			p->links[q].fd = fd;
+	}
+}
+
+static void *
+p2p_main(void *arg)
+{
+	struct p2p *p = arg;
+
+	connect_links(p);
+	for (;;) {
+		take_inbox(p);
+		while (links_step(p))
+			;
+		if (p2p_wait(p, expire(p, now_ns())))
+			break;
+	}
+	return NULL;
+}
+
+/* ---- the main thread's side ---- */
+
+int
+p2p_start(struct job *j, char *err, size_t errlen)
+{
+	struct p2p *p;
+
+	if ((p = calloc(1, sizeof(*p))) == NULL ||
+	    (p->links = calloc(j->nnodes, sizeof(*p->links))) == NULL ||
+	    (p->adopted = calloc(j->nnodes, sizeof(int))) == NULL) {
+		if (p != NULL)
+			free(p->links);
+		free(p);
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	p->job = j;
+	TAILQ_INIT(&p->inbox);
+	TAILQ_INIT(&p->posted);
+	TAILQ_INIT(&p->unexpected);
+	for (uint32_t q = 0; q < j->nnodes; q++) {
+		p->links[q].fd = p->adopted[q] = -1;
+		TAILQ_INIT(&p->links[q].sendq);
+	}
+	pthread_mutex_init(&p->mtx, NULL);
+	j->p2p = p;
+	if ((p->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) == -1 ||
+	    (errno = pthread_create(&p->thread, NULL, p2p_main, p)) != 0) {
+		snprintf(err, errlen, "cannot start the p2p thread: %s",
+		    strerror(errno));
+		if (p->wake_fd != -1)
+			close(p->wake_fd);
+		j->p2p = NULL;
+		free(p->links);
+		free(p->adopted);
+		free(p);
+		return -1;
+	}
+	return 0;
+}
+
+static void
+p2p_wake(struct p2p *p)
+{
+	uint64_t one = 1;
+
+	if (write(p->wake_fd, &one, sizeof(one)) == -1)
+		log_warn("job %s: p2p wake", p->job->name);
+}
+
+void
+p2p_submit(struct job *j, struct op *op)
+{
+	struct p2p *p = j->p2p;
+
+	pthread_mutex_lock(&p->mtx);
+	TAILQ_INSERT_TAIL(&p->inbox, op, entry);
+	pthread_mutex_unlock(&p->mtx);
+	p2p_wake(p);
+}
+
+int
+p2p_adopt_link(struct job *j, uint32_t pos, int fd)
+{
+	struct p2p *p = j->p2p;
+	int rc = -1;
+
+	if (p == NULL || pos >= j->me)
+		return -1;
+	pthread_mutex_lock(&p->mtx);
+	if (p->adopted[pos] == -1 && p->links[pos].fd == -1) {
+		p->adopted[pos] = fd;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&p->mtx);
+	if (rc == 0)
+		p2p_wake(p);
+	return rc;
+}
+
+/* Stop the thread; ops it still held go back through eng_out. */
+void
+p2p_stop(struct job *j)
+{
+	struct p2p *p = j->p2p;
+	struct unexpected *u;
+
+	if (p == NULL)
+		return;
+	pthread_mutex_lock(&p->mtx);
+	p->quit = 1;
+	pthread_mutex_unlock(&p->mtx);
+	p2p_wake(p);
+	pthread_join(p->thread, NULL);
+	p->aborted = 1;
+	fail_ops(p, UINT32_MAX, MCCL_ERR_ABORTED, "job ended");
+	take_inbox(p);
+	for (uint32_t q = 0; q < j->nnodes; q++) {
+		if (p->links[q].rxop != NULL)
+			job_engine_done(j, p->links[q].rxop);
+		if (p->links[q].fd != -1)
+			close(p->links[q].fd);
+		if (p->adopted[q] != -1)
+			close(p->adopted[q]);
+	}
+	while ((u = TAILQ_FIRST(&p->unexpected)) != NULL) {
+		TAILQ_REMOVE(&p->unexpected, u, entry);
+		if (u->waiter != NULL)
+			job_engine_done(j, u->waiter);
+		free(u->buf);
+		free(u);
+	}
+	close(p->wake_fd);
+	pthread_mutex_destroy(&p->mtx);
+	free(p->links);
+	free(p->adopted);
+	free(p);
+	j->p2p = NULL;
+}

@@ -1,0 +1,903 @@
+#!/usr/bin/env bash
+# bench.sh: MCCL against Open MPI and Gloo on a simulated cluster.
+#
+# Builds hosts out of network namespaces joined by veth pairs to a bridge,
+# shapes each host's link with tc tbf, runs one mccld per host and mccl-perf
+# on top of them, then the same workload with Open MPI and torch.distributed
+# (gloo) when they are installed, and writes one table per case, a markdown
+# summary with pass/fail against the targets, and gnuplot plots.  Namespaces
+# need root; without it only the loopback cases (4 and 5) run.  Everything
+# started here is stopped and everything created is removed on exit, also on
+# INT and TERM; `bench.sh clean` removes what a killed run left behind.
+# Only addresses in 198.18.0.0/15 and 127.0.0.0/8 are ever used.
+# See tools/bench/README.md.
+
+set -u
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+TOP=$(cd "$HERE/../.." && pwd)
+B=$TOP/build
+OUT=
+ANCHORS=${MCCL_BENCH_ANCHORS:-/work/shared/anchors}
+PY=${MCCL_BENCH_PYTHON:-/usr/bin/python3}
+RATE=1gbit
+QUICK=0
+ALL_CASES="1 2 3 4 5"
+
+NS_PREFIX=mccl-bench-h		# namespace (and Open MPI host) names
+BR=mccl-bench-br0
+VETH=mcclb-v			# bridge side of host i's veth: mcclb-vI
+NET_HOSTS=4
+MCCLD_PORT=7470
+HOSTS_MARK="# mccl-bench: tools/bench/bench.sh"
+
+RUN=			# runtime directory: configs, sockets, pid list
+RAW=
+NET_UP=0
+HOSTS_EDITED=0
+PIDS=()			# every background process started here
+DAEMONS=()		# the mccld of the current cluster
+CL_NS=()		# per daemon of the current cluster: namespace or ""
+CL_SOCK=()		# per daemon: its socket
+LAST=			# pid of the last bg_run
+GLOO_PORT=29500
+HAVE_MCCL=0
+HAVE_OMPI=0
+HAVE_GLOO=0
+HAVE_PLOT=0
+OMPI_SHM=vader
+
+usage() {
+	cat >&2 <<EOF
+usage: bench.sh [-q] [-o dir] [-B build] [-a anchors] [-r rate] [case ...]
+       bench.sh clean
+cases: 1 (4 hosts, bandwidth)  2 (2 hosts x 2 ranks)  3 (latency)
+       4 (1 host, shared memory)  5 (loopback, every size); default: all
+  -o dir      tables, summary.md, plots and raw logs (default BUILD/bench)
+  -B build    MCCL build directory (default $TOP/build)
+  -a anchors  baseline scripts (default $ANCHORS)
+  -r rate     link rate for tc tbf (default $RATE)
+  -q          quick: small sizes and few iterations, to check the harness
+EOF
+	exit 2
+}
+
+note() {
+	echo "bench: $*" >&2
+	[ -n "$RAW" ] && echo "$*" >>"$RAW/notes.txt"
+	return 0
+}
+
+# status CASE SYSTEM ok|failed|skipped [WHY]: read by report.py.
+status() {
+	printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "${4:-}" >>"$RAW/status.tsv"
+	[ "$3" = ok ] || note "case $1: $2 $3${4:+: $4}"
+}
+
+is_root() { [ "$(id -u)" = 0 ]; }
+ns_name() { echo "$NS_PREFIX$1"; }
+ns_addr() { echo "198.18.0.$((10 + $1))"; }
+
+# ---- processes ----
+
+# bg_run LOG NS CMD...: CMD in the background, in namespace NS unless NS is
+# empty.  The environment tags it (and its children) for cleanup.
+bg_run() {
+	local log=$1 ns=$2
+	shift 2
+	if [ -n "$ns" ]; then
+		ip netns exec "$ns" env MCCL_BENCH_RUN="$RUN" "$@" \
+		    </dev/null >"$log" 2>&1 9<&- &
+	else
+		env MCCL_BENCH_RUN="$RUN" "$@" </dev/null >"$log" 2>&1 9<&- &
+	fi
+	LAST=$!
+	PIDS+=("$LAST")
+	echo "$LAST" >>"$RUN/pids"
+}
+
+kill_tree() {
+	local sig=$1 p=$2 c
+	for c in $(ps -o pid= --ppid "$p" 2>/dev/null); do
+		kill_tree "$sig" "$c"
+	done
+	kill -"$sig" "$p" 2>/dev/null
+}
+
+# Every process whose environment names run directory $1 (all of them with
+# $1 empty): what bg_run started and all their descendants, wherever they
+# are (orted under mpirun, ranks forked by mccl-perf).
+tagged_pids() {
+	local f p
+	for f in /proc/[0-9]*/environ; do
+		p=${f#/proc/}
+		p=${p%/environ}
+		[ "$p" = $$ ] && continue
+		if [ -n "$1" ]; then
+			grep -qzxF "MCCL_BENCH_RUN=$1" "$f" 2>/dev/null &&
+			    echo "$p"
+		else
+			grep -qz '^MCCL_BENCH_RUN=/tmp/mccl-bench\.' "$f" \
+			    2>/dev/null && echo "$p"
+		fi
+	done
+}
+
+# wait_all TIMEOUT PID...: wait for all; kill them all at the deadline.
+# Returns the first nonzero status, 124 on timeout.
+wait_all() {
+	local tmo=$1 p s rc=0 alive deadline
+	shift
+	deadline=$((SECONDS + tmo))
+	while :; do
+		alive=0
+		for p in "$@"; do
+			kill -0 "$p" 2>/dev/null && alive=1
+		done
+		[ $alive = 0 ] && break
+		if [ $SECONDS -ge $deadline ]; then
+			note "timed out after ${tmo}s, stopping pids $*"
+			for p in "$@"; do kill_tree TERM "$p"; done
+			sleep 2
+			for p in "$@"; do kill_tree KILL "$p"; done
+			rc=124
+			break
+		fi
+		sleep 0.2
+	done
+	for p in "$@"; do
+		wait "$p" 2>/dev/null
+		s=$?
+		[ $rc = 0 ] && [ $s != 0 ] && rc=$s
+	done
+	return $rc
+}
+
+stop_all() {
+	local p n=0
+	for p in "${PIDS[@]}"; do
+		kill -0 "$p" 2>/dev/null && kill_tree TERM "$p"
+	done
+	while [ $n -lt 30 ]; do
+		[ -z "$(tagged_pids "$RUN")" ] && break
+		sleep 0.1
+		n=$((n + 1))
+	done
+	for p in $(tagged_pids "$RUN"); do
+		kill -KILL "$p" 2>/dev/null
+	done
+	wait 2>/dev/null
+	PIDS=()
+}
+
+# ---- the simulated network ----
+
+v6_off() {	# NS IFNAME: no IPv6 (no link-local address) on IFNAME
+	local f=/proc/sys/net/ipv6/conf/$2/disable_ipv6
+	if [ -n "$1" ]; then
+		ip netns exec "$1" sh -c "[ ! -e $f ] || echo 1 >$f"
+	else
+		[ ! -e "$f" ] || echo 1 >"$f"
+	fi
+}
+
+# net_up N RATE: hosts h0..h(N-1) on bridge $BR, each link shaped to RATE
+# in both directions: egress of eth0 in the host and egress of the bridge
+# side of its veth (the host's ingress).
+net_up() {
+	local n=$1 rate=$2 i ns v
+	NET_UP=1
+	ip link add "$BR" type bridge || return 1
+	v6_off "" "$BR"
+	ip link set "$BR" up || return 1
+	for ((i = 0; i < n; i++)); do
+		ns=$(ns_name $i)
+		v=$VETH$i
+		ip netns add "$ns" || return 1
+		v6_off "$ns" all
+		v6_off "$ns" default
+		ip link add "$v" type veth peer name eth0 netns "$ns" ||
+		    return 1
+		v6_off "" "$v"
+		v6_off "$ns" eth0
+		ip link set "$v" master "$BR" up &&
+		ip -n "$ns" addr add "$(ns_addr $i)/24" dev eth0 &&
+		ip -n "$ns" link set lo up &&
+		ip -n "$ns" link set eth0 up || return 1
+		if [ -n "$rate" ]; then
+			tc qdisc add dev "$v" root tbf rate "$rate" \
+			    burst 256kb latency 50ms &&
+			tc -n "$ns" qdisc add dev eth0 root tbf rate "$rate" \
+			    burst 256kb latency 50ms || return 1
+		fi
+	done
+	net_check "$n"
+}
+
+# Every host reaches h0 (a few TCP round trips).
+net_check() {
+	local i s c
+	for ((i = 1; i < $1; i++)); do
+		bg_run "$RAW/net-check.h$i.srv.log" "$(ns_name 0)" \
+		    "$RUN/bin/tcpperf" serve "$(ns_addr 0)" 5201
+		s=$LAST
+		bg_run "$RAW/net-check.h$i.log" "$(ns_name $i)" \
+		    "$RUN/bin/tcpperf" pingpong "$(ns_addr 0)" 5201 10
+		c=$LAST
+		if ! wait_all 20 "$s" "$c"; then
+			note "host h$i cannot reach h0 over the bridge" \
+			    "(bridge netfilter? see $RAW/net-check.h$i.log)"
+			return 1
+		fi
+	done
+}
+
+net_down() {
+	local i ns p v
+	for ns in $(ip netns list 2>/dev/null | awk '{print $1}' |
+	    grep "^$NS_PREFIX[0-9]*\$"); do
+		for p in $(ip netns pids "$ns" 2>/dev/null); do
+			kill -KILL "$p" 2>/dev/null
+		done
+	done
+	for v in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' |
+	    sed 's/@.*//' | grep "^$VETH[0-9]*\$"); do
+		ip link del "$v" 2>/dev/null
+	done
+	for ns in $(ip netns list 2>/dev/null | awk '{print $1}' |
+	    grep "^$NS_PREFIX[0-9]*\$"); do
+		ip netns del "$ns" 2>/dev/null
+	done
+	ip link del "$BR" 2>/dev/null
+	# Namespaces go away asynchronously; wait until their veths are gone.
+	for ((i = 0; i < 50; i++)); do
+		ip -o link show 2>/dev/null | grep -q ": $VETH[0-9]" || break
+		sleep 0.1
+	done
+	NET_UP=0
+}
+
+# Open MPI resolves its host names: the namespaces' names, marked lines.
+hosts_add() {
+	local i
+	cp /etc/hosts "$RUN/hosts.backup" || return 1
+	HOSTS_EDITED=1
+	for ((i = 0; i < NET_HOSTS; i++)); do
+		printf '%s\t%s\t%s\n' "$(ns_addr $i)" "$(ns_name $i)" \
+		    "$HOSTS_MARK" >>/etc/hosts
+	done
+}
+
+# Rewrite in place (not a rename): /etc/hosts is often a bind mount.
+hosts_remove() {
+	local tmp
+	grep -qF "$HOSTS_MARK" /etc/hosts 2>/dev/null || return 0
+	tmp=$(grep -vF "$HOSTS_MARK" /etc/hosts)
+	printf '%s\n' "$tmp" >/etc/hosts
+	HOSTS_EDITED=0
+}
+
+cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	[ -n "$RUN" ] && stop_all
+	[ "$NET_UP" = 1 ] && net_down
+	[ "$HOSTS_EDITED" = 1 ] && hosts_remove
+	[ -n "$RUN" ] && rm -rf "$RUN"
+	exit $rc
+}
+
+# bench.sh clean: whatever a killed run left.
+do_clean() {
+	local p d
+	if ! flock -n 9; then
+		echo "bench: a benchmark is running; not cleaning" >&2
+		exit 1
+	fi
+	for p in $(tagged_pids ""); do
+		kill -KILL "$p" 2>/dev/null && echo "killed pid $p"
+	done
+	if is_root; then
+		net_down
+		hosts_remove
+	fi
+	for d in /tmp/mccl-bench.*; do
+		[ -d "$d" ] && [ -f "$d/pids" ] && rm -rf "$d" && echo "removed $d"
+	done
+	echo "clean"
+}
+
+# ---- MCCL clusters ----
+
+# mccld_conf FILE NAME SOCKET NODES_JSON
+mccld_conf() {
+	cat >"$1" <<EOF
+{
+  "node": "$2",
+  "socket": "$3",
+  "nodes": [$4],
+  "log_level": "warning",
+  "init_timeout_ms": 60000,
+  "op_timeout_ms": 300000,
+  "connect_timeout_ms": 10000,
+  "heartbeat_interval_ms": 1000,
+  "heartbeat_timeout_ms": 15000
+}
+EOF
+}
+
+# cluster_up TAG N ns|lo: one mccld per host: in namespaces h0..h(N-1), or
+# on 127.0.0.1 with consecutive free ports.
+cluster_up() {
+	local tag=$1 n=$2 mode=$3 i base nodes="" sep="" addr name
+	base=$(free_ports "$n")
+	for ((i = 0; i < n; i++)); do
+		if [ "$mode" = ns ]; then
+			addr=$(ns_addr $i):$MCCLD_PORT
+		else
+			addr=127.0.0.1:$((base + i))
+		fi
+		nodes="$nodes$sep{\"name\": \"h$i\", \"address\": \"$addr\"}"
+		sep=", "
+	done
+	DAEMONS=() CL_NS=() CL_SOCK=()
+	for ((i = 0; i < n; i++)); do
+		name=$tag-h$i
+		mccld_conf "$RUN/$name.conf" "h$i" "$RUN/$name.sock" "$nodes"
+		CL_SOCK+=("$RUN/$name.sock")
+		if [ "$mode" = ns ]; then CL_NS+=("$(ns_name $i)"); else CL_NS+=(""); fi
+		bg_run "$RAW/$tag.mccld-h$i.log" "${CL_NS[$i]}" "$B/mccld" \
+		    -c "$RUN/$name.conf"
+		DAEMONS+=("$LAST")
+	done
+	cluster_wait "$tag" "$n"
+}
+
+# Until every daemon sees all the others, at most 30 s.
+cluster_wait() {
+	local tag=$1 n=$2 i deadline=$((SECONDS + 30))
+	for ((i = 0; i < n; i++)); do
+		while :; do
+			if [ -x "$B/mcclctl" ]; then
+				"$B/mcclctl" -s "${CL_SOCK[$i]}" -j status 2>/dev/null |
+				    grep -Eq "\"peers_up\": *$((n - 1))([^0-9]|\$)" &&
+				    break
+			elif [ -S "${CL_SOCK[$i]}" ] && [ $SECONDS -ge $((deadline - 27)) ]; then
+				break
+			fi
+			if ! kill -0 "${DAEMONS[$i]}" 2>/dev/null ||
+			    [ $SECONDS -ge $deadline ]; then
+				note "$tag: cluster of $n daemons did not come up:"
+				tail -n 5 "$RAW/$tag".mccld-h*.log >&2
+				return 1
+			fi
+			sleep 0.1
+		done
+	done
+}
+
+cluster_down() {
+	local p
+	for p in "${DAEMONS[@]}"; do
+		kill -TERM "$p" 2>/dev/null
+	done
+	wait_all 10 "${DAEMONS[@]}" >/dev/null 2>&1
+	DAEMONS=() CL_NS=() CL_SOCK=()
+}
+
+# free_ports N: a base port with N free consecutive ports on 127.0.0.1.
+free_ports() {
+	local n=$1 base tries=0 used
+	used=$(ss -Htan 2>/dev/null | awk '{print $4}' | sed 's/.*://')
+	while :; do
+		base=$((20000 + RANDOM % 30000))
+		if ! printf '%s\n' $used | awk -v b=$base -v n=$n \
+		    '$1 >= b && $1 < b + n { f = 1 } END { exit !f }'; then
+			echo $base
+			return
+		fi
+		tries=$((tries + 1))
+		[ $tries -lt 50 ] || { echo $base; return; }
+	done
+}
+
+# mccl_perf TAG TIMEOUT NPER ARGS...: mccl-perf with NPER ranks at every
+# daemon of the cluster; rank 0 writes $RAW/TAG.json.
+mccl_perf() {
+	local tag=$1 tmo=$2 nper=$3 i n=${#CL_SOCK[@]} pids=()
+	shift 3
+	for ((i = 0; i < n; i++)); do
+		bg_run "$RAW/$tag.h$i.log" "${CL_NS[$i]}" \
+		    env MCCL_SOCKET="${CL_SOCK[$i]}" "$B/mccl-perf" \
+		    -N "$nper" -R $((n * nper)) -r $((i * nper)) \
+		    -J "bench-$tag-$$" -j "$RAW/$tag.json" "$@"
+		pids+=("$LAST")
+	done
+	wait_all "$tmo" "${pids[@]}"
+}
+
+# mccl_lat TAG TIMEOUT ARGS...: lat, one rank at every daemon.
+mccl_lat() {
+	local tag=$1 tmo=$2 i n=${#CL_SOCK[@]} pids=()
+	shift 2
+	for ((i = 0; i < n; i++)); do
+		bg_run "$RAW/$tag.h$i.log" "${CL_NS[$i]}" \
+		    env MCCL_SOCKET="${CL_SOCK[$i]}" MCCL_JOB="bench-$tag-$$" \
+		    MCCL_RANK=$i MCCL_NRANKS=$n "$RUN/bin/lat" "$@"
+		pids+=("$LAST")
+	done
+	wait_all "$tmo" "${pids[@]}"
+}
+
+# run_mccl CASE SYSTEM FUNC ARGS...: FUNC, recorded as SYSTEM of CASE.
+record() {
+	local c=$1 sys=$2 tag=$3
+	shift 3
+	if "$@"; then
+		status "$c" "$sys" ok
+	else
+		status "$c" "$sys" failed "exit $? (logs: raw/$tag.*)"
+		return 1
+	fi
+}
+
+# ---- baselines ----
+
+MPI_BASE=(--mca pml ob1)
+
+# mpi_ns TAG TIMEOUT HOSTS NP [MPIRUN ARGS...] -- PROGRAM ARGS...: mpirun
+# from h0 into the namespaces through the rsh agent.
+mpi_ns() {
+	local tag=$1 tmo=$2 hosts=$3 np=$4
+	shift 4
+	bg_run "$RAW/$tag.log" "$(ns_name 0)" mpirun "${MPI_BASE[@]}" \
+	    --mca plm_rsh_agent "$RUN/rsh-agent" \
+	    --mca plm_rsh_no_tree_spawn 1 \
+	    --mca oob_tcp_if_include 198.18.0.0/24 \
+	    --mca btl_tcp_if_include 198.18.0.0/24 \
+	    --mca btl "tcp,$OMPI_SHM,self" --bind-to none \
+	    --host "$hosts" -np "$np" "$@"
+	wait_all "$tmo" "$LAST"
+}
+
+# mpi_lo TAG TIMEOUT NP [MPIRUN ARGS...] PROGRAM ARGS...: on this host, its
+# out-of-band traffic on loopback only.
+mpi_lo() {
+	local tag=$1 tmo=$2 np=$3
+	shift 3
+	bg_run "$RAW/$tag.log" "" mpirun "${MPI_BASE[@]}" \
+	    --mca oob_tcp_if_include lo -np "$np" "$@"
+	wait_all "$tmo" "$LAST"
+}
+
+# mpi_hosts NHOSTS NPER: "mccl-bench-h0:NPER,..."
+mpi_hosts() {
+	local i s=""
+	for ((i = 0; i < $1; i++)); do
+		s="$s${s:+,}$(ns_name $i):$2"
+	done
+	echo "$s"
+}
+
+# gloo_ns TAG TIMEOUT NHOSTS NPER SCRIPT ARGS...: one python process per
+# rank, NPER in each host, rank 0's master on h0.
+gloo_ns() {
+	local tag=$1 tmo=$2 nh=$3 nper=$4 r pids=()
+	shift 4
+	GLOO_PORT=$((GLOO_PORT + 1))
+	for ((r = 0; r < nh * nper; r++)); do
+		bg_run "$RAW/$tag.r$r.log" "$(ns_name $((r / nper)))" \
+		    env RANK=$r WORLD_SIZE=$((nh * nper)) \
+		    MASTER_ADDR="$(ns_addr 0)" MASTER_PORT=$GLOO_PORT \
+		    GLOO_SOCKET_IFNAME=eth0 OMP_NUM_THREADS=1 "$PY" "$@"
+		pids+=("$LAST")
+	done
+	wait_all "$tmo" "${pids[@]}"
+	local rc=$?
+	cp "$RAW/$tag.r0.log" "$RAW/$tag.log" 2>/dev/null
+	return $rc
+}
+
+# ---- helpers and detection ----
+
+WARN="-Wall -Wextra -Werror -Wshadow -Wpointer-arith -Wstrict-prototypes \
+-Wmissing-prototypes -Wformat=2 -Wno-format-nonliteral -Wvla -Wcast-qual \
+-Wundef"
+
+build_helpers() {
+	local cc=${CC:-cc} log=$RAW/build.log
+	mkdir -p "$RUN/bin"
+	# shellcheck disable=SC2086
+	$cc -std=c11 -D_GNU_SOURCE -O2 $WARN -o "$RUN/bin/tcpperf" \
+	    "$HERE/tcpperf.c" >>"$log" 2>&1 &&
+	$cc -std=c11 -D_GNU_SOURCE -O2 $WARN -pthread -o "$RUN/bin/membw" \
+	    "$HERE/membw.c" >>"$log" 2>&1 || {
+		note "cannot build the helpers (see $log)"
+		return 1
+	}
+	if [ -x "$B/mccld" ] && [ -x "$B/mccl-perf" ] && [ -f "$B/libmccl.a" ]; then
+		# shellcheck disable=SC2086
+		if $cc -std=c11 -D_GNU_SOURCE -O2 $WARN -I"$TOP/libclient" \
+		    -o "$RUN/bin/lat" "$HERE/lat.c" "$B/libmccl.a" -lpthread \
+		    >>"$log" 2>&1; then
+			HAVE_MCCL=1
+		else
+			note "cannot build lat.c against $B/libmccl.a (see $log)"
+		fi
+	else
+		note "MCCL is not built in $B (run make): MCCL skipped"
+	fi
+}
+
+detect_ompi() {
+	local log=$RAW/build.log
+	if ! command -v mpirun >/dev/null || ! command -v mpicc >/dev/null; then
+		note "Open MPI not installed (apt-get install -y openmpi-bin" \
+		    "libopenmpi-dev): Open MPI skipped"
+		return
+	fi
+	if [ ! -f "$ANCHORS/mpi_allreduce_perf.c" ]; then
+		note "no $ANCHORS/mpi_allreduce_perf.c: Open MPI skipped"
+		return
+	fi
+	mkdir -p "$OUT/bin"
+	if mpicc -O2 -o "$OUT/bin/mpi_allreduce_perf" \
+	    "$ANCHORS/mpi_allreduce_perf.c" >>"$log" 2>&1 &&
+	    mpicc -std=c11 -O2 -o "$OUT/bin/mpi_lat" "$HERE/mpi_lat.c" \
+	    >>"$log" 2>&1; then
+		HAVE_OMPI=1
+	else
+		note "cannot build the MPI programs (see $log): Open MPI skipped"
+		return
+	fi
+	# Open MPI 5 renamed vader to sm.
+	ompi_info --parsable 2>/dev/null | grep -q "mca:btl:vader:" ||
+	    OMPI_SHM=sm
+	is_root && MPI_BASE+=(--allow-run-as-root)
+	mpirun --version 2>&1 | head -n 1 >"$RAW/ompi.version"
+}
+
+detect_gloo() {
+	if [ ! -f "$ANCHORS/gloo_allreduce_perf.py" ]; then
+		note "no $ANCHORS/gloo_allreduce_perf.py: Gloo skipped"
+		return
+	fi
+	if "$PY" -c 'import torch.distributed as d; assert d.is_available();
+import torch; print(torch.__version__)' >"$RAW/gloo.version" 2>/dev/null; then
+		HAVE_GLOO=1
+	else
+		note "torch.distributed not available to $PY (apt-get install" \
+		    "-y python3-torch): Gloo skipped"
+	fi
+}
+
+# ---- the cases ----
+
+# Sizes and iterations; -q shrinks them to check the harness quickly.
+set_params() {
+	if [ "$QUICK" = 1 ]; then
+		BIG=4M BIGB=$((4 << 20)) C5MAX=4M C5MAXB=$((4 << 20))
+		SMALL_N="-n 5 -w 1" BIG_N="-n 2 -w 1" BIG_IT=2 SMALL_IT=5
+		LAT_N=200 PING_N=2000 LINK_S=1
+	else
+		BIG=64M BIGB=$((64 << 20)) C5MAX=256M C5MAXB=$((256 << 20))
+		SMALL_N="-n 20 -w 5" BIG_N="-n 5 -w 2" BIG_IT=5 SMALL_IT=20
+		LAT_N=1000 PING_N=10000 LINK_S=3
+	fi
+}
+
+# The link's own bandwidth: one TCP stream h1 -> h0.
+measure_link() {
+	local s
+	bg_run "$RAW/link.srv.log" "$(ns_name 0)" "$RUN/bin/tcpperf" \
+	    serve "$(ns_addr 0)" 5202
+	s=$LAST
+	bg_run "$RAW/link.log" "$(ns_name 1)" "$RUN/bin/tcpperf" \
+	    bw "$(ns_addr 0)" 5202 "$LINK_S"
+	if wait_all 60 "$s" "$LAST"; then
+		status link tcp ok
+	else
+		status link tcp failed "see raw/link.log"
+	fi
+}
+
+case1() {
+	echo "== case 1: 4 hosts x 1 rank, $RATE links, allreduce up to $BIG"
+	measure_link
+	if [ $HAVE_MCCL = 1 ]; then
+		if cluster_up case1 4 ns; then
+			# shellcheck disable=SC2086
+			record 1 mccl case1.mccl mccl_perf case1.mccl-small 300 1 \
+			    -b 1K -e 1M -f 4 $SMALL_N &&
+			record 1 mccl case1.mccl mccl_perf case1.mccl-big 600 1 \
+			    -b 4M -e "$BIG" -f 4 $BIG_N
+		else
+			status 1 mccl failed "cluster did not come up"
+		fi
+		cluster_down
+	else
+		status 1 mccl skipped "not built"
+	fi
+	if [ $HAVE_GLOO = 1 ]; then
+		record 1 gloo case1.gloo gloo_ns case1.gloo 600 4 1 \
+		    "$ANCHORS/gloo_allreduce_perf.py" 4 1024 "$BIGB" "$SMALL_IT"
+	else
+		status 1 gloo skipped "not installed"
+	fi
+	if [ $HAVE_OMPI = 1 ]; then
+		record 1 ompi case1.ompi mpi_ns case1.ompi 600 \
+		    "$(mpi_hosts 4 1)" 4 --mca mpi_yield_when_idle 1 \
+		    "$OUT/bin/mpi_allreduce_perf" 1024 "$BIGB" "$SMALL_IT"
+	else
+		status 1 ompi skipped "not installed"
+	fi
+}
+
+case2() {
+	echo "== case 2: 2 hosts x 2 ranks, $RATE links, allreduce $BIG"
+	if [ $HAVE_MCCL = 1 ]; then
+		if cluster_up case2 2 ns; then
+			# shellcheck disable=SC2086
+			record 2 mccl case2.mccl mccl_perf case2.mccl 600 2 \
+			    -b "$BIG" -e "$BIG" $BIG_N
+		else
+			status 2 mccl failed "cluster did not come up"
+		fi
+		cluster_down
+	else
+		status 2 mccl skipped "not built"
+	fi
+	if [ $HAVE_GLOO = 1 ]; then
+		record 2 gloo case2.gloo gloo_ns case2.gloo 600 2 2 \
+		    "$ANCHORS/gloo_allreduce_perf.py" 4 "$BIGB" "$BIGB" "$BIG_IT"
+	else
+		status 2 gloo skipped "not installed"
+	fi
+	if [ $HAVE_OMPI = 1 ]; then
+		record 2 ompi case2.ompi mpi_ns case2.ompi 600 \
+		    "$(mpi_hosts 2 2)" 4 --mca mpi_yield_when_idle 1 \
+		    "$OUT/bin/mpi_allreduce_perf" "$BIGB" "$BIGB" "$BIG_IT"
+	else
+		status 2 ompi skipped "not installed"
+	fi
+}
+
+case3() {
+	local s
+	echo "== case 3: 4 hosts x 1 rank, 8-byte allreduce latency"
+	bg_run "$RAW/case3.tcp.srv.log" "$(ns_name 0)" "$RUN/bin/tcpperf" \
+	    serve "$(ns_addr 0)" 5203
+	s=$LAST
+	bg_run "$RAW/case3.tcp.log" "$(ns_name 1)" "$RUN/bin/tcpperf" \
+	    pingpong "$(ns_addr 0)" 5203 "$PING_N"
+	if wait_all 120 "$s" "$LAST"; then
+		status 3 tcp ok
+	else
+		status 3 tcp failed "see raw/case3.tcp.log"
+	fi
+	if [ $HAVE_MCCL = 1 ]; then
+		if cluster_up case3 4 ns; then
+			record 3 mccl case3.mccl mccl_lat case3.mccl 300 \
+			    -b 8 -n "$LAT_N" -w 100
+			cp "$RAW/case3.mccl.h0.log" "$RAW/case3.mccl.log"
+		else
+			status 3 mccl failed "cluster did not come up"
+		fi
+		cluster_down
+	else
+		status 3 mccl skipped "not built"
+	fi
+	if [ $HAVE_OMPI = 1 ]; then
+		record 3 ompi case3.ompi mpi_ns case3.ompi 300 \
+		    "$(mpi_hosts 4 1)" 4 "$OUT/bin/mpi_lat" 8 "$LAT_N" 100
+		record 3 ompi-yield case3.ompi-yield mpi_ns case3.ompi-yield \
+		    300 "$(mpi_hosts 4 1)" 4 --mca mpi_yield_when_idle 1 \
+		    "$OUT/bin/mpi_lat" 8 "$LAT_N" 100
+	else
+		status 3 ompi skipped "not installed"
+		status 3 ompi-yield skipped "not installed"
+	fi
+	if [ $HAVE_GLOO = 1 ]; then
+		record 3 gloo case3.gloo gloo_ns case3.gloo 300 4 1 \
+		    "$HERE/gloo_lat.py" 8 "$LAT_N" 100
+	else
+		status 3 gloo skipped "not installed"
+	fi
+}
+
+case4() {
+	local size=$((64 << 20)) it=10 threads
+	[ "$QUICK" = 1 ] && size=$((16 << 20)) it=3
+	threads=$(nproc 2>/dev/null || echo 1)
+	[ "$threads" -gt 8 ] && threads=8
+	echo "== case 4: 1 host x 2 ranks, allreduce $((size >> 20))M, no network"
+	bg_run "$RAW/case4.memcpy.log" "" "$RUN/bin/membw" "$size" "$it" \
+	    "$threads"
+	if wait_all 120 "$LAST"; then
+		status 4 memcpy ok
+	else
+		status 4 memcpy failed "see raw/case4.memcpy.log"
+	fi
+	if [ $HAVE_MCCL = 1 ]; then
+		if cluster_up case4 1 lo; then
+			record 4 mccl case4.mccl mccl_perf case4.mccl 300 2 \
+			    -b "$size" -e "$size" -n "$it" -w 3
+		else
+			status 4 mccl failed "daemon did not come up"
+		fi
+		cluster_down
+	else
+		status 4 mccl skipped "not built"
+	fi
+	if [ $HAVE_OMPI = 1 ]; then
+		record 4 ompi case4.ompi mpi_lo case4.ompi 300 2 \
+		    --mca btl "$OMPI_SHM,self" \
+		    "$OUT/bin/mpi_allreduce_perf" "$size" "$size" "$it"
+	else
+		status 4 ompi skipped "not installed"
+	fi
+}
+
+case5() {
+	echo "== case 5: 2 hosts on loopback x 1 rank, allreduce 1K..$C5MAX"
+	if [ $HAVE_MCCL = 1 ]; then
+		if cluster_up case5 2 lo; then
+			# shellcheck disable=SC2086
+			record 5 mccl case5.mccl mccl_perf case5.mccl-small 300 1 \
+			    -b 1K -e 4M -f 2 $SMALL_N &&
+			record 5 mccl case5.mccl mccl_perf case5.mccl-big 600 1 \
+			    -b 8M -e "$C5MAX" -f 2 $BIG_N
+		else
+			status 5 mccl failed "cluster did not come up"
+		fi
+		cluster_down
+	else
+		status 5 mccl skipped "not built"
+	fi
+	if [ $HAVE_OMPI = 1 ]; then
+		record 5 ompi case5.ompi mpi_lo case5.ompi 600 2 \
+		    --mca btl tcp,self --mca btl_tcp_if_include lo \
+		    "$OUT/bin/mpi_allreduce_perf" 1024 "$C5MAXB" "$SMALL_IT"
+	else
+		status 5 ompi skipped "not installed"
+	fi
+	if [ $HAVE_GLOO = 1 ]; then
+		record 5 gloo case5.gloo bg_gloo_lo case5.gloo 600 \
+		    "$ANCHORS/gloo_allreduce_perf.py" 2 1024 "$C5MAXB" "$SMALL_IT"
+	else
+		status 5 gloo skipped "not installed"
+	fi
+}
+
+# The anchor spawns its local ranks itself; gloo on the loopback device.
+bg_gloo_lo() {
+	local tag=$1 tmo=$2
+	shift 2
+	bg_run "$RAW/$tag.log" "" env GLOO_SOCKET_IFNAME=lo \
+	    MASTER_ADDR=127.0.0.1 OMP_NUM_THREADS=1 "$PY" "$@"
+	wait_all "$tmo" "$LAST"
+}
+
+write_meta() {
+	{
+		echo "date=$(date -u '+%Y-%m-%d %H:%M UTC')"
+		echo "host=$(uname -srm), $(nproc) cpus"
+		echo "rate=$RATE"
+		echo "quick=$QUICK"
+		echo "cases=$*"
+		echo "mccl=$HAVE_MCCL ompi=$HAVE_OMPI gloo=$HAVE_GLOO"
+		[ -f "$RAW/ompi.version" ] && echo "ompi_version=$(cat "$RAW/ompi.version")"
+		[ -f "$RAW/gloo.version" ] && echo "torch_version=$(cat "$RAW/gloo.version")"
+	} >"$RAW/meta.txt"
+}
+
+# ---- main ----
+
+main() {
+	local ch c cases="" ns_cases="" rc=0
+	while getopts "a:B:ho:qr:" ch; do
+		case $ch in
+		a) ANCHORS=$OPTARG ;;
+		B) B=$OPTARG ;;
+		o) OUT=$OPTARG ;;
+		q) QUICK=1 ;;
+		r) RATE=$OPTARG ;;
+		*) usage ;;
+		esac
+	done
+	shift $((OPTIND - 1))
+	B=$(cd "$B" 2>/dev/null && pwd) || { echo "bench: no build directory" >&2; exit 2; }
+	exec 9<"$0"
+	if [ "${1:-}" = clean ]; then
+		[ $# = 1 ] || usage
+		do_clean
+		exit 0
+	fi
+	for c in "${@:-$ALL_CASES}"; do
+		for c in $c; do
+			c=${c#case}
+			case $c in
+			[1-5]) cases="$cases $c" ;;
+			*) usage ;;
+			esac
+		done
+	done
+	if ! flock -n 9; then
+		echo "bench: another bench.sh is running" >&2
+		exit 1
+	fi
+	OUT=${OUT:-$B/bench}
+	mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd) || exit 2
+	RAW=$OUT/raw
+	rm -rf "$RAW" "$OUT/data" "$OUT/bin"
+	mkdir -p "$RAW" "$OUT/data"
+	: >"$RAW/status.tsv"
+	RUN=$(mktemp -d /tmp/mccl-bench.XXXXXX) || exit 2
+	: >"$RUN/pids"
+	trap cleanup EXIT
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+	set_params
+	build_helpers || exit 2
+	detect_ompi
+	detect_gloo
+	command -v gnuplot >/dev/null && HAVE_PLOT=1 ||
+	    note "gnuplot not installed: no plots"
+
+	for c in $cases; do
+		case $c in 1|2|3) ns_cases="$ns_cases $c" ;; esac
+	done
+	if [ -n "$ns_cases" ] && ! is_root; then
+		note "cases$ns_cases need root (network namespaces);" \
+		    "running the loopback cases only"
+		for c in $ns_cases; do
+			status "$c" all skipped "needs root"
+		done
+		cases=$(echo "$cases" | tr ' ' '\n' | grep '[45]' | tr '\n' ' ')
+		ns_cases=""
+	fi
+	write_meta $cases
+	if [ -n "$ns_cases" ]; then
+		printf '#!/bin/sh\n# rsh agent: run the command in the host'"'"'s namespace\nwhile [ "${1#-}" != "$1" ]; do shift; done\nh=$1; shift\ncase $h in %s[0-9]*) ;; *) echo "rsh-agent: bad host $h" >&2; exit 1 ;; esac\nexec ip netns exec "$h" sh -c "$*"\n' \
+		    "$NS_PREFIX" >"$RUN/rsh-agent"
+		chmod +x "$RUN/rsh-agent"
+		if [ $HAVE_OMPI = 1 ] && ! hosts_add; then
+			note "cannot edit /etc/hosts: Open MPI skipped in namespaces"
+			HAVE_OMPI=0
+		fi
+		echo "== network: $NET_HOSTS hosts on $BR, links $RATE"
+		if ! net_up "$NET_HOSTS" "$RATE"; then
+			note "cannot build the simulated network"
+			for c in $ns_cases; do
+				status "$c" all failed "no network"
+			done
+			cases=$(echo "$cases" | tr ' ' '\n' | grep '[45]' | tr '\n' ' ')
+		fi
+	fi
+	for c in $cases; do
+		"case$c"
+	done
+	stop_all
+	[ "$NET_UP" = 1 ] && net_down
+	[ "$HOSTS_EDITED" = 1 ] && hosts_remove
+
+	python_report || rc=1
+	grep -q "	failed	" "$RAW/status.tsv" && rc=1
+	echo
+	echo "tables: $OUT/results.txt  summary: $OUT/summary.md  raw logs: $RAW"
+	return $rc
+}
+
+python_report() {
+	local py=python3
+	command -v python3 >/dev/null || py=$PY
+	"$py" "$HERE/report.py" "$OUT" || { note "report failed"; return 1; }
+	[ $HAVE_PLOT = 1 ] || return 0
+	for gp in "$OUT"/data/*.gp; do
+		[ -f "$gp" ] || continue
+		(cd "$OUT/data" && gnuplot "$gp") >>"$RAW/gnuplot.log" 2>&1 ||
+		    note "gnuplot failed on $gp (see raw/gnuplot.log)"
+	done
+}
+
+main "$@"

@@ -1,0 +1,471 @@
+"""report.py OUTDIR: the benchmark harness's report.
+
+Reads what tools/bench/bench.sh left in OUTDIR/raw (mccl-perf JSON, the
+baselines' text tables, the helpers' key=value lines, status.tsv) and writes
+OUTDIR/results.txt (one table per case, also printed), OUTDIR/summary.md (the
+same tables and the pass/fail of each target) and, for gnuplot, the data
+files and scripts OUTDIR/data/case1.gp and case5.gp (-> case1.png,
+case5.png).  Standard library only.
+"""
+import glob
+import json
+import os
+import sys
+
+SYSNAME = {"mccl": "MCCL", "gloo": "Gloo", "ompi": "OMPI",
+           "ompi-yield": "OMPI yield", "tcp": "TCP", "memcpy": "memcpy"}
+
+
+# ---- reading ----
+
+def read_lines(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read().splitlines()
+    except OSError:
+        return []
+
+
+def read_status(raw):
+    """(case, system) -> (state, why); the worst of several lines wins."""
+    rank = {"ok": 0, "skipped": 1, "failed": 2}
+    st = {}
+    for line in read_lines(os.path.join(raw, "status.tsv")):
+        f = line.split("\t")
+        if len(f) < 3:
+            continue
+        key, val = (f[0], f[1]), (f[2], f[3] if len(f) > 3 else "")
+        if key not in st or rank.get(val[0], 2) > rank.get(st[key][0], 2):
+            st[key] = val
+    return st
+
+
+def read_kv(raw, name, prefix):
+    """The key=value fields of the first line of raw/name starting prefix."""
+    for line in read_lines(os.path.join(raw, name)):
+        if line.startswith(prefix + " "):
+            return dict(w.split("=", 1) for w in line.split()[1:] if "=" in w)
+    return None
+
+
+def read_mccl(raw, tag):
+    """size -> (time_us, busbw) from raw/TAG*.json, out-of-place results;
+    from rank 0's text table where the JSON is missing or cut short."""
+    rows = {}
+    for path in sorted(glob.glob(os.path.join(raw, tag + "*.json"))):
+        for line in read_lines(path):
+            line = line.strip().lstrip(",").rstrip(",")
+            if not line.startswith('{"size"'):
+                continue
+            try:
+                r = json.loads(line)
+            except ValueError:
+                continue
+            res = r.get("oop") or r.get("ip")
+            if res:
+                rows[r["size"]] = (res["time_us"], res["busbw"])
+    for path in sorted(glob.glob(os.path.join(raw, tag + "*.h0.log"))):
+        for line in read_lines(path):
+            f = line.split()
+            if len(f) >= 13 and not line.startswith("#") and f[0].isdigit():
+                size = int(f[0])
+                if size not in rows and f[5] != "N/A":
+                    rows[size] = (float(f[5]), float(f[7]))
+    return rows
+
+
+def read_table(raw, name):
+    """size -> (time_us, busbw) from a baseline's nccl-tests style table."""
+    rows = {}
+    for line in read_lines(os.path.join(raw, name)):
+        f = line.split()
+        if len(f) == 6 and f[0].isdigit():
+            try:
+                rows[int(f[0])] = (float(f[2]), float(f[4]))
+            except ValueError:
+                pass
+    return rows
+
+
+# ---- formatting ----
+
+def hsize(b):
+    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
+        if b >= 1 << shift and b % (1 << shift) == 0:
+            return f"{b >> shift}{unit}"
+    return str(b)
+
+
+def ftime(t):
+    return "-" if t is None else (f"{t:.0f}" if t >= 1000 else f"{t:.1f}")
+
+
+def fbw(b):
+    return "-" if b is None else f"{b:.3f}"
+
+
+def fratio(a, b):
+    if a is None or b is None or b == 0:
+        return "-"
+    return f"{a / b:.2f}"
+
+
+class Table:
+    def __init__(self, head):
+        self.head = head
+        self.rows = []
+
+    def add(self, row):
+        self.rows.append([str(c) for c in row])
+
+    def text(self):
+        w = [max(len(r[i]) for r in [self.head] + self.rows)
+             for i in range(len(self.head))]
+        out = []
+        for r in [self.head] + self.rows:
+            out.append("  ".join(c.rjust(w[i]) for i, c in enumerate(r)))
+            if r is self.head:
+                out.append("  ".join("-" * x for x in w))
+        return "\n".join(out)
+
+    def markdown(self):
+        out = ["| " + " | ".join(self.head) + " |",
+               "|" + "|".join("---:" for _ in self.head) + "|"]
+        out += ["| " + " | ".join(r) + " |" for r in self.rows]
+        return "\n".join(out)
+
+
+class Report:
+    def __init__(self, out):
+        self.out = out
+        self.raw = os.path.join(out, "raw")
+        self.data = os.path.join(out, "data")
+        self.status = read_status(self.raw)
+        self.meta = {}
+        for line in read_lines(os.path.join(self.raw, "meta.txt")):
+            if "=" in line:
+                k, v = line.split("=", 1)
+                self.meta[k] = v
+        self.cases = self.meta.get("cases", "").split()
+        self.text = []          # results.txt
+        self.md = []            # summary.md, per case
+        self.verdicts = []      # (case, target, verdict)
+
+    def state(self, case, system):
+        s = self.status.get((case, system))
+        if s is None:
+            s = self.status.get((case, "all"), ("skipped", "not run"))
+        return s
+
+    def missing(self, case, system):
+        """Why a system has no result in a case ('' if it has one)."""
+        state, why = self.state(case, system)
+        name = SYSNAME.get(system, system)
+        return f"{name} {state}" + (f" ({why})" if why else "")
+
+    def emit(self, case, title, tables, lines):
+        self.text.append(f"== case {case}: {title}")
+        self.md.append(f"## Case {case}: {title}\n")
+        for t in tables:
+            self.text.append(t.text())
+            self.md.append(t.markdown() + "\n")
+        for l in lines:
+            self.text.append(l)
+            self.md.append(f"- {l}")
+        self.text.append("")
+        self.md.append("")
+
+    def verdict(self, case, target, checks, mccl_state):
+        """checks: [(description, ok or None when not measurable)]."""
+        if mccl_state[0] != "ok":
+            v = ("FAIL" if mccl_state[0] == "failed" else "SKIPPED") + \
+                f" (MCCL {mccl_state[0]}" + \
+                (f": {mccl_state[1]})" if mccl_state[1] else ")")
+        else:
+            done = [c for c in checks if c[1] is not None]
+            if not done:
+                v = "INCOMPLETE (nothing to compare with)"
+            else:
+                v = "PASS" if all(ok for _, ok in done) else "FAIL"
+            v += ": " + "; ".join(
+                f"{d} {'ok' if ok else 'NO' if ok is not None else 'n/a'}"
+                for d, ok in checks)
+        self.verdicts.append((case, target, v))
+        return v
+
+    # ---- the cases ----
+
+    def bw_table(self, sizes, systems, data, ratio_to):
+        head = ["size"]
+        for s in systems:
+            n = SYSNAME[s]
+            head += [f"{n} us", f"{n} GB/s"]
+        head += [f"MCCL/{SYSNAME[s]}" for s in ratio_to]
+        t = Table(head)
+        for size in sizes:
+            row = [hsize(size)]
+            for s in systems:
+                tb = data[s].get(size, (None, None))
+                row += [ftime(tb[0]), fbw(tb[1])]
+            m = data["mccl"].get(size, (None, None))[1]
+            row += [fratio(m, data[s].get(size, (None, None))[1])
+                    for s in ratio_to]
+            t.add(row)
+        return t
+
+    def present(self, case, systems, data):
+        lines = []
+        for s in systems:
+            if not data[s]:
+                lines.append("no result: " + self.missing(case, s))
+        return lines
+
+    def case1(self):
+        data = {"mccl": read_mccl(self.raw, "case1.mccl"),
+                "gloo": read_table(self.raw, "case1.gloo.log"),
+                "ompi": read_table(self.raw, "case1.ompi.log")}
+        link = read_kv(self.raw, "link.log", "bw")
+        systems = ["mccl", "gloo", "ompi"]
+        sizes = sorted(data["mccl"]) or sorted(set(data["gloo"]) |
+                                                set(data["ompi"]))
+        t = self.bw_table(sizes, systems, data, ["gloo", "ompi"])
+        lines = self.present("1", systems, data)
+        lk = float(link["GB_s"]) if link else None
+        if link:
+            lines.append(f"link, measured (one TCP stream h1->h0, "
+                         f"{link['seconds']} s): {float(link['gbit_s']):.3f}"
+                         f" Gbit/s = {lk:.4f} GB/s")
+        else:
+            lines.append("link not measured: " + self.missing("link", "tcp"))
+        big = max(sizes) if sizes else None
+        m = data["mccl"].get(big, (None, None))[1] if big else None
+        g = data["gloo"].get(big, (None, None))[1] if big else None
+        checks = [(f"busbw {fbw(m)} >= 0.97 x link {fbw(lk)}",
+                   None if m is None or lk is None else m >= 0.97 * lk),
+                  (f">= Gloo {fbw(g)}",
+                   None if m is None or g is None else m >= g)]
+        v = self.verdict("1", f"busbw at {hsize(big) if big else '?'} "
+                         ">= 0.97 x link and >= Gloo", checks,
+                         self.state("1", "mccl"))
+        lines.append(f"target: {v}")
+        self.emit("1", "4 hosts x 1 rank, allreduce float32 sum, "
+                  f"{self.meta.get('rate', '?')} links", [t], lines)
+        self.plot("case1", "Case 1: 4 hosts x 1 rank, "
+                  f"{self.meta.get('rate', '?')} links", data, systems, lk)
+
+    def case2(self):
+        data = {"mccl": read_mccl(self.raw, "case2.mccl"),
+                "gloo": read_table(self.raw, "case2.gloo.log"),
+                "ompi": read_table(self.raw, "case2.ompi.log")}
+        systems = ["mccl", "gloo", "ompi"]
+        sizes = sorted(set(data["mccl"]) | set(data["gloo"]) |
+                       set(data["ompi"]))
+        t = self.bw_table(sizes, systems, data, ["gloo", "ompi"])
+        lines = self.present("2", systems, data)
+        big = max(sizes) if sizes else None
+        m = data["mccl"].get(big, (None, None))[1] if big else None
+        others = [data[s].get(big, (None, None))[1] for s in ("gloo", "ompi")]
+        others = [o for o in others if o is not None]
+        best = max(others) if others else None
+        checks = [(f"busbw {fbw(m)} >= 1.4 x max(OMPI, Gloo) {fbw(best)}",
+                   None if m is None or best is None else m >= 1.4 * best)]
+        v = self.verdict("2", "busbw >= 1.4 x max(OMPI, Gloo)", checks,
+                         self.state("2", "mccl"))
+        lines.append(f"target: {v}")
+        self.emit("2", "2 hosts x 2 ranks (4 ranks), allreduce float32 sum, "
+                  f"{self.meta.get('rate', '?')} links", [t], lines)
+
+    def case3(self):
+        systems = ["mccl", "ompi", "ompi-yield", "gloo"]
+        lat = {s: read_kv(self.raw, f"case3.{s}.log", "lat") for s in systems}
+        t = Table(["system", "median us", "p99 us", "mean us", "min us",
+                   "median MCCL/system"])
+        m = float(lat["mccl"]["median_us"]) if lat["mccl"] else None
+        lines = []
+        for s in systems:
+            d = lat[s]
+            if d is None:
+                t.add([SYSNAME[s], "-", "-", "-", "-", "-"])
+                lines.append("no result: " + self.missing("3", s))
+                continue
+            med = float(d["median_us"])
+            t.add([SYSNAME[s], f"{med:.1f}", f"{float(d['p99_us']):.1f}",
+                   f"{float(d['mean_us']):.1f}", f"{float(d['min_us']):.1f}",
+                   fratio(m, med)])
+        tcp = read_kv(self.raw, "case3.tcp.log", "pingpong")
+        if tcp:
+            t.add(["TCP one-way", tcp["oneway_median_us"],
+                   tcp["oneway_p99_us"], "-", "-",
+                   fratio(m, float(tcp["oneway_median_us"]))])
+            lines.append(f"TCP one-way latency h1<->h0 = round trip / 2 over "
+                         f"{tcp['n']} {tcp['bytes']}-byte ping-pongs; "
+                         f"round trip median {tcp['rtt_median_us']} us")
+        else:
+            lines.append("no TCP ping-pong: " + self.missing("3", "tcp"))
+        lines.append("every time is per iteration, the slowest rank's; "
+                     "ratio < 1: MCCL faster")
+        others = [float(lat[s]["median_us"]) for s in systems[1:] if lat[s]]
+        best = min(others) if others else None
+        checks = [(f"median {ftime(m)} us <= best of OMPI, OMPI yield, Gloo "
+                   f"{ftime(best)} us",
+                   None if m is None or best is None else m <= best)]
+        v = self.verdict("3", "median <= best baseline", checks,
+                         self.state("3", "mccl"))
+        lines.append(f"target: {v}")
+        self.emit("3", "4 hosts x 1 rank, 8-byte allreduce latency", [t],
+                  lines)
+
+    def case4(self):
+        data = {"mccl": read_mccl(self.raw, "case4.mccl"),
+                "ompi": read_table(self.raw, "case4.ompi.log")}
+        mem = [dict(w.split("=", 1) for w in l.split()[1:])
+               for l in read_lines(os.path.join(self.raw, "case4.memcpy.log"))
+               if l.startswith("memcpy ")]
+        sizes = sorted(set(data["mccl"]) | set(data["ompi"]))
+        size = max(sizes) if sizes else None
+        traffic = max((float(d["traffic_GB_s"]) for d in mem), default=None)
+        bound = 4 * size / traffic / 1e3 if traffic and size else None
+        t = Table(["size", "MCCL us", "MCCL GB/s", "OMPI shm us",
+                   "OMPI shm GB/s", "bound us", "MCCL/OMPI",
+                   "MCCL time/bound"])
+        for s in sizes:
+            mt, mb = data["mccl"].get(s, (None, None))
+            ot, ob = data["ompi"].get(s, (None, None))
+            bs = 4 * s / traffic / 1e3 if traffic else None
+            t.add([hsize(s), ftime(mt), fbw(mb), ftime(ot), fbw(ob),
+                   ftime(bs), fratio(mb, ob), fratio(mt, bs)])
+        lines = self.present("4", ["mccl", "ompi"], data)
+        for d in mem:
+            lines.append(f"memcpy of {hsize(int(d['bytes']))}, {d['threads']} "
+                         f"thread(s): {d['copy_GB_s']} GB/s copied = "
+                         f"{d['traffic_GB_s']} GB/s of memory traffic")
+        if not mem:
+            lines.append("no memcpy result: " + self.missing("4", "memcpy"))
+        lines.append("bound = 4 x size / best memory traffic rate: an "
+                     "out-of-place allreduce of S bytes on 2 ranks reads both "
+                     "inputs (2S) and writes both results (2S) at least")
+        m = data["mccl"].get(size, (None, None)) if size else (None, None)
+        o = data["ompi"].get(size, (None, None))[1] if size else None
+        checks = [(f"busbw {fbw(m[1])} >= 2 x OMPI shm {fbw(o)}",
+                   None if m[1] is None or o is None else m[1] >= 2 * o),
+                  (f"time {ftime(m[0])} us <= 1.5 x bound {ftime(bound)} us",
+                   None if m[0] is None or bound is None
+                   else m[0] <= 1.5 * bound)]
+        v = self.verdict("4", ">= 2 x OMPI shm and <= 1.5 x memory bound",
+                         checks, self.state("4", "mccl"))
+        lines.append(f"target: {v}")
+        self.emit("4", "1 host x 2 ranks, allreduce float32 sum, no network",
+                  [t], lines)
+
+    def case5(self):
+        data = {"mccl": read_mccl(self.raw, "case5.mccl"),
+                "ompi": read_table(self.raw, "case5.ompi.log"),
+                "gloo": read_table(self.raw, "case5.gloo.log")}
+        systems = ["mccl", "ompi", "gloo"]
+        sizes = sorted(set(data["mccl"]) | set(data["ompi"]))
+        t = self.bw_table(sizes, systems, data, ["ompi", "gloo"])
+        lines = self.present("5", systems, data)
+        both = [s for s in sizes if s in data["mccl"] and s in data["ompi"]]
+        slower = [hsize(s) for s in both
+                  if data["mccl"][s][0] > data["ompi"][s][0]]
+        lines.append("ratios are of busbw (= inverse ratio of time): "
+                     "> 1: MCCL faster")
+        checks = [(f"time <= OMPI at all {len(both)} sizes"
+                   + (f" (slower at {', '.join(slower)})" if slower else ""),
+                   None if not both else not slower)]
+        if both and len(both) < len(sizes):
+            checks.append(("every size measured by both", False))
+        v = self.verdict("5", "time <= OMPI TCP at every size", checks,
+                         self.state("5", "mccl"))
+        lines.append(f"target: {v}")
+        self.emit("5", "2 hosts on loopback x 1 rank, allreduce float32 sum",
+                  [t], lines)
+        self.plot("case5", "Case 5: 2 daemons on loopback x 1 rank", data,
+                  systems, None)
+
+    # ---- plots ----
+
+    def plot(self, name, title, data, systems, link):
+        os.makedirs(self.data, exist_ok=True)
+        curves = []
+        for s in systems:
+            if not data[s]:
+                continue
+            path = os.path.join(self.data, f"{name}.{s}.dat")
+            with open(path, "w") as f:
+                f.write("# size_bytes time_us busbw_GBps\n")
+                for size in sorted(data[s]):
+                    f.write(f"{size} {data[s][size][0]} {data[s][size][1]}\n")
+            curves.append(f"'{name}.{s}.dat' using 1:3 with linespoints "
+                          f"lw 2 title '{SYSNAME[s]}'")
+        if not curves:
+            return
+        if link:
+            curves.append(f"{link} with lines dt 2 lw 1 "
+                          f"title 'link (TCP, measured)'")
+        with open(os.path.join(self.data, f"{name}.gp"), "w") as f:
+            f.write(f"""# gnuplot script written by tools/bench/report.py
+if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {{
+    set terminal pngcairo size 1000,600 noenhanced
+}} else {{
+    set terminal png size 1000,600 noenhanced
+}}
+set output '../{name}.png'
+set title '{title}'
+set logscale x 2
+set format x '%.0b%B'
+set xlabel 'size (bytes)'
+set ylabel 'bus bandwidth (GB/s)'
+set yrange [0:*]
+set grid
+set key top left
+plot {", ".join(curves)}
+""")
+
+    # ---- output ----
+
+    def write(self):
+        for c in ("1", "2", "3", "4", "5"):
+            if c in self.cases:
+                getattr(self, "case" + c)()
+            else:
+                self.verdicts.append((c, "-", "not run"))
+        head = [f"# MCCL benchmark ({self.meta.get('date', '?')})", "",
+                f"Host: {self.meta.get('host', '?')}. "
+                f"Open MPI: {self.meta.get('ompi_version', 'not run')}. "
+                f"torch: {self.meta.get('torch_version', 'not run')}.", ""]
+        if self.meta.get("quick") == "1":
+            head += ["**Quick mode (-q): reduced sizes and iterations; the "
+                     "targets are checked at the largest size run, and the "
+                     "numbers are not meant for comparison.**", ""]
+        head += ["Times in microseconds, bandwidths in GB/s (1e9 bytes/s), "
+                 "busbw = size / time x 2(n-1)/n as in nccl-tests; MCCL "
+                 "and the baselines use out-of-place float32 sum.", "",
+                 "## Targets", ""]
+        t = Table(["case", "target", "result"])
+        for c, target, v in self.verdicts:
+            t.add([c, target, v])
+        head.append(t.markdown().replace("---:|---:|---:", ":--|:--|:--"))
+        head.append("")
+        notes = read_lines(os.path.join(self.raw, "notes.txt"))
+        if notes:
+            head += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
+        with open(os.path.join(self.out, "summary.md"), "w") as f:
+            f.write("\n".join(head + self.md) + "\n")
+        text = "\n".join(self.text) + "\nTargets:\n" + "\n".join(
+            f"  ({c}) {v}" for c, _, v in self.verdicts) + "\n"
+        with open(os.path.join(self.out, "results.txt"), "w") as f:
+            f.write(text)
+        sys.stdout.write(text)
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.stderr.write("usage: report.py OUTDIR\n")
+        return 2
+    Report(sys.argv[1]).write()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
