@@ -20,6 +20,8 @@
 
 #include "mccld.h"
 
+#define LINGER_MS	3000	/* a failed job's links, before closing */
+
 static void	engine_report_links(struct job *, int, int, const char *);
 
 static void
@@ -493,6 +495,46 @@ engine_wake(struct job *j)
 	pthread_mutex_unlock(&j->eng_mtx);
 }
 
+struct lingering_links {
+	int		*fds;
+	uint32_t	 n;
+};
+
+static void
+linger_cb(int fd, short events, void *arg)
+{
+	struct lingering_links *l = arg;
+
+	(void)fd;
+	(void)events;
+	for (uint32_t p = 0; p < l->n; p++)
+		if (l->fds[p] != -1)
+			close(l->fds[p]);
+	free(l->fds);
+	free(l);
+}
+
+/*
+ * A failed job's links stay open a little: the other nodes must learn why
+ * it failed (PEER_ABORT, on the control connection) before they see the
+ * links close, or they would report a dead peer instead of the reason.
+ */
+static void
+engine_linger(int *fds, uint32_t n)
+{
+	struct timeval tv = { LINGER_MS / 1000, (LINGER_MS % 1000) * 1000 };
+	struct lingering_links *l;
+
+	if ((l = malloc(sizeof(*l))) == NULL) {
+		linger_cb(-1, 0, &(struct lingering_links){ fds, n });
+		return;
+	}
+	l->fds = fds;
+	l->n = n;
+	if (event_base_once(md.base, -1, EV_TIMEOUT, linger_cb, l, &tv) == -1)
+		linger_cb(-1, 0, l);
+}
+
 /* Stop the thread, close the links, and give back what it still holds. */
 void
 engine_stop(struct job *j)
@@ -510,12 +552,14 @@ engine_stop(struct job *j)
 	pthread_join(j->eng_thread, NULL);
 	j->eng_running = 0;
 	TAILQ_CONCAT(&j->eng_out, &j->eng_in, entry);
-	for (uint32_t p = 0; p < j->nnodes; p++)
-		if (j->eng_fds[p] != -1) {
-			shutdown(j->eng_fds[p], SHUT_WR);
-			close(j->eng_fds[p]);
-		}
-	free(j->eng_fds);
+	if (j->eng_aborted)
+		engine_linger(j->eng_fds, j->nnodes);
+	else {
+		for (uint32_t p = 0; p < j->nnodes; p++)
+			if (j->eng_fds[p] != -1)
+				close(j->eng_fds[p]);
+		free(j->eng_fds);
+	}
 	close(j->eng_abort_fd);
 	event_free(j->ev_engine);
 	pthread_mutex_destroy(&j->eng_mtx);

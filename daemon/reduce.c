@@ -33,9 +33,9 @@
 
 #include "mccld.h"
 
-#define REDUCE_BLOCK	8192		/* bytes of dst kept in L1 */
-#define REDUCE_STREAM	(8u << 20)	/* results this big bypass the cache */
-#define NKOPS		4		/* kernels per dtype: AVG is SUM */
+#define REDUCE_BLOCK	8192		/* dst bytes kept in L1 */
+#define REDUCE_STREAM	(8u << 20)	/* bigger results: no cache */
+#define NKOPS		4		/* per dtype: AVG uses SUM */
 
 _Static_assert(MCCL_SUM == 0 && MCCL_PROD == 1 && MCCL_MIN == 2 &&
     MCCL_MAX == 3, "kernel tables are indexed by op");
@@ -126,7 +126,7 @@ f2h(float f)
 	if (e >= 113)			/* normal: rebias by 112, round */
 		return (uint16_t)(sign |
 		    (a - 0x38000000 + 0xfff + (a >> 13 & 1)) >> 13);
-	if (e < 102)			/* half the least subnormal or less */
+	if (e < 102)			/* <= half the least subnormal */
 		return (uint16_t)sign;
 	return (uint16_t)(sign | rne_shift((a & 0x7fffff) | 0x800000,
 	    126 - e));
@@ -472,7 +472,7 @@ isa_get(void)
 	isa = atomic_load_explicit(&isa_active, memory_order_acquire);
 	if (isa != NULL)
 		return isa;
-	for (i = 0; i < NISAS - 1 && !isas[i].usable(); i++)
+	for (i = 0; !isas[i].usable(); i++)	/* the last one always is */
 		;
 	atomic_store_explicit(&isa_active, &isas[i], memory_order_release);
 	return &isas[i];
@@ -596,14 +596,6 @@ reduce_streamed(kernel_fn k, unsigned char *d, const void *const *srcs,
 	_mm_sfence();	/* order the streamed stores for other threads */
 	return 1;
 }
-#else
-static int
-reduce_streamed(kernel_fn k, unsigned char *d, const void *const *srcs,
-    size_t nsrcs, size_t count, size_t esz)
-{
-	(void)k, (void)d, (void)srcs, (void)nsrcs, (void)count, (void)esz;
-	return 0;
-}
 #endif
 
 /*
@@ -625,8 +617,10 @@ reduce_many(void *dst, const void *const *srcs, size_t nsrcs, size_t count,
 			memcpy(dst, srcs[0], count * esz);
 		return;
 	}
+#if defined(__x86_64__)
 	if (reduce_streamed(k, d, srcs, nsrcs, count, esz))
 		return;
+#endif
 	for (off = 0; off < count; off += n) {
 		n = count - off < blk ? count - off : blk;
 		reduce_block(k, d + off * esz, srcs, nsrcs, off * esz, n);

@@ -755,7 +755,7 @@ ring_allreduce(struct xfer *x, void *buf, size_t count, int dtype, int op)
 		    redop_name(op));
 	if (plan_init(x, &p, buf, es) == -1)
 		return -1;
-	if (x->scratch == NULL)
+	if (x->scratch == NULL && count > 0)
 		return ring_fail(x, MCCL_ERR_INTERNAL, "no scratch buffer");
 	p.block = seg_block;
 	p.total = count;

@@ -11,10 +11,16 @@
  *                      as MCCL_ERR_TIMEOUT) and a message containing TEXT
  *   p2p                sends and receives between every pair of ranks,
  *                      out of order, by tag and with MCCL_ANY_TAG
+ *   api                argument errors (code and message, and nothing
+ *                      changes), 100 operations in flight, comm_split, two
+ *                      threads on two communicators, use after destroy
+ *   mismatch           rank 0 issues another count: every rank fails
+ *   abort              rank 0 aborts: every other rank's op fails
  *   hold MS            join, do one barrier, stay MS ms, leave
  *
  * Exit status 0 when every check passed; every failure prints a line.
  */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -525,6 +531,217 @@ mode_p2p(void)
 	return failures != 0;
 }
 
+/* ---- errors, split, concurrency, abort ---- */
+
+static void
+expect(mccl_comm_t *comm, mccl_result_t rc, mccl_result_t want,
+    const char *text, const char *what)
+{
+	checks++;
+	if (rc != want)
+		FAIL("%s: got %s, expected %s (%s)", what, result_names[rc],
+		    result_names[want], mccl_last_error(comm));
+	else if (text != NULL && strstr(mccl_last_error(comm), text) == NULL)
+		FAIL("%s: message \"%s\" lacks \"%s\"", what,
+		    mccl_last_error(comm), text);
+}
+
+static void
+bad_arguments(mccl_comm_t *comm, float *buf)
+{
+	int n = mccl_comm_size(comm);
+	mccl_result_t I = MCCL_ERR_INVALID_ARGUMENT;
+
+	expect(comm, mccl_allreduce(NULL, buf, 5, MCCL_FLOAT32, MCCL_SUM, comm,
+	    NULL), I, "sendbuf is NULL", "NULL sendbuf");
+	expect(comm, mccl_allreduce(buf, buf, 5, (mccl_dtype_t)99, MCCL_SUM,
+	    comm, NULL), I, "dtype 99", "bad dtype");
+	expect(comm, mccl_allreduce(buf, buf, 5, MCCL_FLOAT32, (mccl_op_t)42,
+	    comm, NULL), I, "op 42", "bad op");
+	expect(comm, mccl_allreduce(buf, buf, 5, MCCL_INT32, MCCL_AVG, comm,
+	    NULL), MCCL_ERR_UNSUPPORTED, "floating-point", "integer avg");
+	expect(comm, mccl_broadcast(buf, 5, MCCL_FLOAT32, n, comm, NULL), I,
+	    "root", "root out of range");
+	expect(comm, mccl_reduce(buf, buf, 5, MCCL_FLOAT32, MCCL_SUM, -1, comm,
+	    NULL), I, "root -1", "negative root");
+	expect(comm, mccl_send(buf, 5, MCCL_FLOAT32, n, 0, comm, NULL), I,
+	    "peer", "peer out of range");
+	expect(comm, mccl_send(buf, 5, MCCL_FLOAT32, 0, MCCL_ANY_TAG, comm,
+	    NULL), I, "tag", "send with any tag");
+	expect(comm, mccl_allreduce(buf, buf + 1, 5, MCCL_FLOAT32, MCCL_SUM,
+	    comm, NULL), I, "overlap", "overlapping buffers");
+	expect(comm, mccl_allgather(buf + 1, buf, 5, MCCL_FLOAT32, comm, NULL),
+	    I, "overlap", "allgather in place off its slot");
+}
+
+/* The communicator must still work: bad calls changed nothing. */
+static void
+still_works(mccl_comm_t *comm, float *buf, const char *what)
+{
+	int n = mccl_comm_size(comm);
+	mccl_result_t rc;
+
+	for (int i = 0; i < 4; i++)
+		buf[i] = (float)(mccl_comm_rank(comm) + i);
+	rc = mccl_allreduce(buf, buf, 4, MCCL_FLOAT32, MCCL_SUM, comm, NULL);
+	checks++;
+	if (rc != MCCL_SUCCESS)
+		FAIL("%s: allreduce: %s", what, mccl_last_error(comm));
+	else if (buf[1] != (float)(n * (n - 1) / 2 + n))
+		FAIL("%s: allreduce gave %g", what, buf[1]);
+}
+
+static void
+many_in_flight(mccl_comm_t *comm, int32_t *buf)
+{
+	enum { K = 100, C = 64 };
+	mccl_request_t *reqs[K];
+	int n = mccl_comm_size(comm), done = 0;
+
+	for (int k = 0; k < K; k++) {
+		for (int i = 0; i < C; i++)
+			buf[k * C + i] = k + i + my_rank;
+		if (mccl_allreduce(buf + k * C, buf + k * C, C, MCCL_INT32,
+		    MCCL_SUM, comm, &reqs[k]) != MCCL_SUCCESS)
+			FAIL("in flight %d: %s", k, mccl_last_error(comm));
+	}
+	(void)mccl_test(reqs[K - 1], &done);	/* may or may not be done */
+	if (done)
+		reqs[K - 1] = NULL;
+	for (int k = 0; k < K; k++)
+		if (reqs[k] != NULL && mccl_wait(reqs[k], -1) != MCCL_SUCCESS)
+			FAIL("in flight %d: wait: %s", k, mccl_last_error(comm));
+	for (int k = 0; k < K; k++)
+		for (int i = 0; i < C; i++)
+			if (buf[k * C + i] != n * (k + i) + n * (n - 1) / 2) {
+				FAIL("in flight %d: wrong result", k);
+				return;
+			}
+	checks++;
+}
+
+static void *
+thread_main(void *arg)
+{
+	mccl_comm_t *comm = arg;
+	float *buf = mccl_alloc(comm, 64 * sizeof(float));
+
+	for (int k = 0; k < 50 && buf != NULL; k++)
+		still_works(comm, buf, "thread");
+	mccl_free(comm, buf);
+	return NULL;
+}
+
+static void
+two_threads(mccl_comm_t *a, mccl_comm_t *b)
+{
+	pthread_t t[2];
+
+	pthread_create(&t[0], NULL, thread_main, a);
+	pthread_create(&t[1], NULL, thread_main, b);
+	pthread_join(t[0], NULL);
+	pthread_join(t[1], NULL);
+}
+
+static void
+split_checks(mccl_comm_t *comm, float *buf)
+{
+	mccl_comm_t *half, *none;
+	int n = mccl_comm_size(comm);
+
+	expect(comm, mccl_comm_split(comm, my_rank % 2, -my_rank, &half),
+	    MCCL_SUCCESS, NULL, "split by parity");
+	if (half == NULL)
+		return;
+	checks++;
+	if (mccl_comm_size(half) != (n + 1 - my_rank % 2) / 2 ||
+	    mccl_comm_rank(half) != (mccl_comm_size(half) - 1 - my_rank / 2))
+		FAIL("split: rank %d of %d in the half", mccl_comm_rank(half),
+		    mccl_comm_size(half));
+	still_works(half, buf, "split");
+	two_threads(comm, half);
+	expect(comm, mccl_comm_split(comm, my_rank == 0 ? MCCL_UNDEFINED : 0,
+	    0, &none), MCCL_SUCCESS, NULL, "split with MCCL_UNDEFINED");
+	checks++;
+	if ((my_rank == 0) != (none == NULL))
+		FAIL("split: MCCL_UNDEFINED gives %p", (void *)none);
+	if (none != NULL) {
+		still_works(none, buf, "split without rank 0");
+		mccl_comm_destroy(none);
+	}
+	mccl_comm_destroy(half);
+}
+
+static int
+mode_api(void)
+{
+	mccl_comm_t *comm;
+	float *buf;
+	mccl_result_t rc;
+
+	if ((rc = mccl_comm_init_env(&comm)) != MCCL_SUCCESS) {
+		FAIL("init: %s: %s", mccl_strerror(rc), mccl_last_error(NULL));
+		return 1;
+	}
+	buf = mccl_alloc(comm, 64 * 100 * sizeof(int32_t));
+	bad_arguments(comm, buf);
+	still_works(comm, buf, "after bad arguments");
+	many_in_flight(comm, (int32_t *)buf);
+	split_checks(comm, buf);
+	mccl_free(comm, buf);
+	mccl_comm_destroy(comm);
+	expect(NULL, mccl_barrier(comm, NULL), MCCL_ERR_INVALID_ARGUMENT,
+	    "destroyed", "use after destroy");
+	printf("rank %d: %d checks, %d failed\n", my_rank, checks, failures);
+	return failures != 0;
+}
+
+/* Rank 0 issues a different count: every rank must get an error, at once. */
+static int
+mode_mismatch(void)
+{
+	mccl_comm_t *comm;
+	float buf[16] = { 0 };
+	mccl_result_t rc;
+
+	if ((rc = mccl_comm_init_env(&comm)) != MCCL_SUCCESS) {
+		FAIL("init: %s", mccl_last_error(NULL));
+		return 1;
+	}
+	rc = mccl_allreduce(buf, buf, my_rank == 0 ? 10 : 12, MCCL_FLOAT32,
+	    MCCL_SUM, comm, NULL);
+	expect(comm, rc, MCCL_ERR_INVALID_ARGUMENT, "count", "mismatch");
+	expect(comm, mccl_barrier(comm, NULL), MCCL_ERR_INVALID_ARGUMENT,
+	    "count", "the communicator stays failed");
+	mccl_comm_destroy(comm);
+	return failures != 0;
+}
+
+/* Rank 0 aborts while the others wait in an allreduce. */
+static int
+mode_abort(void)
+{
+	mccl_comm_t *comm;
+	float buf[4] = { 0 };
+	mccl_result_t rc;
+
+	if ((rc = mccl_comm_init_env(&comm)) != MCCL_SUCCESS) {
+		FAIL("init: %s", mccl_last_error(NULL));
+		return 1;
+	}
+	if (my_rank == 0) {
+		usleep(300000);
+		expect(comm, mccl_comm_abort(comm), MCCL_SUCCESS, NULL, "abort");
+		expect(comm, mccl_barrier(comm, NULL), MCCL_ERR_ABORTED, NULL,
+		    "after abort");
+	} else
+		expect(comm, mccl_allreduce(buf, buf, 4, MCCL_FLOAT32, MCCL_SUM,
+		    comm, NULL), MCCL_ERR_ABORTED, "aborted by rank 0",
+		    "allreduce during abort");
+	mccl_comm_destroy(comm);
+	return failures != 0;
+}
+
 static int
 mode_expect_init(const char *code, const char *text)
 {
@@ -575,6 +792,12 @@ main(int argc, char **argv)
 		return mode_expect_init(argv[2], argv[3]);
 	if (argc == 2 && strcmp(argv[1], "p2p") == 0)
 		return mode_p2p();
+	if (argc == 2 && strcmp(argv[1], "api") == 0)
+		return mode_api();
+	if (argc == 2 && strcmp(argv[1], "mismatch") == 0)
+		return mode_mismatch();
+	if (argc == 2 && strcmp(argv[1], "abort") == 0)
+		return mode_abort();
 	if (argc == 3 && strcmp(argv[1], "hold") == 0)
 		return mode_hold(atoi(argv[2]));
 	fprintf(stderr, "usage: mccl-test collectives | expect-init CODE TEXT | "

@@ -12,14 +12,18 @@ run_job "3 nodes x 2 ranks" j3x2 "0 0 1 1 2 2" collectives
 run_job "1 node x 3 ranks" j1x3 "1 1 1" collectives
 run_job "3 nodes x 1 rank" j3x1 "0 1 2" collectives
 run_job "2 nodes, 2 + 1 ranks" j2u "2 0 2" collectives
+run_job "send/recv between every pair, 5 ranks on 3 nodes" jp2p "0 0 1 2 2" p2p
+run_job "API: bad arguments, 100 in flight, split, threads" japi "0 0 1 2 2" api
+run_job "API on one node x 4 ranks" japi1 "1 1 1 1" api
+run_job "mismatched counts fail every rank" jmis "0 1 1" mismatch
+run_job "abort reaches every rank" jab "0 1 2" abort
 
 echo "== job formation errors"
-MCCL_INIT_TIMEOUT_MS=1500 run_job "init timeout names the missing ranks" \
-    jto "0" expect-init MCCL_ERR_TIMEOUT "never joined"
-# rank 0 of 3 alone: the message must list ranks 1 and 2
-spawn 1 jto3 3 0 expect-init MCCL_ERR_TIMEOUT "ranks 1, 2"
-MCCL_INIT_TIMEOUT_MS=1500 wait "$LAST_PID" && ok "timeout lists ranks 1, 2" ||
-    { bad "timeout lists ranks 1, 2"; cat "$T"/jto3.*.out; }
+# rank 0 of 3 alone: the message must say who never came
+MCCL_INIT_TIMEOUT_MS=1500 spawn 1 jto3 3 0 expect-init MCCL_ERR_TIMEOUT \
+    "2 of 3 ranks never joined within 1500 ms: ranks 1, 2"
+wait "$LAST_PID" && ok "init timeout names the missing ranks" ||
+    { bad "init timeout names the missing ranks"; cat "$T"/jto3.*.out; }
 
 spawn 0 jdup 2 0 hold 100
 holder=$LAST_PID

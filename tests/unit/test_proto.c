@@ -25,6 +25,7 @@ static const uint16_t ipc_known[] = {
 static const uint16_t peer_known[] = {
 	PEER_HELLO, PEER_PING, PEER_PONG, PEER_JOIN, PEER_FORMED,
 	PEER_JOIN_FAIL, PEER_ABORT, PEER_DATA_HELLO, PEER_DATA_OPHDR, PEER_DATA,
+	PEER_P2P,
 };
 
 static size_t
@@ -477,6 +478,17 @@ START_TEST(test_peer_data)
 	ck_assert_uint_eq(dop.root, V32);
 	ck_assert_uint_eq(dop.count, o.count);
 
+	{
+		struct peer_p2p pm = { V32, V32B, 0xfffffffeU,
+		    0x0102030405060708ULL }, pd;
+
+		rt(&peer_proto, PEER_P2P, &pm, NULL, 0, &pd);
+		ck_assert_uint_eq(pd.src, V32);
+		ck_assert_uint_eq(pd.dst, V32B);
+		ck_assert_uint_eq(pd.tag, 0xfffffffeU);
+		ck_assert_uint_eq(pd.bytes, pm.bytes);
+	}
+
 	for (size_t i = 0; i < sizeof(payload); i++)
 		payload[i] = (uint8_t)(i ^ (i >> 8));
 	rt(&peer_proto, PEER_DATA, NULL, payload, sizeof(payload), NULL);
@@ -572,7 +584,7 @@ START_TEST(test_bytes_op)
 {
 	static const uint8_t want[] = {
 		0x4d, 0x43, 0x43, 0x4c, 0x00, 0x01, 0x01, 0x90,	/* 400 */
-		0x00, 0x00, 0x00, 0x34,				/* 52 */
+		0x00, 0x00, 0x00, 0x38,				/* 56 */
 		0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,	/* seq */
 		0x11, 0x12, 0x13, 0x14,		/* coll dtype redop flags */
 		0x21, 0x22, 0x23, 0x24,		/* root */
@@ -582,6 +594,7 @@ START_TEST(test_bytes_op)
 		0x61, 0x62, 0x63, 0x64, 0x65, 0x66, 0x67, 0x68,	/* send_off */
 		0x71, 0x72, 0x73, 0x74, 0x75, 0x76, 0x77, 0x78,	/* recv_off */
 		0x81, 0x82, 0x83, 0x84,		/* timeout_ms */
+		0x91, 0x92, 0x93, 0x94,		/* tag */
 	};
 	struct ipc_op m;
 	uint8_t out[128];
@@ -599,6 +612,7 @@ START_TEST(test_bytes_op)
 	m.send_off = 0x6162636465666768ULL;
 	m.recv_off = 0x7172737475767778ULL;
 	m.timeout_ms = 0x81828384;
+	m.tag = 0x91929394;
 	ck_assert_uint_eq(wire_encode(&ipc_proto, IPC_OP, &m, NULL, 0, out,
 	    sizeof(out)), sizeof(want));
 	ck_assert_int_eq(memcmp(out, want, sizeof(want)), 0);

@@ -491,7 +491,8 @@ START_TEST(test_reference)
 			continue;
 		for (size_t ns = 0; ns < NELEMS(nsrcs_list); ns++)
 			for (size_t n = 0; n < NELEMS(counts); n++)
-				rcase_run_all(_i, op, nsrcs_list[ns], counts[n]);
+				rcase_run_all(_i, op, nsrcs_list[ns],
+				    counts[n]);
 	}
 }
 END_TEST

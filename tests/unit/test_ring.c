@@ -787,10 +787,11 @@ START_TEST(test_abort)
 {
 	struct node nd[MAXN];
 	struct mesh m;
-	int efd = eventfd(0, EFD_CLOEXEC);
+	int efd;
 
-	ck_assert_int_ne(efd, -1);
 	mesh_open(&m, 3);
+	efd = eventfd(0, EFD_CLOEXEC);
+	ck_assert_int_ne(efd, -1);
 	alloc_allreduce(nd, 3, 100003);
 	nd[2].role = ABORTER;
 	nd[2].efd = efd;
