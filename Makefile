@@ -18,7 +18,7 @@ LIBVER	 = 0.1.0
 # command -> package.
 DEB_PKGS = libevent-dev libjansson-dev libsystemd-dev check libsodium-dev \
 	   libibverbs-dev pkg-config mandoc iproute2
-PC_MODS	 = libevent libevent_pthreads jansson libsystemd check
+PC_MODS	 = libevent libevent_pthreads jansson libsystemd check libsodium
 
 WARN	 = -Wall -Wextra -Werror -Wshadow -Wpointer-arith -Wstrict-prototypes \
 	   -Wmissing-prototypes -Wformat=2 -Wno-format-nonliteral -Wvla \
@@ -34,12 +34,13 @@ EVENT_LIBS = $(shell pkg-config --libs libevent libevent_pthreads 2>/dev/null)
 JSON_LIBS  = $(shell pkg-config --libs jansson 2>/dev/null)
 SD_LIBS    = $(shell pkg-config --libs libsystemd 2>/dev/null)
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null)
+SODIUM_LIBS = $(shell pkg-config --libs libsodium 2>/dev/null)
 CFLAGS	+= $(PKG_CFLAGS)
 
 PROTO_SRCS  = proto/proto.c
 CORE_SRCS   = daemon/log.c daemon/config.c daemon/reduce.c daemon/ring.c
 DAEMON_SRCS = daemon/mccld.c daemon/control.c daemon/peer.c daemon/job.c daemon/p2p.c \
-	      daemon/engine.c $(CORE_SRCS) $(PROTO_SRCS)
+	      daemon/engine.c daemon/auth.c $(CORE_SRCS) $(PROTO_SRCS)
 LIB_SRCS    = libclient/mccl.c libclient/conn.c $(PROTO_SRCS)
 CTL_SRCS    = tools/mcclctl.c tools/output.c libclient/conn.c $(PROTO_SRCS)
 PERF_SRCS   = tools/mccl-perf.c
@@ -80,7 +81,7 @@ $(B)/obj/%.o: %.c $(B)/.deps
 -include $(shell find $(B)/obj -name '*.d' 2>/dev/null)
 
 $(B)/mccld: $(call obj,$(DAEMON_SRCS))
-	$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(JSON_LIBS) $(SD_LIBS) -lpthread -lm
+	$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(JSON_LIBS) $(SD_LIBS) $(SODIUM_LIBS) -lpthread -lm
 
 $(B)/$(SONAME): $(call obj,$(LIB_SRCS))
 	$(CC) $(LDFLAGS) -shared -Wl,-soname,$(SONAME) -o $@ $^ -lpthread

@@ -319,6 +319,38 @@ conf_node(struct pctx *p, const struct conf_key *k, json_t *v,
 	return 0;
 }
 
+/* A string that must fit in dst (size bytes) and not be empty. */
+static int
+conf_bounded(struct pctx *p, const char *key, json_t *v, char *dst,
+    size_t size)
+{
+	const char *s;
+
+	if ((s = conf_string(p, key, v)) == NULL)
+		return -1;
+	if (*s == '\0' || strlen(s) >= size) {
+		conf_err(p, "key \"%s\": must be 1 to %zu bytes", key, size - 1);
+		return -1;
+	}
+	conf_strcpy(dst, s, size);
+	return 0;
+}
+
+static int
+conf_key_file(struct pctx *p, const struct conf_key *k, json_t *v,
+    struct config *c)
+{
+	return conf_bounded(p, k->name, v, c->key_file, sizeof(c->key_file));
+}
+
+static int
+conf_admin_group(struct pctx *p, const struct conf_key *k, json_t *v,
+    struct config *c)
+{
+	return conf_bounded(p, k->name, v, c->admin_group,
+	    sizeof(c->admin_group));
+}
+
 static int
 conf_socket(struct pctx *p, const struct conf_key *k, json_t *v,
     struct config *c)
@@ -543,6 +575,8 @@ static const struct conf_key conf_keys[] = {
 	KEY("listen", conf_listen),
 	KEY("log_level", conf_log_level),
 	KEY("nodes", conf_nodes),
+	KEY("key_file", conf_key_file),
+	KEY("admin_group", conf_admin_group),
 	KEY_UINT("init_timeout_ms", init_timeout_ms, 1, UINT32_MAX),
 	KEY_UINT("op_timeout_ms", op_timeout_ms, 1, UINT32_MAX),
 	KEY_UINT("connect_timeout_ms", connect_timeout_ms, 1, UINT32_MAX),

@@ -102,6 +102,8 @@ load_config(const char *socket_path, int verbose)
 		    sizeof(md.conf.socket_path));
 	}
 	log_setlevel(verbose ? LOG_DEBUG : md.conf.log_level);
+	if (auth_init(md.conf.key_file, err, sizeof(err)) == -1)
+		fatalx("%s", err);
 }
 
 int

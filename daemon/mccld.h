@@ -57,6 +57,8 @@ struct config {
 	uint32_t	 max_clients;		/* connections on the Unix socket */
 	uint32_t	 max_segments;		/* per client */
 	uint64_t	 max_segment_bytes;	/* per client, all segments together */
+	char		 key_file[4096];	/* cluster secret; "" = none */
+	char		 admin_group[64];	/* may run mcclctl abort, reload */
 };
 
 void		config_defaults(struct config *);
@@ -66,6 +68,19 @@ void		config_free(struct config *);
 uint64_t	config_cluster_hash(const struct config *);
 int		config_parse_addr(const char *, struct conf_addr *, char *, size_t);
 void		default_socket_path(char *, size_t);
+
+/* ---- auth.c: peer authentication (any thread) ---- */
+
+#define AUTH_NONCE_LEN	32
+#define AUTH_MAC_LEN	32
+
+int		auth_init(const char *, char *, size_t);
+int		auth_enabled(void);
+void		auth_nonce(uint8_t *);
+void		auth_mac(uint8_t *, char, const uint8_t *, const uint8_t *,
+		    uint32_t);
+int		auth_check(const uint8_t *, char, const uint8_t *,
+		    const uint8_t *, uint32_t);
 
 /* ---- log.c ---- */
 

@@ -31,10 +31,11 @@
 #define RETRY_MAX_MS	2000
 #define INBOUND_MAX	256	/* bytes of a first frame: HELLO or DATA_HELLO */
 
-enum peer_state { PEER_DOWN, PEER_CONNECTING, PEER_WAIT_HELLO, PEER_UP };
+enum peer_state { PEER_DOWN, PEER_CONNECTING, PEER_AUTH, PEER_WAIT_HELLO,
+    PEER_UP };
 
 static const char *peer_state_names[] = {
-	"down", "connecting", "handshake", "up"
+	"down", "connecting", "authenticating", "handshake", "up"
 };
 
 struct peer {
@@ -52,14 +53,24 @@ struct peer {
 	uint64_t		 tx_bytes;
 	uint64_t		 rx_bytes;
 	uint64_t		 generation;	/* bumped when the connection goes */
+	uint8_t			 nonce[AUTH_NONCE_LEN];	/* ours, connecting */
 	char			 last_error[ERR_MAX];
 };
 
-/* A connection accepted but not yet identified by its first frame. */
+/*
+ * A connection accepted but not yet identified: it must authenticate (with
+ * a key), then say what it is (HELLO or DATA_HELLO).  Nothing else is read.
+ */
+enum inbound_state { IN_AUTH_HELLO, IN_AUTH_RESPONSE, IN_FIRST };
+
 struct inbound {
 	int		 fd;
 	struct event	*ev;
 	struct event	*ev_timeout;
+	enum inbound_state state;
+	uint32_t	 node;		/* claimed in AUTH_HELLO */
+	uint8_t		 their_nonce[AUTH_NONCE_LEN];
+	uint8_t		 our_nonce[AUTH_NONCE_LEN];
 	uint8_t		 buf[WIRE_HDR_LEN + INBOUND_MAX];
 	size_t		 have;
 	char		 addr[64];
@@ -172,7 +183,8 @@ peer_send(uint32_t index, uint16_t type, const void *msg,
 		return 0;
 	}
 	if (p->state != PEER_UP && !(p->state == PEER_WAIT_HELLO &&
-	    type == PEER_HELLO))
+	    (type == PEER_HELLO || type == PEER_AUTH_RESPONSE)) &&
+	    !(p->state == PEER_AUTH && type == PEER_AUTH_HELLO))
 		return -1;
 	p->tx_bytes += len;
 	return bufferevent_write(p->bev, buf, len);
@@ -270,6 +282,26 @@ peer_check_hello(struct peer *p, const struct peer_hello *h, char *err,
 	return -1;
 }
 
+/* We connected and sent AUTH_HELLO: check the acceptor's proof, give ours. */
+static int
+peer_challenged(struct peer *p, const struct peer_auth_challenge *c)
+{
+	struct peer_auth_response r;
+
+	if (c->node != p->index || auth_check(c->mac, 'A', p->nonce, c->nonce,
+	    p->index) == -1) {
+		log_warnx("peer: node %s (%s:%u) failed authentication: it "
+		    "does not hold our cluster key", p->node->name,
+		    p->node->addr.host, p->node->addr.port);
+		return -1;
+	}
+	auth_mac(r.mac, 'C', c->nonce, p->nonce, md.conf.node_index);
+	peer_set_state(p, PEER_WAIT_HELLO);
+	peer_send(p->index, PEER_AUTH_RESPONSE, &r, NULL, 0);
+	peer_send_hello(p);
+	return 0;
+}
+
 /* Dispatch one complete, not yet checked frame from p.  -1: close it. */
 static int
 peer_frame(struct peer *p, const uint8_t *buf, size_t len)
@@ -277,6 +309,7 @@ peer_frame(struct peer *p, const uint8_t *buf, size_t len)
 	union {
 		struct peer_hello hello;
 		struct peer_ping ping;
+		struct peer_auth_challenge challenge;
 		uint8_t raw[512];
 	} msg;
 	const struct wire_type *t;
@@ -293,6 +326,9 @@ peer_frame(struct peer *p, const uint8_t *buf, size_t len)
 	}
 	p->last_rx_ns = now_ns();
 	p->rx_bytes += len;
+	if (p->state == PEER_AUTH)
+		return h.type == PEER_AUTH_CHALLENGE ?
+		    peer_challenged(p, &msg.challenge) : -1;
 	switch (h.type) {
 	case PEER_HELLO:
 		if (p->state != PEER_WAIT_HELLO ||
@@ -342,7 +378,8 @@ peer_read_cb(struct bufferevent *bev, void *arg)
 			return;
 		if (peer_frame(p, evbuffer_pullup(in, WIRE_HDR_LEN + h.len),
 		    WIRE_HDR_LEN + h.len) == -1) {
-			peer_down(p, "protocol error");
+			peer_down(p, p->state == PEER_AUTH ? "authentication "
+			    "failed" : "protocol error (see the log)");
 			return;
 		}
 		if (gen != p->generation)
@@ -360,6 +397,15 @@ peer_event_cb(struct bufferevent *bev, short events, void *arg)
 	(void)bev;
 	if (events & BEV_EVENT_CONNECTED) {
 		tcp_tune(bufferevent_getfd(p->bev));
+		if (auth_enabled()) {
+			struct peer_auth_hello ah = { md.conf.node_index, { 0 } };
+
+			auth_nonce(p->nonce);
+			memcpy(ah.nonce, p->nonce, sizeof(ah.nonce));
+			peer_set_state(p, PEER_AUTH);
+			peer_send(p->index, PEER_AUTH_HELLO, &ah, NULL, 0);
+			return;
+		}
 		peer_set_state(p, PEER_WAIT_HELLO);
 		peer_send_hello(p);
 		return;
@@ -440,7 +486,64 @@ inbound_hello(struct inbound *in, const struct peer_hello *h)
 	peer_up(p);
 }
 
-/* The first frame is complete in in->buf: decide what the connection is. */
+/* Send a small frame on a fresh socket; it fits the empty send buffer. */
+static int
+send_frame(int fd, uint16_t type, const void *msg)
+{
+	uint8_t buf[WIRE_HDR_LEN + INBOUND_MAX];
+	size_t len;
+
+	len = wire_encode(&peer_proto, type, msg, NULL, 0, buf, sizeof(buf));
+	return len > 0 && send(fd, buf, len, MSG_NOSIGNAL) == (ssize_t)len ?
+	    0 : -1;
+}
+
+static int
+inbound_auth_hello(struct inbound *in, const struct peer_auth_hello *m)
+{
+	struct peer_auth_challenge c;
+
+	if (m->node >= md.conf.nnodes || m->node == md.conf.node_index) {
+		log_warnx("peer: %s: AUTH_HELLO claims node index %u", in->addr,
+		    m->node);
+		return -1;
+	}
+	in->node = m->node;
+	memcpy(in->their_nonce, m->nonce, AUTH_NONCE_LEN);
+	auth_nonce(in->our_nonce);
+	c.node = md.conf.node_index;
+	memcpy(c.nonce, in->our_nonce, AUTH_NONCE_LEN);
+	auth_mac(c.mac, 'A', in->their_nonce, in->our_nonce, c.node);
+	in->state = IN_AUTH_RESPONSE;
+	return send_frame(in->fd, PEER_AUTH_CHALLENGE, &c);
+}
+
+static int
+inbound_auth_response(struct inbound *in, const struct peer_auth_response *m)
+{
+	if (auth_check(m->mac, 'C', in->our_nonce, in->their_nonce,
+	    in->node) == -1) {
+		log_warnx("peer: %s (says node %s) failed authentication: it "
+		    "does not hold our cluster key", in->addr,
+		    peer_name(in->node));
+		return -1;
+	}
+	in->state = IN_FIRST;
+	return 0;
+}
+
+/* After authentication, the connection must be who it proved to be. */
+static int
+inbound_identity_ok(const struct inbound *in, uint32_t node)
+{
+	if (!auth_enabled() || node == in->node)
+		return 1;
+	log_warnx("peer: %s authenticated as node %s but says it is node %u",
+	    in->addr, peer_name(in->node), node);
+	return 0;
+}
+
+/* One complete frame is in in->buf: act on it by the state we are in. */
 static void
 inbound_dispatch(struct inbound *in, const struct wire_hdr *h,
     const struct wire_type *t)
@@ -448,18 +551,44 @@ inbound_dispatch(struct inbound *in, const struct wire_hdr *h,
 	union {
 		struct peer_hello hello;
 		struct peer_data_hello data;
+		struct peer_auth_hello auth_hello;
+		struct peer_auth_response auth_response;
 	} msg;
 	char err[ERR_MAX];
+	int rc = -1;
 
 	if (wire_decode(t, in->buf + WIRE_HDR_LEN, h->len, &msg, NULL, NULL,
-	    err, sizeof(err)) == -1) {
+	    err, sizeof(err)) == -1)
 		log_warnx("peer: %s: %s", in->addr, err);
-		inbound_free(in, 1);
-	} else if (h->type == PEER_HELLO)
+	else if (in->state == IN_AUTH_HELLO)
+		rc = inbound_auth_hello(in, &msg.auth_hello);
+	else if (in->state == IN_AUTH_RESPONSE)
+		rc = inbound_auth_response(in, &msg.auth_response);
+	else if (h->type == PEER_HELLO && inbound_identity_ok(in,
+	    msg.hello.node_index)) {
 		inbound_hello(in, &msg.hello);
-	else {
+		return;
+	} else if (h->type == PEER_DATA_HELLO && inbound_identity_ok(in,
+	    msg.data.node)) {
 		job_data_link(in->fd, &msg.data);
 		inbound_free(in, 0);
+		return;
+	}
+	if (rc == -1) {
+		inbound_free(in, 1);
+		return;
+	}
+	in->have = 0;
+}
+
+/* The frame types each state accepts. */
+static int
+inbound_expects(const struct inbound *in, uint16_t type)
+{
+	switch (in->state) {
+	case IN_AUTH_HELLO: return type == PEER_AUTH_HELLO;
+	case IN_AUTH_RESPONSE: return type == PEER_AUTH_RESPONSE;
+	default: return type == PEER_HELLO || type == PEER_DATA_HELLO;
 	}
 }
 
@@ -488,10 +617,10 @@ inbound_read_cb(int fd, short events, void *arg)
 	if (in->have < WIRE_HDR_LEN)
 		return;
 	if (wire_hdr_check(&peer_proto, in->buf, &h, &t, err, sizeof(err)) ==
-	    -1 || (h.type != PEER_HELLO && h.type != PEER_DATA_HELLO) ||
-	    h.len > INBOUND_MAX) {
-		log_warnx("peer: %s: bad first frame: %s", in->addr,
-		    t == NULL ? err : "neither HELLO nor DATA_HELLO");
+	    -1 || !inbound_expects(in, h.type) || h.len > INBOUND_MAX) {
+		log_warnx("peer: %s: refused: %s", in->addr, t == NULL ? err :
+		    in->state == IN_AUTH_HELLO ? "it did not authenticate (no "
+		    "cluster key there?)" : "unexpected message");
 		inbound_free(in, 1);
 		return;
 	}
@@ -530,6 +659,7 @@ inbound_accept_cb(int lfd, short events, void *arg)
 		return;
 	}
 	in->fd = fd;
+	in->state = auth_enabled() ? IN_AUTH_HELLO : IN_FIRST;
 	getnameinfo((struct sockaddr *)&ss, len, in->addr, sizeof(in->addr),
 	    NULL, 0, NI_NUMERICHOST);
 	in->ev = event_new(md.base, fd, EV_READ | EV_PERSIST, inbound_read_cb,
@@ -595,6 +725,46 @@ peer_listen_one(const struct conf_addr *a, char *err, size_t errlen)
 	return 0;
 }
 
+static int
+is_loopback(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET)
+		return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >>
+		    24) == 127;
+	return ss->ss_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(
+	    &((const struct sockaddr_in6 *)ss)->sin6_addr);
+}
+
+/*
+ * Without a key, peers can't be told from strangers: listen on loopback
+ * only, and say so.
+ */
+static int
+peer_listen_all(char *err, size_t errlen)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+
+	for (size_t i = 0; i < md.conf.nlisten; i++) {
+		const struct conf_addr *a = &md.conf.listen[i];
+
+		if (resolve(a, 1, &ss, &len, err, errlen) == -1)
+			return -1;
+		if (!auth_enabled() && !is_loopback(&ss)) {
+			log_warnx("peer: no key_file: not listening on %s:%u, "
+			    "peers are unauthenticated so only loopback is "
+			    "allowed", a->host, a->port);
+			continue;
+		}
+		if (peer_listen_one(a, err, errlen) == -1)
+			return -1;
+	}
+	if (!auth_enabled())
+		log_info("peer: no key_file configured: peers are not "
+		    "authenticated; listening on loopback only");
+	return 0;
+}
+
 int
 peer_init(char *err, size_t errlen)
 {
@@ -616,9 +786,8 @@ peer_init(char *err, size_t errlen)
 	}
 	peers[md.conf.node_index].state = PEER_UP;
 	self_ev = event_new(md.base, -1, 0, self_cb, NULL);
-	for (size_t i = 0; i < md.conf.nlisten; i++)
-		if (peer_listen_one(&md.conf.listen[i], err, errlen) == -1)
-			return -1;
+	if (peer_listen_all(err, errlen) == -1)
+		return -1;
 	for (uint32_t i = md.conf.node_index + 1; i < md.conf.nnodes; i++)
 		peer_connect(&peers[i]);
 	heartbeat_ev = event_new(md.base, -1, EV_PERSIST, heartbeat_cb, NULL);
@@ -680,6 +849,62 @@ poll_connected(int fd, int timeout_ms, char *err, size_t errlen)
 	return 0;
 }
 
+/* Read exactly len bytes within timeout_ms. */
+static int
+read_exact(int fd, uint8_t *buf, size_t len, int timeout_ms)
+{
+	uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000;
+	size_t got = 0;
+	ssize_t n;
+
+	while (got < len) {
+		struct pollfd pfd = { fd, POLLIN, 0 };
+		uint64_t now = now_ns();
+
+		if (now >= deadline || poll(&pfd, 1, (int)((deadline - now) /
+		    1000000) + 1) == 0)
+			return -1;
+		if ((n = recv(fd, buf + got, len - got, MSG_DONTWAIT)) == 0 ||
+		    (n < 0 && errno != EAGAIN && errno != EINTR))
+			return -1;
+		got += n > 0 ? (size_t)n : 0;
+	}
+	return 0;
+}
+
+/* The connector's side of authentication, on a blocking schedule. */
+static int
+data_auth(int fd, uint32_t index, char *err, size_t errlen)
+{
+	const struct wire_type *t = NULL;
+	struct peer_auth_hello ah = { md.conf.node_index, { 0 } };
+	struct peer_auth_challenge c;
+	struct peer_auth_response r;
+	uint8_t buf[WIRE_HDR_LEN + sizeof(c)];
+	size_t want = WIRE_HDR_LEN + 4 + 2 * AUTH_NONCE_LEN;
+	struct wire_hdr h;
+
+	auth_nonce(ah.nonce);
+	if (send_frame(fd, PEER_AUTH_HELLO, &ah) == -1 ||
+	    read_exact(fd, buf, want, (int)md.conf.connect_timeout_ms) == -1 ||
+	    wire_hdr_check(&peer_proto, buf, &h, &t, err, errlen) == -1 ||
+	    h.type != PEER_AUTH_CHALLENGE ||
+	    wire_decode(t, buf + WIRE_HDR_LEN, h.len, &c, NULL, NULL, err,
+	    errlen) == -1) {
+		if (err[0] == '\0')
+			snprintf(err, errlen, "no authentication challenge");
+		return -1;
+	}
+	if (c.node != index || auth_check(c.mac, 'A', ah.nonce, c.nonce,
+	    index) == -1) {
+		snprintf(err, errlen, "it failed authentication (not our "
+		    "cluster key)");
+		return -1;
+	}
+	auth_mac(r.mac, 'C', c.nonce, ah.nonce, md.conf.node_index);
+	return send_frame(fd, PEER_AUTH_RESPONSE, &r);
+}
+
 /*
  * Open a data link (stream) of job job_id to node index, send DATA_HELLO.
  * Returns a connected non-blocking socket, or -1 with err set.
@@ -690,9 +915,7 @@ peer_data_connect(uint32_t index, uint64_t job_id, uint32_t stream, char *err,
 {
 	struct peer_data_hello dh = { job_id, md.conf.node_index, stream };
 	struct sockaddr_storage ss;
-	uint8_t buf[WIRE_HDR_LEN + 64];
 	socklen_t sslen;
-	size_t len;
 	int fd;
 
 	if (resolve(&md.conf.nodes[index].addr, 0, &ss, &sslen, err,
@@ -713,10 +936,11 @@ peer_data_connect(uint32_t index, uint64_t job_id, uint32_t stream, char *err,
 		return -1;
 	}
 	tcp_tune(fd);
-	len = wire_encode(&peer_proto, PEER_DATA_HELLO, &dh, NULL, 0, buf,
-	    sizeof(buf));
-	if (send(fd, buf, len, MSG_NOSIGNAL) != (ssize_t)len) {
-		snprintf(err, errlen, "sending DATA_HELLO: %s", strerror(errno));
+	if ((auth_enabled() && data_auth(fd, index, err, errlen) == -1) ||
+	    send_frame(fd, PEER_DATA_HELLO, &dh) == -1) {
+		if (err[0] == '\0')
+			snprintf(err, errlen, "sending DATA_HELLO: %s",
+			    strerror(errno));
 		close(fd);
 		return -1;
 	}

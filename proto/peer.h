@@ -3,7 +3,10 @@
  * control connection (starts with PEER_HELLO: job formation, aborts,
  * heartbeats) or a data link of one job (starts with PEER_DATA_HELLO:
  * operation headers and bulk data, read straight into their destination).
- * Integers are big-endian on the wire.
+ * Integers are big-endian on the wire.  With a cluster key, every
+ * connection starts with a mutual challenge-response before anything else:
+ * connector AUTH_HELLO (its nonce), acceptor AUTH_CHALLENGE (its nonce and
+ * HMAC over both), connector AUTH_RESPONSE (HMAC over both, other role).
  *
  * Version history:
  *   1  first version.
@@ -27,6 +30,9 @@ enum peer_type {
 	PEER_HELLO = 100,
 	PEER_PING = 101,
 	PEER_PONG = 102,
+	PEER_AUTH_HELLO = 103,	/* first on every connection, with a key */
+	PEER_AUTH_CHALLENGE = 104,
+	PEER_AUTH_RESPONSE = 105,
 	/* 200: job formation and failure */
 	PEER_JOIN = 200,	/* node -> coordinator; trailer: u32 ranks */
 	PEER_FORMED = 201,	/* coordinator -> nodes; trailer: u32 node per rank */
@@ -50,6 +56,23 @@ struct peer_hello {
 	uint32_t	nnodes;
 	uint64_t	cluster_hash;	/* of the node list: both sides must agree */
 	char		node_name[NODE_NAME_MAX];
+};
+
+struct peer_auth_hello {
+	uint32_t	node;		/* the connector's node index */
+	uint8_t		nonce[32];
+};
+
+struct peer_auth_challenge {
+	uint32_t	node;		/* the acceptor's node index */
+	uint8_t		nonce[32];
+	uint8_t		mac[32];	/* HMAC(key, 'A', connector's nonce,
+					   acceptor's nonce, acceptor's index) */
+};
+
+struct peer_auth_response {
+	uint8_t		mac[32];	/* HMAC(key, 'C', acceptor's nonce,
+					   connector's nonce, connector's index) */
 };
 
 struct peer_ping {

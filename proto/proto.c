@@ -148,7 +148,7 @@ wire_encode(const struct wire_proto *proto, uint16_t type, const void *msg,
 	for (size_t i = 0; i < t->nfields; i++) {
 		const struct wire_field *f = &t->fields[i];
 
-		if (f->kind == WIRE_BYTES)
+		if (f->kind != WIRE_INT)
 			memcpy(out + pos, src + f->offset, f->size);
 		else
 			put_uint(out + pos, load_host(src + f->offset, f->size),
@@ -188,7 +188,9 @@ wire_decode(const struct wire_type *t, const uint8_t *body, size_t len,
 	for (size_t i = 0; i < t->nfields; i++) {
 		const struct wire_field *f = &t->fields[i];
 
-		if (f->kind == WIRE_BYTES) {
+		if (f->kind == WIRE_RAW)
+			memcpy(dst + f->offset, body + pos, f->size);
+		else if (f->kind == WIRE_BYTES) {
 			memcpy(dst + f->offset, body + pos, f->size);
 			if (!wire_str_ok((const char *)body + pos, f->size)) {
 				snprintf(err, errlen, "%s: unterminated string "
@@ -416,6 +418,17 @@ static const struct wire_field f_peer_ophdr[] = {
 	F(peer_ophdr, pad, WIRE_INT), F(peer_ophdr, root, WIRE_INT),
 	F(peer_ophdr, count, WIRE_INT),
 };
+static const struct wire_field f_peer_auth_hello[] = {
+	F(peer_auth_hello, node, WIRE_INT), F(peer_auth_hello, nonce, WIRE_RAW),
+};
+static const struct wire_field f_peer_auth_challenge[] = {
+	F(peer_auth_challenge, node, WIRE_INT),
+	F(peer_auth_challenge, nonce, WIRE_RAW),
+	F(peer_auth_challenge, mac, WIRE_RAW),
+};
+static const struct wire_field f_peer_auth_response[] = {
+	F(peer_auth_response, mac, WIRE_RAW),
+};
 static const struct wire_field f_peer_p2p[] = {
 	F(peer_p2p, src, WIRE_INT), F(peer_p2p, dst, WIRE_INT),
 	F(peer_p2p, tag, WIRE_INT), F(peer_p2p, bytes, WIRE_INT),
@@ -426,6 +439,11 @@ static const struct wire_type peer_types[] = {
 	WIRE_TYPE(PEER_HELLO, peer_hello, f_peer_hello, 0, 0),
 	WIRE_TYPE(PEER_PING, peer_ping, f_peer_ping, 0, 0),
 	WIRE_TYPE(PEER_PONG, peer_ping, f_peer_ping, 0, 0),
+	WIRE_TYPE(PEER_AUTH_HELLO, peer_auth_hello, f_peer_auth_hello, 0, 0),
+	WIRE_TYPE(PEER_AUTH_CHALLENGE, peer_auth_challenge,
+	    f_peer_auth_challenge, 0, 0),
+	WIRE_TYPE(PEER_AUTH_RESPONSE, peer_auth_response,
+	    f_peer_auth_response, 0, 0),
 	WIRE_TYPE(PEER_JOIN, peer_join, f_peer_join, PEER_RANKS_MAX * 4, 0),
 	WIRE_TYPE(PEER_FORMED, peer_formed, f_peer_formed, PEER_RANKS_MAX * 4, 0),
 	WIRE_TYPE(PEER_JOIN_FAIL, peer_join_fail, f_peer_join_fail,

@@ -24,8 +24,11 @@ struct wire_hdr {
 	uint32_t	len;		/* body length, header excluded */
 };
 
-/* One field of a fixed body: an unsigned integer of 1/2/4/8 bytes, or bytes. */
-enum wire_kind { WIRE_INT, WIRE_BYTES };
+/*
+ * One field of a fixed body: an unsigned integer of 1/2/4/8 bytes, a string
+ * (bytes that must hold a NUL), or raw bytes (nonces, MACs).
+ */
+enum wire_kind { WIRE_INT, WIRE_BYTES, WIRE_RAW };
 
 struct wire_field {
 	uint16_t	offset;		/* in the host struct */

@@ -80,13 +80,19 @@ ns_addr() { echo "198.18.0.$((10 + $1))"; }
 
 # ---- processes ----
 
-# bg_run LOG NS CMD...: CMD in the background, in namespace NS unless NS is
+# In a host's namespace, and in a UTS namespace with the host's name: Open
+# MPI names shared-memory segments after the host name, and ranks of two
+# hosts called alike would share them.
+HOST_SH='echo "$0" >/proc/sys/kernel/hostname && exec "$@"'
+
+# bg_run LOG NS CMD...: CMD in the background, in host NS unless NS is
 # empty.  The environment tags it (and its children) for cleanup.
 bg_run() {
 	local log=$1 ns=$2
 	shift 2
 	if [ -n "$ns" ]; then
-		ip netns exec "$ns" env MCCL_BENCH_RUN="$RUN" "$@" \
+		ip netns exec "$ns" unshare --uts sh -c "$HOST_SH" "$ns" \
+		    env MCCL_BENCH_RUN="$RUN" "$@" \
 		    </dev/null >"$log" 2>&1 9<&- &
 	else
 		env MCCL_BENCH_RUN="$RUN" "$@" </dev/null >"$log" 2>&1 9<&- &
@@ -554,6 +560,8 @@ detect_ompi() {
 	ompi_info --parsable 2>/dev/null | grep -q "mca:btl:vader:" ||
 	    OMPI_SHM=sm
 	is_root && MPI_BASE+=(--allow-run-as-root)
+	# Its session directories in ours, removed with it.
+	MPI_BASE+=(--mca orte_tmpdir_base "$RUN")
 	mpirun --version 2>&1 | head -n 1 >"$RAW/ompi.version"
 }
 
@@ -778,10 +786,28 @@ bg_gloo_lo() {
 	wait_all "$tmo" "$LAST"
 }
 
+# mpirun's rsh agent: runs the command in the named host, as bg_run does.
+write_agent() {
+	cat >"$RUN/rsh-agent" <<EOF
+#!/bin/sh
+# rsh agent of tools/bench/bench.sh: agent [options] HOST COMMAND...
+while [ "\${1#-}" != "\$1" ]; do shift; done
+h=\$1
+shift
+case \$h in
+$NS_PREFIX[0-9]*) ;;
+*) echo "rsh-agent: unknown host \$h" >&2; exit 1 ;;
+esac
+exec ip netns exec "\$h" unshare --uts sh -c '$HOST_SH' "\$h" sh -c "\$*"
+EOF
+	chmod +x "$RUN/rsh-agent"
+}
+
 write_meta() {
 	{
 		echo "date=$(date -u '+%Y-%m-%d %H:%M UTC')"
-		echo "host=$(uname -srm), $(nproc) cpus"
+		echo "host=$(uname -srm), $(nproc) cpus, load average" \
+		    "$(cut -d' ' -f1-3 /proc/loadavg) at the start"
 		echo "rate=$RATE"
 		echo "quick=$QUICK"
 		echo "cases=$*"
@@ -858,9 +884,7 @@ main() {
 	fi
 	write_meta $cases
 	if [ -n "$ns_cases" ]; then
-		printf '#!/bin/sh\n# rsh agent: run the command in the host'"'"'s namespace\nwhile [ "${1#-}" != "$1" ]; do shift; done\nh=$1; shift\ncase $h in %s[0-9]*) ;; *) echo "rsh-agent: bad host $h" >&2; exit 1 ;; esac\nexec ip netns exec "$h" sh -c "$*"\n' \
-		    "$NS_PREFIX" >"$RUN/rsh-agent"
-		chmod +x "$RUN/rsh-agent"
+		write_agent
 		if [ $HAVE_OMPI = 1 ] && ! hosts_add; then
 			note "cannot edit /etc/hosts: Open MPI skipped in namespaces"
 			HAVE_OMPI=0

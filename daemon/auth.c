@@ -1,0 +1,123 @@
+/*
+ * auth.c: peer authentication.  The cluster shares a secret key (a file,
+ * mode 0600); every TCP connection between daemons proves, both ways, that
+ * the other side holds it before any other message is accepted: HMAC-SHA256
+ * over fresh nonces from both sides, bound to each side's role and node
+ * index, so a reply can be neither replayed nor reflected.
+ */
+#include <sys/stat.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+#include "mccld.h"
+
+#define KEY_FILE_MAX	4096
+
+static uint8_t	auth_key[crypto_auth_hmacsha256_KEYBYTES];
+static int	auth_on;
+
+int
+auth_enabled(void)
+{
+	return auth_on;
+}
+
+static int
+key_read(int fd, const char *path, uint8_t *buf, size_t *len, char *err,
+    size_t errlen)
+{
+	struct stat st;
+	ssize_t n;
+
+	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "key file %s is not a regular file", path);
+		return -1;
+	}
+	if (st.st_mode & 077) {
+		snprintf(err, errlen, "key file %s has mode %04o: it must be "
+		    "readable by its owner only (chmod 600)", path,
+		    (unsigned)(st.st_mode & 07777));
+		return -1;
+	}
+	if ((n = read(fd, buf, KEY_FILE_MAX)) < 32) {
+		snprintf(err, errlen, "key file %s: %s", path, n < 0 ?
+		    strerror(errno) : "shorter than 32 bytes");
+		return -1;
+	}
+	*len = (size_t)n;
+	return 0;
+}
+
+/* Load the key; path "" leaves authentication off. */
+int
+auth_init(const char *path, char *err, size_t errlen)
+{
+	uint8_t buf[KEY_FILE_MAX];
+	size_t len = 0;
+	int fd, rc;
+
+	auth_on = 0;
+	if (path[0] == '\0')
+		return 0;
+	if (sodium_init() < 0) {
+		snprintf(err, errlen, "libsodium failed to initialize");
+		return -1;
+	}
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1) {
+		snprintf(err, errlen, "key file %s: %s", path, strerror(errno));
+		return -1;
+	}
+	rc = key_read(fd, path, buf, &len, err, errlen);
+	close(fd);
+	if (rc == 0) {
+		/* Any file format: the key is the hash of its bytes. */
+		crypto_generichash(auth_key, sizeof(auth_key), buf, len, NULL, 0);
+		auth_on = 1;
+	}
+	sodium_memzero(buf, sizeof(buf));
+	return rc;
+}
+
+void
+auth_nonce(uint8_t *nonce)
+{
+	randombytes_buf(nonce, AUTH_NONCE_LEN);
+}
+
+/* mac = HMAC(key, role || first nonce || second nonce || index). */
+void
+auth_mac(uint8_t *mac, char role, const uint8_t *n1, const uint8_t *n2,
+    uint32_t index)
+{
+	crypto_auth_hmacsha256_state st;
+	uint8_t idx[4] = { (uint8_t)(index >> 24), (uint8_t)(index >> 16),
+	    (uint8_t)(index >> 8), (uint8_t)index };
+	uint8_t r = (uint8_t)role;
+
+	crypto_auth_hmacsha256_init(&st, auth_key, sizeof(auth_key));
+	crypto_auth_hmacsha256_update(&st, &r, 1);
+	crypto_auth_hmacsha256_update(&st, n1, AUTH_NONCE_LEN);
+	crypto_auth_hmacsha256_update(&st, n2, AUTH_NONCE_LEN);
+	crypto_auth_hmacsha256_update(&st, idx, sizeof(idx));
+	crypto_auth_hmacsha256_final(&st, mac);
+}
+
+/* 0 when mac is right, in constant time. */
+int
+auth_check(const uint8_t *mac, char role, const uint8_t *n1,
+    const uint8_t *n2, uint32_t index)
+{
+	uint8_t want[AUTH_MAC_LEN];
+	int rc;
+
+	auth_mac(want, role, n1, n2, index);
+	rc = sodium_memcmp(want, mac, AUTH_MAC_LEN);
+	sodium_memzero(want, sizeof(want));
+	return rc == 0 ? 0 : -1;
+}
