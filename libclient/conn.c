@@ -188,8 +188,7 @@ conn_connect(const char *path, char *err, size_t errlen)
 
 /*
  * Connect and say hello.  Returns the socket, or -1 with the reason in err
- * (the error code is always MCCL_ERR_CONNECT or MCCL_ERR_PROTOCOL; *code
- * says which).
+ * (the daemon is absent, refused us, or spoke another protocol).
  */
 int
 conn_open(const char *path, int timeout_ms, struct ipc_hello_ok *ok,

@@ -777,11 +777,16 @@ busfactor_zero(int nranks)
 	return 0;
 }
 
-/* Every operation is started with a request and waited for with -t. */
+/*
+ * Every operation is started with a request and waited for with -t.  The
+ * caller passes the request by address: it is set by the start call, which
+ * must have run before it is read.
+ */
 static void
 complete(const struct bench *b, const char *call, mccl_result_t r,
-    mccl_request_t *req)
+    mccl_request_t *const *reqp)
 {
+	mccl_request_t	*req = *reqp;
 	char	 what[64];
 
 	if (r != MCCL_SUCCESS)
@@ -797,17 +802,20 @@ static void
 run_once(const struct bench *b, size_t count, int inplace)
 {
 	mccl_request_t	*req = NULL;
+	mccl_result_t	 r;
 
-	complete(b, b->o->coll->call,
-	    b->o->coll->start(b, count, inplace, &req), req);
+	r = b->o->coll->start(b, count, inplace, &req);
+	complete(b, b->o->coll->call, r, &req);
 }
 
 static void
 barrier(const struct bench *b)
 {
 	mccl_request_t	*req = NULL;
+	mccl_result_t	 r;
 
-	complete(b, "mccl_barrier", mccl_barrier(b->comm, &req), req);
+	r = mccl_barrier(b->comm, &req);
+	complete(b, "mccl_barrier", r, &req);
 }
 
 static void
@@ -815,9 +823,10 @@ allreduce(const struct bench *b, void *buf, size_t count, mccl_dtype_t t,
     mccl_op_t op)
 {
 	mccl_request_t	*req = NULL;
+	mccl_result_t	 r;
 
-	complete(b, "mccl_allreduce",
-	    mccl_allreduce(buf, buf, count, t, op, b->comm, &req), req);
+	r = mccl_allreduce(buf, buf, count, t, op, b->comm, &req);
+	complete(b, "mccl_allreduce", r, &req);
 }
 
 /* ---- measuring ---- */

@@ -16,6 +16,8 @@
 #include "ipc.h"
 #include "output.h"
 
+#define nitems(a)	(sizeof(a) / sizeof((a)[0]))
+
 #define TABLE_COLS	8
 #define CELL_MAX	512	/* longest cell a renderer formats */
 #define PATH_LEN	256	/* "jobs[3].op_in_flight.seq" in errors */
@@ -145,6 +147,8 @@ table_add(struct table *t, const char *const *cells)
 static void
 table_init(struct table *t, const char *const *header, size_t ncols)
 {
+	if (ncols > TABLE_COLS)
+		errx(1, "table of %zu columns, at most %d", ncols, TABLE_COLS);
 	memset(t, 0, sizeof(*t));
 	t->ncols = ncols;
 	table_add(t, header);
@@ -290,7 +294,7 @@ peers_text(FILE *out, const json_t *doc)
 	time_t now = time(NULL);
 	size_t i;
 
-	table_init(&t, header, 8);
+	table_init(&t, header, nitems(header));
 	json_array_foreach(json_object_get(doc, "peers"), i, p)
 		peer_row(&t, p, now);
 	table_print(out, &t);
@@ -330,7 +334,7 @@ jobs_text(FILE *out, const json_t *doc)
 	struct table t;
 	size_t i;
 
-	table_init(&t, header, 7);
+	table_init(&t, header, nitems(header));
 	json_array_foreach(json_object_get(doc, "jobs"), i, j)
 		job_row(&t, j);
 	table_print(out, &t);

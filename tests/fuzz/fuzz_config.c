@@ -73,6 +73,9 @@ check_config(const struct config *c)
 	FUZZ_CHECK(c->max_clients > 0 && c->max_segments > 0);
 	FUZZ_CHECK(c->max_segment_bytes > 0 &&
 	    c->max_segment_bytes <= INT64_MAX);
+	FUZZ_CHECK(memchr(c->key_file, '\0', sizeof(c->key_file)) != NULL);
+	FUZZ_CHECK(memchr(c->admin_group, '\0', sizeof(c->admin_group)) !=
+	    NULL);
 	FUZZ_CHECK(config_cluster_hash(c) == config_cluster_hash(c));
 }
 
@@ -119,6 +122,12 @@ config_json(const struct config *c)
 	    "max_segment_bytes", (json_int_t)c->max_segment_bytes);
 	if (doc == NULL)
 		fuzz_fail(__FILE__, __LINE__, "cannot write the config as JSON");
+	/* Optional strings: "" means unset, and is refused as a value. */
+	if (c->key_file[0] != '\0')
+		json_object_set_new(doc, "key_file", json_string(c->key_file));
+	if (c->admin_group[0] != '\0')
+		json_object_set_new(doc, "admin_group",
+		    json_string(c->admin_group));
 	text = json_dumps(doc, JSON_COMPACT);
 	json_decref(doc);
 	if (text == NULL)
@@ -146,6 +155,8 @@ check_same(const struct config *a, const struct config *b)
 		check_same_addr(&a->nodes[i].addr, &b->nodes[i].addr);
 	}
 	FUZZ_CHECK(a->log_level == b->log_level);
+	FUZZ_CHECK(strcmp(a->key_file, b->key_file) == 0);
+	FUZZ_CHECK(strcmp(a->admin_group, b->admin_group) == 0);
 	FUZZ_CHECK(a->init_timeout_ms == b->init_timeout_ms &&
 	    a->op_timeout_ms == b->op_timeout_ms &&
 	    a->connect_timeout_ms == b->connect_timeout_ms &&

@@ -43,23 +43,64 @@ daemon_side(const uint8_t *buf, size_t n)
 }
 
 #ifndef FUZZ_IPC_NO_CONN
-/* The library's receive buffer, allocated to size so overruns show. */
+/*
+ * The library's receive buffer, allocated to size so that ASan sees any
+ * write past it.  Without ASan (standalone.c under gcc, say), a guard
+ * after it shows the same.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#define GUARD_LEN	0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define GUARD_LEN	0
+#endif
+#endif
+#ifndef GUARD_LEN
+#define GUARD_LEN	256
+#endif
+#define GUARD_BYTE	0xa5
+
+static const size_t guard_len = GUARD_LEN;
 static struct ipc_msg *conn_msg;
 
+static struct ipc_msg *
+conn_buffer(void)
+{
+	if (conn_msg == NULL) {
+		if ((conn_msg = malloc(sizeof(*conn_msg) + guard_len)) == NULL)
+			abort();
+		memset((uint8_t *)conn_msg + sizeof(*conn_msg), GUARD_BYTE,
+		    guard_len);
+	}
+	return conn_msg;
+}
+
+static void
+conn_guard_check(const struct ipc_msg *m)
+{
+	const uint8_t *g = (const uint8_t *)m + sizeof(*m);
+
+	for (size_t i = 0; i < guard_len; i++)
+		if (g[i] != GUARD_BYTE)
+			fuzz_fail(__FILE__, __LINE__, "conn_decode wrote past "
+			    "the end of struct ipc_msg");
+}
+
+/* conn_recv() after its recv(): the record is in m->buf. */
 static void
 conn_side(const uint8_t *buf, size_t n)
 {
-	struct ipc_msg *m;
+	struct ipc_msg *m = conn_buffer();
 	struct fuzz_frame f;
 	char err[256] = "";
+	int rc;
 
-	if (conn_msg == NULL && (conn_msg = malloc(sizeof(*conn_msg))) == NULL)
-		abort();
-	m = conn_msg;
 	if (n > sizeof(m->buf))
 		return;		/* conn_recv() refuses it before decoding */
 	memcpy(m->buf, buf, n);
-	if (conn_decode(m, n, err, sizeof(err)) != MCCL_SUCCESS) {
+	rc = conn_decode(m, n, err, sizeof(err));
+	conn_guard_check(m);
+	if (rc != MCCL_SUCCESS) {
 		FUZZ_CHECK(err[0] != '\0');
 		return;
 	}

@@ -1,9 +1,14 @@
 /*
  * fuzz_peer.c: libFuzzer target for the daemon-to-daemon protocol.  The
- * input is what arrives on a TCP connection, read twice as the daemon
- * reads it (daemon/peer.c):
- *   - as a new inbound connection: one first frame, HELLO or DATA_HELLO
- *     of at most INBOUND_MAX body bytes (inbound_read_cb, inbound_dispatch);
+ * input is what arrives on a TCP connection, read as the daemon reads it
+ * (daemon/peer.c):
+ *   - by the acceptor of a connection, before it knows what it is: one
+ *     frame at a time, at most INBOUND_MAX body bytes, each of a type the
+ *     state allows: AUTH_HELLO, AUTH_RESPONSE (with a cluster key), then
+ *     HELLO or DATA_HELLO (inbound_read_cb, inbound_dispatch); with and
+ *     without a key, taking every MAC as good;
+ *   - by the connector of a data link, expecting the AUTH_CHALLENGE in
+ *     exactly its size (data_auth);
  *   - as a control connection: consecutive frames, each at most
  *     PEER_MSG_MAX, decoded until one fails (peer_read_cb, peer_frame), then
  *     the trailer rules of job.c for JOIN and FORMED and the text of the
@@ -20,31 +25,83 @@
 
 /* What peer_frame() decodes into. */
 union peer_daemon_msg {
-	struct peer_hello	hello;
-	struct peer_ping	ping;
-	uint8_t			raw[512];
+	struct peer_hello		hello;
+	struct peer_ping		ping;
+	struct peer_auth_challenge	challenge;
+	uint8_t				raw[512];
 };
 
 /* What inbound_dispatch() decodes into. */
 union peer_inbound_msg {
-	struct peer_hello	hello;
-	struct peer_data_hello	data;
+	struct peer_hello		hello;
+	struct peer_data_hello		data;
+	struct peer_auth_hello		auth_hello;
+	struct peer_auth_response	auth_response;
 };
 
-/* inbound_read_cb(): the first frame of a connection; data may follow. */
-static void
-inbound_first(const uint8_t *buf, size_t n)
+/* Where an accepted connection is: peer.c's enum inbound_state. */
+enum inbound_state { IN_AUTH_HELLO, IN_AUTH_RESPONSE, IN_FIRST, IN_DONE };
+
+/* inbound_expects(): the frame types each state accepts. */
+static int
+inbound_expects(enum inbound_state state, uint16_t type)
+{
+	switch (state) {
+	case IN_AUTH_HELLO: return type == PEER_AUTH_HELLO;
+	case IN_AUTH_RESPONSE: return type == PEER_AUTH_RESPONSE;
+	case IN_FIRST: return type == PEER_HELLO || type == PEER_DATA_HELLO;
+	case IN_DONE: break;
+	}
+	return 0;
+}
+
+/* One frame of an accepted connection at buf; its length, or 0 to close. */
+static size_t
+inbound_frame(enum inbound_state state, const uint8_t *buf, size_t n)
 {
 	union peer_inbound_msg msg;
 	struct fuzz_frame f;
 
-	if (n < WIRE_HDR_LEN || fuzz_hdr_check(&peer_proto, buf, &f) == -1)
+	if (n < WIRE_HDR_LEN || fuzz_hdr_check(&peer_proto, buf, &f) == -1 ||
+	    !inbound_expects(state, f.hdr.type) || f.hdr.len > INBOUND_MAX ||
+	    n - WIRE_HDR_LEN < f.hdr.len)
+		return 0;
+	if (fuzz_decode(&peer_proto, buf, WIRE_HDR_LEN + f.hdr.len, &f, &msg,
+	    sizeof(msg)) == -1)
+		return 0;
+	return WIRE_HDR_LEN + f.hdr.len;
+}
+
+/* An accepted connection, from state, until it is handed over or closed. */
+static void
+inbound(enum inbound_state state, const uint8_t *buf, size_t n)
+{
+	size_t off = 0, len;
+
+	while (state != IN_DONE &&
+	    (len = inbound_frame(state, buf + off, n - off)) > 0) {
+		off += len;
+		state = (enum inbound_state)(state + 1);
+	}
+}
+
+/* data_auth(): exactly one AUTH_CHALLENGE frame's bytes, then decode. */
+static void
+data_auth(const uint8_t *buf, size_t n)
+{
+	struct peer_auth_challenge *c;
+	struct fuzz_frame f;
+	size_t want = WIRE_HDR_LEN + wire_fixed_len(wire_type_lookup(
+	    &peer_proto, PEER_AUTH_CHALLENGE));
+
+	if (n < want || fuzz_hdr_check(&peer_proto, buf, &f) == -1 ||
+	    f.hdr.type != PEER_AUTH_CHALLENGE)
 		return;
-	if ((f.hdr.type != PEER_HELLO && f.hdr.type != PEER_DATA_HELLO) ||
-	    f.hdr.len > INBOUND_MAX || n - WIRE_HDR_LEN < f.hdr.len)
-		return;
-	fuzz_decode(&peer_proto, buf, WIRE_HDR_LEN + f.hdr.len, &f, &msg,
-	    sizeof(msg));
+	FUZZ_CHECK(WIRE_HDR_LEN + f.hdr.len == want);
+	if ((c = malloc(sizeof(*c))) == NULL)
+		abort();
+	fuzz_decode(&peer_proto, buf, want, &f, c, sizeof(*c));
+	free(c);
 }
 
 /* The trailer, copied to exactly its size so that overreads show. */
@@ -148,6 +205,8 @@ control_stream(const uint8_t *buf, size_t n)
 static void
 check_tables(void)
 {
+	static const uint16_t inbound_types[] = { PEER_AUTH_HELLO,
+	    PEER_AUTH_RESPONSE, PEER_HELLO, PEER_DATA_HELLO };
 	static int done;
 
 	if (done)
@@ -155,17 +214,20 @@ check_tables(void)
 	done = 1;
 	FUZZ_CHECK(fuzz_max_host_size(&peer_proto) <=
 	    sizeof(union peer_daemon_msg));
-	FUZZ_CHECK(wire_type_lookup(&peer_proto, PEER_HELLO)->host_size <=
-	    sizeof(union peer_inbound_msg));
-	FUZZ_CHECK(wire_type_lookup(&peer_proto, PEER_DATA_HELLO)->host_size <=
-	    sizeof(union peer_inbound_msg));
+	for (size_t i = 0; i < sizeof(inbound_types) / sizeof(inbound_types[0]);
+	    i++)
+		FUZZ_CHECK(wire_type_lookup(&peer_proto,
+		    inbound_types[i])->host_size <=
+		    sizeof(union peer_inbound_msg));
 }
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	check_tables();
-	inbound_first(data, size);
+	inbound(IN_AUTH_HELLO, data, size);
+	inbound(IN_FIRST, data, size);
+	data_auth(data, size);
 	control_stream(data, size);
 	return 0;
 }

@@ -179,14 +179,21 @@ check_fields(const struct wire_type *t, const uint8_t *body, const void *msg)
 		const struct wire_field *fl = &t->fields[i];
 
 		FUZZ_CHECK((size_t)fl->offset + fl->size <= t->host_size);
-		if (fl->kind == WIRE_BYTES) {
-			FUZZ_CHECK(memchr(m + fl->offset, '\0', fl->size) !=
-			    NULL);
-			FUZZ_CHECK(memcmp(m + fl->offset, body + pos,
-			    fl->size) == 0);
-		} else
+		switch (fl->kind) {
+		case WIRE_INT:
 			FUZZ_CHECK(get_host(m + fl->offset, fl->size) ==
 			    get_be(body + pos, fl->size));
+			break;
+		case WIRE_BYTES:
+		case WIRE_RAW:
+			FUZZ_CHECK(memcmp(m + fl->offset, body + pos,
+			    fl->size) == 0);
+			FUZZ_CHECK(fl->kind == WIRE_RAW ||
+			    memchr(m + fl->offset, '\0', fl->size) != NULL);
+			break;
+		default:
+			fuzz_fail(__FILE__, __LINE__, "unknown field kind");
+		}
 		pos += fl->size;
 	}
 }

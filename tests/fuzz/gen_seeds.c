@@ -91,8 +91,12 @@ ipc_valid(void)
 	struct ipc_seg_del del = { 1 };
 	struct ipc_join join = { 4, 0, 30000, "demo" };
 	struct ipc_joined joined = { JOB_ID, 4, 0, 2, 2 };
-	struct ipc_op op = { 1, COLL_ALLREDUCE, MCCL_FLOAT32, MCCL_SUM, 0, 0,
-	    1024, 1, 2, 0, 4096, 0 };
+	struct ipc_op op = { .seq = 1, .coll = COLL_ALLREDUCE,
+	    .dtype = MCCL_FLOAT32, .redop = MCCL_SUM, .count = 1024,
+	    .send_seg = 1, .recv_seg = 2, .recv_off = 4096 };
+	struct ipc_op send = { .seq = 2, .coll = COLL_SEND, .dtype = MCCL_INT8,
+	    .root = 3, .count = 100, .send_seg = 1, .timeout_ms = 500,
+	    .tag = 7 };
 	struct ipc_op_done done = { 1, MCCL_SUCCESS };
 	struct ipc_op_done failed = { 2, MCCL_ERR_TIMEOUT };
 	struct ipc_ctl status = { CTL_STATUS }, jobs = { CTL_JOBS };
@@ -109,6 +113,7 @@ ipc_valid(void)
 	seed_one(&ipc_proto, "leave", IPC_LEAVE, NULL, NULL, 0);
 	seed_one(&ipc_proto, "abort", IPC_ABORT, NULL, NULL, 0);
 	seed_one(&ipc_proto, "op", IPC_OP, &op, NULL, 0);
+	seed_one(&ipc_proto, "op_send", IPC_OP, &send, NULL, 0);
 	seed_one(&ipc_proto, "op_done", IPC_OP_DONE, &done, NULL, 0);
 	seed_one(&ipc_proto, "op_done_error", IPC_OP_DONE, &failed,
 	    "operation 2 timed out", 21);
@@ -172,8 +177,9 @@ peer_valid(void)
 	    MCCL_ERR_INVALID_ARGUMENT, "demo" };
 	struct peer_abort abrt = { JOB_ID, MCCL_ERR_PEER_FAILED, 1 };
 	struct peer_data_hello dh = { JOB_ID, 1, 0 };
-	struct peer_ophdr oh = { 1, COLL_ALLREDUCE, MCCL_FLOAT32, MCCL_SUM, 0,
-	    0, 16 };
+	struct peer_ophdr oh = { .seq = 1, .coll = COLL_ALLREDUCE,
+	    .dtype = MCCL_FLOAT32, .redop = MCCL_SUM, .count = 16 };
+	struct peer_p2p p2p = { .src = 0, .dst = 3, .tag = 42, .bytes = 4096 };
 	static const uint32_t r[] = { 2, 3 }, m[] = { 0, 0, 1, 1 };
 	uint8_t ranks[sizeof(r)], map[sizeof(m)], data[64];
 
@@ -196,6 +202,47 @@ peer_valid(void)
 	seed_one(&peer_proto, "data", PEER_DATA, NULL, data, sizeof(data));
 	join.nlocal = 0;
 	seed_one(&peer_proto, "join_withdraw", PEER_JOIN, &join, NULL, 0);
+	seed_one(&peer_proto, "p2p", PEER_P2P, &p2p, NULL, 0);
+}
+
+/* Nonces and MACs: any 32 bytes. */
+static void
+fill(uint8_t *p, size_t n, uint8_t seed)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (uint8_t)(seed + 37 * i);
+}
+
+/* The handshake of an accepted connection with a cluster key. */
+static void
+peer_auth(void)
+{
+	struct peer_auth_hello ah = { 1, { 0 } };
+	struct peer_auth_challenge ac = { 0, { 0 }, { 0 } };
+	struct peer_auth_response ar = { { 0 } };
+	struct peer_hello hello = { PEER_VERSION, 1, 3, 0x9e3779b97f4a7c15ULL,
+	    "node2" };
+	struct peer_data_hello dh = { JOB_ID, 1, PEER_STREAM_P2P };
+	struct seed s = { .len = 0 };
+
+	fill(ah.nonce, sizeof(ah.nonce), 1);
+	fill(ac.nonce, sizeof(ac.nonce), 2);
+	fill(ac.mac, sizeof(ac.mac), 3);
+	fill(ar.mac, sizeof(ar.mac), 4);
+	seed_one(&peer_proto, "auth_hello", PEER_AUTH_HELLO, &ah, NULL, 0);
+	seed_one(&peer_proto, "auth_challenge", PEER_AUTH_CHALLENGE, &ac, NULL,
+	    0);
+	seed_one(&peer_proto, "auth_response", PEER_AUTH_RESPONSE, &ar, NULL,
+	    0);
+	seed_add(&s, &peer_proto, PEER_AUTH_HELLO, &ah, NULL, 0);
+	seed_add(&s, &peer_proto, PEER_AUTH_RESPONSE, &ar, NULL, 0);
+	seed_add(&s, &peer_proto, PEER_HELLO, &hello, NULL, 0);
+	seed_write("peer", "stream_inbound_auth", &s);
+	s.len = 0;
+	seed_add(&s, &peer_proto, PEER_AUTH_HELLO, &ah, NULL, 0);
+	seed_add(&s, &peer_proto, PEER_AUTH_RESPONSE, &ar, NULL, 0);
+	seed_add(&s, &peer_proto, PEER_DATA_HELLO, &dh, NULL, 0);
+	seed_write("peer", "stream_inbound_auth_data", &s);
 }
 
 /* A control connection's life, and a data link's first frames. */
@@ -209,8 +256,8 @@ peer_streams(void)
 	struct peer_formed formed = { JOB_ID, 1000, 2, "pair" };
 	struct peer_abort abrt = { JOB_ID, MCCL_ERR_ABORTED, 1 };
 	struct peer_data_hello dh = { JOB_ID, 2, 1 };
-	struct peer_ophdr oh = { 7, COLL_BROADCAST, MCCL_INT32, MCCL_SUM, 0, 1,
-	    4 };
+	struct peer_ophdr oh = { .seq = 7, .coll = COLL_BROADCAST,
+	    .dtype = MCCL_INT32, .root = 1, .count = 4 };
 	static const uint32_t r[] = { 1 }, m[] = { 0, 1 };
 	uint8_t rank[sizeof(r)], map[sizeof(m)];
 	struct seed s = { .len = 0 };
@@ -297,6 +344,7 @@ main(int argc, char *argv[])
 	ipc_valid();
 	ipc_malformed();
 	peer_valid();
+	peer_auth();
 	peer_streams();
 	peer_malformed();
 	return 0;

@@ -16,6 +16,8 @@
  *                      threads on two communicators, use after destroy
  *   mismatch           rank 0 issues another count: every rank fails
  *   abort              rank 0 aborts: every other rank's op fails
+ *   loop CODE TEXT     allreduce until an op fails with CODE and TEXT
+ *   steady MS          allreduce for MS ms, every one must succeed
  *   hold MS            join, do one barrier, stay MS ms, leave
  *
  * Exit status 0 when every check passed; every failure prints a line.
@@ -533,6 +535,15 @@ mode_p2p(void)
 
 /* ---- errors, split, concurrency, abort ---- */
 
+static mccl_result_t
+code_of(const char *name)
+{
+	for (int i = 0; i < MCCL_NUM_RESULTS; i++)
+		if (strcmp(result_names[i], name) == 0)
+			return (mccl_result_t)i;
+	return MCCL_ERR_INTERNAL;
+}
+
 static void
 expect(mccl_comm_t *comm, mccl_result_t rc, mccl_result_t want,
     const char *text, const char *what)
@@ -742,6 +753,74 @@ mode_abort(void)
 	return failures != 0;
 }
 
+/*
+ * Allreduce 4 MiB again and again until an operation fails; the failure
+ * must have code CODE and a message containing TEXT.  Prints the wall time
+ * of the failure, for the test to measure how long detection took.  Gives
+ * up (failing) after 60 s without an error.
+ */
+static int
+mode_loop(const char *code, const char *text)
+{
+	enum { C = 1 << 20 };
+	mccl_comm_t *comm;
+	struct timespec t0, t;
+	float *buf;
+	mccl_result_t rc;
+
+	if ((rc = mccl_comm_init_env(&comm)) != MCCL_SUCCESS) {
+		FAIL("init: %s: %s", mccl_strerror(rc), mccl_last_error(NULL));
+		return 1;
+	}
+	buf = mccl_alloc(comm, C * sizeof(float));
+	printf("rank %d: looping\n", my_rank);
+	fflush(stdout);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		rc = mccl_allreduce(buf, buf, C, MCCL_FLOAT32, MCCL_MAX, comm,
+		    NULL);
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	} while (rc == MCCL_SUCCESS && t.tv_sec - t0.tv_sec < 60);
+	clock_gettime(CLOCK_REALTIME, &t);
+	printf("rank %d: failed_at=%lld.%03ld %s: %s\n", my_rank,
+	    (long long)t.tv_sec, t.tv_nsec / 1000000, result_names[rc],
+	    mccl_last_error(comm));
+	expect(comm, rc, code_of(code), text, "loop");
+	mccl_comm_destroy(comm);
+	return failures != 0;
+}
+
+/* Allreduce for ms milliseconds; every one must succeed. */
+static int
+mode_steady(int ms)
+{
+	struct timespec t0, t;
+	mccl_comm_t *comm;
+	float *buf;
+	mccl_result_t rc;
+	long n = 0;
+
+	if ((rc = mccl_comm_init_env(&comm)) != MCCL_SUCCESS) {
+		FAIL("init: %s: %s", mccl_strerror(rc), mccl_last_error(NULL));
+		return 1;
+	}
+	buf = mccl_alloc(comm, 1024 * sizeof(float));
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (int32_t go = 1; go && failures == 0; n++) {
+		still_works(comm, buf, "steady");
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		/* Stop together: go on while every rank wants to. */
+		go = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) /
+		    1000000 < ms;
+		if (mccl_allreduce(&go, &go, 1, MCCL_INT32, MCCL_MIN, comm,
+		    NULL) != MCCL_SUCCESS)
+			FAIL("steady: %s", mccl_last_error(comm));
+	}
+	mccl_comm_destroy(comm);
+	printf("rank %d: %ld rounds, %d failed\n", my_rank, n, failures);
+	return failures != 0;
+}
+
 static int
 mode_expect_init(const char *code, const char *text)
 {
@@ -798,6 +877,10 @@ main(int argc, char **argv)
 		return mode_mismatch();
 	if (argc == 2 && strcmp(argv[1], "abort") == 0)
 		return mode_abort();
+	if (argc == 3 && strcmp(argv[1], "steady") == 0)
+		return mode_steady(atoi(argv[2]));
+	if (argc == 4 && strcmp(argv[1], "loop") == 0)
+		return mode_loop(argv[2], argv[3]);
 	if (argc == 3 && strcmp(argv[1], "hold") == 0)
 		return mode_hold(atoi(argv[2]));
 	fprintf(stderr, "usage: mccl-test collectives | expect-init CODE TEXT | "

@@ -47,6 +47,7 @@ MCCL_SOCKET="$T/nobody.sock" MCCL_JOB=x MCCL_RANK=0 MCCL_NRANKS=1 \
     { bad "no daemon"; cat "$T/noconn.out"; }
 
 . "$(dirname "$0")/ctl.sh"
+. "$(dirname "$0")/faults.sh"
 
 echo "== daemon health"
 for i in 0 1 2; do

@@ -25,7 +25,7 @@ static const uint16_t ipc_known[] = {
 static const uint16_t peer_known[] = {
 	PEER_HELLO, PEER_PING, PEER_PONG, PEER_JOIN, PEER_FORMED,
 	PEER_JOIN_FAIL, PEER_ABORT, PEER_DATA_HELLO, PEER_DATA_OPHDR, PEER_DATA,
-	PEER_P2P,
+	PEER_P2P, PEER_AUTH_HELLO, PEER_AUTH_CHALLENGE, PEER_AUTH_RESPONSE,
 };
 
 static size_t
@@ -478,6 +478,28 @@ START_TEST(test_peer_data)
 	ck_assert_uint_eq(dop.root, V32);
 	ck_assert_uint_eq(dop.count, o.count);
 
+	{
+		/* Raw fields (nonces, MACs) need no NUL, unlike strings. */
+		struct peer_auth_hello ah, ahd;
+		struct peer_auth_challenge ac, acd;
+		struct peer_auth_response ar, ard;
+
+		ah.node = V32;
+		memset(ah.nonce, 0xab, sizeof(ah.nonce));
+		rt(&peer_proto, PEER_AUTH_HELLO, &ah, NULL, 0, &ahd);
+		ck_assert_uint_eq(ahd.node, V32);
+		ck_assert_mem_eq(ahd.nonce, ah.nonce, sizeof(ah.nonce));
+		ac.node = V32B;
+		memset(ac.nonce, 0xcd, sizeof(ac.nonce));
+		memset(ac.mac, 0xef, sizeof(ac.mac));
+		rt(&peer_proto, PEER_AUTH_CHALLENGE, &ac, NULL, 0, &acd);
+		ck_assert_uint_eq(acd.node, V32B);
+		ck_assert_mem_eq(acd.nonce, ac.nonce, sizeof(ac.nonce));
+		ck_assert_mem_eq(acd.mac, ac.mac, sizeof(ac.mac));
+		memset(ar.mac, 0x5a, sizeof(ar.mac));
+		rt(&peer_proto, PEER_AUTH_RESPONSE, &ar, NULL, 0, &ard);
+		ck_assert_mem_eq(ard.mac, ar.mac, sizeof(ar.mac));
+	}
 	{
 		struct peer_p2p pm = { V32, V32B, 0xfffffffeU,
 		    0x0102030405060708ULL }, pd;

@@ -585,10 +585,12 @@ import torch; print(torch.__version__)' >"$RAW/gloo.version" 2>/dev/null; then
 set_params() {
 	if [ "$QUICK" = 1 ]; then
 		BIG=4M BIGB=$((4 << 20)) C5MAX=4M C5MAXB=$((4 << 20))
+		C5SMALL=1M C5BIG=2M
 		SMALL_N="-n 5 -w 1" BIG_N="-n 2 -w 1" BIG_IT=2 SMALL_IT=5
 		LAT_N=200 PING_N=2000 LINK_S=1
 	else
 		BIG=64M BIGB=$((64 << 20)) C5MAX=256M C5MAXB=$((256 << 20))
+		C5SMALL=4M C5BIG=8M
 		SMALL_N="-n 20 -w 5" BIG_N="-n 5 -w 2" BIG_IT=5 SMALL_IT=20
 		LAT_N=1000 PING_N=10000 LINK_S=3
 	fi
@@ -752,9 +754,9 @@ case5() {
 		if cluster_up case5 2 lo; then
 			# shellcheck disable=SC2086
 			record 5 mccl case5.mccl mccl_perf case5.mccl-small 300 1 \
-			    -b 1K -e 4M -f 2 $SMALL_N &&
+			    -b 1K -e "$C5SMALL" -f 2 $SMALL_N &&
 			record 5 mccl case5.mccl mccl_perf case5.mccl-big 600 1 \
-			    -b 8M -e "$C5MAX" -f 2 $BIG_N
+			    -b "$C5BIG" -e "$C5MAX" -f 2 $BIG_N
 		else
 			status 5 mccl failed "cluster did not come up"
 		fi

@@ -110,6 +110,14 @@ def fratio(a, b):
     return f"{a / b:.2f}"
 
 
+def speedup(data, size, other):
+    """MCCL's busbw over other's at size: their time over MCCL's (the
+    same thing, but not rounded through busbw)."""
+    m = data["mccl"].get(size, (None, None))[0]
+    o = data[other].get(size, (None, None))[0]
+    return fratio(o, m)
+
+
 class Table:
     def __init__(self, head):
         self.head = head
@@ -207,14 +215,13 @@ class Report:
             for s in systems:
                 tb = data[s].get(size, (None, None))
                 row += [ftime(tb[0]), fbw(tb[1])]
-            m = data["mccl"].get(size, (None, None))[1]
-            row += [fratio(m, data[s].get(size, (None, None))[1])
-                    for s in ratio_to]
+            row += [speedup(data, size, s) for s in ratio_to]
             t.add(row)
         return t
 
     def present(self, case, systems, data):
-        lines = []
+        lines = ["MCCL/X: X's time over MCCL's (= MCCL's busbw over X's); "
+                 "> 1: MCCL faster"]
         for s in systems:
             if not data[s]:
                 lines.append("no result: " + self.missing(case, s))
@@ -333,8 +340,10 @@ class Report:
             ot, ob = data["ompi"].get(s, (None, None))
             bs = 4 * s / traffic / 1e3 if traffic else None
             t.add([hsize(s), ftime(mt), fbw(mb), ftime(ot), fbw(ob),
-                   ftime(bs), fratio(mb, ob), fratio(mt, bs)])
+                   ftime(bs), fratio(ot, mt), fratio(mt, bs)])
         lines = self.present("4", ["mccl", "ompi"], data)
+        lines.append("bound: the memory-traffic bound's time (below); "
+                     "MCCL time/bound <= 1.5 is the target")
         for d in mem:
             lines.append(f"memcpy of {hsize(int(d['bytes']))}, {d['threads']} "
                          f"thread(s): {d['copy_GB_s']} GB/s copied = "
@@ -368,8 +377,6 @@ class Report:
         both = [s for s in sizes if s in data["mccl"] and s in data["ompi"]]
         slower = [hsize(s) for s in both
                   if data["mccl"][s][0] > data["ompi"][s][0]]
-        lines.append("ratios are of busbw (= inverse ratio of time): "
-                     "> 1: MCCL faster")
         checks = [(f"time <= OMPI at all {len(both)} sizes"
                    + (f" (slower at {', '.join(slower)})" if slower else ""),
                    None if not both else not slower)]

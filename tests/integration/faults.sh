@@ -1,0 +1,128 @@
+# faults.sh: fault injection on the loopback cluster (sourced by run.sh).
+# Each case kills, freezes or stops something in the middle of a job, then
+# checks the error codes and messages, how fast they came, that another job
+# on the same daemons was not disturbed, that the daemons gave back every
+# descriptor and mapping of the failed job, and that a new job works.
+
+# The test config: heartbeat 300 ms, timeout 1500 ms.
+HB_LIMIT=3.0		# detection bound for a dead or frozen daemon, s
+CLIENT_LIMIT=2.0	# for a dead client process, s
+
+now() { date +%s.%N; }
+
+# Descriptors and mccl segment mappings of daemon I.
+resources() {
+	local pid=${DAEMON_PIDS[$1]}
+	echo "$(ls /proc/$pid/fd | wc -l) $(grep -c 'memfd:mccl' /proc/$pid/maps)"
+}
+
+# Wait until every rank of JOB printed "looping".
+wait_looping() {
+	local job=$1 n=$2 deadline=$((SECONDS + 15))
+	while [ "$(cat "$T/$job".r*.out 2>/dev/null | grep -c looping)" -lt "$n" ]; do
+		[ $SECONDS -lt $deadline ] || return 1
+		sleep 0.1
+	done
+	sleep 0.3
+}
+
+# detected NAME JOB RANK T0 LIMIT: rank's failure came within LIMIT s of T0.
+detected() {
+	local at
+	at=$(sed -n 's/.*failed_at=\([0-9.]*\).*/\1/p' "$T/$2.r$3.out")
+	if [ -n "$at" ] && awk -v a="$at" -v t="$4" -v l="$5" \
+	    'BEGIN { exit !(a - t <= l) }'; then
+		ok "$1 (rank $3 after $(awk -v a="$at" -v t="$4" \
+		    'BEGIN { printf "%.2f", a - t }') s)"
+	else
+		bad "$1: rank $3 not within $5 s"
+		cat "$T/$2.r$3.out"
+	fi
+}
+
+# expect_exit NAME PID: the process exited 0 (its checks passed).
+expect_exit() {
+	if wait "$2"; then ok "$1"; else bad "$1"; fi
+}
+
+restart_daemon() {
+	"$B/mccld" -c "$T/n$1.conf" >>"$T/n$1.log" 2>&1 &
+	DAEMON_PIDS[$1]=$!
+	wait_cluster 3
+}
+
+echo "== faults: a client killed in the middle of a collective"
+before=("$(resources 0)" "$(resources 1)" "$(resources 2)")
+spawn 0 bystander 3 0 steady 5000; by0=$LAST_PID
+spawn 1 bystander 3 1 steady 5000; by1=$LAST_PID
+spawn 2 bystander 3 2 steady 5000; by2=$LAST_PID
+spawn 0 jkill 3 0 loop MCCL_ERR_PEER_FAILED "rank 1"; k0=$LAST_PID
+spawn 1 jkill 3 1 loop MCCL_ERR_PEER_FAILED "rank 1"; k1=$LAST_PID
+spawn 2 jkill 3 2 loop MCCL_ERR_PEER_FAILED "rank 1"; k2=$LAST_PID
+wait_looping jkill 3 || bad "jkill never started"
+t0=$(now)
+pkill -KILL -P "$k1"	# the rank itself, not its timeout(1) wrapper
+expect_exit "survivor rank 0 gets PEER_FAILED naming rank 1" "$k0"
+expect_exit "survivor rank 2 gets PEER_FAILED naming rank 1" "$k2"
+detected "client death detected" jkill 0 "$t0" "$CLIENT_LIMIT"
+detected "client death detected" jkill 2 "$t0" "$CLIENT_LIMIT"
+wait "$k1" 2>/dev/null
+expect_exit "another job on the same daemons is not disturbed" "$by0"
+wait "$by1"; wait "$by2"
+sleep 3.5	# the failed job's links linger 3 s
+for i in 0 1 2; do
+	after=$(resources "$i")
+	[ "$after" = "${before[$i]}" ] &&
+	    ok "n$i: descriptors and mappings back to $after" ||
+	    bad "n$i: descriptors and mappings ${before[$i]} -> $after"
+done
+run_job "a new job after the client's death" jafter1 "0 1 2" hold 10
+
+echo "== faults: a daemon killed in the middle of a collective"
+spawn 0 jdk 3 0 loop MCCL_ERR_PEER_FAILED "n2"; d0=$LAST_PID
+spawn 1 jdk 3 1 loop MCCL_ERR_PEER_FAILED "n2"; d1=$LAST_PID
+spawn 2 jdk 3 2 loop MCCL_ERR_CONNECT "daemon connection lost"; d2=$LAST_PID
+wait_looping jdk 3 || bad "jdk never started"
+t0=$(now)
+kill -9 "${DAEMON_PIDS[2]}"
+wait "${DAEMON_PIDS[2]}" 2>/dev/null
+expect_exit "rank 0 gets PEER_FAILED naming n2" "$d0"
+expect_exit "rank 1 gets PEER_FAILED naming n2" "$d1"
+expect_exit "rank 2 on the dead daemon gets MCCL_ERR_CONNECT" "$d2"
+detected "daemon death detected" jdk 0 "$t0" "$HB_LIMIT"
+detected "daemon death detected" jdk 1 "$t0" "$HB_LIMIT"
+restart_daemon 2 && ok "n2 restarted and rejoined" || bad "n2 rejoin"
+run_job "a new job after the daemon's restart" jafter2 "0 1 2" hold 10
+
+echo "== faults: a daemon frozen (SIGSTOP)"
+spawn 0 jst 3 0 loop MCCL_ERR_PEER_FAILED "n1"; s0=$LAST_PID
+spawn 1 jst 3 1 loop MCCL_ERR_PEER_FAILED ""; s1=$LAST_PID
+spawn 2 jst 3 2 loop MCCL_ERR_PEER_FAILED "n1"; s2=$LAST_PID
+wait_looping jst 3 || bad "jst never started"
+t0=$(now)
+kill -STOP "${DAEMON_PIDS[1]}"
+expect_exit "rank 0 gets PEER_FAILED naming n1" "$s0"
+expect_exit "rank 2 gets PEER_FAILED naming n1" "$s2"
+detected "frozen daemon detected" jst 0 "$t0" "$HB_LIMIT"
+detected "frozen daemon detected" jst 2 "$t0" "$HB_LIMIT"
+kill -CONT "${DAEMON_PIDS[1]}"
+expect_exit "rank 1 on the thawed daemon gets an error" "$s1"
+wait_cluster 3 && ok "n1 back in the cluster" || bad "n1 back"
+run_job "a new job after the freeze" jafter3 "0 1 2" hold 10
+
+echo "== faults: SIGTERM to a daemon"
+spawn 0 jterm 3 0 loop MCCL_ERR_ABORTED "shutting down"; e0=$LAST_PID
+spawn 1 jterm 3 1 loop MCCL_ERR_ABORTED "shutting down"; e1=$LAST_PID
+spawn 2 jterm 3 2 loop MCCL_ERR_ABORTED "shutting down"; e2=$LAST_PID
+wait_looping jterm 3 || bad "jterm never started"
+t0=$(now)
+kill -TERM "${DAEMON_PIDS[1]}"
+wait "${DAEMON_PIDS[1]}"
+t1=$(now)
+awk -v a="$t1" -v b="$t0" 'BEGIN { exit !(a - b <= 2) }' &&
+    ok "n1 exits within 2 s of SIGTERM" || bad "n1 took $t0 -> $t1"
+expect_exit "its local rank gets ABORTED: shutting down" "$e1"
+expect_exit "remote rank 0 gets ABORTED: shutting down" "$e0"
+expect_exit "remote rank 2 gets ABORTED: shutting down" "$e2"
+restart_daemon 1 && ok "n1 restarted" || bad "n1 restart"
+run_job "a new job after the restart" jafter4 "0 1 2" hold 10

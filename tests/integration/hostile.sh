@@ -1,0 +1,259 @@
+# hostile.sh: hostile clients and peers (sourced by run.sh while its 3-node
+# cluster runs).  mccl-hostile sends every kind of bad message; each must
+# close only its own connection (or get an error reply), with one log line
+# saying why, and every daemon must keep serving.  Peers authenticate only
+# with a key, and the test cluster has none, so the peer cases run on a
+# keyed 2-node cluster started here (DAEMON_PIDS 10 and 11).
+
+# hostile_run LABEL ARGS...: run mccl-hostile, one ok/bad per case.
+hostile_run() {
+	local label=$1 out rc line
+	shift
+	out=$(timeout 300 "$B/mccl-hostile" "$@" 2>&1)
+	rc=$?
+	while IFS= read -r line; do
+		case $line in
+		"ok "*) ok "$label: ${line#ok }" ;;
+		"FAIL "*) bad "$label: ${line#FAIL }" ;;
+		esac
+	done <<<"$out"
+	if [ $rc -gt 1 ]; then
+		bad "$label: mccl-hostile exited with status $rc"
+		echo "$out" | tail -n 5
+	fi
+	HOSTILE_OUT=$out
+}
+
+# hostile_count LOG PATTERN: lines of LOG matching the extended regex.
+hostile_count() {
+	grep -cE -- "$2" "$1" 2>/dev/null
+}
+
+# hostile_logged NAME LOG TEXT...: every TEXT appears in LOG.
+hostile_logged() {
+	local name=$1 log=$2 s missing=""
+	shift 2
+	for s in "$@"; do
+		grep -qF -- "$s" "$log" || missing="$missing \"$s\""
+	done
+	if [ -z "$missing" ]; then
+		ok "$name"
+	else
+		bad "$name: nothing logged for$missing"
+	fi
+}
+
+hostile_alive() {	# NAME PID LOG
+	if kill -0 "$2" 2>/dev/null; then
+		ok "$1 still running"
+	else
+		bad "$1 died"
+		tail -n 20 "$3"
+	fi
+}
+
+echo "== hostile clients on n0"
+cl_re='control: closing client pid [0-9]+ uid [0-9]+: .+'
+cl_before=$(hostile_count "$T/n0.log" "$cl_re")
+hostile_run "client" client "$T/n0.sock"
+cl_cases=$(grep -cE '^(ok|FAIL) closes: ' <<<"$HOSTILE_OUT")
+cl_logged=$(($(hostile_count "$T/n0.log" "$cl_re") - cl_before))
+if [ "$cl_cases" -gt 0 ] && [ "$cl_logged" -eq "$cl_cases" ]; then
+	ok "one log line with a reason per closed client ($cl_logged)"
+else
+	bad "$cl_logged \"closing client\" log lines for $cl_cases closed clients"
+fi
+hostile_logged "each client refusal is logged with its reason" "$T/n0.log" \
+    "bad ipc magic" "ipc version 2, expected 1" "unknown ipc message type" \
+    "record shorter than a header" "header says 19 bytes, record has 9" \
+    "header says 6 bytes, record has 14" "length 4294967295" \
+    "record too long" "first message is not HELLO" "second HELLO" \
+    "message type not accepted from clients" "unterminated string" \
+    "IPC_HELLO: 1 descriptors, expected 0" \
+    "IPC_SEG_ADD: 0 descriptors, expected 1" "too many descriptors"
+for i in 0 1 2; do
+	hostile_alive "n$i" "${DAEMON_PIDS[$i]}" "$T/n$i.log"
+done
+
+echo "== hostile peers on a keyed 2-node cluster"
+
+# hostile_conf I KEYFILE: the config of node kI ("" KEYFILE: no key).
+hostile_conf() {
+	local key=""
+	[ -z "$2" ] || key="\"key_file\": \"$2\","
+	cat >"$T/k$1.conf" <<EOC
+{
+  "node": "k$1",
+  "socket": "$T/k$1.sock",
+  "nodes": [{"name": "k0", "address": "127.0.0.1:$kbase"},
+            {"name": "k1", "address": "127.0.0.1:$((kbase + 1))"}],
+  $key
+  "log_level": "debug",
+  "connect_timeout_ms": 3000,
+  "heartbeat_interval_ms": 300,
+  "heartbeat_timeout_ms": 1500
+}
+EOC
+}
+
+hostile_start() {	# I
+	"$B/mccld" -c "$T/k$1.conf" >>"$T/k$1.log" 2>&1 &
+	DAEMON_PIDS[$((10 + $1))]=$!
+}
+
+hostile_stop() {	# I
+	local p=${DAEMON_PIDS[$((10 + $1))]:-}
+	[ -n "$p" ] || return 0
+	kill -TERM "$p" 2>/dev/null
+	wait "$p" 2>/dev/null
+	unset "DAEMON_PIDS[$((10 + $1))]"
+}
+
+# hostile_peers_up I N: node kI sees N peers up (within 10 s).
+hostile_peers_up() {
+	local deadline=$((SECONDS + 10))
+	while ! "$B/mcclctl" -s "$T/k$1.sock" -j status 2>/dev/null |
+	    grep -q "\"peers_up\": $2"; do
+		[ $SECONDS -lt $deadline ] || return 1
+		sleep 0.1
+	done
+}
+
+hostile_fds() {		# PID: descriptors the process holds
+	ls "/proc/$1/fd" 2>/dev/null | wc -l
+}
+
+kbase=$(pick_ports 2)
+head -c 64 /dev/urandom >"$T/cluster.key"
+head -c 64 /dev/urandom >"$T/wrong.key"
+chmod 600 "$T/cluster.key" "$T/wrong.key"
+hostile_conf 0 "$T/cluster.key"
+hostile_conf 1 "$T/cluster.key"
+hostile_start 0
+hostile_start 1
+if hostile_peers_up 0 1 && hostile_peers_up 1 1; then
+	ok "keyed cluster up"
+else
+	bad "keyed cluster up"
+	tail -n 20 "$T"/k*.log
+fi
+
+# Every refusal on the peer port names the address it came from.
+pr_re='peer: 127\.0\.0\.1(:| \(says node)'
+for i in 1 0; do
+	pid=${DAEMON_PIDS[$((10 + i))]}
+	fds_before=$(hostile_fds "$pid")
+	pr_before=$(hostile_count "$T/k$i.log" "$pr_re")
+	hostile_run "peer k$i" peer 127.0.0.1 $((kbase + i)) "$T/k$i.sock" 3000
+	pr_cases=$(grep -cE '^(ok|FAIL) ' <<<"$HOSTILE_OUT")
+	pr_logged=$(($(hostile_count "$T/k$i.log" "$pr_re") - pr_before))
+	if [ "$pr_cases" -gt 0 ] && [ "$pr_logged" -eq "$pr_cases" ]; then
+		ok "k$i: one log line with a reason per refused peer ($pr_logged)"
+	else
+		bad "k$i: $pr_logged refusal log lines for $pr_cases refused peers"
+		grep -E "$pr_re" "$T/k$i.log" | tail -n 30
+	fi
+	fds_after=$(hostile_fds "$pid")
+	if [ "$fds_after" -le "$fds_before" ]; then
+		ok "k$i: no descriptor leaked ($fds_after, $fds_before before)"
+	else
+		bad "k$i: $fds_after descriptors, $fds_before before"
+	fi
+done
+hostile_logged "each peer refusal is logged with its reason" "$T/k1.log" \
+    "refused: bad peer magic" "refused: peer version 2, expected 1" \
+    "refused: unknown peer message type 999" "length 4294967295" \
+    "refused: it did not authenticate" "AUTH_HELLO claims node index 1" \
+    "AUTH_HELLO claims node index 2" "AUTH_HELLO claims node index 4294967295" \
+    "failed authentication" "refused: unexpected message" \
+    "no first frame within 3000 ms"
+
+echo "== unauthenticated peers"
+hostile_run "unauth" unauth 127.0.0.1 $((kbase + 1)) "$T/k1.sock"
+
+# A real daemon of the cluster with another key: k0 connects to k1, finds
+# k1's proof wrong and drops the connection; neither comes up.
+hostile_stop 0
+hostile_conf 0 "$T/wrong.key"
+hostile_start 0
+sleep 2
+if hostile_peers_up 1 0 && hostile_peers_up 0 0 &&
+    grep -q "k1 .*failed authentication" "$T/k0.log"; then
+	ok "daemon with another key: refused, k0 logs why"
+else
+	bad "daemon with another key"
+	tail -n 10 "$T/k0.log" "$T/k1.log"
+fi
+
+# A real daemon without a key: k1 hears an unauthenticated HELLO.
+hostile_stop 0
+hostile_conf 0 ""
+before=$(hostile_count "$T/k1.log" "it did not authenticate")
+hostile_start 0
+sleep 2
+after=$(hostile_count "$T/k1.log" "it did not authenticate")
+if [ "$after" -gt "$before" ] && hostile_peers_up 1 0; then
+	ok "daemon without a key: refused, k1 logs why ($((after - before))x)"
+else
+	bad "daemon without a key"
+	tail -n 10 "$T/k0.log" "$T/k1.log"
+fi
+if "$B/mcclctl" -s "$T/k0.sock" -j peers 2>/dev/null |
+    grep -q '"state": "up"'; then
+	bad "daemon without a key thinks k1 is up"
+else
+	ok "daemon without a key does not see k1 up"
+fi
+
+hostile_stop 0
+hostile_conf 0 "$T/cluster.key"
+hostile_start 0
+if hostile_peers_up 0 1 && hostile_peers_up 1 1; then
+	ok "keyed cluster back up with the right key"
+else
+	bad "keyed cluster back up with the right key"
+	tail -n 20 "$T"/k*.log
+fi
+
+echo "== key file checks"
+# hostile_badkey NAME TEXT: mccld -n on k0.conf fails, saying TEXT.
+hostile_badkey() {
+	local out rc
+	out=$("$B/mccld" -n -c "$T/k0.conf" 2>&1)
+	rc=$?
+	if [ $rc -ne 0 ] && grep -qF -- "$2" <<<"$out"; then
+		ok "$1 (exit $rc)"
+	else
+		bad "$1: exit $rc: $out"
+	fi
+}
+cp "$T/cluster.key" "$T/open.key"
+chmod 644 "$T/open.key"
+hostile_conf 0 "$T/open.key"
+hostile_badkey "key file of mode 0644 is refused" "chmod 600"
+chmod 640 "$T/open.key"
+hostile_badkey "key file of mode 0640 is refused" "chmod 600"
+head -c 16 /dev/urandom >"$T/short.key"
+chmod 600 "$T/short.key"
+hostile_conf 0 "$T/short.key"
+hostile_badkey "key file shorter than 32 bytes is refused" "shorter than 32"
+hostile_conf 0 "$T/missing.key"
+hostile_badkey "missing key file is refused" "$T/missing.key"
+hostile_conf 0 "$T"
+hostile_badkey "a directory as key file is refused" "not a regular file"
+hostile_conf 0 "$T/cluster.key"
+if out=$("$B/mccld" -n -c "$T/k0.conf" 2>&1); then
+	ok "key file of mode 0600 is accepted"
+else
+	bad "key file of mode 0600: $out"
+fi
+
+echo "== daemons after the hostile tests"
+for i in 0 1 2; do
+	hostile_alive "n$i" "${DAEMON_PIDS[$i]}" "$T/n$i.log"
+done
+for i in 0 1; do
+	hostile_alive "k$i" "${DAEMON_PIDS[$((10 + i))]}" "$T/k$i.log"
+done
+hostile_stop 0
+hostile_stop 1
