@@ -316,6 +316,94 @@ engine_reduce_scatter(struct job *j, struct op *op, struct xfer *x)
 	return 0;
 }
 
+/*
+ * Alltoall in pairwise steps: at step s this node sends to the node s
+ * places to its right everything its ranks have for that node's ranks,
+ * packed in one stream, and receives the same from the node s places to
+ * its left.  Blocks between local ranks are copied directly.
+ */
+struct a2a {
+	const uint8_t	**send;		/* each local rank's send buffer */
+	size_t		  blk;
+	uint8_t		 *spack, *rpack;
+};
+
+static size_t
+a2a_pack(const struct job *j, const struct a2a *a, uint32_t to)
+{
+	size_t k = 0;
+
+	for (uint32_t i = 0; i < j->nlocal; i++)
+		for (uint32_t r = 0; r < j->nranks; r++)
+			if (j->rank_pos[r] == to)
+				memcpy(a->spack + a->blk * k++, a->send[i] +
+				    (size_t)r * a->blk, a->blk);
+	return k * a->blk;
+}
+
+static void
+a2a_unpack(const struct job *j, const struct op *op, const struct a2a *a,
+    uint32_t from)
+{
+	size_t k = 0;
+
+	for (uint32_t r = 0; r < j->nranks; r++)
+		if (j->rank_pos[r] == from)
+			for (uint32_t i = 0; i < j->nlocal; i++)
+				memcpy(op->parts[i].recv + (size_t)r * a->blk,
+				    a->rpack + a->blk * k++, a->blk);
+}
+
+static void
+a2a_local(const struct job *j, const struct op *op, const struct a2a *a)
+{
+	for (uint32_t i = 0; i < j->nlocal; i++)
+		for (uint32_t k = 0; k < j->nlocal; k++)
+			memcpy(op->parts[k].recv + (size_t)j->local_ranks[i] *
+			    a->blk, a->send[i] + (size_t)j->local_ranks[k] *
+			    a->blk, a->blk);
+}
+
+static int
+engine_alltoall(struct job *j, struct op *op, struct xfer *x)
+{
+	size_t blk = (size_t)op->desc.count * dtype_size(op->desc.dtype);
+	size_t all = blk * j->nranks * j->nlocal;	/* every local send */
+	struct a2a a = { NULL, blk, NULL, NULL };
+	uint8_t *tmp = engine_tmp(j, 3 * all);
+	int rc = 0;
+
+	if ((a.send = calloc(j->nlocal, sizeof(*a.send))) == NULL ||
+	    (tmp == NULL && all > 0)) {
+		free(a.send);
+		return engine_nomem(x);
+	}
+	/* Receives overwrite the sends in place: read from a copy. */
+	for (uint32_t i = 0; i < j->nlocal; i++) {
+		a.send[i] = op->parts[i].send;
+		if (blk > 0 && op->parts[i].send == op->parts[i].recv) {
+			memcpy(tmp + i * blk * j->nranks, a.send[i],
+			    blk * j->nranks);
+			a.send[i] = tmp + i * blk * j->nranks;
+		}
+	}
+	a.spack = tmp + all;
+	a.rpack = tmp + 2 * all;
+	a2a_local(j, op, &a);
+	for (uint32_t s = 1; rc == 0 && s < j->nnodes; s++) {
+		uint32_t to = (j->me + s) % j->nnodes;
+		uint32_t from = (j->me + j->nnodes - s) % j->nnodes;
+		size_t sbytes = a2a_pack(j, &a, to);
+		size_t rbytes = (size_t)j->pos_count[from] * j->nlocal * blk;
+
+		if ((rc = xfer_exchange(x, to, a.spack, sbytes, from, a.rpack,
+		    rbytes)) == 0)
+			a2a_unpack(j, op, &a, from);
+	}
+	free(a.send);
+	return rc;
+}
+
 static void
 engine_run(struct job *j, struct op *op, uint8_t *scratch)
 {
@@ -339,6 +427,7 @@ engine_run(struct job *j, struct op *op, uint8_t *scratch)
 	case COLL_REDUCE: rc = engine_reduce(j, op, &x); break;
 	case COLL_ALLGATHER: rc = engine_allgather(j, op, &x); break;
 	case COLL_REDUCE_SCATTER: rc = engine_reduce_scatter(j, op, &x); break;
+	case COLL_ALLTOALL: rc = engine_alltoall(j, op, &x); break;
 	case COLL_BARRIER: rc = ring_barrier(&x); break;
 	default:
 		x.code = MCCL_ERR_INTERNAL;

@@ -137,6 +137,8 @@ int		ring_allreduce(struct xfer *, void *, size_t, int, int);
 int		ring_broadcast(struct xfer *, void *, size_t, uint32_t);
 int		ring_allgather(struct xfer *, void *, const size_t *, const size_t *);
 int		ring_barrier(struct xfer *);
+int		xfer_exchange(struct xfer *, uint32_t, const void *, size_t,
+		    uint32_t, void *, size_t);
 
 /* ---- mccld.c: process-wide state (main thread) ---- */
 

@@ -230,14 +230,15 @@ walk_next(const struct plan *p, struct walk *w, struct frame *f)
 /* ---- sending ---- */
 
 static int
-tx_init(struct xfer *x, struct tx *tx, size_t nown, size_t nsend)
+tx_init(struct xfer *x, struct tx *tx, size_t nown, size_t nsend,
+    uint32_t peer)
 {
 	uint8_t enc[WIRE_HDR_LEN + OPHDR_LEN];
 
 	memset(tx, 0, sizeof(*tx));
 	if ((tx->active = nsend > 0) == 0)
 		return 0;
-	tx->peer = (x->me + 1) % x->nnodes;
+	tx->peer = peer;
 	tx->fd = x->fds[tx->peer];
 	tx->w.blk = 1 - nown;
 	tx->w.end = tx->w.blk + nsend;
@@ -382,12 +383,13 @@ rx_advance(struct rx *rx, const struct plan *p)
 }
 
 static void
-rx_init(struct xfer *x, struct rx *rx, const struct plan *p, size_t nrecv)
+rx_init(struct xfer *x, struct rx *rx, const struct plan *p, size_t nrecv,
+    uint32_t peer)
 {
 	memset(rx, 0, sizeof(*rx));
 	if ((rx->active = nrecv > 0) == 0)
 		return;
-	rx->peer = (x->me + x->nnodes - 1) % x->nnodes;
+	rx->peer = peer;
 	rx->fd = x->fds[rx->peer];
 	rx->w.blk = 1;
 	rx->w.end = 1 + nrecv;
@@ -677,14 +679,15 @@ io_wait(struct xfer *x, const struct tx *tx, const struct rx *rx)
 }
 
 static int
-ring_start(struct xfer *x)
+ring_start(struct xfer *x, uint32_t to, uint32_t from)
 {
 	struct pollfd pfd = { x->abort_fd, POLLIN, 0 };
 	uint32_t n = x->nnodes, me = x->me;
 
 	x->code = MCCL_SUCCESS;
 	x->err[0] = '\0';
-	if (me >= n || x->fds[(me + 1) % n] < 0 || x->fds[(me + n - 1) % n] < 0)
+	if (me >= n || to >= n || from >= n || x->fds[to] < 0 ||
+	    x->fds[from] < 0)
 		return ring_fail(x, MCCL_ERR_INTERNAL, "no data link at node "
 		    "position %u of %u", me, n);
 	if (x->abort_fd >= 0 && poll(&pfd, 1, 0) == 1)
@@ -693,31 +696,42 @@ ring_start(struct xfer *x)
 }
 
 /*
- * Send the own block (nown 1) or not (nown 0), then forward received blocks,
- * nsend blocks in all; receive nrecv blocks.  Each side that has any block,
- * even an empty one, starts with the operation header.
+ * The duplex engine: send by ptx to position `to` (the own block if nown,
+ * then forwarded ones, nsend blocks in all) while receiving nrecv blocks by
+ * prx from position `from`.  Each side that has any block, even an empty
+ * one, starts with the operation header.
  */
 static int
-ring_run(struct xfer *x, const struct plan *p, size_t nown, size_t nsend,
-    size_t nrecv)
+duplex_run(struct xfer *x, const struct plan *ptx, const struct plan *prx,
+    size_t nown, size_t nsend, size_t nrecv, uint32_t to, uint32_t from)
 {
 	struct tx tx;
 	struct rx rx;
 	int moved;
 
-	if (ring_start(x) == -1 || tx_init(x, &tx, nown, nsend) == -1)
+	if (ring_start(x, to, from) == -1 ||
+	    tx_init(x, &tx, nown, nsend, to) == -1)
 		return -1;
-	rx_init(x, &rx, p, nrecv);
+	rx_init(x, &rx, prx, nrecv, from);
 	for (;;) {
 		moved = 0;
-		if (tx_step(x, &tx, p, &rx, &moved) == -1 ||
-		    rx_step(x, &rx, p, &moved) == -1)
+		if (tx_step(x, &tx, ptx, &rx, &moved) == -1 ||
+		    rx_step(x, &rx, prx, &moved) == -1)
 			return -1;
 		if (tx_complete(&tx) && rx_complete(&rx))
 			return 0;
 		if (!moved && io_wait(x, &tx, &rx) == -1)
 			return -1;
 	}
+}
+
+/* Around the ring: to the right, from the left, one plan for both. */
+static int
+ring_run(struct xfer *x, const struct plan *p, size_t nown, size_t nsend,
+    size_t nrecv)
+{
+	return duplex_run(x, p, p, nown, nsend, nrecv,
+	    (x->me + 1) % x->nnodes, (x->me + x->nnodes - 1) % x->nnodes);
 }
 
 /* ---- the collectives ---- */
@@ -821,4 +835,23 @@ ring_barrier(struct xfer *x)
 	p.chunk = p.esize = p.total = 1;
 	p.block = whole_block;
 	return ring_run(x, &p, 1, x->nnodes - 1, x->nnodes - 1);
+}
+
+/*
+ * Send sbytes of sbuf to the node at position `to` while receiving rbytes
+ * into rbuf from the node at position `from` (alltoall's pairwise steps).
+ */
+int
+xfer_exchange(struct xfer *x, uint32_t to, const void *sbuf, size_t sbytes,
+    uint32_t from, void *rbuf, size_t rbytes)
+{
+	struct plan ptx, prx;
+
+	if (plan_init(x, &ptx, (void *)(uintptr_t)sbuf, 1) == -1 ||
+	    plan_init(x, &prx, rbuf, 1) == -1)
+		return -1;
+	ptx.block = prx.block = whole_block;
+	ptx.total = sbytes;
+	prx.total = rbytes;
+	return duplex_run(x, &ptx, &prx, 1, 1, 1, to, from);
 }

@@ -3,7 +3,8 @@
 # close only its own connection (or get an error reply), with one log line
 # saying why, and every daemon must keep serving.  Peers authenticate only
 # with a key, and the test cluster has none, so the peer cases run on a
-# keyed 2-node cluster started here (DAEMON_PIDS 10 and 11).
+# keyed 2-node cluster started here (DAEMON_PIDS 10 and 11), and a flood
+# of connections on a daemon short of descriptors (DAEMON_PIDS 12).
 
 # hostile_run LABEL ARGS...: run mccl-hostile, one ok/bad per case.
 hostile_run() {
@@ -123,7 +124,7 @@ hostile_fds() {		# PID: descriptors the process holds
 	ls "/proc/$1/fd" 2>/dev/null | wc -l
 }
 
-kbase=$(pick_ports 2)
+kbase=$(pick_ports 3)
 head -c 64 /dev/urandom >"$T/cluster.key"
 head -c 64 /dev/urandom >"$T/wrong.key"
 chmod 600 "$T/cluster.key" "$T/wrong.key"
@@ -214,6 +215,71 @@ else
 	bad "keyed cluster back up with the right key"
 	tail -n 20 "$T"/k*.log
 fi
+
+echo "== a flood of idle connections on the peer port"
+# More connections than the daemon has descriptors (ulimit -n 64): it must
+# neither spin nor flood its log while it waits for descriptors, and must
+# serve again once the flood is gone.
+hostile_cpu() {		# PID: user + system clock ticks so far
+	awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0
+}
+cat >"$T/f1.conf" <<EOC
+{
+  "node": "f1",
+  "socket": "$T/f1.sock",
+  "nodes": [{"name": "f0", "address": "127.0.0.1:$kbase"},
+            {"name": "f1", "address": "127.0.0.1:$((kbase + 2))"}],
+  "key_file": "$T/cluster.key",
+  "log_level": "debug",
+  "connect_timeout_ms": 3000
+}
+EOC
+(ulimit -n 64; exec "$B/mccld" -c "$T/f1.conf" >>"$T/f1.log" 2>&1) &
+DAEMON_PIDS[12]=$!
+deadline=$((SECONDS + 10))
+until "$B/mcclctl" -s "$T/f1.sock" status >/dev/null 2>&1; do
+	[ $SECONDS -lt $deadline ] || break
+	sleep 0.1
+done
+"$B/mccl-hostile" flood 127.0.0.1 $((kbase + 2)) 150 2500 \
+    >"$T/flood.out" 2>&1 &
+flooder=$!
+sleep 0.5
+lines0=$(wc -l <"$T/f1.log")
+cpu0=$(hostile_cpu "${DAEMON_PIDS[12]}")
+# A client waiting in the backlog while descriptors are short.
+timeout 10 "$B/mcclctl" -s "$T/f1.sock" status >"$T/flood-ctl.out" 2>&1 &
+waiter=$!
+sleep 1.5
+cpu1=$(hostile_cpu "${DAEMON_PIDS[12]}")
+lines1=$(wc -l <"$T/f1.log")
+wait "$flooder"
+pct=$(( (cpu1 - cpu0) * 100 * 10 / ($(getconf CLK_TCK) * 15) ))
+if [ "$pct" -lt 20 ]; then
+	ok "flood: the daemon does not spin (${pct}% CPU)"
+else
+	bad "flood: the daemon spins at ${pct}% CPU while descriptors are short"
+fi
+if [ $((lines1 - lines0)) -lt 100 ]; then
+	ok "flood: the log is not flooded ($((lines1 - lines0)) lines in 1.5 s)"
+else
+	bad "flood: $((lines1 - lines0)) log lines in 1.5 s:" \
+	    "$(sed -n "$((lines0 + 1))p" "$T/f1.log")"
+fi
+if wait "$waiter"; then
+	ok "flood: the waiting client is served"
+else
+	bad "flood: the waiting client: $(cat "$T/flood-ctl.out")"
+fi
+if "$B/mcclctl" -s "$T/f1.sock" status >/dev/null 2>&1; then
+	ok "flood: the daemon serves after the flood"
+else
+	bad "flood: the daemon does not serve after the flood"
+fi
+hostile_alive "f1" "${DAEMON_PIDS[12]}" "$T/f1.log"
+kill -TERM "${DAEMON_PIDS[12]}" 2>/dev/null
+wait "${DAEMON_PIDS[12]}" 2>/dev/null
+unset "DAEMON_PIDS[12]"
 
 echo "== key file checks"
 # hostile_badkey NAME TEXT: mccld -n on k0.conf fails, saying TEXT.

@@ -352,6 +352,42 @@ run_allgather(mccl_comm_t *comm, struct bufs *b, int in_place, size_t count,
 		    in_place ? "in place" : "out of place", bad);
 }
 
+/* Rank r's block for rank d holds values only that pair produces. */
+static double
+a2a_value(int r, int d, size_t i)
+{
+	return (double)((r * 7 + d * 3 + (int)(i % 5)) % 100);
+}
+
+static void
+run_alltoall(mccl_comm_t *comm, struct bufs *b, int in_place, size_t count,
+    mccl_dtype_t t)
+{
+	int n = mccl_comm_size(comm);
+	void *send = in_place ? b->recv : b->send;
+	size_t bad = 0;
+	mccl_result_t rc;
+
+	for (int d = 0; d < n; d++)
+		for (size_t i = 0; i < count; i++)
+			put(send, (size_t)d * count + i, t, a2a_value(my_rank,
+			    d, i));
+	rc = mccl_alltoall(send, b->recv, count, t, comm, NULL);
+	checks++;
+	if (rc != MCCL_SUCCESS) {
+		FAIL("alltoall dtype %d count %zu: %s: %s", t, count,
+		    mccl_strerror(rc), mccl_last_error(comm));
+		return;
+	}
+	for (int r = 0; r < n; r++)
+		for (size_t i = 0; i < count; i++)
+			bad += get(b->recv, (size_t)r * count + i, t) !=
+			    a2a_value(r, my_rank, i);
+	if (bad > 0)
+		FAIL("alltoall dtype %d count %zu %s: %zu wrong", t, count,
+		    in_place ? "in place" : "out of place", bad);
+}
+
 static void
 run_matrix(mccl_comm_t *comm, struct bufs *b)
 {
@@ -372,9 +408,12 @@ run_matrix(mccl_comm_t *comm, struct bufs *b)
 		}
 	for (int t = 0; t < 10; t++)
 		for (size_t c = 0; c < NCOUNTS; c++)
-			for (int ip = 0; ip < 2; ip++)
+			for (int ip = 0; ip < 2; ip++) {
 				run_allgather(comm, b, ip, counts[c],
 				    (mccl_dtype_t)t);
+				run_alltoall(comm, b, ip, counts[c],
+				    (mccl_dtype_t)t);
+			}
 	for (int root = 0; root < mccl_comm_size(comm); root++)
 		for (size_t c = 0; c < NCOUNTS; c++)
 			run_broadcast(comm, b, counts[c], root);
