@@ -20,9 +20,10 @@ DEB_PKGS = libevent-dev libjansson-dev libsystemd-dev check libsodium-dev \
 	   libibverbs-dev pkg-config mandoc iproute2
 PC_MODS	 = libevent libevent_pthreads jansson libsystemd check libsodium
 
+# Messages are cut to fixed buffers on purpose: no -Wformat-truncation.
 WARN	 = -Wall -Wextra -Werror -Wshadow -Wpointer-arith -Wstrict-prototypes \
 	   -Wmissing-prototypes -Wformat=2 -Wno-format-nonliteral -Wvla \
-	   -Wcast-qual -Wundef
+	   -Wcast-qual -Wundef -Wno-format-truncation
 OPT	?= -O2 -g
 SAN	?=
 CFLAGS	+= -std=c11 -D_GNU_SOURCE $(OPT) $(SAN) $(WARN) -fPIC \
@@ -50,7 +51,7 @@ obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 PROGS	 = $(B)/mccld $(B)/mcclctl $(B)/mccl-perf
 LIBS	 = $(B)/$(SONAME) $(B)/libmccl.so $(B)/libmccl.a
 UNIT_TESTS = $(B)/test_proto $(B)/test_reduce $(B)/test_config $(B)/test_ring
-TEST_PROGS = $(B)/mccl-test
+TEST_PROGS = $(B)/mccl-test $(B)/mccl-hostile
 
 all: $(B)/.deps $(PROGS) $(LIBS)
 
@@ -115,6 +116,9 @@ $(B)/test_ring: $(call obj,tests/unit/test_ring.c daemon/ring.c daemon/reduce.c 
 
 $(B)/mccl-test: $(call obj,tests/integration/mccl-test.c) $(B)/libmccl.a
 	$(CC) $(LDFLAGS) -o $@ $^ -lpthread -lm
+
+$(B)/mccl-hostile: $(call obj,tests/integration/hostile.c libclient/conn.c $(PROTO_SRCS))
+	$(CC) $(LDFLAGS) -o $@ $^
 
 unit: $(UNIT_TESTS)
 	@for t in $(UNIT_TESTS); do echo "== $$t"; CK_DEFAULT_TIMEOUT=120 $$t || exit 1; done

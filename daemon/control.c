@@ -22,6 +22,7 @@
 #include "mccld.h"
 
 #define CLIENT_FDS_MAX	4	/* room to notice a record carrying too many */
+#define OUTQ_MAX	(4U * 1024 * 1024)	/* replies a client left unread */
 
 struct outmsg {
 	TAILQ_ENTRY(outmsg) entry;
@@ -97,7 +98,9 @@ control_accept_cb(int fd, short events, void *arg)
 	(void)events;
 	(void)arg;
 	if ((cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) == -1) {
-		if (errno != EAGAIN && errno != EINTR)
+		if (errno == EMFILE || errno == ENFILE)
+			listener_pause(control_ev, "control");
+		else if (errno != EAGAIN && errno != EINTR)
 			log_warn("control: accept");
 		return;
 	}
@@ -318,7 +321,15 @@ client_send(struct client *c, uint16_t type, const void *msg,
 	if (TAILQ_EMPTY(&c->outq) && send(c->fd, buf, len, MSG_NOSIGNAL |
 	    MSG_DONTWAIT) == (ssize_t)len)
 		return 0;
-	/* The client is slow to read: keep the record, in order. */
+	/* The client is slow to read: keep the record, in order, up to a cap. */
+	if (c->outq_bytes + len > OUTQ_MAX) {
+		if (!c->outq_full)
+			log_warnx("control: client %s leaves its replies unread "
+			    "(%u bytes queued): reading nothing more from it "
+			    "until it does", c->desc, c->outq_bytes);
+		c->outq_full = 1;
+		event_del(c->ev_read);
+	}
 	if ((o = malloc(sizeof(*o) + len)) == NULL) {
 		log_warn("control: queueing for %s", c->desc);
 		return -1;
@@ -326,6 +337,7 @@ client_send(struct client *c, uint16_t type, const void *msg,
 	o->len = len;
 	memcpy(o->buf, buf, len);
 	TAILQ_INSERT_TAIL(&c->outq, o, entry);
+	c->outq_bytes += (uint32_t)len;
 	event_add(c->ev_write, NULL);
 	return 0;
 }
@@ -342,10 +354,18 @@ client_write_cb(int fd, short events, void *arg)
 		    (ssize_t)o->len) {
 			if (errno == EAGAIN || errno == EINTR)
 				event_add(c->ev_write, NULL);
+			else	/* gone: we may not be reading it to notice */
+				client_close(c, NULL);
 			return;
 		}
 		TAILQ_REMOVE(&c->outq, o, entry);
+		c->outq_bytes -= (uint32_t)o->len;
 		free(o);
+	}
+	/* All caught up: read its requests again. */
+	if (c->outq_full) {
+		c->outq_full = 0;
+		event_add(c->ev_read, NULL);
 	}
 }
 
@@ -548,7 +568,10 @@ client_read_cb(int fd, short events, void *arg)
 
 	(void)events;
 	if ((n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC)) == -1) {
-		if (errno != EAGAIN && errno != EINTR)
+		/* A reset is a client gone with replies unread: like EOF. */
+		if (errno == ECONNRESET)
+			client_close(c, NULL);
+		else if (errno != EAGAIN && errno != EINTR)
 			client_close(c, strerror(errno));
 		return;
 	}

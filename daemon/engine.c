@@ -389,15 +389,17 @@ engine_alltoall(struct job *j, struct op *op, struct xfer *x)
 	}
 	a.spack = tmp + all;
 	a.rpack = tmp + 2 * all;
-	a2a_local(j, op, &a);
+	if (blk > 0)
+		a2a_local(j, op, &a);
+	/* Count 0 still exchanges headers: mismatches are found all the same. */
 	for (uint32_t s = 1; rc == 0 && s < j->nnodes; s++) {
 		uint32_t to = (j->me + s) % j->nnodes;
 		uint32_t from = (j->me + j->nnodes - s) % j->nnodes;
-		size_t sbytes = a2a_pack(j, &a, to);
+		size_t sbytes = blk > 0 ? a2a_pack(j, &a, to) : 0;
 		size_t rbytes = (size_t)j->pos_count[from] * j->nlocal * blk;
 
 		if ((rc = xfer_exchange(x, to, a.spack, sbytes, from, a.rpack,
-		    rbytes)) == 0)
+		    rbytes)) == 0 && blk > 0)
 			a2a_unpack(j, op, &a, from);
 	}
 	free(a.send);
@@ -585,22 +587,33 @@ engine_wake(struct job *j)
 }
 
 struct lingering_links {
+	TAILQ_ENTRY(lingering_links) entry;
 	int		*fds;
 	uint32_t	 n;
+	struct event	*ev;
 };
+
+static TAILQ_HEAD(, lingering_links) lingering =
+    TAILQ_HEAD_INITIALIZER(lingering);
+
+static void
+linger_close(struct lingering_links *l)
+{
+	TAILQ_REMOVE(&lingering, l, entry);
+	for (uint32_t p = 0; p < l->n; p++)
+		if (l->fds[p] != -1)
+			close(l->fds[p]);
+	event_free(l->ev);
+	free(l->fds);
+	free(l);
+}
 
 static void
 linger_cb(int fd, short events, void *arg)
 {
-	struct lingering_links *l = arg;
-
 	(void)fd;
 	(void)events;
-	for (uint32_t p = 0; p < l->n; p++)
-		if (l->fds[p] != -1)
-			close(l->fds[p]);
-	free(l->fds);
-	free(l);
+	linger_close(arg);
 }
 
 /*
@@ -614,14 +627,26 @@ engine_linger(int *fds, uint32_t n)
 	struct timeval tv = { LINGER_MS / 1000, (LINGER_MS % 1000) * 1000 };
 	struct lingering_links *l;
 
-	if ((l = malloc(sizeof(*l))) == NULL) {
-		linger_cb(-1, 0, &(struct lingering_links){ fds, n });
+	if ((l = calloc(1, sizeof(*l))) == NULL) {
+		for (uint32_t p = 0; p < n; p++)
+			if (fds[p] != -1)
+				close(fds[p]);
+		free(fds);
 		return;
 	}
 	l->fds = fds;
 	l->n = n;
-	if (event_base_once(md.base, -1, EV_TIMEOUT, linger_cb, l, &tv) == -1)
-		linger_cb(-1, 0, l);
+	l->ev = evtimer_new(md.base, linger_cb, l);
+	TAILQ_INSERT_TAIL(&lingering, l, entry);
+	evtimer_add(l->ev, &tv);
+}
+
+/* The daemon is exiting: close what still lingers. */
+void
+engine_shutdown(void)
+{
+	while (!TAILQ_EMPTY(&lingering))
+		linger_close(TAILQ_FIRST(&lingering));
 }
 
 /* Stop the thread, close the links, and give back what it still holds. */

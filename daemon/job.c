@@ -189,7 +189,8 @@ job_new(const struct client *c, const struct ipc_join *m)
 	TAILQ_INIT(&j->eng_in);
 	TAILQ_INIT(&j->eng_out);
 	j->ev_timeout = evtimer_new(md.base, job_form_timeout_cb, j);
-	ms_to_tv(j->timeout_ms + FORM_GRACE_MS, &tv);
+	ms_to_tv(j->timeout_ms > UINT32_MAX - FORM_GRACE_MS ? UINT32_MAX :
+	    j->timeout_ms + FORM_GRACE_MS, &tv);
 	evtimer_add(j->ev_timeout, &tv);
 	TAILQ_INSERT_TAIL(&md.jobs, j, entry);
 	log_debug("job %s (uid %u): forming, %u ranks, coordinator %s",
@@ -622,6 +623,15 @@ job_recv_join_fail(const struct peer_join_fail *m, const char *msg)
 		job_free(j);
 }
 
+static int
+job_spans(const struct job *j, uint32_t node)
+{
+	for (uint32_t p = 0; p < j->nnodes; p++)
+		if (j->node_index[p] == node)
+			return 1;
+	return 0;
+}
+
 int
 job_peer_msg(uint32_t from, uint16_t type, const void *msg,
     const uint8_t *trailer, size_t tlen)
@@ -634,12 +644,21 @@ job_peer_msg(uint32_t from, uint16_t type, const void *msg,
 	case PEER_JOIN:
 		return coord_join(from, msg, trailer, tlen);
 	case PEER_FORMED:
+		/* Only the job's coordinator speaks for its formation. */
+		if (from != coordinator_of(((const struct peer_formed *)msg)->uid,
+		    ((const struct peer_formed *)msg)->job))
+			return -1;
 		return job_recv_formed(msg, trailer, tlen);
 	case PEER_JOIN_FAIL:
+		if (from != coordinator_of(
+		    ((const struct peer_join_fail *)msg)->uid,
+		    ((const struct peer_join_fail *)msg)->job))
+			return -1;
 		job_recv_join_fail(msg, text);
 		return 0;
 	case PEER_ABORT:
-		if ((j = job_find_id(((const struct peer_abort *)msg)->job_id)))
+		if ((j = job_find_id(((const struct peer_abort *)msg)->job_id)) &&
+		    job_spans(j, from))
 			job_fail(j, (int)((const struct peer_abort *)msg)->code,
 			    "%s", text);
 		return 0;
@@ -657,15 +676,6 @@ job_peer_up(uint32_t node)
 	TAILQ_FOREACH(j, &md.jobs, entry)
 		if (j->state == JOB_FORMING && j->coordinator == node)
 			job_send_join(j);
-}
-
-static int
-job_spans(const struct job *j, uint32_t node)
-{
-	for (uint32_t p = 0; p < j->nnodes; p++)
-		if (j->node_index[p] == node)
-			return 1;
-	return 0;
 }
 
 void
@@ -842,7 +852,8 @@ op_get(struct job *j, const struct ipc_op *m, uint64_t cseq)
 	struct op *op;
 	struct timeval tv;
 
-	TAILQ_FOREACH(op, &j->ops, entry)
+	/* Newest first: a rank ahead of the others adds at the tail. */
+	TAILQ_FOREACH_REVERSE(op, &j->ops, op_list, entry)
 		if (op->desc.seq == cseq)
 			return op;
 	if ((op = calloc(1, sizeof(*op) + j->nlocal * sizeof(op->parts[0]))) ==
@@ -990,7 +1001,11 @@ job_client_op(struct client *c, const struct ipc_op *m)
 		return;
 	}
 	c->last_seq = m->seq;
-	if (j->nleft > 0)
+	if (c->inflight > md.conf.max_pending_ops) {
+		snprintf(err, sizeof(err), "over the limit of %u operations in "
+		    "flight (max_pending_ops)", md.conf.max_pending_ops);
+		op_reject(c, m, MCCL_ERR_NO_MEMORY, err);
+	} else if (j->nleft > 0)
 		op_reject(c, m, MCCL_ERR_PEER_FAILED, "a rank on this node has "
 		    "left the job");
 	else if (op_check(j, m, err, sizeof(err)) != NULL)

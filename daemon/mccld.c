@@ -43,6 +43,28 @@ mccld_status_update(void)
 }
 
 static void
+listener_resume_cb(int fd, short events, void *arg)
+{
+	(void)fd;
+	(void)events;
+	event_add(arg, NULL);
+}
+
+/*
+ * accept() failed for want of descriptors: stop listening for a moment
+ * rather than spin on a listener that stays readable, and say so once.
+ */
+void
+listener_pause(struct event *ev, const char *what)
+{
+	struct timeval tv = { 0, 100000 };
+
+	log_warn("%s: accept; pausing for 100 ms", what);
+	event_del(ev);
+	event_base_once(md.base, -1, EV_TIMEOUT, listener_resume_cb, ev, &tv);
+}
+
+static void
 signal_cb(int sig, short events, void *arg)
 {
 	(void)events;
@@ -143,6 +165,7 @@ main(int argc, char **argv)
 	mccld_status_update();
 	event_base_dispatch(md.base);
 	control_close();
+	engine_shutdown();
 	peer_close();
 	event_free(ev_term);
 	event_free(ev_int);

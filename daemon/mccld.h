@@ -57,6 +57,7 @@ struct config {
 	uint32_t	 max_clients;		/* connections on the Unix socket */
 	uint32_t	 max_segments;		/* per client */
 	uint64_t	 max_segment_bytes;	/* per client, all segments together */
+	uint32_t	 max_pending_ops;	/* per client: submitted, unanswered */
 	char		 key_file[4096];	/* cluster secret; "" = none */
 	char		 admin_group[64];	/* may run mcclctl abort, reload */
 };
@@ -167,6 +168,7 @@ struct mccld_state {
 extern struct mccld_state md;
 
 void		mccld_status_update(void);
+void		listener_pause(struct event *, const char *);
 
 /* ---- control.c: the Unix socket, clients and mcclctl (main thread) ---- */
 
@@ -195,6 +197,8 @@ struct client {
 	uint32_t	 nsegs;
 	uint64_t	 seg_bytes;
 	struct outmsg_list outq;
+	uint32_t	 outq_bytes;
+	int		 outq_full;	/* not read from until outq drains */
 	struct job	*job;		/* once it sent JOIN */
 	uint32_t	 rank;
 	uint32_t	 local_index;	/* in job->local_ranks, once formed */
@@ -345,5 +349,6 @@ void		engine_submit(struct job *, struct op *);
 int		engine_adopt_link(struct job *, uint32_t, int);
 void		engine_wake(struct job *);
 void		engine_stop(struct job *);
+void		engine_shutdown(void);
 
 #endif

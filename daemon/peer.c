@@ -30,6 +30,7 @@
 #define RETRY_MIN_MS	100
 #define RETRY_MAX_MS	2000
 #define INBOUND_MAX	256	/* bytes of a first frame: HELLO or DATA_HELLO */
+#define INBOUND_PENDING_MAX 256	/* connections not yet identified */
 
 enum peer_state { PEER_DOWN, PEER_CONNECTING, PEER_AUTH, PEER_WAIT_HELLO,
     PEER_UP };
@@ -83,6 +84,7 @@ struct selfmsg {
 };
 
 static struct peer		*peers;
+static uint32_t			 inbound_pending;
 static int			 listen_fds[CONF_LISTEN_MAX];
 static struct event		*listen_evs[CONF_LISTEN_MAX];
 static size_t			 nlisten;
@@ -449,6 +451,7 @@ peer_retry_cb(int fd, short events, void *arg)
 static void
 inbound_free(struct inbound *in, int close_fd)
 {
+	inbound_pending--;
 	event_free(in->ev);
 	event_free(in->ev_timeout);
 	if (close_fd)
@@ -651,14 +654,19 @@ inbound_accept_cb(int lfd, short events, void *arg)
 	int fd;
 
 	(void)events;
-	(void)arg;
 	if ((fd = accept4(lfd, (struct sockaddr *)&ss, &len,
-	    SOCK_NONBLOCK | SOCK_CLOEXEC)) == -1)
+	    SOCK_NONBLOCK | SOCK_CLOEXEC)) == -1) {
+		if (errno == EMFILE || errno == ENFILE)
+			listener_pause(arg, "peer");
 		return;
-	if ((in = calloc(1, sizeof(*in))) == NULL) {
+	}
+	/* Strangers may not hold more than so many descriptors. */
+	if (inbound_pending >= INBOUND_PENDING_MAX ||
+	    (in = calloc(1, sizeof(*in))) == NULL) {
 		close(fd);
 		return;
 	}
+	inbound_pending++;
 	in->fd = fd;
 	in->state = auth_enabled() ? IN_AUTH_HELLO : IN_FIRST;
 	getnameinfo((struct sockaddr *)&ss, len, in->addr, sizeof(in->addr),
@@ -721,7 +729,7 @@ peer_listen_one(const struct conf_addr *a, char *err, size_t errlen)
 	}
 	listen_fds[nlisten] = fd;
 	listen_evs[nlisten] = event_new(md.base, fd, EV_READ | EV_PERSIST,
-	    inbound_accept_cb, NULL);
+	    inbound_accept_cb, event_self_cbarg());
 	event_add(listen_evs[nlisten++], NULL);
 	return 0;
 }

@@ -4,6 +4,8 @@
  * it: the daemon, in the order of control.c's client_check() (size, header,
  * exact length, decode), and the library, through libclient/conn.c's own
  * conn_decode(), included below so that its real code is what runs.
+ * A decoded IPC_OP also goes through proto_op_bytes(), which sizes its
+ * buffers.
  *
  * Build with -DFUZZ_IPC_NO_CONN to fuzz the daemon's side alone.
  */
@@ -26,7 +28,41 @@ union ipc_daemon_msg {
 	uint8_t			raw[256];
 };
 
-/* client_check(), minus the descriptor count and the HELLO-first rule. */
+/*
+ * proto_op_bytes() on one operation: it sizes the buffers the daemon checks
+ * against segments, so it must refuse exactly the sizes that overflow and
+ * the collectives it does not know.
+ */
+static void
+op_bytes_one(const struct ipc_op *op, size_t esize, uint32_t nranks)
+{
+	uint64_t one = 0, all = 0, send = 1, recv = 1;
+	int over, known, rc;
+
+	over = __builtin_mul_overflow(op->count, (uint64_t)esize, &one) ||
+	    __builtin_mul_overflow(one, (uint64_t)nranks, &all);
+	known = op->coll >= 1 && op->coll <= COLL_MAX;
+	rc = proto_op_bytes(op->coll, op->count, esize, nranks,
+	    (uint32_t)op->seq, op->root, &send, &recv);
+	FUZZ_CHECK(rc == ((over || !known) ? -1 : 0));
+	if (rc == 0) {
+		FUZZ_CHECK(send == 0 || send == one || send == all);
+		FUZZ_CHECK(recv == 0 || recv == one || recv == all);
+	}
+}
+
+static void
+op_bytes(const struct ipc_op *op)
+{
+	static const size_t esizes[] = { 0, 1, 2, 4, 8 };
+	static const uint32_t nranks[] = { 0, 1, 3, 1024, UINT32_MAX };
+
+	for (size_t i = 0; i < sizeof(esizes) / sizeof(esizes[0]); i++)
+		for (size_t j = 0; j < sizeof(nranks) / sizeof(nranks[0]); j++)
+			op_bytes_one(op, esizes[i], nranks[j]);
+}
+
+/* client_check(), its descriptors matching and HELLO done already. */
 static void
 daemon_side(const uint8_t *buf, size_t n)
 {
@@ -39,7 +75,9 @@ daemon_side(const uint8_t *buf, size_t n)
 		return;
 	if (f.hdr.len != n - WIRE_HDR_LEN)
 		return;
-	fuzz_decode(&ipc_proto, buf, n, &f, &msg, sizeof(msg));
+	if (fuzz_decode(&ipc_proto, buf, n, &f, &msg, sizeof(msg)) == 0 &&
+	    f.hdr.type == IPC_OP)
+		op_bytes(&msg.op);
 }
 
 #ifndef FUZZ_IPC_NO_CONN

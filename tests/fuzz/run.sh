@@ -112,7 +112,7 @@ run() {
 		return 0
 	fi
 	echo "FAIL $name (exit $rc), log in $log:"
-	grep -E 'ERROR|SUMMARY|invariant failed|Test unit written|^#0 |^    #[0-3] ' \
+	grep -E 'ERROR|SUMMARY|of size|invariant failed|Test unit written|^    #[0-3] ' \
 	    "$log" | head -20 | sed 's/^/    /'
 	return 1
 }

@@ -5,8 +5,13 @@
  * with an error where the message is well formed but refused.  After every
  * case the daemon must still serve a well-behaved client.  Modes:
  *
- *   client SOCKET                    bad records on the Unix socket, bad
- *                                    segments, buffers outside segments
+ *   client SOCKET [LOG]              bad records on the Unix socket, bad
+ *                                    segments, buffers outside segments,
+ *                                    a client that floods or never reads;
+ *                                    at the end, the daemon must hold no
+ *                                    descriptor or mapping of ours.  With
+ *                                    LOG (the daemon's log), each close
+ *                                    must add one "closing client" line
  *   peer HOST PORT SOCKET [MS]       bad frames on the peer port of a
  *                                    daemon that has a key_file; SOCKET is
  *                                    its Unix socket, MS its
@@ -19,6 +24,7 @@
  */
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 
 #include <netinet/in.h>
@@ -50,6 +56,7 @@
 typedef int (*case_fn)(char *, size_t);
 
 static const char	*sock_path;	/* the daemon's Unix socket */
+static const char	*log_path;	/* its log, when given */
 static const char	*peer_host;
 static const char	*peer_port;
 static uint32_t		 self_index;	/* of the daemon under test */
@@ -368,6 +375,52 @@ run_case(const char *name, case_fn fn)
 
 /* ---- client: records that close the connection ---- */
 
+static off_t
+log_size(void)
+{
+	struct stat st;
+
+	return log_path != NULL && stat(log_path, &st) == 0 ? st.st_size : 0;
+}
+
+/*
+ * The daemon logs before it closes: by now the log must have exactly one
+ * "closing client" line since off.  Its reason goes into note.
+ */
+static int
+log_one_close(off_t off, char *note, size_t len)
+{
+	char line[1024], reason[256] = "";
+	const char *p;
+	FILE *f;
+	int n = 0;
+
+	if (log_path == NULL)
+		return 0;
+	if ((f = fopen(log_path, "r")) == NULL || fseeko(f, off, SEEK_SET)) {
+		snprintf(note, len, "%s: %s", log_path, strerror(errno));
+		if (f != NULL)
+			fclose(f);
+		return -1;
+	}
+	while (fgets(line, sizeof(line), f) != NULL) {
+		if ((p = strstr(line, "closing client pid ")) == NULL)
+			continue;
+		n++;
+		if ((p = strstr(p, ": ")) != NULL)
+			snprintf(reason, sizeof(reason), "%.*s",
+			    (int)strcspn(p + 2, "\n"), p + 2);
+	}
+	fclose(f);
+	if (n != 1) {
+		snprintf(note, len, "closed, but %d \"closing client\" log "
+		    "lines, expected 1", n);
+		return -1;
+	}
+	snprintf(note, len, "(log: %s)", reason);
+	return 0;
+}
+
 struct bad_record {
 	const char	*name;
 	int		 hello;		/* a valid HELLO first */
@@ -561,6 +614,7 @@ static int
 c_bad_record(char *why, size_t len)
 {
 	const struct bad_record *r = cur_record;
+	off_t off = log_size();
 	int fd, memfd = -1, rc = -1;
 	size_t n;
 
@@ -579,8 +633,9 @@ c_bad_record(char *why, size_t len)
 		snprintf(why, len, "SO_SNDBUF: %s", strerror(errno));
 		goto done;
 	}
-	if (send_record(fd, n, memfd, r->nfds, why, len) == 0)
-		rc = expect_closed(fd, &ipc_proto, CLOSE_MS, why, len);
+	if (send_record(fd, n, memfd, r->nfds, why, len) == 0 &&
+	    expect_closed(fd, &ipc_proto, CLOSE_MS, why, len) == 0)
+		rc = log_one_close(off, why, len);
 done:
 	if (memfd != -1)
 		close(memfd);
@@ -1262,6 +1317,115 @@ c_unread_replies(char *why, size_t len)
 	return 0;
 }
 
+/* Rank `rank` of a 2-rank job on its own connection; JOINED comes later. */
+static int
+join_rank(const char *job, uint32_t rank, char *why, size_t len)
+{
+	struct ipc_hello_ok ok;
+	struct ipc_join j;
+	char err[WHY_MAX];
+	int fd;
+
+	if ((fd = conn_open(sock_path, REPLY_MS, &ok, err, sizeof(err))) ==
+	    -1) {
+		snprintf(why, len, "%s", err);
+		return -1;
+	}
+	memset(&j, 0, sizeof(j));
+	j.nranks = 2;
+	j.rank = rank;
+	j.timeout_ms = 10000;
+	snprintf(j.job, sizeof(j.job), "%s", job);
+	if (conn_send(fd, IPC_JOIN, &j, NULL, 0, -1, err, sizeof(err)) !=
+	    MCCL_SUCCESS) {
+		snprintf(why, len, "%s", err);
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/*
+ * Rank 0 of a 2-rank job submits barrier after barrier while rank 1 never
+ * does: the daemon must bound what one client keeps in flight, in memory
+ * and in the time each new operation costs.
+ */
+static int
+c_ops_flood(char *why, size_t len)
+{
+	static char json[IPC_MSG_MAX];
+	struct ipc_op op;
+	char job[64], err[WHY_MAX];
+	long before, after;
+	int fd0 = -1, fd1 = -1, n, sent = 0, rc = -1;
+	const char *how = "sent them all";
+	uint64_t t0, t1;
+	double t, lat;
+
+	if (start_pid == -1 || (before = daemon_rss_kb(start_pid)) == -1) {
+		snprintf(why, len, "(skipped: the daemon's /proc is not "
+		    "readable)");
+		return 0;
+	}
+	snprintf(job, sizeof(job), "hostile-%d-inflight", (int)getpid());
+	if ((fd0 = join_rank(job, 0, why, len)) == -1 ||
+	    (fd1 = join_rank(job, 1, why, len)) == -1 ||
+	    expect_record(fd0, IPC_JOINED, why, len) == -1 ||
+	    expect_record(fd1, IPC_JOINED, why, len) == -1)
+		goto done;
+	memset(&op, 0, sizeof(op));
+	op.coll = COLL_BARRIER;
+	t0 = conn_now_ms();
+	while (sent < 100000) {
+		struct pollfd pfd = { fd0, POLLOUT, 0 };
+
+		if (conn_now_ms() - t0 > 10000) {
+			how = "time out";
+			break;
+		}
+		op.seq = (uint64_t)sent + 1;
+		n = (int)ipc_enc(IPC_OP, &op, NULL, 0);
+		if (send(fd0, out, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) == n) {
+			sent++;
+			continue;
+		}
+		if (errno != EAGAIN && errno != EINTR) {
+			how = "then it closed the connection";
+			break;
+		}
+		if (poll(&pfd, 1, 5000) == 0) {
+			how = "then it stopped reading";
+			break;
+		}
+	}
+	t = (double)(conn_now_ms() - t0) / 1000;
+	/* How long another client waits while these are in flight. */
+	t1 = conn_now_ms();
+	if (ctl(CTL_STATUS, json, sizeof(json), err, sizeof(err)) == -1)
+		snprintf(json, sizeof(json), "failed");
+	lat = (double)(conn_now_ms() - t1) / 1000;
+	usleep(300000);
+	after = daemon_rss_kb(start_pid);
+	if (after - before > 16384)
+		snprintf(why, len, "the daemon grew by %ld kB holding %d "
+		    "operations of one client", after - before, sent);
+	else if (strcmp(how, "time out") == 0)
+		snprintf(why, len, "the daemon took in only %d operations in "
+		    "%.1f s: each one costs more the more are in flight "
+		    "(another client's status took %.2f s)", sent, t, lat);
+	else {
+		snprintf(why, len, "(%d ops in %.1f s, %s; the daemon grew %ld "
+		    "kB)", sent, t, how, after - before);
+		rc = 0;
+	}
+done:
+	if (fd0 != -1)
+		close(fd0);
+	if (fd1 != -1)
+		close(fd1);
+	return rc;
+}
+
 static const struct {
 	const char	*name;
 	case_fn		 fn;
@@ -1294,6 +1458,7 @@ static const struct {
 	    c_truncate },
 	{ "punching a hole in a segment: op works, reads zeros",
 	    c_punch_hole },
+	{ "client with 100000 operations in flight", c_ops_flood },
 	{ "client that never reads its replies", c_unread_replies },
 };
 
@@ -1886,7 +2051,7 @@ flood_mode(int n, int ms)
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: mccl-hostile client SOCKET\n"
+	fprintf(stderr, "usage: mccl-hostile client SOCKET [LOG]\n"
 	    "       mccl-hostile peer HOST PORT SOCKET [CONNECT_TIMEOUT_MS]\n"
 	    "       mccl-hostile unauth HOST PORT [SOCKET]\n"
 	    "       mccl-hostile flood HOST PORT N MS\n");
@@ -1899,8 +2064,9 @@ main(int argc, char **argv)
 	int rc;
 
 	srand((unsigned)getpid());
-	if (argc == 3 && strcmp(argv[1], "client") == 0) {
+	if ((argc == 3 || argc == 4) && strcmp(argv[1], "client") == 0) {
 		sock_path = argv[2];
+		log_path = argc == 4 ? argv[3] : NULL;
 		client_mode();
 		rc = 0;
 	} else if ((argc == 5 || argc == 6) && strcmp(argv[1], "peer") == 0) {

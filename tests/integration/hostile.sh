@@ -54,16 +54,8 @@ hostile_alive() {	# NAME PID LOG
 }
 
 echo "== hostile clients on n0"
-cl_re='control: closing client pid [0-9]+ uid [0-9]+: .+'
-cl_before=$(hostile_count "$T/n0.log" "$cl_re")
-hostile_run "client" client "$T/n0.sock"
-cl_cases=$(grep -cE '^(ok|FAIL) closes: ' <<<"$HOSTILE_OUT")
-cl_logged=$(($(hostile_count "$T/n0.log" "$cl_re") - cl_before))
-if [ "$cl_cases" -gt 0 ] && [ "$cl_logged" -eq "$cl_cases" ]; then
-	ok "one log line with a reason per closed client ($cl_logged)"
-else
-	bad "$cl_logged \"closing client\" log lines for $cl_cases closed clients"
-fi
+# With the log, each closed connection must add exactly one line.
+hostile_run "client" client "$T/n0.sock" "$T/n0.log"
 hostile_logged "each client refusal is logged with its reason" "$T/n0.log" \
     "bad ipc magic" "ipc version 2, expected 1" "unknown ipc message type" \
     "record shorter than a header" "header says 19 bytes, record has 9" \
@@ -142,8 +134,8 @@ fi
 # Every refusal on the peer port names the address it came from.
 pr_re='peer: 127\.0\.0\.1(:| \(says node)'
 for i in 1 0; do
-	pid=${DAEMON_PIDS[$((10 + i))]}
-	fds_before=$(hostile_fds "$pid")
+	h_pid=${DAEMON_PIDS[$((10 + i))]}
+	fds_before=$(hostile_fds "$h_pid")
 	pr_before=$(hostile_count "$T/k$i.log" "$pr_re")
 	hostile_run "peer k$i" peer 127.0.0.1 $((kbase + i)) "$T/k$i.sock" 3000
 	pr_cases=$(grep -cE '^(ok|FAIL) ' <<<"$HOSTILE_OUT")
@@ -154,7 +146,7 @@ for i in 1 0; do
 		bad "k$i: $pr_logged refusal log lines for $pr_cases refused peers"
 		grep -E "$pr_re" "$T/k$i.log" | tail -n 30
 	fi
-	fds_after=$(hostile_fds "$pid")
+	fds_after=$(hostile_fds "$h_pid")
 	if [ "$fds_after" -le "$fds_before" ]; then
 		ok "k$i: no descriptor leaked ($fds_after, $fds_before before)"
 	else
@@ -189,12 +181,12 @@ fi
 # A real daemon without a key: k1 hears an unauthenticated HELLO.
 hostile_stop 0
 hostile_conf 0 ""
-before=$(hostile_count "$T/k1.log" "it did not authenticate")
+h_before=$(hostile_count "$T/k1.log" "it did not authenticate")
 hostile_start 0
 sleep 2
-after=$(hostile_count "$T/k1.log" "it did not authenticate")
-if [ "$after" -gt "$before" ] && hostile_peers_up 1 0; then
-	ok "daemon without a key: refused, k1 logs why ($((after - before))x)"
+h_after=$(hostile_count "$T/k1.log" "it did not authenticate")
+if [ "$h_after" -gt "$h_before" ] && hostile_peers_up 1 0; then
+	ok "daemon without a key: refused, k1 logs why ($((h_after - h_before))x)"
 else
 	bad "daemon without a key"
 	tail -n 10 "$T/k0.log" "$T/k1.log"
@@ -236,26 +228,26 @@ cat >"$T/f1.conf" <<EOC
 EOC
 (ulimit -n 64; exec "$B/mccld" -c "$T/f1.conf" >>"$T/f1.log" 2>&1) &
 DAEMON_PIDS[12]=$!
-deadline=$((SECONDS + 10))
+h_deadline=$((SECONDS + 10))
 until "$B/mcclctl" -s "$T/f1.sock" status >/dev/null 2>&1; do
-	[ $SECONDS -lt $deadline ] || break
+	[ $SECONDS -lt $h_deadline ] || break
 	sleep 0.1
 done
 "$B/mccl-hostile" flood 127.0.0.1 $((kbase + 2)) 150 2500 \
     >"$T/flood.out" 2>&1 &
-flooder=$!
+h_flooder=$!
 sleep 0.5
 lines0=$(wc -l <"$T/f1.log")
 cpu0=$(hostile_cpu "${DAEMON_PIDS[12]}")
 # A client waiting in the backlog while descriptors are short.
 timeout 10 "$B/mcclctl" -s "$T/f1.sock" status >"$T/flood-ctl.out" 2>&1 &
-waiter=$!
+h_waiter=$!
 sleep 1.5
 cpu1=$(hostile_cpu "${DAEMON_PIDS[12]}")
 lines1=$(wc -l <"$T/f1.log")
-wait "$flooder"
+wait "$h_flooder"
 pct=$(( (cpu1 - cpu0) * 100 * 10 / ($(getconf CLK_TCK) * 15) ))
-if [ "$pct" -lt 20 ]; then
+if [ "$pct" -lt 10 ]; then
 	ok "flood: the daemon does not spin (${pct}% CPU)"
 else
 	bad "flood: the daemon spins at ${pct}% CPU while descriptors are short"
@@ -266,7 +258,7 @@ else
 	bad "flood: $((lines1 - lines0)) log lines in 1.5 s:" \
 	    "$(sed -n "$((lines0 + 1))p" "$T/f1.log")"
 fi
-if wait "$waiter"; then
+if wait "$h_waiter"; then
 	ok "flood: the waiting client is served"
 else
 	bad "flood: the waiting client: $(cat "$T/flood-ctl.out")"

@@ -18,6 +18,7 @@
  *   abort              rank 0 aborts: every other rank's op fails
  *   loop CODE TEXT     allreduce until an op fails with CODE and TEXT
  *   steady MS          allreduce for MS ms, every one must succeed
+ *   idle MS            join, take part in nothing for MS ms, leave
  *   hold MS            join, do one barrier, stay MS ms, leave
  *
  * Exit status 0 when every check passed; every failure prints a line.
@@ -567,6 +568,17 @@ mode_p2p(void)
 	checks++;
 	if ((rc = mccl_barrier(comm, NULL)) != MCCL_SUCCESS)
 		FAIL("barrier: %s", mccl_last_error(comm));
+	for (int i = 0; i < n; i++) {
+		if (i % 2) {
+			mccl_free(comm, sbuf[i]);
+			free(rbuf[i]);
+		} else {
+			free(sbuf[i]);
+			mccl_free(comm, rbuf[i]);
+		}
+	}
+	free(sbuf);
+	free(rbuf);
 	mccl_comm_destroy(comm);
 	printf("rank %d: %d checks, %d failed\n", my_rank, checks, failures);
 	return failures != 0;
@@ -881,6 +893,22 @@ mode_expect_init(const char *code, const char *text)
 	return failures != 0;
 }
 
+/* Join and do nothing for ms: a rank that never takes part. */
+static int
+mode_idle(int ms)
+{
+	mccl_comm_t *comm;
+	mccl_result_t rc;
+
+	if ((rc = mccl_comm_init_env(&comm)) != MCCL_SUCCESS) {
+		FAIL("init: %s: %s", mccl_strerror(rc), mccl_last_error(NULL));
+		return 1;
+	}
+	usleep((useconds_t)ms * 1000);
+	mccl_comm_destroy(comm);
+	return 0;
+}
+
 static int
 mode_hold(int ms)
 {
@@ -920,6 +948,8 @@ main(int argc, char **argv)
 		return mode_steady(atoi(argv[2]));
 	if (argc == 4 && strcmp(argv[1], "loop") == 0)
 		return mode_loop(argv[2], argv[3]);
+	if (argc == 3 && strcmp(argv[1], "idle") == 0)
+		return mode_idle(atoi(argv[2]));
 	if (argc == 3 && strcmp(argv[1], "hold") == 0)
 		return mode_hold(atoi(argv[2]));
 	fprintf(stderr, "usage: mccl-test collectives | expect-init CODE TEXT | "

@@ -9,9 +9,9 @@ B=$(cd "${1:-build}" && pwd)
 echo "== collectives on a 3-node cluster"
 cluster_up 3 || { bad "cluster start"; summary; exit 1; }
 run_job "3 nodes x 2 ranks" j3x2 "0 0 1 1 2 2" collectives
-run_job "1 node x 3 ranks" j1x3 "1 1 1" collectives
+run_job "1 node x 4 ranks" j1x4 "1 1 1 1" collectives
 run_job "3 nodes x 1 rank" j3x1 "0 1 2" collectives
-run_job "2 nodes, 2 + 1 ranks" j2u "2 0 2" collectives
+run_job "2 nodes x 3 ranks, 2 + 1, out of rank order" j2u "2 0 2" collectives
 run_job "send/recv between every pair, 5 ranks on 3 nodes" jp2p "0 0 1 2 2" p2p
 run_job "API: bad arguments, 100 in flight, split, threads" japi "0 0 1 2 2" api
 run_job "API on one node x 4 ranks" japi1 "1 1 1 1" api
@@ -46,7 +46,27 @@ MCCL_SOCKET="$T/nobody.sock" MCCL_JOB=x MCCL_RANK=0 MCCL_NRANKS=1 \
     >"$T/noconn.out" 2>&1 && ok "no daemon: the message names the socket" ||
     { bad "no daemon"; cat "$T/noconn.out"; }
 
+echo "== operation timeouts"
+# A rank that joins but never submits: the others time out, named.
+MCCL_OP_TIMEOUT_MS=1000 spawn 0 jopt 2 0 loop MCCL_ERR_TIMEOUT \
+    "no data from node n1"
+a=$LAST_PID
+spawn 1 jopt 2 1 idle 4000
+b=$LAST_PID
+wait "$a" && ok "op timeout names the silent node" ||
+    { bad "op timeout names the silent node"; cat "$T"/jopt.*.out; }
+wait "$b"
+MCCL_OP_TIMEOUT_MS=1000 spawn 2 jopt2 2 0 loop MCCL_ERR_TIMEOUT \
+    "rank 1 on node n2 did not submit"
+a=$LAST_PID
+spawn 2 jopt2 2 1 idle 4000
+b=$LAST_PID
+wait "$a" && ok "op timeout names the silent local rank" ||
+    { bad "op timeout names the silent local rank"; cat "$T"/jopt2.*.out; }
+wait "$b"
+
 . "$(dirname "$0")/ctl.sh"
+. "$(dirname "$0")/hostile.sh"
 . "$(dirname "$0")/faults.sh"
 
 echo "== daemon health"
@@ -55,4 +75,13 @@ for i in 0 1 2; do
 	    { bad "n$i died"; tail -n 30 "$T/n$i.log"; }
 done
 cluster_down
+# Built with sanitizers, every report is a failure: look in every log.
+if grep -l -E "ERROR: (Address|Leak|Thread)Sanitizer|runtime error:|WARNING: ThreadSanitizer" \
+    "$T"/*.log "$T"/*.out >"$T/san" 2>/dev/null; then
+	bad "sanitizer reports in: $(tr '\n' ' ' <"$T/san")"
+	grep -h -A 12 -E "ERROR: |runtime error:|WARNING: ThreadSanitizer" \
+	    $(cat "$T/san") | head -n 60
+else
+	ok "no sanitizer reports"
+fi
 summary

@@ -114,48 +114,55 @@ kill_tree() {
 # $1 empty): what bg_run started and all their descendants, wherever they
 # are (orted under mpirun, ranks forked by mccl-perf).
 tagged_pids() {
-	local f p
-	for f in /proc/[0-9]*/environ; do
-		p=${f#/proc/}
-		p=${p%/environ}
-		[ "$p" = $$ ] && continue
-		if [ -n "$1" ]; then
-			grep -qzxF "MCCL_BENCH_RUN=$1" "$f" 2>/dev/null &&
-			    echo "$p"
-		else
-			grep -qz '^MCCL_BENCH_RUN=/tmp/mccl-bench\.' "$f" \
-			    2>/dev/null && echo "$p"
-		fi
+	local f
+	if [ -n "$1" ]; then
+		f=$(grep -lzxF "MCCL_BENCH_RUN=$1" /proc/[0-9]*/environ 2>/dev/null)
+	else
+		f=$(grep -lz '^MCCL_BENCH_RUN=/tmp/mccl-bench\.' \
+		    /proc/[0-9]*/environ 2>/dev/null)
+	fi
+	for f in $f; do
+		f=${f#/proc/}
+		f=${f%/environ}
+		[ "$f" != $$ ] && echo "$f"
 	done
 }
 
-# wait_all TIMEOUT PID...: wait for all; kill them all at the deadline.
-# Returns the first nonzero status, 124 on timeout.
+# wait_all TIMEOUT PID...: wait for all; once one failed, give the others
+# GRACE seconds (they are ranks of the same job), and kill what is left at
+# the deadline.  Returns the first nonzero status, 124 on timeout.
+GRACE=15
 wait_all() {
 	local tmo=$1 p s rc=0 alive deadline
+	local -A st=()
 	shift
 	deadline=$((SECONDS + tmo))
 	while :; do
 		alive=0
 		for p in "$@"; do
-			kill -0 "$p" 2>/dev/null && alive=1
+			[ -n "${st[$p]:-}" ] && continue
+			if kill -0 "$p" 2>/dev/null; then
+				alive=1
+				continue
+			fi
+			wait "$p" 2>/dev/null
+			s=$?
+			st[$p]=$s
+			[ $s = 0 ] && continue
+			[ $rc = 0 ] && rc=$s
+			[ $deadline -gt $((SECONDS + GRACE)) ] &&
+			    deadline=$((SECONDS + GRACE))
 		done
-		[ $alive = 0 ] && break
-		if [ $SECONDS -ge $deadline ]; then
-			note "timed out after ${tmo}s, stopping pids $*"
-			for p in "$@"; do kill_tree TERM "$p"; done
-			sleep 2
-			for p in "$@"; do kill_tree KILL "$p"; done
-			rc=124
-			break
-		fi
+		[ $alive = 0 ] && return $rc
+		[ $SECONDS -ge $deadline ] && break
 		sleep 0.2
 	done
-	for p in "$@"; do
-		wait "$p" 2>/dev/null
-		s=$?
-		[ $rc = 0 ] && [ $s != 0 ] && rc=$s
-	done
+	[ $rc = 0 ] && note "timed out after ${tmo}s: stopping pids $*"
+	for p in "$@"; do kill_tree TERM "$p"; done
+	sleep 2
+	for p in "$@"; do kill_tree KILL "$p"; done
+	for p in "$@"; do wait "$p" 2>/dev/null; done
+	[ $rc = 0 ] && rc=124
 	return $rc
 }
 
@@ -322,6 +329,7 @@ mccld_conf() {
   "node": "$2",
   "socket": "$3",
   "nodes": [$4],
+  "key_file": "$RUN/cluster.key",
   "log_level": "warning",
   "init_timeout_ms": 60000,
   "op_timeout_ms": 300000,
@@ -346,6 +354,10 @@ cluster_up() {
 		nodes="$nodes$sep{\"name\": \"h$i\", \"address\": \"$addr\"}"
 		sep=", "
 	done
+	# Daemons listen beyond loopback only with a shared key (0600).
+	[ -f "$RUN/cluster.key" ] ||
+	    (umask 077 && head -c 64 /dev/urandom >"$RUN/cluster.key") ||
+	    return 1
 	DAEMONS=() CL_NS=() CL_SOCK=()
 	for ((i = 0; i < n; i++)); do
 		name=$tag-h$i
@@ -435,14 +447,20 @@ mccl_lat() {
 	wait_all "$tmo" "${pids[@]}"
 }
 
-# run_mccl CASE SYSTEM FUNC ARGS...: FUNC, recorded as SYSTEM of CASE.
+# record CASE SYSTEM TAG FUNC ARGS...: FUNC ARGS, recorded in status.tsv as
+# SYSTEM of CASE; TAG names its logs.
 record() {
-	local c=$1 sys=$2 tag=$3
+	local c=$1 sys=$2 tag=$3 t0=$SECONDS rc
 	shift 3
-	if "$@"; then
+	printf '   %-10s %-22s ' "$sys" "${2:-}" >&2
+	"$@"
+	rc=$?
+	echo "$([ $rc = 0 ] && echo ok || echo "failed ($rc)")," \
+	    "$((SECONDS - t0)) s" >&2
+	if [ $rc = 0 ]; then
 		status "$c" "$sys" ok
 	else
-		status "$c" "$sys" failed "exit $? (logs: raw/$tag.*)"
+		status "$c" "$sys" failed "exit $rc (logs: raw/$tag.*)"
 		return 1
 	fi
 }
@@ -876,8 +894,8 @@ main() {
 		case $c in 1|2|3) ns_cases="$ns_cases $c" ;; esac
 	done
 	if [ -n "$ns_cases" ] && ! is_root; then
-		note "cases$ns_cases need root (network namespaces);" \
-		    "running the loopback cases only"
+		note "not root: case(s)$ns_cases need root (network" \
+		    "namespaces); running the loopback cases only"
 		for c in $ns_cases; do
 			status "$c" all skipped "needs root"
 		done

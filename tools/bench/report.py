@@ -436,7 +436,9 @@ plot {", ".join(curves)}
             if c in self.cases:
                 getattr(self, "case" + c)()
             else:
-                self.verdicts.append((c, "-", "not run"))
+                st = self.status.get((c, "all"))
+                self.verdicts.append((c, "-", f"{st[0].upper()} ({st[1]})"
+                                      if st else "not run (not asked for)"))
         head = [f"# MCCL benchmark ({self.meta.get('date', '?')})", "",
                 f"Host: {self.meta.get('host', '?')}. "
                 f"Open MPI: {self.meta.get('ompi_version', 'not run')}. "
