@@ -17,7 +17,7 @@ LIBVER	 = 0.1.0
 # Debian packages the build and the tests need: pkg-config module or
 # command -> package.
 DEB_PKGS = libevent-dev libjansson-dev libsystemd-dev check libsodium-dev \
-	   libibverbs-dev pkg-config mandoc iproute2
+	   libibverbs-dev pkg-config mandoc iproute2 clang systemd man-db
 PC_MODS	 = libevent libevent_pthreads jansson libsystemd check libsodium
 
 # Messages are cut to fixed buffers on purpose: no -Wformat-truncation.
@@ -108,7 +108,7 @@ $(B)/test_proto: $(call obj,tests/unit/test_proto.c $(PROTO_SRCS))
 $(B)/test_reduce: $(call obj,tests/unit/test_reduce.c daemon/reduce.c daemon/log.c)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS)
 
-$(B)/test_config: $(call obj,tests/unit/test_config.c daemon/config.c daemon/log.c)
+$(B)/test_config: $(call obj,tests/unit/test_config.c daemon/config.c daemon/log.c $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(JSON_LIBS) $(CHECK_LIBS)
 
 $(B)/test_ring: $(call obj,tests/unit/test_ring.c daemon/ring.c daemon/reduce.c daemon/log.c $(PROTO_SRCS))
@@ -124,14 +124,156 @@ unit: $(UNIT_TESTS)
 	@for t in $(UNIT_TESTS); do echo "== $$t"; CK_DEFAULT_TIMEOUT=120 $$t || exit 1; done
 
 integration: all $(TEST_PROGS)
-	tests/integration/run.sh $(B)
+	tests/integration/run.sh $(B) $(SECTIONS)
 
-check: all unit integration
+# The same tests again under the sanitizers; any report fails the run.
+# ThreadSanitizer is slow: it runs the threaded parts (the ring engine's
+# unit test, send/recv, the API tests with threads, the faults).
+ASAN_FLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer \
+	     -fno-sanitize-recover=all
+TSAN_FLAGS = -fsanitize=thread
+# A small quarantine: the daemon's memory-growth checks stay meaningful.
+check-asan:
+	ASAN_OPTIONS=quarantine_size_mb=4 $(MAKE) B=build-asan OPT="-O1 -g" SAN="$(ASAN_FLAGS)" unit integration
+
+check-tsan:
+	$(MAKE) B=build-tsan OPT="-O1 -g" SAN="$(TSAN_FLAGS)" \
+	    UNIT_TESTS=build-tsan/test_ring SECTIONS="api faults" unit integration
+
+check: all unit integration fuzz-regress fuzz check-ops check-asan check-tsan
 
 demo: all
 	tools/demo.sh $(B)
 
-clean:
-	rm -rf $(B)
 
-.PHONY: all deps unit integration check demo clean
+# ---- fuzzing: tests/fuzz/README ----
+
+FUZZ_SECONDS	?= 10
+FUZZ_LONG	?= 600
+FUZZ_TARGETS	 = fuzz_ipc fuzz_peer fuzz_config
+FUZZ_REGRESS	 = $(addprefix $(B)/fuzz-regress/,$(FUZZ_TARGETS))
+
+# libFuzzer with ASan and UBSan (clang): a short run for `make check`, a
+# long one on demand (make fuzz-long FUZZ_LONG=3600).
+fuzz:
+	tests/fuzz/run.sh $(FUZZ_SECONDS) $(B)
+
+fuzz-long:
+	tests/fuzz/run.sh $(FUZZ_LONG) $(B)
+
+# The same targets with standalone.c instead of libFuzzer, built by $(CC):
+# replay the seed corpora.
+$(B)/fuzz-regress/fuzz_ipc: $(call obj,tests/fuzz/fuzz_ipc.c \
+    tests/fuzz/fuzz_wire.c tests/fuzz/standalone.c $(PROTO_SRCS))
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^
+
+$(B)/fuzz-regress/fuzz_peer: $(call obj,tests/fuzz/fuzz_peer.c \
+    tests/fuzz/fuzz_wire.c tests/fuzz/standalone.c $(PROTO_SRCS))
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^
+
+$(B)/fuzz-regress/fuzz_config: $(call obj,tests/fuzz/fuzz_config.c \
+    tests/fuzz/standalone.c daemon/config.c daemon/log.c $(PROTO_SRCS))
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(JSON_LIBS)
+
+fuzz-regress: $(FUZZ_REGRESS)
+	@for t in $(FUZZ_TARGETS); do \
+		$(B)/fuzz-regress/$$t tests/fuzz/corpus/$${t#fuzz_} || exit 1; \
+	done
+
+# Rewrite the ipc and peer seeds after a message layout changes.
+$(B)/gen_seeds: $(call obj,tests/fuzz/gen_seeds.c $(PROTO_SRCS))
+	$(CC) $(LDFLAGS) -o $@ $^
+
+fuzz-seeds: $(B)/gen_seeds
+	$(B)/gen_seeds tests/fuzz/corpus
+
+.PHONY: fuzz fuzz-long fuzz-regress fuzz-seeds
+
+# ---- install ----
+
+SYSCONFDIR  = /etc
+DOCDIR	    = $(PREFIX)/share/doc/mccl
+PCDIR	    = $(LIBDIR)/pkgconfig
+UNITDIR	    = $(PREFIX)/lib/systemd/system
+SYSUSERSDIR = $(PREFIX)/lib/sysusers.d
+MAN1	    = man/mccl-perf.1
+MAN3	    = man/libmccl.3
+MAN5	    = man/mccld.conf.5
+MAN8	    = man/mccld.8 man/mcclctl.8
+MANPAGES    = $(MAN1) $(MAN3) $(MAN5) $(MAN8)
+# `man mccl_allreduce` and so on open libmccl(3).
+MAN3_LINKS  = mccl_comm_init mccl_comm_init_env mccl_comm_destroy \
+	      mccl_comm_rank mccl_comm_size mccl_alloc mccl_free \
+	      mccl_allreduce mccl_broadcast mccl_barrier mccl_reduce \
+	      mccl_allgather mccl_reduce_scatter mccl_alltoall mccl_send \
+	      mccl_recv mccl_comm_split mccl_comm_abort mccl_wait mccl_test \
+	      mccl_strerror mccl_last_error mccl_dtype_size
+
+# Files that embed PREFIX are remade when it changes.
+$(B)/.prefix: FORCE
+	@mkdir -p $(B)
+	@echo '$(PREFIX)' | cmp -s - $@ || echo '$(PREFIX)' >$@
+
+$(B)/mccl.pc: libclient/mccl.pc.in $(B)/.prefix
+	sed -e 's#@PREFIX@#$(PREFIX)#g' -e 's#@LIBDIR@#$(LIBDIR)#g' \
+	    -e 's#@INCDIR@#$(INCDIR)#g' -e 's#@VERSION@#$(LIBVER)#g' \
+	    libclient/mccl.pc.in >$@
+
+$(B)/mccld.service: config/mccld.service $(B)/.prefix
+	sed 's#/usr/local/sbin/#$(SBINDIR)/#g' config/mccld.service >$@
+
+install: all $(B)/mccl.pc $(B)/mccld.service
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) \
+	    $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PCDIR) $(DESTDIR)$(INCDIR) \
+	    $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 \
+	    $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8 \
+	    $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) \
+	    $(DESTDIR)$(DOCDIR) $(DESTDIR)$(SYSCONFDIR)/mccl
+	install -m 0755 $(B)/mccld $(DESTDIR)$(SBINDIR)/mccld
+	install -m 0755 $(B)/mcclctl $(B)/mccl-perf $(DESTDIR)$(BINDIR)/
+	install -m 0755 $(B)/$(SONAME) $(DESTDIR)$(LIBDIR)/libmccl.so.$(LIBVER)
+	ln -sf libmccl.so.$(LIBVER) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libmccl.so
+	install -m 0644 $(B)/libmccl.a $(DESTDIR)$(LIBDIR)/libmccl.a
+	install -m 0644 libclient/mccl.h $(DESTDIR)$(INCDIR)/mccl.h
+	install -m 0644 $(B)/mccl.pc $(DESTDIR)$(PCDIR)/mccl.pc
+	install -m 0644 $(MAN1) $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 $(MAN3) $(DESTDIR)$(MANDIR)/man3/
+	install -m 0644 $(MAN5) $(DESTDIR)$(MANDIR)/man5/
+	install -m 0644 $(MAN8) $(DESTDIR)$(MANDIR)/man8/
+	for f in $(MAN3_LINKS); do \
+		ln -sf libmccl.3 $(DESTDIR)$(MANDIR)/man3/$$f.3 || exit 1; \
+	done
+	install -m 0644 $(B)/mccld.service config/mccld.socket \
+	    $(DESTDIR)$(UNITDIR)/
+	install -m 0644 config/mccl.sysusers $(DESTDIR)$(SYSUSERSDIR)/mccl.conf
+	install -m 0644 config/mccld.conf.example config/mccld.conf.keys \
+	    $(DESTDIR)$(DOCDIR)/
+	install -m 0644 config/mccld.conf.example \
+	    $(DESTDIR)$(SYSCONFDIR)/mccl/mccld.conf.example
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then \
+		ldconfig; \
+		echo "next: systemd-sysusers; cp $(SYSCONFDIR)/mccl/mccld.conf.example" \
+		    "$(SYSCONFDIR)/mccl/mccld.conf and edit it;" \
+		    "systemctl daemon-reload; systemctl enable --now mccld.socket mccld.service"; \
+	fi
+
+# Units, man pages and `make install`, checked without touching the system.
+check-ops: all
+	tests/ops/verify-units.sh $(B)
+	@out=$$(mandoc -T lint -W warning $(MANPAGES) 2>&1); \
+	if [ -n "$$out" ]; then echo "$$out"; echo "FAIL mandoc lint"; exit 1; fi; \
+	echo "ok   mandoc -T lint -W warning $(MANPAGES)"
+	MAKE="$(MAKE) -f $(firstword $(MAKEFILE_LIST))" tests/ops/install-test.sh $(B)
+
+FORCE:
+
+.PHONY: install check-ops FORCE
+
+clean:
+	rm -rf $(B) build-asan build-tsan
+
+.PHONY: all deps unit integration check check-asan check-tsan demo clean

@@ -266,15 +266,7 @@ config_parse_addr(const char *s, struct conf_addr *a, char *err, size_t errlen)
 void
 default_socket_path(char *buf, size_t len)
 {
-	const char *xdg;
-
-	if (geteuid() == 0)
-		snprintf(buf, len, "/run/mccl/mccld.sock");
-	else if ((xdg = getenv("XDG_RUNTIME_DIR")) != NULL && xdg[0] != '\0')
-		snprintf(buf, len, "%s/mccl/mccld.sock", xdg);
-	else
-		snprintf(buf, len, "/tmp/mccl-%u/mccld.sock",
-		    (unsigned)geteuid());
+	proto_default_socket(buf, len);
 }
 
 /* ---- one handler per key ---- */

@@ -422,7 +422,7 @@ coord_join(uint32_t from, const struct peer_join *m, const uint8_t *trailer,
 	uint32_t *ranks;
 	char msg[ERR_MAX];
 
-	if (m->node != from || tlen != (size_t)m->nlocal * 4 ||
+	if (m->node != from || (uint64_t)tlen != (uint64_t)m->nlocal * 4 ||
 	    m->nranks == 0 || m->nranks > PEER_RANKS_MAX ||
 	    coordinator_of(m->uid, m->job) != md.conf.node_index)
 		return -1;
@@ -585,7 +585,8 @@ job_recv_formed(const struct peer_formed *m, const uint8_t *trailer,
 {
 	uint32_t *rank_node;
 
-	if (m->nranks == 0 || tlen != (size_t)m->nranks * 4)
+	if (m->nranks == 0 || m->nranks > PEER_RANKS_MAX ||
+	    (uint64_t)tlen != (uint64_t)m->nranks * 4)
 		return -1;
 	if ((rank_node = malloc(tlen)) == NULL)
 		return 0;

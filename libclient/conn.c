@@ -25,21 +25,23 @@ conn_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* MCCL_SOCKET, else the daemon's default for this user (see mccld(8)). */
+/*
+ * MCCL_SOCKET, else the daemon's default for this user (see mccld(8)),
+ * else the system daemon's socket.
+ */
 void
 conn_socket_path(char *buf, size_t len)
 {
 	const char *env = getenv("MCCL_SOCKET");
-	const char *xdg = getenv("XDG_RUNTIME_DIR");
 
-	if (env != NULL && *env != '\0')
+	if (env != NULL && *env != '\0') {
 		snprintf(buf, len, "%s", env);
-	else if (geteuid() == 0)
-		snprintf(buf, len, "/run/mccl/mccld.sock");
-	else if (xdg != NULL && *xdg != '\0')
-		snprintf(buf, len, "%s/mccl/mccld.sock", xdg);
-	else
-		snprintf(buf, len, "/tmp/mccl-%u/mccld.sock", (unsigned)geteuid());
+		return;
+	}
+	proto_default_socket(buf, len);
+	/* No daemon of this user's own: the system's (mccld.service). */
+	if (access(buf, F_OK) == -1 && access(PROTO_SYSTEM_SOCKET, F_OK) == 0)
+		snprintf(buf, len, "%s", PROTO_SYSTEM_SOCKET);
 }
 
 /* Wait until fd is ready for events, at most timeout_ms (< 0: forever). */
@@ -113,6 +115,12 @@ conn_decode(struct ipc_msg *m, size_t n, char *err, size_t errlen)
 		return MCCL_ERR_PROTOCOL;
 	}
 	m->len = n;
+	/* Only replies fit m->u: anything else is not for a client. */
+	if (m->type->host_size > sizeof(m->u)) {
+		snprintf(err, errlen, "daemon sent %s, which is not a reply",
+		    m->type->name);
+		return MCCL_ERR_PROTOCOL;
+	}
 	if (wire_decode(m->type, m->buf + WIRE_HDR_LEN, m->hdr.len, &m->u,
 	    &m->trailer, &m->trailer_len, err, errlen) == -1)
 		return MCCL_ERR_PROTOCOL;

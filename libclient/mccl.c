@@ -455,14 +455,19 @@ env_first(const char *const *names)
 static const char *
 env_job(char *buf, size_t len)
 {
-	static const char *const direct[] = { "MCCL_JOB", "TORCHELASTIC_RUN_ID",
-	    NULL };
+	static const char *const direct[] = { "MCCL_JOB", NULL };
 	static const char *const ompi[] = { "OMPI_MCA_orte_hnp_uri",
 	    "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", NULL };
 	const char *v, *w;
 
 	if ((v = env_first(direct)) != NULL)
 		return v;
+	/* torchrun says "none" without --rdzv-id: not a name of this job. */
+	if ((v = getenv("TORCHELASTIC_RUN_ID")) != NULL && *v != '\0' &&
+	    strcmp(v, "none") != 0) {
+		snprintf(buf, len, "torch-%s", v);
+		return buf;
+	}
 	if ((v = getenv("MASTER_ADDR")) && (w = getenv("MASTER_PORT"))) {
 		snprintf(buf, len, "torch-%s:%s", v, w);
 		return buf;
@@ -599,7 +604,7 @@ mccl_alloc(mccl_comm_t *comm, size_t bytes)
 		return NULL;
 	pthread_mutex_lock(&comm->lock);
 	if (comm->failed != MCCL_SUCCESS)
-		comm_error(comm, comm->failed, "communicator has failed");
+		;	/* comm->err still says why it failed */
 	else if (bytes == 0)
 		comm_error(comm, MCCL_ERR_INVALID_ARGUMENT, "mccl_alloc of 0 "
 		    "bytes");

@@ -149,6 +149,9 @@ struct ipc_ctl_reply {
 
 extern const struct wire_proto ipc_proto;
 
+#define PROTO_SYSTEM_SOCKET	"/run/mccl/mccld.sock"
+
+void	proto_default_socket(char *, size_t);
 int	proto_op_bytes(int, uint64_t, size_t, uint32_t, uint32_t, uint32_t,
 	    uint64_t *, uint64_t *);
 int	proto_coll_reduces(int);

@@ -4,7 +4,9 @@
  * the bottom; the codec below knows nothing about any particular message.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ipc.h"
 #include "peer.h"
@@ -246,6 +248,24 @@ proto_op_bytes(int coll, uint64_t count, size_t esize, uint32_t nranks,
 		return -1;
 	}
 	return 0;
+}
+
+/*
+ * Where a daemon of this user listens by default, and so where clients
+ * look: /run/mccl for root, the user's runtime directory otherwise.
+ */
+void
+proto_default_socket(char *buf, size_t len)
+{
+	const char *xdg = getenv("XDG_RUNTIME_DIR");
+
+	if (geteuid() == 0)
+		snprintf(buf, len, "%s", PROTO_SYSTEM_SOCKET);
+	else if (xdg != NULL && *xdg != '\0')
+		snprintf(buf, len, "%s/mccl/mccld.sock", xdg);
+	else
+		snprintf(buf, len, "/tmp/mccl-%u/mccld.sock",
+		    (unsigned)geteuid());
 }
 
 /* Collectives that take a reduction op, and those that take a root. */

@@ -33,8 +33,8 @@
 
 #include "mccl.h"
 
-static int failures;
-static int checks;
+static _Atomic int failures;
+static _Atomic int checks;
 
 #define FAIL(...) do {							\
 	fprintf(stderr, "mccl-test: rank %d: ", my_rank);		\

@@ -25,6 +25,8 @@ QUICK=0
 ALL_CASES="1 2 3 4 5"
 
 NS_PREFIX=mccl-bench-h		# namespace (and Open MPI host) names
+LO_NS=mccl-bench-lo		# loopback only, for cases 4 and 5 as root
+OUR_NS="^mccl-bench-(h[0-9]+|lo)\$"	# every namespace made here
 BR=mccl-bench-br0
 VETH=mcclb-v			# bridge side of host i's veth: mcclb-vI
 NET_HOSTS=4
@@ -40,11 +42,15 @@ DAEMONS=()		# the mccld of the current cluster
 CL_NS=()		# per daemon of the current cluster: namespace or ""
 CL_SOCK=()		# per daemon: its socket
 LAST=			# pid of the last bg_run
+LO=			# where cases 4 and 5 run: $LO_NS, or "" (here)
 GLOO_PORT=29500
 HAVE_MCCL=0
 HAVE_OMPI=0
 HAVE_GLOO=0
 HAVE_PLOT=0
+WHY_MCCL="not built"	# why a system is skipped
+WHY_OMPI="not installed"
+WHY_GLOO="not installed"
 OMPI_SHM=vader
 
 usage() {
@@ -68,10 +74,12 @@ note() {
 	return 0
 }
 
-# status CASE SYSTEM ok|failed|skipped [WHY]: read by report.py.
+# status CASE SYSTEM ok|failed|skipped [WHY]: read by report.py.  Skips
+# were noted once already, when the system was found missing.
 status() {
 	printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "${4:-}" >>"$RAW/status.tsv"
-	[ "$3" = ok ] || note "case $1: $2 $3${4:+: $4}"
+	[ "$3" = failed ] && note "case $1: $2 $3${4:+: $4}"
+	return 0
 }
 
 is_root() { [ "$(id -u)" = 0 ]; }
@@ -83,6 +91,7 @@ ns_addr() { echo "198.18.0.$((10 + $1))"; }
 # In a host's namespace, and in a UTS namespace with the host's name: Open
 # MPI names shared-memory segments after the host name, and ranks of two
 # hosts called alike would share them.
+# shellcheck disable=SC2016
 HOST_SH='echo "$0" >/proc/sys/kernel/hostname && exec "$@"'
 
 # bg_run LOG NS CMD...: CMD in the background, in host NS unless NS is
@@ -227,6 +236,18 @@ net_up() {
 	net_check "$n"
 }
 
+# lo_up: a namespace with nothing but lo (127.0.0.1, no IPv6) for the
+# loopback cases: Open MPI and torch listen on wildcard addresses, which
+# there reach 127.0.0.1 only.  No veth, no shaping: plain loopback.
+lo_up() {
+	NET_UP=1
+	ip netns add "$LO_NS" || return 1
+	v6_off "$LO_NS" all
+	v6_off "$LO_NS" default
+	v6_off "$LO_NS" lo
+	ip -n "$LO_NS" link set lo up
+}
+
 # Every host reaches h0 (a few TCP round trips).
 net_check() {
 	local i s c
@@ -248,23 +269,23 @@ net_check() {
 net_down() {
 	local i ns p v
 	for ns in $(ip netns list 2>/dev/null | awk '{print $1}' |
-	    grep "^$NS_PREFIX[0-9]*\$"); do
+	    grep -E "$OUR_NS"); do
 		for p in $(ip netns pids "$ns" 2>/dev/null); do
 			kill -KILL "$p" 2>/dev/null
 		done
 	done
 	for v in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' |
-	    sed 's/@.*//' | grep "^$VETH[0-9]*\$"); do
+	    sed 's/@.*//' | grep "^${VETH}[0-9]*\$"); do
 		ip link del "$v" 2>/dev/null
 	done
 	for ns in $(ip netns list 2>/dev/null | awk '{print $1}' |
-	    grep "^$NS_PREFIX[0-9]*\$"); do
+	    grep -E "$OUR_NS"); do
 		ip netns del "$ns" 2>/dev/null
 	done
 	ip link del "$BR" 2>/dev/null
 	# Namespaces go away asynchronously; wait until their veths are gone.
 	for ((i = 0; i < 50; i++)); do
-		ip -o link show 2>/dev/null | grep -q ": $VETH[0-9]" || break
+		ip -o link show 2>/dev/null | grep -q ": ${VETH}[0-9]" || break
 		sleep 0.1
 	done
 	NET_UP=0
@@ -275,6 +296,8 @@ hosts_add() {
 	local i
 	cp /etc/hosts "$RUN/hosts.backup" || return 1
 	HOSTS_EDITED=1
+	# Never glue a line to a last line without its newline.
+	[ -z "$(tail -c 1 /etc/hosts)" ] || echo >>/etc/hosts
 	for ((i = 0; i < NET_HOSTS; i++)); do
 		printf '%s\t%s\t%s\n' "$(ns_addr $i)" "$(ns_name $i)" \
 		    "$HOSTS_MARK" >>/etc/hosts
@@ -288,6 +311,12 @@ hosts_remove() {
 	tmp=$(grep -vF "$HOSTS_MARK" /etc/hosts)
 	printf '%s\n' "$tmp" >/etc/hosts
 	HOSTS_EDITED=0
+	if [ -f "$RUN/hosts.backup" ] && [ -n "$RAW" ] &&
+	    ! cmp -s /etc/hosts "$RUN/hosts.backup"; then
+		cp "$RUN/hosts.backup" "$RAW/hosts.backup"
+		note "/etc/hosts differs from its copy taken before the run" \
+		    "(changed meanwhile?): the copy is $RAW/hosts.backup"
+	fi
 }
 
 cleanup() {
@@ -363,7 +392,11 @@ cluster_up() {
 		name=$tag-h$i
 		mccld_conf "$RUN/$name.conf" "h$i" "$RUN/$name.sock" "$nodes"
 		CL_SOCK+=("$RUN/$name.sock")
-		if [ "$mode" = ns ]; then CL_NS+=("$(ns_name $i)"); else CL_NS+=(""); fi
+		if [ "$mode" = ns ]; then
+			CL_NS+=("$(ns_name $i)")
+		else
+			CL_NS+=("$LO")
+		fi
 		bg_run "$RAW/$tag.mccld-h$i.log" "${CL_NS[$i]}" "$B/mccld" \
 		    -c "$RUN/$name.conf"
 		DAEMONS+=("$LAST")
@@ -371,18 +404,12 @@ cluster_up() {
 	cluster_wait "$tag" "$n"
 }
 
-# Until every daemon sees all the others, at most 30 s.
+# Until every daemon sees all the others (mcclctl status), at most 30 s;
+# without mcclctl, until every socket exists, and 3 s more for the peers.
 cluster_wait() {
 	local tag=$1 n=$2 i deadline=$((SECONDS + 30))
 	for ((i = 0; i < n; i++)); do
-		while :; do
-			if [ -x "$B/mcclctl" ]; then
-				"$B/mcclctl" -s "${CL_SOCK[$i]}" -j status 2>/dev/null |
-				    grep -Eq "\"peers_up\": *$((n - 1))([^0-9]|\$)" &&
-				    break
-			elif [ -S "${CL_SOCK[$i]}" ] && [ $SECONDS -ge $((deadline - 27)) ]; then
-				break
-			fi
+		until cluster_ready "${CL_SOCK[$i]}" "$n"; do
 			if ! kill -0 "${DAEMONS[$i]}" 2>/dev/null ||
 			    [ $SECONDS -ge $deadline ]; then
 				note "$tag: cluster of $n daemons did not come up:"
@@ -392,6 +419,16 @@ cluster_wait() {
 			sleep 0.1
 		done
 	done
+	[ -x "$B/mcclctl" ] || sleep 3
+}
+
+cluster_ready() {	# SOCKET N
+	if [ -x "$B/mcclctl" ]; then
+		timeout 5 "$B/mcclctl" -s "$1" -j status 2>/dev/null |
+		    grep -Eq "\"peers_up\": *$(($2 - 1))([^0-9]|\$)"
+	else
+		[ -S "$1" ]
+	fi
 }
 
 cluster_down() {
@@ -409,7 +446,8 @@ free_ports() {
 	used=$(ss -Htan 2>/dev/null | awk '{print $4}' | sed 's/.*://')
 	while :; do
 		base=$((20000 + RANDOM % 30000))
-		if ! printf '%s\n' $used | awk -v b=$base -v n=$n \
+		# shellcheck disable=SC2086
+		if ! printf '%s\n' $used | awk -v b="$base" -v n="$n" \
 		    '$1 >= b && $1 < b + n { f = 1 } END { exit !f }'; then
 			echo $base
 			return
@@ -441,7 +479,7 @@ mccl_lat() {
 	for ((i = 0; i < n; i++)); do
 		bg_run "$RAW/$tag.h$i.log" "${CL_NS[$i]}" \
 		    env MCCL_SOCKET="${CL_SOCK[$i]}" MCCL_JOB="bench-$tag-$$" \
-		    MCCL_RANK=$i MCCL_NRANKS=$n "$RUN/bin/lat" "$@"
+		    MCCL_RANK=$i MCCL_NRANKS="$n" "$RUN/bin/lat" "$@"
 		pids+=("$LAST")
 	done
 	wait_all "$tmo" "${pids[@]}"
@@ -485,11 +523,12 @@ mpi_ns() {
 }
 
 # mpi_lo TAG TIMEOUT NP [MPIRUN ARGS...] PROGRAM ARGS...: on this host, its
-# out-of-band traffic on loopback only.
+# out-of-band traffic on loopback only (it still listens on every address:
+# hence $LO_NS when root).
 mpi_lo() {
 	local tag=$1 tmo=$2 np=$3
 	shift 3
-	bg_run "$RAW/$tag.log" "" mpirun "${MPI_BASE[@]}" \
+	bg_run "$RAW/$tag.log" "$LO" mpirun "${MPI_BASE[@]}" \
 	    --mca oob_tcp_if_include lo -np "$np" "$@"
 	wait_all "$tmo" "$LAST"
 }
@@ -532,13 +571,13 @@ build_helpers() {
 	local cc=${CC:-cc} log=$RAW/build.log
 	mkdir -p "$RUN/bin"
 	# shellcheck disable=SC2086
-	$cc -std=c11 -D_GNU_SOURCE -O2 $WARN -o "$RUN/bin/tcpperf" \
-	    "$HERE/tcpperf.c" >>"$log" 2>&1 &&
-	$cc -std=c11 -D_GNU_SOURCE -O2 $WARN -pthread -o "$RUN/bin/membw" \
-	    "$HERE/membw.c" >>"$log" 2>&1 || {
+	if ! $cc -std=c11 -D_GNU_SOURCE -O2 $WARN -o "$RUN/bin/tcpperf" \
+	    "$HERE/tcpperf.c" >>"$log" 2>&1 ||
+	    ! $cc -std=c11 -D_GNU_SOURCE -O2 $WARN -pthread \
+	    -o "$RUN/bin/membw" "$HERE/membw.c" >>"$log" 2>&1; then
 		note "cannot build the helpers (see $log)"
 		return 1
-	}
+	fi
 	if [ -x "$B/mccld" ] && [ -x "$B/mccl-perf" ] && [ -f "$B/libmccl.a" ]; then
 		# shellcheck disable=SC2086
 		if $cc -std=c11 -D_GNU_SOURCE -O2 $WARN -I"$TOP/libclient" \
@@ -546,9 +585,11 @@ build_helpers() {
 		    >>"$log" 2>&1; then
 			HAVE_MCCL=1
 		else
+			WHY_MCCL="lat.c does not build against $B/libmccl.a"
 			note "cannot build lat.c against $B/libmccl.a (see $log)"
 		fi
 	else
+		WHY_MCCL="not built in $B (run make)"
 		note "MCCL is not built in $B (run make): MCCL skipped"
 	fi
 }
@@ -556,12 +597,13 @@ build_helpers() {
 detect_ompi() {
 	local log=$RAW/build.log
 	if ! command -v mpirun >/dev/null || ! command -v mpicc >/dev/null; then
-		note "Open MPI not installed (apt-get install -y openmpi-bin" \
-		    "libopenmpi-dev): Open MPI skipped"
+		WHY_OMPI="not installed (apt-get install -y openmpi-bin libopenmpi-dev)"
+		note "Open MPI skipped: $WHY_OMPI"
 		return
 	fi
 	if [ ! -f "$ANCHORS/mpi_allreduce_perf.c" ]; then
-		note "no $ANCHORS/mpi_allreduce_perf.c: Open MPI skipped"
+		WHY_OMPI="no $ANCHORS/mpi_allreduce_perf.c"
+		note "Open MPI skipped: $WHY_OMPI"
 		return
 	fi
 	mkdir -p "$OUT/bin"
@@ -571,29 +613,32 @@ detect_ompi() {
 	    >>"$log" 2>&1; then
 		HAVE_OMPI=1
 	else
-		note "cannot build the MPI programs (see $log): Open MPI skipped"
+		WHY_OMPI="the MPI programs do not build (see raw/build.log)"
+		note "Open MPI skipped: $WHY_OMPI"
 		return
 	fi
 	# Open MPI 5 renamed vader to sm.
 	ompi_info --parsable 2>/dev/null | grep -q "mca:btl:vader:" ||
 	    OMPI_SHM=sm
 	is_root && MPI_BASE+=(--allow-run-as-root)
-	# Its session directories in ours, removed with it.
-	MPI_BASE+=(--mca orte_tmpdir_base "$RUN")
 	mpirun --version 2>&1 | head -n 1 >"$RAW/ompi.version"
+	# Its session directories in ours, removed with it (Open MPI < 5).
+	grep -q "Open MPI) [1-4]\." "$RAW/ompi.version" &&
+	    MPI_BASE+=(--mca orte_tmpdir_base "$RUN")
 }
 
 detect_gloo() {
 	if [ ! -f "$ANCHORS/gloo_allreduce_perf.py" ]; then
-		note "no $ANCHORS/gloo_allreduce_perf.py: Gloo skipped"
+		WHY_GLOO="no $ANCHORS/gloo_allreduce_perf.py"
+		note "Gloo skipped: $WHY_GLOO"
 		return
 	fi
 	if "$PY" -c 'import torch.distributed as d; assert d.is_available();
 import torch; print(torch.__version__)' >"$RAW/gloo.version" 2>/dev/null; then
 		HAVE_GLOO=1
 	else
-		note "torch.distributed not available to $PY (apt-get install" \
-		    "-y python3-torch): Gloo skipped"
+		WHY_GLOO="no torch.distributed in $PY (apt-get install -y python3-torch)"
+		note "Gloo skipped: $WHY_GLOO"
 	fi
 }
 
@@ -644,20 +689,20 @@ case1() {
 		fi
 		cluster_down
 	else
-		status 1 mccl skipped "not built"
+		status 1 mccl skipped "$WHY_MCCL"
 	fi
 	if [ $HAVE_GLOO = 1 ]; then
 		record 1 gloo case1.gloo gloo_ns case1.gloo 600 4 1 \
 		    "$ANCHORS/gloo_allreduce_perf.py" 4 1024 "$BIGB" "$SMALL_IT"
 	else
-		status 1 gloo skipped "not installed"
+		status 1 gloo skipped "$WHY_GLOO"
 	fi
 	if [ $HAVE_OMPI = 1 ]; then
 		record 1 ompi case1.ompi mpi_ns case1.ompi 600 \
 		    "$(mpi_hosts 4 1)" 4 --mca mpi_yield_when_idle 1 \
 		    "$OUT/bin/mpi_allreduce_perf" 1024 "$BIGB" "$SMALL_IT"
 	else
-		status 1 ompi skipped "not installed"
+		status 1 ompi skipped "$WHY_OMPI"
 	fi
 }
 
@@ -673,20 +718,20 @@ case2() {
 		fi
 		cluster_down
 	else
-		status 2 mccl skipped "not built"
+		status 2 mccl skipped "$WHY_MCCL"
 	fi
 	if [ $HAVE_GLOO = 1 ]; then
 		record 2 gloo case2.gloo gloo_ns case2.gloo 600 2 2 \
 		    "$ANCHORS/gloo_allreduce_perf.py" 4 "$BIGB" "$BIGB" "$BIG_IT"
 	else
-		status 2 gloo skipped "not installed"
+		status 2 gloo skipped "$WHY_GLOO"
 	fi
 	if [ $HAVE_OMPI = 1 ]; then
 		record 2 ompi case2.ompi mpi_ns case2.ompi 600 \
 		    "$(mpi_hosts 2 2)" 4 --mca mpi_yield_when_idle 1 \
 		    "$OUT/bin/mpi_allreduce_perf" "$BIGB" "$BIGB" "$BIG_IT"
 	else
-		status 2 ompi skipped "not installed"
+		status 2 ompi skipped "$WHY_OMPI"
 	fi
 }
 
@@ -713,7 +758,7 @@ case3() {
 		fi
 		cluster_down
 	else
-		status 3 mccl skipped "not built"
+		status 3 mccl skipped "$WHY_MCCL"
 	fi
 	if [ $HAVE_OMPI = 1 ]; then
 		record 3 ompi case3.ompi mpi_ns case3.ompi 300 \
@@ -722,14 +767,14 @@ case3() {
 		    300 "$(mpi_hosts 4 1)" 4 --mca mpi_yield_when_idle 1 \
 		    "$OUT/bin/mpi_lat" 8 "$LAT_N" 100
 	else
-		status 3 ompi skipped "not installed"
-		status 3 ompi-yield skipped "not installed"
+		status 3 ompi skipped "$WHY_OMPI"
+		status 3 ompi-yield skipped "$WHY_OMPI"
 	fi
 	if [ $HAVE_GLOO = 1 ]; then
 		record 3 gloo case3.gloo gloo_ns case3.gloo 300 4 1 \
 		    "$HERE/gloo_lat.py" 8 "$LAT_N" 100
 	else
-		status 3 gloo skipped "not installed"
+		status 3 gloo skipped "$WHY_GLOO"
 	fi
 }
 
@@ -755,14 +800,14 @@ case4() {
 		fi
 		cluster_down
 	else
-		status 4 mccl skipped "not built"
+		status 4 mccl skipped "$WHY_MCCL"
 	fi
 	if [ $HAVE_OMPI = 1 ]; then
 		record 4 ompi case4.ompi mpi_lo case4.ompi 300 2 \
 		    --mca btl "$OMPI_SHM,self" \
 		    "$OUT/bin/mpi_allreduce_perf" "$size" "$size" "$it"
 	else
-		status 4 ompi skipped "not installed"
+		status 4 ompi skipped "$WHY_OMPI"
 	fi
 }
 
@@ -780,20 +825,20 @@ case5() {
 		fi
 		cluster_down
 	else
-		status 5 mccl skipped "not built"
+		status 5 mccl skipped "$WHY_MCCL"
 	fi
 	if [ $HAVE_OMPI = 1 ]; then
 		record 5 ompi case5.ompi mpi_lo case5.ompi 600 2 \
 		    --mca btl tcp,self --mca btl_tcp_if_include lo \
 		    "$OUT/bin/mpi_allreduce_perf" 1024 "$C5MAXB" "$SMALL_IT"
 	else
-		status 5 ompi skipped "not installed"
+		status 5 ompi skipped "$WHY_OMPI"
 	fi
 	if [ $HAVE_GLOO = 1 ]; then
 		record 5 gloo case5.gloo bg_gloo_lo case5.gloo 600 \
 		    "$ANCHORS/gloo_allreduce_perf.py" 2 1024 "$C5MAXB" "$SMALL_IT"
 	else
-		status 5 gloo skipped "not installed"
+		status 5 gloo skipped "$WHY_GLOO"
 	fi
 }
 
@@ -801,7 +846,7 @@ case5() {
 bg_gloo_lo() {
 	local tag=$1 tmo=$2
 	shift 2
-	bg_run "$RAW/$tag.log" "" env GLOO_SOCKET_IFNAME=lo \
+	bg_run "$RAW/$tag.log" "$LO" env GLOO_SOCKET_IFNAME=lo \
 	    MASTER_ADDR=127.0.0.1 OMP_NUM_THREADS=1 "$PY" "$@"
 	wait_all "$tmo" "$LAST"
 }
@@ -815,7 +860,7 @@ while [ "\${1#-}" != "\$1" ]; do shift; done
 h=\$1
 shift
 case \$h in
-$NS_PREFIX[0-9]*) ;;
+${NS_PREFIX}[0-9]*) ;;
 *) echo "rsh-agent: unknown host \$h" >&2; exit 1 ;;
 esac
 exec ip netns exec "\$h" unshare --uts sh -c '$HOST_SH' "\$h" sh -c "\$*"
@@ -852,30 +897,37 @@ main() {
 		esac
 	done
 	shift $((OPTIND - 1))
-	B=$(cd "$B" 2>/dev/null && pwd) || { echo "bench: no build directory" >&2; exit 2; }
+	B=$(cd "$B" 2>/dev/null && pwd) || {
+		echo "bench: no build directory $B" >&2
+		exit 2
+	}
 	exec 9<"$0"
 	if [ "${1:-}" = clean ]; then
 		[ $# = 1 ] || usage
 		do_clean
 		exit 0
 	fi
-	for c in "${@:-$ALL_CASES}"; do
-		for c in $c; do
-			c=${c#case}
-			case $c in
-			[1-5]) cases="$cases $c" ;;
-			*) usage ;;
-			esac
-		done
+	for c in $(printf '%s\n' "${@:-$ALL_CASES}"); do
+		c=${c#case}
+		case $c in
+		[1-5]) cases="$cases $c" ;;
+		*) usage ;;
+		esac
 	done
 	if ! flock -n 9; then
 		echo "bench: another bench.sh is running" >&2
 		exit 1
 	fi
+	if is_root && ip netns list 2>/dev/null | awk '{print $1}' |
+	    grep -qE "$OUR_NS"; then
+		echo "bench: namespaces of an earlier run are left:" \
+		    "run $0 clean" >&2
+		exit 2
+	fi
 	OUT=${OUT:-$B/bench}
 	mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd) || exit 2
 	RAW=$OUT/raw
-	rm -rf "$RAW" "$OUT/data" "$OUT/bin"
+	rm -rf "${RAW:?}" "${OUT:?}/data" "${OUT:?}/bin"
 	mkdir -p "$RAW" "$OUT/data"
 	: >"$RAW/status.tsv"
 	RUN=$(mktemp -d /tmp/mccl-bench.XXXXXX) || exit 2
@@ -887,8 +939,12 @@ main() {
 	build_helpers || exit 2
 	detect_ompi
 	detect_gloo
-	command -v gnuplot >/dev/null && HAVE_PLOT=1 ||
-	    note "gnuplot not installed: no plots"
+	if command -v gnuplot >/dev/null; then
+		HAVE_PLOT=1
+	else
+		note "gnuplot not installed (apt-get install -y gnuplot-nox):" \
+		    "no plots"
+	fi
 
 	for c in $cases; do
 		case $c in 1|2|3) ns_cases="$ns_cases $c" ;; esac
@@ -902,11 +958,13 @@ main() {
 		cases=$(echo "$cases" | tr ' ' '\n' | grep '[45]' | tr '\n' ' ')
 		ns_cases=""
 	fi
+	# shellcheck disable=SC2086
 	write_meta $cases
 	if [ -n "$ns_cases" ]; then
 		write_agent
 		if [ $HAVE_OMPI = 1 ] && ! hosts_add; then
-			note "cannot edit /etc/hosts: Open MPI skipped in namespaces"
+			WHY_OMPI="cannot edit /etc/hosts"
+			note "Open MPI skipped: $WHY_OMPI"
 			HAVE_OMPI=0
 		fi
 		echo "== network: $NET_HOSTS hosts on $BR, links $RATE"
@@ -916,6 +974,13 @@ main() {
 				status "$c" all failed "no network"
 			done
 			cases=$(echo "$cases" | tr ' ' '\n' | grep '[45]' | tr '\n' ' ')
+		fi
+	fi
+	if is_root && [ -n "$(echo "$cases" | tr -dc 45)" ]; then
+		if lo_up; then
+			LO=$LO_NS
+		else
+			note "cannot make namespace $LO_NS: cases 4 and 5 run here"
 		fi
 	fi
 	for c in $cases; do

@@ -425,9 +425,25 @@ set xlabel 'size (bytes)'
 set ylabel 'bus bandwidth (GB/s)'
 set yrange [0:*]
 set grid
-set key top left
+set key bottom right
 plot {", ".join(curves)}
 """)
+
+    def daemon_logs(self, most=5):
+        """What the daemons logged (at warning and above): the first lines
+        of each log, for the summary."""
+        out = []
+        for path in sorted(glob.glob(os.path.join(self.raw, "*.mccld-*.log"))):
+            lines = [l for l in read_lines(path) if l.strip()]
+            if not lines:
+                continue
+            out.append(f"- `raw/{os.path.basename(path)}`, {len(lines)} "
+                       "line(s):")
+            out += [f"  - `{l}`" for l in lines[:most]]
+        if out:
+            out = ["## Daemon logs (warnings and errors; daemons are stopped "
+                   "with SIGTERM between cases)", ""] + out + [""]
+        return out
 
     # ---- output ----
 
@@ -459,6 +475,7 @@ plot {", ".join(curves)}
         notes = read_lines(os.path.join(self.raw, "notes.txt"))
         if notes:
             head += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
+        head += self.daemon_logs()
         with open(os.path.join(self.out, "summary.md"), "w") as f:
             f.write("\n".join(head + self.md) + "\n")
         text = "\n".join(self.text) + "\nTargets:\n" + "\n".join(
