@@ -145,6 +145,11 @@ check: all unit integration fuzz-regress fuzz check-ops check-asan check-tsan
 demo: all
 	tools/demo.sh $(B)
 
+# Benchmark against Open MPI and Gloo (cases 1-3 need root); not part of
+# check.  BENCH_ARGS: cases and options of tools/bench/bench.sh, e.g. "-q 4 5".
+bench: all
+	tools/bench/bench.sh -B $(B) $(BENCH_ARGS)
+
 
 # ---- fuzzing: tests/fuzz/README ----
 
@@ -276,4 +281,4 @@ FORCE:
 clean:
 	rm -rf $(B) build-asan build-tsan
 
-.PHONY: all deps unit integration check check-asan check-tsan demo clean
+.PHONY: all deps unit integration check check-asan check-tsan demo bench clean

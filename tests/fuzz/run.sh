@@ -90,7 +90,7 @@ build_all() {
 	    "$o/proto.o"
 	"$cc" $SAN -o "$out/fuzz_peer" "$o/fuzz_peer.o" "$o/fuzz_wire.o" \
 	    "$o/proto.o"
-	"$cc" $SAN -o "$out/fuzz_config" "$o/fuzz_config.o" "$o/config.o" \
+	"$cc" $SAN -o "$out/fuzz_config" "$o/fuzz_config.o" "$o/config.o" "$o/proto.o" \
 	    "$o/log.o" $JSON_LIBS
 }
 

@@ -14,6 +14,7 @@ import sys
 
 SYSNAME = {"mccl": "MCCL", "gloo": "Gloo", "ompi": "OMPI",
            "ompi-yield": "OMPI yield", "tcp": "TCP", "memcpy": "memcpy"}
+COLOR = {"mccl": "#9400d3", "gloo": "#009e73", "ompi": "#56b4e9"}
 
 
 # ---- reading ----
@@ -404,7 +405,7 @@ class Report:
                 for size in sorted(data[s]):
                     f.write(f"{size} {data[s][size][0]} {data[s][size][1]}\n")
             curves.append(f"'{name}.{s}.dat' using 1:3 with linespoints "
-                          f"lw 2 title '{SYSNAME[s]}'")
+                          f"lw 2 lc rgb '{COLOR[s]}' title '{SYSNAME[s]}'")
         if not curves:
             return
         if link:
