@@ -65,6 +65,14 @@ struct op_info {
 	int		 mean;		/* divide the fold by nranks */
 };
 
+/* Where one rank's data goes in an operation of `count` elements in all. */
+struct layout {
+	void		*send;
+	size_t		 scount;
+	void		*recv;
+	size_t		 rcount;	/* elements to check; 0: nothing here */
+};
+
 struct coll_info {
 	struct named	 n;
 	const char	*call;		/* the mccl.h function, for errors */
@@ -76,6 +84,12 @@ struct coll_info {
 	int		 has_oop;	/* has an out-of-place variant */
 	int		 sized;		/* else one row of size 0 */
 	int		 root;		/* -1 when there is none */
+	int		 has_ip;	/* has an in-place variant */
+	int		 per_rank;	/* count is split among the ranks */
+	void		(*layout)(const struct bench *, size_t, int,
+			    struct layout *);
+	/* Expected value at any receive index; NULL: expect is periodic. */
+	double		(*want)(const struct bench *, size_t, size_t);
 };
 
 struct summary {
@@ -179,9 +193,31 @@ static mccl_result_t start_broadcast(const struct bench *, size_t, int,
 		    mccl_request_t **);
 static mccl_result_t start_barrier(const struct bench *, size_t, int,
 		    mccl_request_t **);
+static mccl_result_t start_reduce(const struct bench *, size_t, int,
+		    mccl_request_t **);
+static mccl_result_t start_allgather(const struct bench *, size_t, int,
+		    mccl_request_t **);
+static mccl_result_t start_reduce_scatter(const struct bench *, size_t, int,
+		    mccl_request_t **);
+static mccl_result_t start_alltoall(const struct bench *, size_t, int,
+		    mccl_request_t **);
+static mccl_result_t start_sendrecv(const struct bench *, size_t, int,
+		    mccl_request_t **);
+static void	layout_same(const struct bench *, size_t, int, struct layout *);
+static void	layout_reduce(const struct bench *, size_t, int,
+		    struct layout *);
+static void	layout_allgather(const struct bench *, size_t, int,
+		    struct layout *);
+static void	layout_reduce_scatter(const struct bench *, size_t, int,
+		    struct layout *);
+static double	want_allgather(const struct bench *, size_t, size_t);
+static double	want_reduce_scatter(const struct bench *, size_t, size_t);
+static double	want_alltoall(const struct bench *, size_t, size_t);
+static double	want_sendrecv(const struct bench *, size_t, size_t);
 static double	expect_allreduce(const struct bench *, size_t);
 static double	expect_broadcast(const struct bench *, size_t);
 static double	busfactor_allreduce(int);
+static double	busfactor_gather(int);
 static double	busfactor_one(int);
 static double	busfactor_zero(int);
 static void	text_begin(FILE *, const struct bench *);
@@ -214,13 +250,31 @@ static const struct op_info ops[] = {
 	{ { "avg", NULL }, MCCL_AVG, fold_sum, 1 },
 };
 
+/* nccl-tests' conventions: size is the larger buffer, busbw factors alike. */
 static const struct coll_info colls[] = {
 	{ { "allreduce", NULL }, "mccl_allreduce", start_allreduce,
-	    expect_allreduce, busfactor_allreduce, 1, 1, 1, -1 },
+	    expect_allreduce, busfactor_allreduce, 1, 1, 1, -1, 1, 0,
+	    layout_same, NULL },
+	{ { "reduce", NULL }, "mccl_reduce", start_reduce,
+	    expect_allreduce, busfactor_one, 1, 1, 1, 0, 1, 0,
+	    layout_reduce, NULL },
 	{ { "broadcast", NULL }, "mccl_broadcast", start_broadcast,
-	    expect_broadcast, busfactor_one, 0, 0, 1, 0 },
+	    expect_broadcast, busfactor_one, 0, 0, 1, 0, 1, 0,
+	    layout_same, NULL },
+	{ { "allgather", NULL }, "mccl_allgather", start_allgather,
+	    expect_broadcast, busfactor_gather, 0, 1, 1, -1, 1, 1,
+	    layout_allgather, want_allgather },
+	{ { "reduce_scatter", NULL }, "mccl_reduce_scatter",
+	    start_reduce_scatter, expect_allreduce, busfactor_gather, 1, 1, 1,
+	    -1, 1, 1, layout_reduce_scatter, want_reduce_scatter },
+	{ { "alltoall", NULL }, "mccl_alltoall", start_alltoall,
+	    expect_broadcast, busfactor_gather, 0, 1, 1, -1, 1, 1,
+	    layout_same, want_alltoall },
+	{ { "sendrecv", NULL }, "mccl_send/mccl_recv", start_sendrecv,
+	    expect_broadcast, busfactor_one, 0, 1, 1, -1, 0, 0,
+	    layout_same, want_sendrecv },
 	{ { "barrier", NULL }, "mccl_barrier", start_barrier,
-	    NULL, busfactor_zero, 0, 0, 0, -1 },
+	    NULL, busfactor_zero, 0, 0, 0, -1, 1, 0, NULL, NULL },
 };
 
 static const struct output out_text = { text_begin, text_row, text_end };
@@ -685,13 +739,16 @@ pattern_init(struct bench *b)
 	p->twos = o->dtype->prod_bits;
 	p->period = p->prod ? 3 :
 	    1 + (size_t)fmin(PATTERN_MAX, floor(o->dtype->exact_max / b->nranks));
-	p->has_input = o->coll->root < 0 || o->coll->root == b->rank;
+	/* A broadcast's input is the root's alone. */
+	p->has_input = o->coll->expect != expect_broadcast ||
+	    o->coll->want != NULL || o->coll->root == b->rank;
 	/* AVG may divide before summing (NCCL premultiplies): allow its
 	 * rounding errors, at most one per rank. */
 	p->tol = o->coll->has_op && o->op->mean ? b->nranks * o->dtype->eps : 0;
 	for (j = 0; j < p->period; j++) {
 		p->input[j] = pattern_input(p, b->rank, j);
-		p->expect[j] = o->coll->expect(b, j);
+		if (o->coll->want == NULL)
+			p->expect[j] = o->coll->expect(b, j);
 	}
 }
 
@@ -710,7 +767,8 @@ pattern_fill(const struct bench *b, void *buf, size_t count)
 }
 
 static uint64_t
-pattern_wrong(const struct bench *b, const void *buf, size_t count)
+pattern_wrong(const struct bench *b, const void *buf, size_t count,
+    size_t total)
 {
 	const struct pattern	*p = &b->pat;
 	double			 want, got;
@@ -718,7 +776,8 @@ pattern_wrong(const struct bench *b, const void *buf, size_t count)
 	size_t			 i;
 
 	for (i = 0; i < count; i++) {
-		want = p->expect[i % p->period];
+		want = b->o->coll->want != NULL ? b->o->coll->want(b, total, i) :
+		    p->expect[i % p->period];
 		got = elem_get(b->o->dtype->dtype, buf, i);
 		/* false for NaN, so the sentinel counts as wrong */
 		if (!(fabs(got - want) <= p->tol * fmax(fabs(want), 1)))
@@ -757,10 +816,158 @@ start_barrier(const struct bench *b, size_t count, int inplace,
 	return mccl_barrier(b->comm, req);
 }
 
+/* Send and receive in the same places, count elements each. */
+static void
+layout_same(const struct bench *b, size_t count, int inplace, struct layout *l)
+{
+	l->recv = b->recvbuf;
+	l->send = inplace ? b->recvbuf : b->sendbuf;
+	l->scount = l->rcount = count;
+}
+
+static void
+layout_reduce(const struct bench *b, size_t count, int inplace,
+    struct layout *l)
+{
+	layout_same(b, count, inplace, l);
+	if (b->rank != b->o->coll->root)
+		l->rcount = 0;
+}
+
+/* In place, the rank's slot of the gathered buffer is its send buffer. */
+static void
+layout_allgather(const struct bench *b, size_t count, int inplace,
+    struct layout *l)
+{
+	size_t per = count / (size_t)b->nranks;
+
+	l->recv = b->recvbuf;
+	l->rcount = count;
+	l->scount = per;
+	l->send = inplace ? (uint8_t *)b->recvbuf + (size_t)b->rank * per *
+	    b->esize : b->sendbuf;
+}
+
+/* In place, the rank's block of its send buffer receives the result. */
+static void
+layout_reduce_scatter(const struct bench *b, size_t count, int inplace,
+    struct layout *l)
+{
+	size_t per = count / (size_t)b->nranks;
+
+	l->send = inplace ? b->recvbuf : b->sendbuf;
+	l->scount = count;
+	l->rcount = per;
+	l->recv = inplace ? (uint8_t *)b->recvbuf + (size_t)b->rank * per *
+	    b->esize : b->recvbuf;
+}
+
+static mccl_result_t
+start_reduce(const struct bench *b, size_t count, int inplace,
+    mccl_request_t **req)
+{
+	struct layout l;
+
+	layout_reduce(b, count, inplace, &l);
+	return mccl_reduce(l.send, b->rank == b->o->coll->root ? l.recv : NULL,
+	    count, b->o->dtype->dtype, b->o->op->op, b->o->coll->root, b->comm,
+	    req);
+}
+
+static mccl_result_t
+start_allgather(const struct bench *b, size_t count, int inplace,
+    mccl_request_t **req)
+{
+	struct layout l;
+
+	layout_allgather(b, count, inplace, &l);
+	return mccl_allgather(l.send, l.recv, l.scount, b->o->dtype->dtype,
+	    b->comm, req);
+}
+
+static mccl_result_t
+start_reduce_scatter(const struct bench *b, size_t count, int inplace,
+    mccl_request_t **req)
+{
+	struct layout l;
+
+	layout_reduce_scatter(b, count, inplace, &l);
+	return mccl_reduce_scatter(l.send, l.recv, l.rcount,
+	    b->o->dtype->dtype, b->o->op->op, b->comm, req);
+}
+
+static mccl_result_t
+start_alltoall(const struct bench *b, size_t count, int inplace,
+    mccl_request_t **req)
+{
+	struct layout l;
+
+	layout_same(b, count, inplace, &l);
+	return mccl_alltoall(l.send, l.recv, count / (size_t)b->nranks,
+	    b->o->dtype->dtype, b->comm, req);
+}
+
+/* A ring: send to the right, receive from the left; done when both are. */
+static mccl_result_t
+start_sendrecv(const struct bench *b, size_t count, int inplace,
+    mccl_request_t **req)
+{
+	mccl_request_t *send;
+	mccl_result_t r;
+	int n = b->nranks;
+
+	(void)inplace;
+	if ((r = mccl_send(b->sendbuf, count, b->o->dtype->dtype,
+	    (b->rank + 1) % n, 0, b->comm, &send)) != MCCL_SUCCESS)
+		return r;
+	if ((r = mccl_recv(b->recvbuf, count, b->o->dtype->dtype,
+	    (b->rank + n - 1) % n, 0, b->comm, req)) != MCCL_SUCCESS)
+		return r;
+	return mccl_wait(send, b->o->timeout_ms);
+}
+
+static double
+want_allgather(const struct bench *b, size_t count, size_t j)
+{
+	size_t per = count / (size_t)b->nranks;
+
+	return pattern_input(&b->pat, (int)(j / per), j % per);
+}
+
+static double
+want_reduce_scatter(const struct bench *b, size_t count, size_t j)
+{
+	return expect_allreduce(b, (size_t)b->rank * (count /
+	    (size_t)b->nranks) + j);
+}
+
+/* Block s of the receive buffer is block `rank` of rank s's send buffer. */
+static double
+want_alltoall(const struct bench *b, size_t count, size_t j)
+{
+	size_t per = count / (size_t)b->nranks;
+
+	return pattern_input(&b->pat, (int)(j / per), (size_t)b->rank * per +
+	    j % per);
+}
+
+static double
+want_sendrecv(const struct bench *b, size_t count, size_t j)
+{
+	(void)count;
+	return pattern_input(&b->pat, (b->rank + b->nranks - 1) % b->nranks, j);
+}
+
 static double
 busfactor_allreduce(int nranks)
 {
 	return 2.0 * (nranks - 1) / nranks;
+}
+
+static double
+busfactor_gather(int nranks)
+{
+	return (double)(nranks - 1) / nranks;
 }
 
 static double
@@ -843,7 +1050,7 @@ now_us(void)
 static int
 variant_runs(const struct bench *b, int inplace)
 {
-	return inplace || b->o->coll->has_oop;
+	return inplace ? b->o->coll->has_ip : b->o->coll->has_oop;
 }
 
 /* This rank's average time of one operation, in microseconds. */
@@ -865,11 +1072,14 @@ time_variant(const struct bench *b, size_t count, int inplace)
 static uint64_t
 check_variant(const struct bench *b, size_t count, int inplace)
 {
-	pattern_fill(b, inplace ? b->recvbuf : b->sendbuf, count);
+	struct layout l;
+
+	b->o->coll->layout(b, count, inplace, &l);
 	if (!inplace)
 		memset(b->recvbuf, SENTINEL, count * b->esize);
+	pattern_fill(b, l.send, l.scount);
 	run_once(b, count, inplace);
-	return pattern_wrong(b, b->recvbuf, count);
+	return pattern_wrong(b, l.recv, l.rcount, count);
 }
 
 static void
@@ -921,6 +1131,8 @@ sizes_next(struct sizes *it, size_t *count)
 	}
 	while (it->next <= o->maxbytes) {
 		c = it->next / it->b->esize;
+		if (o->coll->per_rank)	/* whole blocks for every rank */
+			c -= c % (size_t)it->b->nranks;
 		if (o->stepbytes != 0)
 			it->next += o->stepbytes;
 		else

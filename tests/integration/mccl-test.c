@@ -18,6 +18,7 @@
  *   abort              rank 0 aborts: every other rank's op fails
  *   loop CODE TEXT     allreduce until an op fails with CODE and TEXT
  *   steady MS          allreduce for MS ms, every one must succeed
+ *   big                one in-place allreduce of 2 GiB + 16 KiB
  *   idle MS            join, take part in nothing for MS ms, leave
  *   hold MS            join, do one barrier, stay MS ms, leave
  *
@@ -893,6 +894,50 @@ mode_expect_init(const char *code, const char *text)
 	return failures != 0;
 }
 
+/*
+ * One allreduce of more than 2 GiB, in place: no length, count or single
+ * system call may be 32 bits (or over 1 GiB) on the way.
+ */
+static int
+mode_big(void)
+{
+	const size_t count = ((size_t)1 << 29) + 4099;	/* 2 GiB + 16 KiB */
+	mccl_comm_t *comm;
+	float *buf;
+	mccl_result_t rc;
+	int n;
+
+	if ((rc = mccl_comm_init_env(&comm)) != MCCL_SUCCESS) {
+		FAIL("init: %s: %s", mccl_strerror(rc), mccl_last_error(NULL));
+		return 1;
+	}
+	n = mccl_comm_size(comm);
+	if ((buf = mccl_alloc(comm, count * sizeof(float))) == NULL) {
+		FAIL("mccl_alloc of %zu bytes: %s", count * sizeof(float),
+		    mccl_last_error(comm));
+		return 1;
+	}
+	for (size_t i = 0; i < count; i++)
+		buf[i] = (float)(my_rank + 1 + (int)(i >> 27));
+	rc = mccl_allreduce(buf, buf, count, MCCL_FLOAT32, MCCL_SUM, comm, NULL);
+	checks++;
+	if (rc != MCCL_SUCCESS)
+		FAIL("allreduce of %zu floats: %s", count, mccl_last_error(comm));
+	else
+		for (size_t i = 0; i < count; i += 4093)
+			if (buf[i] != (float)(n * (n + 1) / 2 + n * (int)(i >> 27))) {
+				FAIL("big allreduce: [%zu] = %g", i, buf[i]);
+				break;
+			}
+	if (rc == MCCL_SUCCESS && buf[count - 1] != (float)(n * (n + 1) / 2 +
+	    n * (int)((count - 1) >> 27)))
+		FAIL("big allreduce: the last element is %g", buf[count - 1]);
+	mccl_free(comm, buf);
+	mccl_comm_destroy(comm);
+	printf("rank %d: %d checks, %d failed\n", my_rank, checks, failures);
+	return failures != 0;
+}
+
 /* Join and do nothing for ms: a rank that never takes part. */
 static int
 mode_idle(int ms)
@@ -948,6 +993,8 @@ main(int argc, char **argv)
 		return mode_steady(atoi(argv[2]));
 	if (argc == 4 && strcmp(argv[1], "loop") == 0)
 		return mode_loop(argv[2], argv[3]);
+	if (argc == 2 && strcmp(argv[1], "big") == 0)
+		return mode_big();
 	if (argc == 3 && strcmp(argv[1], "idle") == 0)
 		return mode_idle(atoi(argv[2]));
 	if (argc == 3 && strcmp(argv[1], "hold") == 0)

@@ -19,6 +19,7 @@ run_job "3 nodes x 2 ranks" j3x2 "0 0 1 1 2 2" collectives
 run_job "1 node x 4 ranks" j1x4 "1 1 1 1" collectives
 run_job "3 nodes x 1 rank" j3x1 "0 1 2" collectives
 run_job "2 nodes x 3 ranks, 2 + 1, out of rank order" j2u "2 0 2" collectives
+run_job "an allreduce of more than 2 GiB across 2 nodes" jbig "0 1" big
 fi
 if section api; then
 echo "== send/recv, the API's errors and concurrency"
@@ -27,6 +28,7 @@ run_job "API: bad arguments, 100 in flight, split, threads" japi "0 0 1 2 2" api
 run_job "API on one node x 4 ranks" japi1 "1 1 1 1" api
 run_job "mismatched counts fail every rank" jmis "0 1 1" mismatch
 run_job "abort reaches every rank" jab "0 1 2" abort
+. "$(dirname "$0")/perf.sh"
 fi
 
 if section formation; then

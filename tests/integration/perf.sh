@@ -1,0 +1,69 @@
+# perf.sh: mccl-perf on the test cluster (sourced by run.sh): every
+# collective with its results checked, and ranks found from the
+# environments of torchrun, Slurm and Open MPI's mpirun.
+
+# perf_ok NAME OUT...: every output says the run checked out.
+perf_ok() {
+	local name=$1 f
+	shift
+	for f in "$@"; do
+		if ! grep -q "^# Out of bounds values : 0 OK" "$f"; then
+			bad "$name"
+			cat "$f" | tail -n 5
+			return
+		fi
+	done
+	ok "$name"
+}
+
+for coll in allreduce reduce broadcast allgather reduce_scatter alltoall \
+    sendrecv barrier; do
+	pids=()
+	for i in 0 1 2; do
+		MCCL_SOCKET="$T/n$i.sock" timeout 120 "$B/mccl-perf" -C "$coll" \
+		    -N 1 -R 3 -r "$i" -J "perf-$coll" -b 8 -e 1M -f 16 -n 2 \
+		    -w 1 >"$T/perf-$coll.$i.out" 2>&1 &
+		pids+=($!)
+		CHILD_PIDS+=($!)
+	done
+	rc=0
+	for p in "${pids[@]}"; do wait "$p" || rc=1; done
+	if [ $rc -ne 0 ]; then
+		bad "mccl-perf -C $coll"
+		tail -n 3 "$T/perf-$coll".*.out
+	elif [ "$coll" = barrier ]; then
+		ok "mccl-perf -C $coll"
+	else
+		perf_ok "mccl-perf -C $coll: results checked" "$T/perf-$coll.0.out"
+	fi
+done
+
+# launch VARS...: mccl-perf as rank 0 on n0 and rank 1 on n1, each with the
+# variables a launcher sets; {R} stands for the rank.
+launch() {
+	local name=$1 pids=() r v env
+	shift
+	for r in 0 1; do
+		env=()
+		for v in "$@"; do env+=("${v//\{R\}/$r}"); done
+		env "${env[@]}" MCCL_SOCKET="$T/n$r.sock" timeout 60 \
+		    "$B/mccl-perf" -b 8 -e 64K -f 8 -n 2 -w 1 \
+		    >"$T/launch-$name.$r.out" 2>&1 &
+		pids+=($!)
+		CHILD_PIDS+=($!)
+	done
+	rc=0
+	for p in "${pids[@]}"; do wait "$p" || rc=1; done
+	if [ $rc -eq 0 ]; then
+		perf_ok "mccl-perf under $name" "$T/launch-$name.0.out"
+	else
+		bad "mccl-perf under $name"
+		tail -n 3 "$T/launch-$name".*.out
+	fi
+}
+
+launch torchrun RANK={R} WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 \
+    MASTER_PORT=$((20000 + RANDOM % 10000)) TORCHELASTIC_RUN_ID=none
+launch slurm SLURM_PROCID={R} SLURM_NTASKS=2 SLURM_JOB_ID=$$ SLURM_STEP_ID=0
+launch mpirun OMPI_COMM_WORLD_RANK={R} OMPI_COMM_WORLD_SIZE=2 \
+    "OMPI_MCA_orte_hnp_uri=$$.0;tcp://127.0.0.1:$RANDOM"
