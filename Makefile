@@ -120,6 +120,9 @@ $(B)/mccl-test: $(call obj,tests/integration/mccl-test.c) $(B)/libmccl.a
 $(B)/mccl-hostile: $(call obj,tests/integration/hostile.c libclient/conn.c $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^
 
+$(B)/notify-sink: $(call obj,tests/ops/notify-sink.c)
+	$(CC) $(LDFLAGS) -o $@ $^
+
 unit: $(UNIT_TESTS)
 	@for t in $(UNIT_TESTS); do echo "== $$t"; CK_DEFAULT_TIMEOUT=120 $$t || exit 1; done
 
@@ -267,8 +270,9 @@ install: all $(B)/mccl.pc $(B)/mccld.service
 	fi
 
 # Units, man pages and `make install`, checked without touching the system.
-check-ops: all
+check-ops: all $(B)/notify-sink
 	tests/ops/verify-units.sh $(B)
+	tests/ops/notify-test.sh $(B)
 	@out=$$(mandoc -T lint -W warning $(MANPAGES) 2>&1); \
 	if [ -n "$$out" ]; then echo "$$out"; echo "FAIL mandoc lint"; exit 1; fi; \
 	echo "ok   mandoc -T lint -W warning $(MANPAGES)"

@@ -18,6 +18,7 @@
 
 #include <event2/event.h>
 #include <jansson.h>
+#include <systemd/sd-daemon.h>
 
 #include "mccld.h"
 
@@ -33,6 +34,7 @@ struct outmsg {
 static int		 control_fd = -1;
 static struct event	*control_ev;
 static char		 control_path[108];
+static int		 control_activated;	/* the socket is systemd's */
 
 static void	client_read_cb(int, short, void *);
 static void	client_write_cb(int, short, void *);
@@ -138,6 +140,21 @@ control_accept_cb(int fd, short events, void *arg)
 	log_debug("control: client %s connected", c->desc);
 }
 
+/* A listening SOCK_SEQPACKET Unix socket passed by systemd, or -1. */
+static int
+control_activated_fd(void)
+{
+	int n = sd_listen_fds(1);
+
+	for (int fd = SD_LISTEN_FDS_START; fd < SD_LISTEN_FDS_START + n; fd++)
+		if (sd_is_socket_unix(fd, SOCK_SEQPACKET, 1, NULL, 0) > 0) {
+			fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+			fcntl(fd, F_SETFD, FD_CLOEXEC);
+			return fd;
+		}
+	return -1;
+}
+
 /* Listen on path, or adopt an already listening descriptor (systemd). */
 int
 control_listen(const char *path, char *err, size_t errlen)
@@ -145,7 +162,10 @@ control_listen(const char *path, char *err, size_t errlen)
 	int fd = -1;
 
 	wire_strlcpy(control_path, path, sizeof(control_path));
-	if (control_mkdir(path, err, errlen) == -1 ||
+	if ((fd = control_activated_fd()) != -1) {
+		control_activated = 1;
+		log_info("control: listening on the socket systemd passed");
+	} else if (control_mkdir(path, err, errlen) == -1 ||
 	    (fd = control_bind(path, err, errlen)) == -1)
 		return -1;
 	control_fd = fd;
@@ -166,7 +186,8 @@ control_close(void)
 		event_free(control_ev);
 	if (control_fd != -1) {
 		close(control_fd);
-		unlink(control_path);
+		if (!control_activated)	/* systemd's socket outlives us */
+			unlink(control_path);
 	}
 }
 

@@ -18,6 +18,7 @@
 
 struct mccld_state md;
 
+
 static void
 usage(void)
 {
@@ -62,6 +63,83 @@ listener_pause(struct event *ev, const char *what)
 	log_warn("%s: accept; pausing for 100 ms", what);
 	event_del(ev);
 	event_base_once(md.base, -1, EV_TIMEOUT, listener_resume_cb, ev, &tv);
+}
+
+static void
+watchdog_cb(int fd, short events, void *arg)
+{
+	(void)fd;
+	(void)events;
+	(void)arg;
+	sd_notify(0, "WATCHDOG=1");
+}
+
+/* Under a watchdog (WatchdogSec=), ping it from the loop at half its period. */
+static struct event *
+watchdog_start(void)
+{
+	struct timeval tv;
+	struct event *ev;
+	uint64_t usec;
+
+	if (sd_watchdog_enabled(0, &usec) <= 0)
+		return NULL;
+	tv.tv_sec = (time_t)(usec / 2 / 1000000);
+	tv.tv_usec = (suseconds_t)(usec / 2 % 1000000);
+	ev = event_new(md.base, -1, EV_PERSIST, watchdog_cb, NULL);
+	event_add(ev, &tv);
+	sd_notify(0, "WATCHDOG=1");
+	return ev;
+}
+
+/*
+ * SIGHUP: re-read the configuration and apply what can change under
+ * running jobs: log level, timeouts, limits.  The node list, listeners,
+ * socket, key and pipeline chunk need a restart: say so, keep the old.
+ */
+static void
+reload(void)
+{
+	struct config nc;
+	char err[ERR_MAX];
+
+	if (config_load(md.conf_path, md.conf_explicit, &nc, err,
+	    sizeof(err)) == -1) {
+		log_warnx("reload: %s; keeping the running configuration", err);
+		return;
+	}
+	if (config_cluster_hash(&nc) != config_cluster_hash(&md.conf) ||
+	    strcmp(nc.node_name, md.conf.node_name) != 0 ||
+	    strcmp(nc.key_file, md.conf.key_file) != 0 ||
+	    nc.chunk_bytes != md.conf.chunk_bytes)
+		log_warnx("reload: the nodes, this node's name, key_file or "
+		    "chunk_bytes changed: restart mccld to apply them");
+	md.conf.log_level = nc.log_level;
+	log_setlevel(md.verbose ? LOG_DEBUG : nc.log_level);
+	md.conf.init_timeout_ms = nc.init_timeout_ms;
+	md.conf.op_timeout_ms = nc.op_timeout_ms;
+	md.conf.connect_timeout_ms = nc.connect_timeout_ms;
+	md.conf.heartbeat_timeout_ms = nc.heartbeat_timeout_ms;
+	md.conf.max_clients = nc.max_clients;
+	md.conf.max_segments = nc.max_segments;
+	md.conf.max_segment_bytes = nc.max_segment_bytes;
+	md.conf.max_pending_ops = nc.max_pending_ops;
+	memcpy(md.conf.admin_group, nc.admin_group, sizeof(nc.admin_group));
+	config_free(&nc);
+	log_info("reload: configuration applied (log level %s)",
+	    log_level_name(log_getlevel()));
+}
+
+static void
+hup_cb(int sig, short events, void *arg)
+{
+	(void)sig;
+	(void)events;
+	(void)arg;
+	sd_notify(0, "RELOADING=1");
+	reload();
+	sd_notify(0, "READY=1");
+	mccld_status_update();
 }
 
 static void
@@ -123,6 +201,7 @@ load_config(const char *socket_path, int verbose)
 		wire_strlcpy(md.conf.socket_path, socket_path,
 		    sizeof(md.conf.socket_path));
 	}
+	md.verbose = verbose;
 	log_setlevel(verbose ? LOG_DEBUG : md.conf.log_level);
 	if (auth_init(md.conf.key_file, err, sizeof(err)) == -1)
 		fatalx("%s", err);
@@ -132,7 +211,7 @@ int
 main(int argc, char **argv)
 {
 	const char *socket_path = NULL;
-	struct event *ev_term, *ev_int;
+	struct event *ev_term, *ev_int, *ev_hup, *ev_watchdog;
 	int check_only = 0, verbose = 0;
 	char err[ERR_MAX];
 
@@ -156,19 +235,25 @@ main(int argc, char **argv)
 		fatalx("%s", err);
 	ev_term = evsignal_new(md.base, SIGTERM, signal_cb, NULL);
 	ev_int = evsignal_new(md.base, SIGINT, signal_cb, NULL);
+	ev_hup = evsignal_new(md.base, SIGHUP, hup_cb, NULL);
 	event_add(ev_term, NULL);
 	event_add(ev_int, NULL);
+	event_add(ev_hup, NULL);
 	log_info("node %s (%u of %zu) ready on %s, reductions: %s",
 	    md.conf.node_name, md.conf.node_index, md.conf.nnodes,
 	    md.conf.socket_path, reduce_isa());
 	sd_notify(0, "READY=1");
 	mccld_status_update();
+	ev_watchdog = watchdog_start();
 	event_base_dispatch(md.base);
 	control_close();
 	engine_shutdown();
 	peer_close();
 	event_free(ev_term);
 	event_free(ev_int);
+	event_free(ev_hup);
+	if (ev_watchdog != NULL)
+		event_free(ev_watchdog);
 	event_base_free(md.base);
 	config_free(&md.conf);
 	log_info("stopped");

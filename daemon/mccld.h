@@ -157,6 +157,7 @@ struct mccld_state {
 	struct config		 conf;
 	const char		*conf_path;
 	int			 conf_explicit;
+	int			 verbose;	/* -v: debug whatever the config */
 	uint64_t		 started_ns;
 	struct client_list	 clients;
 	uint32_t		 nclients;
