@@ -81,7 +81,8 @@ typedef enum {
 	MCCL_PROD,
 	MCCL_MIN,
 	MCCL_MAX,
-	MCCL_AVG	/* floating-point types only */
+	MCCL_AVG	/* floating-point types only: the sum, divided by
+			   nranks once at the end */
 } mccl_op_t;
 
 #define MCCL_NUM_OPS	5
@@ -120,8 +121,9 @@ mccl_result_t	mccl_comm_destroy(mccl_comm_t *comm);
 int		mccl_comm_rank(const mccl_comm_t *comm);
 int		mccl_comm_size(const mccl_comm_t *comm);
 
-/* Memory shared with the daemon (a sealed memfd segment): operations on it
- * are zero-copy.  Returns NULL on failure (see mccl_last_error). */
+/* Memory shared with the daemon (a sealed memfd segment), page-aligned:
+ * operations on it are zero-copy.  Returns NULL on failure (see
+ * mccl_last_error). */
 void		*mccl_alloc(mccl_comm_t *comm, size_t bytes);
 void		 mccl_free(mccl_comm_t *comm, void *ptr);
 
