@@ -11,6 +11,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -434,20 +436,69 @@ control_status(void)
 	    "log_level", log_level_name(log_getlevel()));
 }
 
+/* Root, or a member of admin_group, may change the daemon's state. */
+static int
+client_privileged(const struct client *c)
+{
+	struct group *gr;
+	struct passwd *pw;
+	gid_t groups[256];
+	int n = 256;
+
+	if (c->uid == 0)
+		return 1;
+	if (md.conf.admin_group[0] == '\0' ||
+	    (gr = getgrnam(md.conf.admin_group)) == NULL)
+		return 0;
+	if (c->gid == gr->gr_gid)
+		return 1;
+	if ((pw = getpwuid(c->uid)) == NULL ||
+	    getgrouplist(pw->pw_name, c->gid, groups, &n) == -1)
+		return 0;
+	for (int i = 0; i < n; i++)
+		if (groups[i] == gr->gr_gid)
+			return 1;
+	return 0;
+}
+
+/* The document answering one mcclctl command; NULL with err set. */
+static json_t *
+control_command(struct client *c, uint32_t cmd, const char *arg, char *err,
+    size_t errlen, uint32_t *code)
+{
+	*code = MCCL_ERR_INVALID_ARGUMENT;
+	if ((cmd == CTL_ABORT || cmd == CTL_RELOAD) && !client_privileged(c)) {
+		*code = MCCL_ERR_PERMISSION;
+		snprintf(err, errlen, "%s is for root and the admin group "
+		    "(admin_group in mccld.conf); uid %u is neither",
+		    cmd == CTL_ABORT ? "abort" : "reload", (unsigned)c->uid);
+		return NULL;
+	}
+	switch (cmd) {
+	case CTL_STATUS: return control_status();
+	case CTL_PEERS: return peer_ctl_list();
+	case CTL_JOBS: return job_ctl_list(c);
+	case CTL_ABORT: return job_ctl_abort(c, arg, err, errlen);
+	case CTL_RELOAD: return mccld_reload(err, errlen);
+	}
+	snprintf(err, errlen, "unknown control command %u", cmd);
+	return NULL;
+}
+
 static void
-client_ctl(struct client *c, const struct ipc_ctl *m)
+client_ctl(struct client *c, const struct ipc_ctl *m, const uint8_t *trailer,
+    size_t tlen)
 {
 	struct ipc_ctl_reply r = { 0 };
+	char arg[JOB_NAME_MAX], err[ERR_MAX];
+	uint32_t code;
 	json_t *doc;
 	char *text;
 
-	switch (m->cmd) {
-	case CTL_STATUS: doc = control_status(); break;
-	case CTL_PEERS: doc = peer_ctl_list(); break;
-	case CTL_JOBS: doc = job_ctl_list(c); break;
-	default:
-		client_error(c, MCCL_ERR_INVALID_ARGUMENT, IPC_CTL,
-		    "unknown control command");
+	snprintf(arg, sizeof(arg), "%.*s", (int)tlen, (const char *)trailer);
+	if ((doc = control_command(c, m->cmd, arg, err, sizeof(err),
+	    &code)) == NULL) {
+		client_error(c, code, IPC_CTL, err);
 		return;
 	}
 	text = json_dumps(doc, JSON_COMPACT);
@@ -486,7 +537,8 @@ client_hello(struct client *c, const struct ipc_hello *m)
 }
 
 static void
-client_dispatch(struct client *c, uint16_t type, const void *msg, int fd)
+client_dispatch(struct client *c, uint16_t type, const void *msg, int fd,
+    const uint8_t *trailer, size_t tlen)
 {
 	switch (type) {
 	case IPC_HELLO: client_hello(c, msg); break;
@@ -496,7 +548,7 @@ client_dispatch(struct client *c, uint16_t type, const void *msg, int fd)
 	case IPC_LEAVE: job_client_gone(c, 1); break;
 	case IPC_ABORT: job_client_abort(c); break;
 	case IPC_OP: job_client_op(c, msg); break;
-	case IPC_CTL: client_ctl(c, msg); break;
+	case IPC_CTL: client_ctl(c, msg, trailer, tlen); break;
 	default: client_close(c, "message type not accepted from clients");
 	}
 }
@@ -535,7 +587,8 @@ close_fds(int *fds, int n)
 /* Check and decode one record; returns the reason on failure. */
 static const char *
 client_check(struct client *c, const uint8_t *buf, size_t n, int nfds,
-    const struct wire_type **tp, void *msg, char *err, size_t errlen)
+    const struct wire_type **tp, void *msg, const uint8_t **trailer,
+    size_t *tlen, char *err, size_t errlen)
 {
 	struct wire_hdr h;
 
@@ -555,7 +608,7 @@ client_check(struct client *c, const uint8_t *buf, size_t n, int nfds,
 	}
 	if (!c->hello_done && h.type != IPC_HELLO)
 		return "first message is not HELLO";
-	if (wire_decode(*tp, buf + WIRE_HDR_LEN, h.len, msg, NULL, NULL, err,
+	if (wire_decode(*tp, buf + WIRE_HDR_LEN, h.len, msg, trailer, tlen, err,
 	    errlen) == -1)
 		return err;
 	return NULL;
@@ -584,6 +637,8 @@ client_read_cb(int fd, short events, void *arg)
 	    .msg_control = cmsg.buf, .msg_controllen = sizeof(cmsg.buf) };
 	char err[ERR_MAX];
 	const char *why;
+	const uint8_t *trailer = NULL;
+	size_t tlen = 0;
 	int fds[CLIENT_FDS_MAX], nfds;
 	ssize_t n;
 
@@ -606,14 +661,14 @@ client_read_cb(int fd, short events, void *arg)
 		why = mh.msg_flags & MSG_TRUNC ? "record too long" :
 		    "too many descriptors";
 	else
-		why = client_check(c, buf, (size_t)n, nfds, &t, &msg, err,
-		    sizeof(err));
+		why = client_check(c, buf, (size_t)n, nfds, &t, &msg, &trailer,
+		    &tlen, err, sizeof(err));
 	if (why != NULL) {
 		close_fds(fds, nfds);
 		client_close(c, why);
 		return;
 	}
-	client_dispatch(c, t->type, &msg, nfds > 0 ? fds[0] : -1);
+	client_dispatch(c, t->type, &msg, nfds > 0 ? fds[0] : -1, trailer, tlen);
 }
 
 /* Drop a client; why != NULL logs a protocol violation. */

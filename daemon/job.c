@@ -1258,6 +1258,31 @@ job_ctl_one(struct job *j)
 	    "error", j->state == JOB_FAILED ? j->err : NULL);
 }
 
+/* mcclctl abort NAME: fail every job of that name here and everywhere. */
+json_t *
+job_ctl_abort(const struct client *c, const char *name, char *err,
+    size_t errlen)
+{
+	struct job *j, *next;
+	int n = 0;
+
+	for (j = TAILQ_FIRST(&md.jobs); j != NULL; j = next) {
+		next = TAILQ_NEXT(j, entry);
+		if (strcmp(j->name, name) != 0 || j->state == JOB_FAILED)
+			continue;
+		job_fail(j, MCCL_ERR_ABORTED, "job %s: aborted by mcclctl "
+		    "(uid %u) on node %s", j->name, (unsigned)c->uid,
+		    md.conf.node_name);
+		n++;
+	}
+	if (n == 0) {
+		snprintf(err, errlen, "no running job named \"%s\" on node %s",
+		    name, md.conf.node_name);
+		return NULL;
+	}
+	return json_pack("{s:s, s:i}", "job", name, "aborted", n);
+}
+
 json_t *
 job_ctl_list(const struct client *c)
 {

@@ -12,6 +12,7 @@
 
 #include <event2/event.h>
 #include <event2/thread.h>
+#include <jansson.h>
 #include <systemd/sd-daemon.h>
 
 #include "mccld.h"
@@ -97,16 +98,15 @@ watchdog_start(void)
  * running jobs: log level, timeouts, limits.  The node list, listeners,
  * socket, key and pipeline chunk need a restart: say so, keep the old.
  */
-static void
-reload(void)
+static int
+reload(char *err, size_t errlen)
 {
 	struct config nc;
-	char err[ERR_MAX];
 
 	if (config_load(md.conf_path, md.conf_explicit, &nc, err,
-	    sizeof(err)) == -1) {
+	    errlen) == -1) {
 		log_warnx("reload: %s; keeping the running configuration", err);
-		return;
+		return -1;
 	}
 	if (config_cluster_hash(&nc) != config_cluster_hash(&md.conf) ||
 	    strcmp(nc.node_name, md.conf.node_name) != 0 ||
@@ -128,6 +128,20 @@ reload(void)
 	config_free(&nc);
 	log_info("reload: configuration applied (log level %s)",
 	    log_level_name(log_getlevel()));
+	return 0;
+}
+
+/* mcclctl reload: the same as SIGHUP, answered with what is in force. */
+json_t *
+mccld_reload(char *err, size_t errlen)
+{
+	if (reload(err, errlen) == -1)
+		return NULL;
+	mccld_status_update();
+	return json_pack("{s:b, s:s, s:i, s:i}", "reloaded", 1, "log_level",
+	    log_level_name(md.conf.log_level), "op_timeout_ms",
+	    (int)md.conf.op_timeout_ms, "max_pending_ops",
+	    (int)md.conf.max_pending_ops);
 }
 
 static void
@@ -136,8 +150,10 @@ hup_cb(int sig, short events, void *arg)
 	(void)sig;
 	(void)events;
 	(void)arg;
+	char err[ERR_MAX];
+
 	sd_notify(0, "RELOADING=1");
-	reload();
+	reload(err, sizeof(err));
 	sd_notify(0, "READY=1");
 	mccld_status_update();
 }

@@ -169,6 +169,7 @@ struct mccld_state {
 extern struct mccld_state md;
 
 void		mccld_status_update(void);
+json_t		*mccld_reload(char *, size_t);
 void		listener_pause(struct event *, const char *);
 
 /* ---- control.c: the Unix socket, clients and mcclctl (main thread) ---- */
@@ -331,6 +332,8 @@ void		job_data_link(int, const struct peer_data_hello *);
 void		job_engine_done(struct job *, struct op *);
 void		job_shutdown(const char *);
 json_t		*job_ctl_list(const struct client *);
+json_t		*job_ctl_abort(const struct client *, const char *, char *,
+		    size_t);
 int		job_count(void);
 const char	*coll_name(int);
 

@@ -63,7 +63,9 @@ enum ctl_cmd {
 	CTL_STATUS = 1,
 	CTL_PEERS = 2,
 	CTL_JOBS = 3,
-	CTL_MAX = 3,
+	CTL_ABORT = 4,		/* trailer: job name; root and admin_group */
+	CTL_RELOAD = 5,		/* root and admin_group */
+	CTL_MAX = 5,
 };
 
 struct ipc_hello {

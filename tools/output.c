@@ -393,10 +393,40 @@ static const struct field jobs_schema[] = {
 
 /* ---- the command table ---- */
 
+static const struct field abort_schema[] = {
+	KEY("job", T_STR, 0), KEY("aborted", T_UINT, 0),
+	END
+};
+
+static const struct field reload_schema[] = {
+	KEY("reloaded", T_BOOL, 0), KEY("log_level", T_STR, 0),
+	KEY("op_timeout_ms", T_UINT, 0), KEY("max_pending_ops", T_UINT, 0),
+	END
+};
+
+static void
+abort_text(FILE *out, const json_t *doc)
+{
+	fprintf(out, "aborted %lld job%s named %s\n", num(doc, "aborted"),
+	    num(doc, "aborted") == 1 ? "" : "s", str(doc, "job"));
+}
+
+static void
+reload_text(FILE *out, const json_t *doc)
+{
+	status_kv(out, "reloaded:", "%s", "yes");
+	status_kv(out, "log level:", "%s", str(doc, "log_level"));
+	status_kv(out, "op timeout:", "%lld ms", num(doc, "op_timeout_ms"));
+	status_kv(out, "max pending ops:", "%lld",
+	    num(doc, "max_pending_ops"));
+}
+
 const struct command commands[] = {
 	{ "status", CTL_STATUS, NULL, status_schema, status_text, json_render },
 	{ "peers", CTL_PEERS, NULL, peers_schema, peers_text, json_render },
 	{ "jobs", CTL_JOBS, NULL, jobs_schema, jobs_text, json_render },
+	{ "abort", CTL_ABORT, "JOB", abort_schema, abort_text, json_render },
+	{ "reload", CTL_RELOAD, NULL, reload_schema, reload_text, json_render },
 	{ NULL, 0, NULL, NULL, NULL, NULL }
 };
 

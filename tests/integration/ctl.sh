@@ -53,3 +53,54 @@ case "$out" in
 esac
 "$B/mcclctl" -s "$T/n0.sock" frobnicate >/dev/null 2>&1
 expect_output "mcclctl: unknown command exits 2" 2 "$?"
+
+out=$(ctl 1 reload 2>&1)
+case $out in
+*"reloaded:"*"yes"*) ok "mcclctl reload" ;;
+*) bad "mcclctl reload: $out" ;;
+esac
+
+# abort: a running job fails on every rank, with who aborted it.
+spawn 0 ctlabort 2 0 loop MCCL_ERR_ABORTED "aborted by mcclctl"; a0=$LAST_PID
+spawn 1 ctlabort 2 1 loop MCCL_ERR_ABORTED "aborted by mcclctl"; a1=$LAST_PID
+deadline=$((SECONDS + 15))
+until [ "$(cat "$T"/ctlabort.r*.out 2>/dev/null | grep -c looping)" = 2 ]; do
+	[ $SECONDS -lt $deadline ] || break
+	sleep 0.1
+done
+expect_output "mcclctl abort" "aborted 1 job named ctlabort" \
+    "$(ctl 1 abort ctlabort 2>&1)"
+wait "$a0" && wait "$a1" && ok "mcclctl abort reaches every rank" ||
+    { bad "mcclctl abort reaches every rank"; cat "$T"/ctlabort.*.out; }
+ctl 1 abort no-such-job >/dev/null 2>&1
+expect_output "mcclctl abort of no job exits 1" 1 "$?"
+
+echo "== another user"
+if command -v setpriv >/dev/null && [ "$(id -u)" = 0 ]; then
+	chmod 755 "$T"
+	as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+	spawn 0 xuser 2 0 hold 2500; x0=$LAST_PID
+	sleep 0.5
+	jobs_seen=$(as_nobody "$B/mcclctl" -s "$T/n0.sock" jobs 2>&1)
+	case $jobs_seen in
+	*xuser*) bad "uid 65534 sees root's job: $jobs_seen" ;;
+	*) ok "another uid does not see root's jobs" ;;
+	esac
+	out=$(as_nobody "$B/mcclctl" -s "$T/n0.sock" abort xuser 2>&1)
+	rc=$?
+	case "$rc $out" in
+	"1 "*"for root and the admin group"*)
+		ok "another uid may not abort (exit 1, permission)" ;;
+	*) bad "another uid aborting: $rc $out" ;;
+	esac
+	# Same job name, other uid: a job of its own, which never forms.
+	MCCL_SOCKET="$T/n1.sock" MCCL_JOB=xuser MCCL_NRANKS=2 MCCL_RANK=1 \
+	    MCCL_INIT_TIMEOUT_MS=1000 as_nobody "$B/mccl-test" expect-init \
+	    MCCL_ERR_TIMEOUT "rank 0" >"$T/xuser.nobody.out" 2>&1 &&
+	    ok "another uid cannot join root's job" ||
+	    { bad "another uid joined root's job"; cat "$T/xuser.nobody.out"; }
+	kill "$x0" 2>/dev/null
+	wait "$x0" 2>/dev/null
+else
+	echo "(not root, or no setpriv: the cross-user tests are skipped)"
+fi
