@@ -5,6 +5,7 @@
 T=$(mktemp -d "${TMPDIR:-/tmp}/mccl-test.XXXXXX")
 DAEMON_PIDS=()
 CHILD_PIDS=()
+CLEANUP_HOOKS=()	# commands run at exit, after the processes are gone
 PASS=0
 FAIL=0
 
@@ -14,6 +15,9 @@ cleanup() {
 		kill -9 "$p" 2>/dev/null
 	done
 	wait 2>/dev/null
+	for p in "${CLEANUP_HOOKS[@]}"; do
+		$p
+	done
 	if [ "$FAIL" -gt 0 ] && [ -n "${KEEP_LOGS:-}" ]; then
 		echo "logs kept in $T"
 	else

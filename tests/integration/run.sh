@@ -85,6 +85,7 @@ fi
 section ctl && . "$(dirname "$0")/ctl.sh"
 section hostile && . "$(dirname "$0")/hostile.sh"
 section faults && . "$(dirname "$0")/faults.sh"
+section faults && . "$(dirname "$0")/netfault.sh"
 
 echo "== daemon health"
 for i in 0 1 2; do
