@@ -117,6 +117,8 @@ conf_scalars(struct config *c)
 	c->max_clients = 1024;
 	c->max_segments = 64;
 	c->max_pending_ops = 4096;
+	c->max_connections_per_uid = 256;
+	c->max_jobs_per_uid = 64;
 	c->max_segment_bytes = 64ULL * 1024 * 1024 * 1024;
 }
 
@@ -579,6 +581,9 @@ static const struct conf_key conf_keys[] = {
 	KEY_UINT("max_clients", max_clients, 1, UINT32_MAX),
 	KEY_UINT("max_segments", max_segments, 1, UINT32_MAX),
 	KEY_UINT("max_pending_ops", max_pending_ops, 1, UINT32_MAX),
+	KEY_UINT("max_connections_per_uid", max_connections_per_uid, 1,
+	    UINT32_MAX),
+	KEY_UINT("max_jobs_per_uid", max_jobs_per_uid, 1, UINT32_MAX),
 	KEY_UINT("chunk_bytes", chunk_bytes, CHUNK_MIN, CHUNK_MAX),
 	KEY_UINT("max_segment_bytes", max_segment_bytes, 1, INT64_MAX),
 };

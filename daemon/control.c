@@ -91,6 +91,17 @@ control_mkdir(const char *path, char *err, size_t errlen)
 	return 0;
 }
 
+static uint32_t
+uid_clients(uid_t uid)
+{
+	struct client *c;
+	uint32_t n = 0;
+
+	TAILQ_FOREACH(c, &md.clients, entry)
+		n += c->uid == uid;
+	return n;
+}
+
 static void
 control_accept_cb(int fd, short events, void *arg)
 {
@@ -113,10 +124,12 @@ control_accept_cb(int fd, short events, void *arg)
 		close(cfd);
 		return;
 	}
-	if (md.nclients >= md.conf.max_clients || md.shutting_down) {
+	if (md.nclients >= md.conf.max_clients || md.shutting_down ||
+	    uid_clients(cred.uid) >= md.conf.max_connections_per_uid) {
 		log_warnx("control: refusing pid %d uid %u: %s", cred.pid,
 		    cred.uid, md.shutting_down ? "shutting down" :
-		    "max_clients reached");
+		    md.nclients >= md.conf.max_clients ? "max_clients reached" :
+		    "max_connections_per_uid reached");
 		close(cfd);
 		return;
 	}

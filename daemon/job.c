@@ -226,6 +226,17 @@ join_check(const struct client *c, const struct ipc_join *m, const struct job *j
 	return err;
 }
 
+static uint32_t
+uid_jobs(uid_t uid)
+{
+	struct job *j;
+	uint32_t n = 0;
+
+	TAILQ_FOREACH(j, &md.jobs, entry)
+		n += j->uid == uid;
+	return n;
+}
+
 void
 job_client_join(struct client *c, const struct ipc_join *m)
 {
@@ -235,6 +246,14 @@ job_client_join(struct client *c, const struct ipc_join *m)
 	if (join_check(c, m, j, err, sizeof(err)) != NULL) {
 		log_info("%s: %s", c->desc, err);
 		client_error(c, MCCL_ERR_INVALID_ARGUMENT, IPC_JOIN, err);
+		return;
+	}
+	if (j == NULL && uid_jobs(c->uid) >= md.conf.max_jobs_per_uid) {
+		snprintf(err, sizeof(err), "job %s: uid %u already has %u jobs "
+		    "on node %s (max_jobs_per_uid)", m->job, (unsigned)c->uid,
+		    md.conf.max_jobs_per_uid, md.conf.node_name);
+		log_info("%s", err);
+		client_error(c, MCCL_ERR_NO_MEMORY, IPC_JOIN, err);
 		return;
 	}
 	if (j == NULL && (j = job_new(c, m)) == NULL) {

@@ -108,7 +108,7 @@ config_json(const struct config *c)
 	for (size_t i = 0; i < c->nlisten; i++)
 		json_array_append_new(listen, addr_json(&c->listen[i]));
 	doc = json_pack("{s:s, s:s, s:o, s:s, s:o, s:I, s:I, s:I, s:I, s:I, "
-	    "s:I, s:I, s:I, s:I}",
+	    "s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
 	    "node", c->node_name, "socket", c->socket_path, "listen", listen,
 	    "log_level", log_level_name(c->log_level), "nodes", nodes_json(c),
 	    "init_timeout_ms", (json_int_t)c->init_timeout_ms,
@@ -119,7 +119,10 @@ config_json(const struct config *c)
 	    "chunk_bytes", (json_int_t)c->chunk_bytes,
 	    "max_clients", (json_int_t)c->max_clients,
 	    "max_segments", (json_int_t)c->max_segments,
-	    "max_segment_bytes", (json_int_t)c->max_segment_bytes);
+	    "max_segment_bytes", (json_int_t)c->max_segment_bytes,
+	    "max_pending_ops", (json_int_t)c->max_pending_ops,
+	    "max_connections_per_uid", (json_int_t)c->max_connections_per_uid,
+	    "max_jobs_per_uid", (json_int_t)c->max_jobs_per_uid);
 	if (doc == NULL)
 		fuzz_fail(__FILE__, __LINE__, "cannot write the config as JSON");
 	/* Optional strings: "" means unset, and is refused as a value. */
@@ -165,7 +168,10 @@ check_same(const struct config *a, const struct config *b)
 	    a->chunk_bytes == b->chunk_bytes &&
 	    a->max_clients == b->max_clients &&
 	    a->max_segments == b->max_segments &&
-	    a->max_segment_bytes == b->max_segment_bytes);
+	    a->max_segment_bytes == b->max_segment_bytes &&
+	    a->max_pending_ops == b->max_pending_ops &&
+	    a->max_connections_per_uid == b->max_connections_per_uid &&
+	    a->max_jobs_per_uid == b->max_jobs_per_uid);
 	FUZZ_CHECK(config_cluster_hash(a) == config_cluster_hash(b));
 }
 

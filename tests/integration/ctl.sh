@@ -104,3 +104,42 @@ if command -v setpriv >/dev/null && [ "$(id -u)" = 0 ]; then
 else
 	echo "(not root, or no setpriv: the cross-user tests are skipped)"
 fi
+
+echo "== per-user limits"
+lport=$(pick_ports 1)
+cat >"$T/lim.conf" <<EOC
+{ "node": "lim", "socket": "$T/lim.sock", "log_level": "debug",
+  "nodes": [{ "name": "lim", "address": "127.0.0.1:$lport" }],
+  "max_jobs_per_uid": 1, "max_connections_per_uid": 2,
+  "init_timeout_ms": 10000 }
+EOC
+"$B/mccld" -c "$T/lim.conf" >>"$T/lim.log" 2>&1 &
+DAEMON_PIDS[30]=$!
+deadline=$((SECONDS + 10))
+until "$B/mcclctl" -s "$T/lim.sock" status >/dev/null 2>&1; do
+	[ $SECONDS -lt $deadline ] || break
+	sleep 0.1
+done
+lim_rank() {	# RANK: rank of job lim1 (2 ranks), held 1.5 s
+	MCCL_SOCKET="$T/lim.sock" MCCL_JOB=lim1 MCCL_NRANKS=2 MCCL_RANK=$1 \
+	    timeout 30 "$B/mccl-test" hold 1500 >"$T/lim1.r$1.out" 2>&1 &
+	CHILD_PIDS+=($!)
+	LAST_PID=$!
+}
+lim_rank 0; l0=$LAST_PID
+sleep 0.3	# one connection held: a second one may join another job...
+MCCL_SOCKET="$T/lim.sock" MCCL_JOB=lim2 MCCL_NRANKS=1 MCCL_RANK=0 \
+    "$B/mccl-test" expect-init MCCL_ERR_NO_MEMORY "max_jobs_per_uid" \
+    >"$T/lim2.out" 2>&1 && ok "a second job of the uid: max_jobs_per_uid" ||
+    { bad "max_jobs_per_uid"; cat "$T/lim2.out"; }
+lim_rank 1; l1=$LAST_PID
+sleep 0.5	# ...but with two held, a third connection is refused
+"$B/mcclctl" -s "$T/lim.sock" status >/dev/null 2>&1
+expect_output "a third connection of the uid: refused (mcclctl exits 2)" 2 "$?"
+grep -q "max_connections_per_uid reached" "$T/lim.log" &&
+    ok "the refusal is logged with its reason" || bad "no refusal logged"
+wait "$l0" && wait "$l1" && ok "the job within the limits worked" ||
+    bad "the job within the limits"
+kill -TERM "${DAEMON_PIDS[30]}"
+wait "${DAEMON_PIDS[30]}"
+unset "DAEMON_PIDS[30]"
