@@ -118,6 +118,8 @@ conf_scalars(struct config *c)
 	c->max_segments = 64;
 	c->max_pending_ops = 4096;
 	c->max_connections_per_uid = 256;
+	c->max_message_bytes = IPC_MSG_MAX;
+	c->max_fds_per_message = 1;
 	c->max_jobs_per_uid = 64;
 	c->max_segment_bytes = 64ULL * 1024 * 1024 * 1024;
 }
@@ -584,6 +586,8 @@ static const struct conf_key conf_keys[] = {
 	KEY_UINT("max_connections_per_uid", max_connections_per_uid, 1,
 	    UINT32_MAX),
 	KEY_UINT("max_jobs_per_uid", max_jobs_per_uid, 1, UINT32_MAX),
+	KEY_UINT("max_message_bytes", max_message_bytes, 1024, IPC_MSG_MAX),
+	KEY_UINT("max_fds_per_message", max_fds_per_message, 1, 3),
 	KEY_UINT("chunk_bytes", chunk_bytes, CHUNK_MIN, CHUNK_MAX),
 	KEY_UINT("max_segment_bytes", max_segment_bytes, 1, INT64_MAX),
 };

@@ -670,9 +670,11 @@ client_read_cb(int fd, short events, void *arg)
 		client_close(c, NULL);
 		return;
 	}
-	if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
-		why = mh.msg_flags & MSG_TRUNC ? "record too long" :
-		    "too many descriptors";
+	if ((mh.msg_flags & MSG_TRUNC) || (size_t)n > md.conf.max_message_bytes)
+		why = "record longer than max_message_bytes";
+	else if ((mh.msg_flags & MSG_CTRUNC) ||
+	    (uint32_t)nfds > md.conf.max_fds_per_message)
+		why = "more descriptors than max_fds_per_message";
 	else
 		why = client_check(c, buf, (size_t)n, nfds, &t, &msg, &trailer,
 		    &tlen, err, sizeof(err));

@@ -59,6 +59,8 @@ struct config {
 	uint64_t	 max_segment_bytes;	/* per client, all segments together */
 	uint32_t	 max_pending_ops;	/* per client: submitted, unanswered */
 	uint32_t	 max_connections_per_uid;
+	uint32_t	 max_message_bytes;	/* one client record, <= IPC_MSG_MAX */
+	uint32_t	 max_fds_per_message;	/* 1 .. CLIENT_FDS_MAX - 1 */
 	uint32_t	 max_jobs_per_uid;
 	char		 key_file[4096];	/* cluster secret; "" = none */
 	char		 admin_group[64];	/* may run mcclctl abort, reload */

@@ -108,7 +108,7 @@ config_json(const struct config *c)
 	for (size_t i = 0; i < c->nlisten; i++)
 		json_array_append_new(listen, addr_json(&c->listen[i]));
 	doc = json_pack("{s:s, s:s, s:o, s:s, s:o, s:I, s:I, s:I, s:I, s:I, "
-	    "s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+	    "s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
 	    "node", c->node_name, "socket", c->socket_path, "listen", listen,
 	    "log_level", log_level_name(c->log_level), "nodes", nodes_json(c),
 	    "init_timeout_ms", (json_int_t)c->init_timeout_ms,
@@ -122,7 +122,9 @@ config_json(const struct config *c)
 	    "max_segment_bytes", (json_int_t)c->max_segment_bytes,
 	    "max_pending_ops", (json_int_t)c->max_pending_ops,
 	    "max_connections_per_uid", (json_int_t)c->max_connections_per_uid,
-	    "max_jobs_per_uid", (json_int_t)c->max_jobs_per_uid);
+	    "max_jobs_per_uid", (json_int_t)c->max_jobs_per_uid,
+	    "max_message_bytes", (json_int_t)c->max_message_bytes,
+	    "max_fds_per_message", (json_int_t)c->max_fds_per_message);
 	if (doc == NULL)
 		fuzz_fail(__FILE__, __LINE__, "cannot write the config as JSON");
 	/* Optional strings: "" means unset, and is refused as a value. */
@@ -171,7 +173,9 @@ check_same(const struct config *a, const struct config *b)
 	    a->max_segment_bytes == b->max_segment_bytes &&
 	    a->max_pending_ops == b->max_pending_ops &&
 	    a->max_connections_per_uid == b->max_connections_per_uid &&
-	    a->max_jobs_per_uid == b->max_jobs_per_uid);
+	    a->max_jobs_per_uid == b->max_jobs_per_uid &&
+	    a->max_message_bytes == b->max_message_bytes &&
+	    a->max_fds_per_message == b->max_fds_per_message);
 	FUZZ_CHECK(config_cluster_hash(a) == config_cluster_hash(b));
 }
 

@@ -60,10 +60,12 @@ hostile_logged "each client refusal is logged with its reason" "$T/n0.log" \
     "bad ipc magic" "ipc version 2, expected 1" "unknown ipc message type" \
     "record shorter than a header" "header says 19 bytes, record has 9" \
     "header says 6 bytes, record has 14" "length 4294967295" \
-    "record too long" "first message is not HELLO" "second HELLO" \
+    "longer than max_message_bytes" "first message is not HELLO" \
+    "second HELLO" \
     "message type not accepted from clients" "unterminated string" \
     "IPC_HELLO: 1 descriptors, expected 0" \
-    "IPC_SEG_ADD: 0 descriptors, expected 1" "too many descriptors"
+    "IPC_SEG_ADD: 0 descriptors, expected 1" \
+    "more descriptors than max_fds_per_message"
 for i in 0 1 2; do
 	hostile_alive "n$i" "${DAEMON_PIDS[$i]}" "$T/n$i.log"
 done
