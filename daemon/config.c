@@ -341,6 +341,22 @@ conf_key_file(struct pctx *p, const struct conf_key *k, json_t *v,
 }
 
 static int
+conf_metrics_listen(struct pctx *p, const struct conf_key *k, json_t *v,
+    struct config *c)
+{
+	char err[ERR_MAX];
+	const char *s;
+
+	if ((s = conf_string(p, k->name, v)) == NULL)
+		return -1;
+	if (config_parse_addr(s, &c->metrics_listen, err, sizeof(err)) == -1) {
+		conf_err(p, "key \"%s\": %s", k->name, err);
+		return -1;
+	}
+	return 0;
+}
+
+static int
 conf_admin_group(struct pctx *p, const struct conf_key *k, json_t *v,
     struct config *c)
 {
@@ -574,6 +590,7 @@ static const struct conf_key conf_keys[] = {
 	KEY("nodes", conf_nodes),
 	KEY("key_file", conf_key_file),
 	KEY("admin_group", conf_admin_group),
+	KEY("metrics_listen", conf_metrics_listen),
 	KEY_UINT("init_timeout_ms", init_timeout_ms, 1, UINT32_MAX),
 	KEY_UINT("op_timeout_ms", op_timeout_ms, 1, UINT32_MAX),
 	KEY_UINT("connect_timeout_ms", connect_timeout_ms, 1, UINT32_MAX),

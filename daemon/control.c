@@ -493,6 +493,7 @@ control_command(struct client *c, uint32_t cmd, const char *arg, char *err,
 	case CTL_JOBS: return job_ctl_list(c);
 	case CTL_ABORT: return job_ctl_abort(c, arg, err, errlen);
 	case CTL_RELOAD: return mccld_reload(err, errlen);
+	case CTL_METRICS: return metrics_ctl();
 	}
 	snprintf(err, errlen, "unknown control command %u", cmd);
 	return NULL;

@@ -421,6 +421,9 @@ engine_run(struct job *j, struct op *op, uint8_t *scratch)
 	x.deadline_ns = op->deadline_ns;
 	x.chunk = md.conf.chunk_bytes;
 	x.scratch = scratch;
+	x.node_index = j->node_index;
+	x.tx_ctr = md.data_tx;
+	x.rx_ctr = md.data_rx;
 	x.hdr = (struct peer_ophdr){ op->desc.seq, op->desc.coll,
 	    op->desc.dtype, op->desc.redop, 0, op->desc.root, op->desc.count };
 	switch (op->desc.coll) {

@@ -808,6 +808,8 @@ op_finish(struct op *op, int code, const char *err)
 	}
 	if (code == 0)
 		j->ops_completed++;
+	if (op->ready_ns != 0)
+		metrics_op_done(op->desc.coll, code, now_ns() - op->ready_ns);
 	op_free(op);
 }
 
@@ -921,7 +923,8 @@ op_ready(struct job *j, struct op *op)
 	event_free(op->ev_timeout);
 	op->ev_timeout = NULL;
 	TAILQ_REMOVE(&j->ops, op, entry);
-	op->deadline_ns = now_ns() + (uint64_t)ms * 1000000;
+	op->ready_ns = now_ns();
+	op->deadline_ns = op->ready_ns + (uint64_t)ms * 1000000;
 	engine_submit(j, op);
 }
 
@@ -993,7 +996,8 @@ job_p2p(struct client *c, const struct ipc_op *m)
 		op_reject(c, m, MCCL_ERR_INVALID_ARGUMENT, err);
 		return;
 	}
-	op->deadline_ns = now_ns() + (uint64_t)ms * 1000000;
+	op->ready_ns = now_ns();
+	op->deadline_ns = op->ready_ns + (uint64_t)ms * 1000000;
 	p2p_submit(j, op);
 }
 

@@ -247,7 +247,8 @@ main(int argc, char **argv)
 	TAILQ_INIT(&md.coords);
 	md.started_ns = now_ns();
 	if (control_listen(md.conf.socket_path, err, sizeof(err)) == -1 ||
-	    peer_init(err, sizeof(err)) == -1)
+	    peer_init(err, sizeof(err)) == -1 ||
+	    metrics_init(err, sizeof(err)) == -1)
 		fatalx("%s", err);
 	ev_term = evsignal_new(md.base, SIGTERM, signal_cb, NULL);
 	ev_int = evsignal_new(md.base, SIGINT, signal_cb, NULL);
@@ -263,6 +264,7 @@ main(int argc, char **argv)
 	ev_watchdog = watchdog_start();
 	event_base_dispatch(md.base);
 	control_close();
+	metrics_close();
 	engine_shutdown();
 	peer_close();
 	event_free(ev_term);

@@ -63,6 +63,7 @@ struct config {
 	uint32_t	 max_fds_per_message;	/* 1 .. CLIENT_FDS_MAX - 1 */
 	uint32_t	 max_jobs_per_uid;
 	char		 key_file[4096];	/* cluster secret; "" = none */
+	struct conf_addr metrics_listen;	/* HTTP /metrics; port 0 = off */
 	char		 admin_group[64];	/* may run mcclctl abort, reload */
 };
 
@@ -133,6 +134,9 @@ struct xfer {
 	size_t		  chunk;	/* pipeline chunk in bytes */
 	uint8_t		 *scratch;	/* at least 2 * chunk bytes */
 	struct peer_ophdr hdr;		/* this operation, checked against the peers' */
+	const uint32_t	 *node_index;	/* cluster index of each position */
+	uint64_t	 *tx_ctr;	/* bytes sent, by cluster index; or NULL */
+	uint64_t	 *rx_ctr;	/* bytes received, alike */
 	int		  code;		/* mccl_result_t, on failure */
 	char		  err[ERR_MAX];
 };
@@ -168,6 +172,8 @@ struct mccld_state {
 	struct job_list		 jobs;		/* this node's jobs */
 	struct coord_list	 coords;	/* jobs forming with us as coordinator */
 	int			 shutting_down;
+	uint64_t		*data_tx;	/* bytes on data links, by node; */
+	uint64_t		*data_rx;	/* any thread adds (atomically) */
 };
 
 extern struct mccld_state md;
@@ -233,6 +239,7 @@ int		peer_is_up(uint32_t);
 const char	*peer_name(uint32_t);
 int		peer_data_connect(uint32_t, uint64_t, uint32_t, char *, size_t);
 json_t		*peer_ctl_list(void);
+void		peer_metrics(json_t *);
 
 /* ---- job.c: job formation, operations, failure (main thread) ---- */
 
@@ -259,6 +266,7 @@ struct op {
 					   (its part is parts[its local index]) */
 	struct event	*ev_timeout;	/* until every local rank submitted */
 	uint64_t	 deadline_ns;	/* for the engine */
+	uint64_t	 ready_ns;	/* handed to the engine (metrics) */
 	int		 code;		/* result, set by the engine */
 	char		 err[ERR_MAX];
 	struct op_part	 parts[];	/* by local index */
@@ -340,6 +348,18 @@ json_t		*job_ctl_abort(const struct client *, const char *, char *,
 		    size_t);
 int		job_count(void);
 const char	*coll_name(int);
+
+/* ---- metrics.c: counters, and their one rendering (main thread) ---- */
+
+struct evbuffer;
+void		metrics_op_done(int, int, uint64_t);
+void		metrics_add(json_t *, const char *, json_t *, double);
+json_t		*metrics_samples(void);
+void		metrics_text(struct evbuffer *, const json_t *);
+json_t		*metrics_ctl(void);
+int		metrics_init(char *, size_t);
+void		metrics_close(void);
+void		count_bytes(uint64_t *, const uint32_t *, uint32_t, size_t);
 
 /* ---- p2p.c: a job's point-to-point messages (their own thread) ---- */
 

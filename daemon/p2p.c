@@ -302,6 +302,8 @@ tx_step(struct p2p *p, struct p2p_link *l)
 	}
 	if ((n = sendmsg(l->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT)) < 0)
 		return errno == EAGAIN || errno == EINTR ? 0 : -1;
+	count_bytes(md.data_tx, p->job->node_index, (uint32_t)(l - p->links),
+	    (size_t)n);
 	l->txoff += (uint64_t)n;
 	if (l->txoff == total) {
 		TAILQ_REMOVE(&l->sendq, op, entry);
@@ -398,6 +400,7 @@ rx_step(struct p2p *p, struct p2p_link *l, uint32_t pos, char *err,
 		    strerror(errno));
 		return -1;
 	}
+	count_bytes(md.data_rx, p->job->node_index, pos, (size_t)n);
 	if (l->rxhdr_got < P2P_HDR_LEN) {
 		if ((l->rxhdr_got += (size_t)n) < P2P_HDR_LEN)
 			return 1;

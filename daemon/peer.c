@@ -779,7 +779,9 @@ peer_init(char *err, size_t errlen)
 {
 	struct timeval tv;
 
-	if ((peers = calloc(md.conf.nnodes, sizeof(*peers))) == NULL) {
+	if ((peers = calloc(md.conf.nnodes, sizeof(*peers))) == NULL ||
+	    (md.data_tx = calloc(md.conf.nnodes, sizeof(uint64_t))) == NULL ||
+	    (md.data_rx = calloc(md.conf.nnodes, sizeof(uint64_t))) == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
@@ -818,6 +820,9 @@ peer_close(void)
 	}
 	free(peers);
 	peers = NULL;
+	free(md.data_tx);
+	free(md.data_rx);
+	md.data_tx = md.data_rx = NULL;
 	for (size_t i = 0; i < nlisten; i++) {
 		event_free(listen_evs[i]);
 		close(listen_fds[i]);
@@ -954,6 +959,46 @@ peer_data_connect(uint32_t index, uint64_t job_id, uint32_t stream, char *err,
 		return -1;
 	}
 	return fd;
+}
+
+/* ---- metrics ---- */
+
+static void
+peer_bytes(json_t *list, const char *name, const char *dir,
+    const char *kind, double v)
+{
+	metrics_add(list, "mccl_peer_bytes_total", json_pack("{s:s, s:s, s:s}",
+	    "peer", name, "direction", dir, "kind", kind), v);
+}
+
+/* Family by family: the text format wants each one's samples together. */
+void
+peer_metrics(json_t *list)
+{
+	static const char *const dir[] = { "tx", "rx" };
+	uint32_t self = md.conf.node_index;
+
+	for (uint32_t i = 0; i < md.conf.nnodes; i++)
+		if (i != self)
+			metrics_add(list, "mccl_peer_up", json_pack("{s:s}",
+			    "peer", peers[i].node->name),
+			    peers[i].state == PEER_UP);
+	for (uint32_t i = 0; i < md.conf.nnodes; i++)
+		if (i != self)
+			metrics_add(list, "mccl_peer_rtt_seconds",
+			    json_pack("{s:s}", "peer", peers[i].node->name),
+			    peers[i].rtt_ns / 1e9);
+	for (uint32_t i = 0; i < md.conf.nnodes; i++) {
+		const uint64_t ctl[] = { peers[i].tx_bytes, peers[i].rx_bytes };
+		const uint64_t *data[] = { &md.data_tx[i], &md.data_rx[i] };
+
+		for (int d = 0; d < 2 && i != self; d++) {
+			peer_bytes(list, peers[i].node->name, dir[d], "control",
+			    (double)ctl[d]);
+			peer_bytes(list, peers[i].node->name, dir[d], "data",
+			    (double)__atomic_load_n(data[d], __ATOMIC_RELAXED));
+		}
+	}
 }
 
 /* ---- mcclctl ---- */

@@ -125,6 +125,14 @@ now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+/* Add n bytes to the counter of the node at position pos (any thread). */
+void
+count_bytes(uint64_t *ctr, const uint32_t *node_index, uint32_t pos, size_t n)
+{
+	if (ctr != NULL && node_index != NULL)
+		__atomic_fetch_add(&ctr[node_index[pos]], n, __ATOMIC_RELAXED);
+}
+
 static int
 ring_fail(struct xfer *x, int code, const char *fmt, ...)
 {
@@ -343,6 +351,7 @@ tx_step(struct xfer *x, struct tx *tx, const struct plan *p,
 	msg.msg_iovlen = tx_iov(tx, iov);
 	if ((n = sendmsg(tx->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT)) == -1)
 		return io_again(errno) ? 0 : link_error(x, tx->peer, errno);
+	count_bytes(x->tx_ctr, x->node_index, tx->peer, (size_t)n);
 	tx_consume(tx, (size_t)n);
 	tx->last_ns = now_ns();
 	*moved = 1;
@@ -610,6 +619,8 @@ rx_step(struct xfer *x, struct rx *rx, const struct plan *p, int *moved)
 		return 0;
 	if (rx->has_cur && !rx_slot_busy(rx)) {
 		if ((n = rx_recv(rx)) > 0) {
+			count_bytes(x->rx_ctr, x->node_index, rx->peer,
+			    (size_t)n);
 			*moved = 1;
 			rx->last_ns = now_ns();
 			return rx_consume(x, rx, p, (size_t)n);

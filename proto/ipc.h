@@ -65,7 +65,8 @@ enum ctl_cmd {
 	CTL_JOBS = 3,
 	CTL_ABORT = 4,		/* trailer: job name; root and admin_group */
 	CTL_RELOAD = 5,		/* root and admin_group */
-	CTL_MAX = 5,
+	CTL_METRICS = 6,
+	CTL_MAX = 6,
 };
 
 struct ipc_hello {

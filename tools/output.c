@@ -404,6 +404,23 @@ static const struct field reload_schema[] = {
 	END
 };
 
+static const struct field sample_schema[] = {
+	KEY("name", T_STR, 0), KEY("labels", T_OBJ, 0),
+	END
+};
+
+static const struct field metrics_schema[] = {
+	LIST("samples", T_OBJ, sample_schema), KEY("text", T_STR, 0),
+	END
+};
+
+/* The daemon renders the Prometheus text once, for HTTP and for us. */
+static void
+metrics_text(FILE *out, const json_t *doc)
+{
+	fputs(str(doc, "text"), out);
+}
+
 static void
 abort_text(FILE *out, const json_t *doc)
 {
@@ -427,6 +444,8 @@ const struct command commands[] = {
 	{ "jobs", CTL_JOBS, NULL, jobs_schema, jobs_text, json_render },
 	{ "abort", CTL_ABORT, "JOB", abort_schema, abort_text, json_render },
 	{ "reload", CTL_RELOAD, NULL, reload_schema, reload_text, json_render },
+	{ "metrics", CTL_METRICS, NULL, metrics_schema, metrics_text,
+	    json_render },
 	{ NULL, 0, NULL, NULL, NULL, NULL }
 };
 
@@ -526,7 +545,8 @@ check_object(const json_t *o, const struct field *f, const char *path,
 			    "an object", path, json_type_name(o));
 		return -1;
 	}
-	for (; f->key != NULL; f++) {
+	/* No field list: any keys (metric labels, say). */
+	for (; f != NULL && f->key != NULL; f++) {
 		snprintf(kpath, sizeof(kpath), "%s%s%s", path,
 		    *path != '\0' ? "." : "", f->key);
 		if ((v = json_object_get(o, f->key)) == NULL) {

@@ -130,6 +130,10 @@ config_json(const struct config *c)
 	/* Optional strings: "" means unset, and is refused as a value. */
 	if (c->key_file[0] != '\0')
 		json_object_set_new(doc, "key_file", json_string(c->key_file));
+	if (c->metrics_listen.port != 0)
+		json_object_set_new(doc, "metrics_listen", json_sprintf(
+		    strchr(c->metrics_listen.host, ':') ? "[%s]:%u" : "%s:%u",
+		    c->metrics_listen.host, c->metrics_listen.port));
 	if (c->admin_group[0] != '\0')
 		json_object_set_new(doc, "admin_group",
 		    json_string(c->admin_group));
@@ -162,6 +166,8 @@ check_same(const struct config *a, const struct config *b)
 	FUZZ_CHECK(a->log_level == b->log_level);
 	FUZZ_CHECK(strcmp(a->key_file, b->key_file) == 0);
 	FUZZ_CHECK(strcmp(a->admin_group, b->admin_group) == 0);
+	FUZZ_CHECK(strcmp(a->metrics_listen.host, b->metrics_listen.host) == 0 &&
+	    a->metrics_listen.port == b->metrics_listen.port);
 	FUZZ_CHECK(a->init_timeout_ms == b->init_timeout_ms &&
 	    a->op_timeout_ms == b->op_timeout_ms &&
 	    a->connect_timeout_ms == b->connect_timeout_ms &&

@@ -143,3 +143,39 @@ wait "$l0" && wait "$l1" && ok "the job within the limits worked" ||
 kill -TERM "${DAEMON_PIDS[30]}"
 wait "${DAEMON_PIDS[30]}"
 unset "DAEMON_PIDS[30]"
+
+echo "== metrics"
+# value NAME_AND_LABELS < text: the sample's value.
+value() { awk -v k="$1" '$1 == k { print $2 }'; }
+ctl 0 metrics >"$T/metrics.txt"
+v=$(value 'mccl_ops_total{collective="allreduce"}' <"$T/metrics.txt")
+awk -v v="${v:-0}" 'BEGIN { exit !(v > 0) }' &&
+    ok "mcclctl metrics: allreduces counted ($v)" ||
+    { bad "mcclctl metrics: no allreduce counted"; head -n 30 "$T/metrics.txt"; }
+v=$(value 'mccl_peer_bytes_total{peer="n1",direction="tx",kind="data"}' \
+    <"$T/metrics.txt")
+awk -v v="${v:-0}" 'BEGIN { exit !(v > 0) }' &&
+    ok "mcclctl metrics: data bytes to n1 counted ($v)" ||
+    bad "mcclctl metrics: no data bytes to n1"
+[ "$(grep -c '^# TYPE' "$T/metrics.txt")" = \
+    "$(grep '^# TYPE' "$T/metrics.txt" | sort -u | wc -l)" ] &&
+    ok "each metric family is described once" ||
+    bad "a metric family is described twice"
+grep -q '^# TYPE mccl_op_duration_seconds histogram$' "$T/metrics.txt" &&
+    grep -q '^mccl_op_duration_seconds_bucket{le="+Inf"} ' "$T/metrics.txt" &&
+    ok "mcclctl metrics: the latency histogram" || bad "no latency histogram"
+ctl 0 -j metrics | grep -q '"name": "mccl_peer_up"' &&
+    ok "mcclctl -j metrics: samples as JSON" || bad "mcclctl -j metrics"
+# The same over HTTP, as Prometheus would scrape it.
+if exec 8<>"/dev/tcp/127.0.0.1/$METRICS_PORT"; then
+	printf 'GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n' >&8
+	timeout 5 cat <&8 | tr -d '\r' >"$T/scrape.txt"
+	exec 8<&-
+	head -n 1 "$T/scrape.txt" | grep -q '^HTTP/1.[01] 200' &&
+	    grep -q '^Content-Type: text/plain; version=0.0.4' "$T/scrape.txt" &&
+	    [ -n "$(value 'mccl_ops_total{collective="allreduce"}' \
+	    <"$T/scrape.txt")" ] && ok "metrics scraped over HTTP and parsed" ||
+	    { bad "metrics over HTTP"; head -n 5 "$T/scrape.txt"; }
+else
+	bad "metrics over HTTP: nothing on port $METRICS_PORT"
+fi

@@ -47,15 +47,20 @@ pick_ports() {
 
 # cluster_up N: N daemons n0..n(N-1) on 127.0.0.1, sockets $T/nI.sock.
 cluster_up() {
-	local n=$1 base i nodes="" sep=""
-	base=$(pick_ports "$n")
+	local n=$1 base i nodes="" sep="" metrics
+	base=$(pick_ports $((n + 1)))
+	METRICS_PORT=$((base + n))	# node 0 serves /metrics there
 	for i in $(seq 0 $((n - 1))); do
 		nodes="$nodes$sep{\"name\": \"n$i\", \"address\": \"127.0.0.1:$((base + i))\"}"
 		sep=", "
 	done
 	for i in $(seq 0 $((n - 1))); do
+		metrics=""
+		[ "$i" != 0 ] ||
+		    metrics="\"metrics_listen\": \"127.0.0.1:$METRICS_PORT\","
 		cat >"$T/n$i.conf" <<EOC
 {
+  $metrics
   "node": "n$i",
   "socket": "$T/n$i.sock",
   "nodes": [$nodes],

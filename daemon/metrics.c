@@ -1,0 +1,239 @@
+/*
+ * metrics.c: the daemon's counters and histograms, and their one rendering
+ * as samples (name, labels, value), shown by `mcclctl metrics` (text in the
+ * Prometheus exposition format, or JSON) and, with metrics_listen set,
+ * served over HTTP at /metrics.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <jansson.h>
+
+#include "mccld.h"
+
+/* Operation latency buckets, in seconds (upper bounds; +Inf implied). */
+static const double lat_bounds[] = { 0.0001, 0.0003, 0.001, 0.003, 0.01,
+    0.03, 0.1, 0.3, 1, 3, 10 };
+#define NBUCKETS	(sizeof(lat_bounds) / sizeof(lat_bounds[0]))
+
+static struct {
+	uint64_t	ops[COLL_MAX + 1];		/* completed, by collective */
+	uint64_t	errors[MCCL_NUM_RESULTS];	/* failed, by code */
+	uint64_t	lat[NBUCKETS + 1];		/* cumulative counts */
+	double		lat_sum;
+	uint64_t	lat_count;
+} m;
+
+static const char *const family[][3] = {	/* name, type, help */
+	{ "mccl_uptime_seconds", "gauge", "Seconds since the daemon started." },
+	{ "mccl_clients", "gauge", "Connections on the Unix socket." },
+	{ "mccl_jobs", "gauge", "Jobs on this node, forming or running." },
+	{ "mccl_peer_up", "gauge", "1 when the peer's control connection is up." },
+	{ "mccl_peer_rtt_seconds", "gauge", "Last heartbeat round trip." },
+	{ "mccl_peer_bytes_total", "counter",
+	    "Bytes exchanged with a peer, by direction and kind." },
+	{ "mccl_ops_total", "counter", "Operations completed, by collective." },
+	{ "mccl_op_errors_total", "counter", "Operations failed, by error." },
+	{ "mccl_op_duration_seconds", "histogram",
+	    "Time from an operation's last local submission to its end." },
+};
+
+static const char *const error_names[MCCL_NUM_RESULTS] = { "success",
+    "invalid_argument", "unsupported", "connect", "timeout", "peer_failed",
+    "aborted", "permission", "no_memory", "protocol", "internal" };
+
+static struct evhttp *http;
+
+/* An operation of this node ended (main thread). */
+void
+metrics_op_done(int coll, int code, uint64_t ns)
+{
+	double s = ns / 1e9;
+
+	if (code != 0) {
+		if (code > 0 && code < MCCL_NUM_RESULTS)
+			m.errors[code]++;
+		return;
+	}
+	if (coll >= 1 && coll <= COLL_MAX)
+		m.ops[coll]++;
+	for (size_t i = 0; i < NBUCKETS; i++)
+		if (s <= lat_bounds[i])
+			m.lat[i]++;
+	m.lat[NBUCKETS]++;
+	m.lat_sum += s;
+	m.lat_count++;
+}
+
+/* Append one sample; labels is a JSON object of strings (consumed). */
+void
+metrics_add(json_t *list, const char *name, json_t *labels, double value)
+{
+	json_array_append_new(list, json_pack("{s:s, s:o, s:f}", "name", name,
+	    "labels", labels != NULL ? labels : json_object(), "value", value));
+}
+
+static void
+metrics_ops(json_t *list)
+{
+	char le[32];
+
+	for (int c = 1; c <= COLL_MAX; c++)
+		metrics_add(list, "mccl_ops_total", json_pack("{s:s}",
+		    "collective", coll_name(c)), (double)m.ops[c]);
+	for (int e = 1; e < MCCL_NUM_RESULTS; e++)
+		metrics_add(list, "mccl_op_errors_total", json_pack("{s:s}",
+		    "error", error_names[e]), (double)m.errors[e]);
+	for (size_t i = 0; i <= NBUCKETS; i++) {
+		if (i < NBUCKETS)
+			snprintf(le, sizeof(le), "%g", lat_bounds[i]);
+		else
+			snprintf(le, sizeof(le), "+Inf");
+		metrics_add(list, "mccl_op_duration_seconds_bucket",
+		    json_pack("{s:s}", "le", le), (double)m.lat[i]);
+	}
+	metrics_add(list, "mccl_op_duration_seconds_sum", NULL, m.lat_sum);
+	metrics_add(list, "mccl_op_duration_seconds_count", NULL,
+	    (double)m.lat_count);
+}
+
+json_t *
+metrics_samples(void)
+{
+	json_t *list = json_array();
+
+	metrics_add(list, "mccl_uptime_seconds", NULL,
+	    (now_ns() - md.started_ns) / 1e9);
+	metrics_add(list, "mccl_clients", NULL, md.nclients);
+	metrics_add(list, "mccl_jobs", NULL, job_count());
+	peer_metrics(list);
+	metrics_ops(list);
+	return list;
+}
+
+/* The family a sample belongs to: its name less a histogram suffix. */
+static int
+family_of(const char *name)
+{
+	for (size_t f = 0; f < sizeof(family) / sizeof(family[0]); f++) {
+		size_t n = strlen(family[f][0]);
+
+		if (strncmp(name, family[f][0], n) == 0 && (name[n] == '\0' ||
+		    strcmp(family[f][1], "histogram") == 0))
+			return (int)f;
+	}
+	return -1;
+}
+
+static void
+text_labels(struct evbuffer *b, const json_t *labels)
+{
+	const char *k;
+	json_t *v;
+	int first = 1;
+
+	if (json_object_size(labels) == 0)
+		return;
+	evbuffer_add_printf(b, "{");
+	json_object_foreach((json_t *)(uintptr_t)labels, k, v) {
+		evbuffer_add_printf(b, "%s%s=\"%s\"", first ? "" : ",", k,
+		    json_string_value(v));
+		first = 0;
+	}
+	evbuffer_add_printf(b, "}");
+}
+
+/* The Prometheus text exposition format (version 0.0.4). */
+void
+metrics_text(struct evbuffer *b, const json_t *samples)
+{
+	size_t i;
+	json_t *s;
+	int last = -1;
+
+	json_array_foreach((json_t *)(uintptr_t)samples, i, s) {
+		const char *name = json_string_value(json_object_get(s, "name"));
+		int f = family_of(name);
+
+		if (f != last && f >= 0)
+			evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n",
+			    family[f][0], family[f][2], family[f][0],
+			    family[f][1]);
+		last = f;
+		evbuffer_add_printf(b, "%s", name);
+		text_labels(b, json_object_get(s, "labels"));
+		evbuffer_add_printf(b, " %.17g\n",
+		    json_real_value(json_object_get(s, "value")));
+	}
+}
+
+/* mcclctl metrics: the samples, and the same as text. */
+json_t *
+metrics_ctl(void)
+{
+	struct evbuffer *b = evbuffer_new();
+	json_t *samples = metrics_samples(), *doc;
+	size_t len;
+
+	metrics_text(b, samples);
+	len = evbuffer_get_length(b);
+	doc = json_pack("{s:o, s:s%}", "samples", samples, "text",
+	    (const char *)evbuffer_pullup(b, -1), len);
+	evbuffer_free(b);
+	return doc;
+}
+
+static void
+http_metrics_cb(struct evhttp_request *req, void *arg)
+{
+	struct evbuffer *b = evbuffer_new();
+	json_t *samples = metrics_samples();
+
+	(void)arg;
+	metrics_text(b, samples);
+	json_decref(samples);
+	evhttp_add_header(evhttp_request_get_output_headers(req),
+	    "Content-Type", "text/plain; version=0.0.4");
+	evhttp_send_reply(req, HTTP_OK, "OK", b);
+	evbuffer_free(b);
+}
+
+static void
+http_other_cb(struct evhttp_request *req, void *arg)
+{
+	(void)arg;
+	evhttp_send_error(req, HTTP_NOTFOUND, "only /metrics is served here");
+}
+
+/* Serve /metrics on metrics_listen, when it is set. */
+int
+metrics_init(char *err, size_t errlen)
+{
+	const struct conf_addr *a = &md.conf.metrics_listen;
+
+	if (a->port == 0)
+		return 0;
+	if ((http = evhttp_new(md.base)) == NULL ||
+	    evhttp_bind_socket(http, a->host, a->port) != 0) {
+		snprintf(err, errlen, "metrics_listen %s:%u: cannot listen",
+		    a->host, a->port);
+		return -1;
+	}
+	evhttp_set_allowed_methods(http, EVHTTP_REQ_GET);
+	evhttp_set_cb(http, "/metrics", http_metrics_cb, NULL);
+	evhttp_set_gencb(http, http_other_cb, NULL);
+	log_info("metrics: serving http://%s:%u/metrics", a->host, a->port);
+	return 0;
+}
+
+void
+metrics_close(void)
+{
+	if (http != NULL)
+		evhttp_free(http);
+	http = NULL;
+}
