@@ -510,6 +510,12 @@ client_ctl(struct client *c, const struct ipc_ctl *m, const uint8_t *trailer,
 	char *text;
 
 	snprintf(arg, sizeof(arg), "%.*s", (int)tlen, (const char *)trailer);
+	/* Asks the other nodes first: answered later, or now if it fails. */
+	if (m->cmd == CTL_JOB) {
+		if (job_ctl_query(c, arg, err, sizeof(err)) == -1)
+			client_error(c, MCCL_ERR_INVALID_ARGUMENT, IPC_CTL, err);
+		return;
+	}
 	if ((doc = control_command(c, m->cmd, arg, err, sizeof(err),
 	    &code)) == NULL) {
 		client_error(c, code, IPC_CTL, err);
@@ -699,6 +705,7 @@ client_close(struct client *c, const char *why)
 	else
 		log_debug("control: client %s disconnected", c->desc);
 	job_client_gone(c, 0);
+	job_ctl_forget(c);
 	while ((s = TAILQ_FIRST(&c->segs)) != NULL) {
 		TAILQ_REMOVE(&c->segs, s, entry);
 		seg_unref(s);

@@ -346,6 +346,8 @@ void		job_shutdown(const char *);
 json_t		*job_ctl_list(const struct client *);
 json_t		*job_ctl_abort(const struct client *, const char *, char *,
 		    size_t);
+int		job_ctl_query(struct client *, const char *, char *, size_t);
+void		job_ctl_forget(const struct client *);
 int		job_count(void);
 const char	*coll_name(int);
 

@@ -349,6 +349,7 @@ peer_frame(struct peer *p, const uint8_t *buf, size_t len)
 		p->rtt_ns = now_ns() - msg.ping.stamp_ns;
 		return 0;
 	case PEER_JOIN: case PEER_FORMED: case PEER_JOIN_FAIL: case PEER_ABORT:
+	case PEER_JOB_QUERY: case PEER_JOB_INFO:
 		if (p->state != PEER_UP && p->index != md.conf.node_index)
 			break;
 		if (job_peer_msg(p->index, h.type, &msg, trailer, tlen) == -1)

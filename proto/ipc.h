@@ -66,7 +66,8 @@ enum ctl_cmd {
 	CTL_ABORT = 4,		/* trailer: job name; root and admin_group */
 	CTL_RELOAD = 5,		/* root and admin_group */
 	CTL_METRICS = 6,
-	CTL_MAX = 6,
+	CTL_JOB = 7,		/* trailer: job name */
+	CTL_MAX = 7,
 };
 
 struct ipc_hello {

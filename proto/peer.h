@@ -38,6 +38,8 @@ enum peer_type {
 	PEER_FORMED = 201,	/* coordinator -> nodes; trailer: u32 node per rank */
 	PEER_JOIN_FAIL = 202,	/* coordinator -> node; trailer: message */
 	PEER_ABORT = 203,	/* node -> nodes of the job; trailer: message */
+	PEER_JOB_QUERY = 204,	/* mcclctl job: what do your ranks do? */
+	PEER_JOB_INFO = 205,	/* the answer; trailer: a JSON document */
 	/* 300: data links */
 	PEER_DATA_HELLO = 300,
 	PEER_DATA_OPHDR = 301,	/* first frame of every operation on a link */
@@ -108,6 +110,11 @@ struct peer_abort {
 	uint64_t	job_id;
 	uint32_t	code;
 	uint32_t	origin;		/* node that saw the failure */
+};
+
+struct peer_job_query {
+	uint64_t	job_id;
+	uint32_t	qid;		/* the asker's query, echoed */
 };
 
 struct peer_data_hello {

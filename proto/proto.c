@@ -428,6 +428,9 @@ static const struct wire_field f_peer_abort[] = {
 	F(peer_abort, job_id, WIRE_INT), F(peer_abort, code, WIRE_INT),
 	F(peer_abort, origin, WIRE_INT),
 };
+static const struct wire_field f_peer_job_query[] = {
+	F(peer_job_query, job_id, WIRE_INT), F(peer_job_query, qid, WIRE_INT),
+};
 static const struct wire_field f_peer_data_hello[] = {
 	F(peer_data_hello, job_id, WIRE_INT), F(peer_data_hello, node, WIRE_INT),
 	F(peer_data_hello, stream, WIRE_INT),
@@ -469,6 +472,9 @@ static const struct wire_type peer_types[] = {
 	WIRE_TYPE(PEER_JOIN_FAIL, peer_join_fail, f_peer_join_fail,
 	    PEER_TEXT_MAX, 0),
 	WIRE_TYPE(PEER_ABORT, peer_abort, f_peer_abort, PEER_TEXT_MAX, 0),
+	WIRE_TYPE(PEER_JOB_QUERY, peer_job_query, f_peer_job_query, 0, 0),
+	WIRE_TYPE(PEER_JOB_INFO, peer_job_query, f_peer_job_query,
+	    PEER_MSG_MAX - 256, 0),
 	WIRE_TYPE(PEER_DATA_HELLO, peer_data_hello, f_peer_data_hello, 0, 0),
 	WIRE_TYPE(PEER_DATA_OPHDR, peer_ophdr, f_peer_ophdr, 0, 0),
 	WIRE_TYPE_EMPTY(PEER_DATA, PEER_DATA_MAX, 0),

@@ -340,6 +340,54 @@ jobs_text(FILE *out, const json_t *doc)
 	table_print(out, &t);
 }
 
+/* One row per rank, each node's ranks in turn; a node that did not answer
+ * has a row of dashes. */
+static void
+job_detail_rows(struct table *t, const json_t *n)
+{
+	const json_t *ranks = json_object_get(n, "ranks"), *r;
+	char rank[16], sub[24], done[24];
+	const char *cells[] = { rank, str(n, "node"), sub, done, "" };
+	size_t i;
+
+	if (!json_is_array(ranks)) {
+		const char *none[] = { "-", str(n, "node"), "-", "-",
+		    "no answer" };
+
+		table_add(t, none);
+		return;
+	}
+	json_array_foreach(ranks, i, r) {
+		snprintf(rank, sizeof(rank), "%lld", num(r, "rank"));
+		snprintf(sub, sizeof(sub), "%lld", num(r, "submitted"));
+		snprintf(done, sizeof(done), "%lld", num(r, "completed"));
+		cells[4] = json_is_true(json_object_get(r, "connected")) ?
+		    str(n, "state") : "gone";
+		table_add(t, cells);
+	}
+}
+
+static void
+job_text(FILE *out, const json_t *doc)
+{
+	static const char *const header[] = { "RANK", "NODE", "SUBMITTED",
+	    "COMPLETED", "STATE" };
+	const json_t *n, *d;
+	struct table t;
+	size_t i;
+
+	fprintf(out, "job %s (id %s): %s, %lld ranks on %lld nodes\n",
+	    str(doc, "name"), str(doc, "id"), str(doc, "state"),
+	    num(doc, "nranks"), num(doc, "nnodes"));
+	table_init(&t, header, nitems(header));
+	json_array_foreach(json_object_get(doc, "nodes"), i, n)
+		job_detail_rows(&t, n);
+	table_print(out, &t);
+	fprintf(out, "diagnosis:\n");
+	json_array_foreach(json_object_get(doc, "diagnosis"), i, d)
+		fprintf(out, "  %s\n", json_string_value(d));
+}
+
 /* ---- reply schemas: the stable keys of mcclctl(8) ---- */
 
 #define KEY(k, t, fl)		{ (k), (t), (fl), T_STR, NULL }
@@ -392,6 +440,25 @@ static const struct field jobs_schema[] = {
 };
 
 /* ---- the command table ---- */
+
+static const struct field rank_schema[] = {
+	KEY("rank", T_UINT, 0), KEY("submitted", T_UINT, 0),
+	KEY("completed", T_UINT, 0), KEY("connected", T_BOOL, 0),
+	END
+};
+
+static const struct field node_view_schema[] = {
+	KEY("node", T_STR, 0), KEY("state", T_STR, F_OPT),
+	{ "ranks", T_LIST, F_OPT, T_OBJ, rank_schema },	/* absent: no answer */
+	END
+};
+
+static const struct field job_schema_one[] = {
+	KEY("name", T_STR, 0), KEY("id", T_STR, 0), KEY("state", T_STR, 0),
+	KEY("nranks", T_UINT, 0), KEY("nnodes", T_UINT, 0),
+	LIST("nodes", T_OBJ, node_view_schema), LIST("diagnosis", T_STR, NULL),
+	END
+};
 
 static const struct field abort_schema[] = {
 	KEY("job", T_STR, 0), KEY("aborted", T_UINT, 0),
@@ -446,6 +513,7 @@ const struct command commands[] = {
 	{ "reload", CTL_RELOAD, NULL, reload_schema, reload_text, json_render },
 	{ "metrics", CTL_METRICS, NULL, metrics_schema, metrics_text,
 	    json_render },
+	{ "job", CTL_JOB, "NAME", job_schema_one, job_text, json_render },
 	{ NULL, 0, NULL, NULL, NULL, NULL }
 };
 

@@ -179,3 +179,33 @@ if exec 8<>"/dev/tcp/127.0.0.1/$METRICS_PORT"; then
 else
 	bad "metrics over HTTP: nothing on port $METRICS_PORT"
 fi
+
+echo "== mcclctl job: a rank that never submits"
+MCCL_OP_TIMEOUT_MS=20000 spawn 0 stuck 3 0 loop MCCL_ERR_ABORTED "mcclctl"
+s0=$LAST_PID
+MCCL_OP_TIMEOUT_MS=20000 spawn 1 stuck 3 1 loop MCCL_ERR_ABORTED "mcclctl"
+s1=$LAST_PID
+spawn 2 stuck 3 2 idle 4000
+s2=$LAST_PID
+deadline=$((SECONDS + 15))
+until [ "$(cat "$T"/stuck.r*.out 2>/dev/null | grep -c looping)" = 2 ]; do
+	[ $SECONDS -lt $deadline ] || break
+	sleep 0.1
+done
+sleep 0.5
+expect_output "mcclctl job: ranks and diagnosis" \
+"RANK NODE SUBMITTED COMPLETED STATE
+0 n0 1 0 ready
+1 n1 1 0 ready
+2 n2 0 0 ready
+diagnosis:
+rank 2 on node n2 is behind: it submitted 0 collectives, others 1" \
+    "$(ctl 1 job stuck | sed 1d | awk '{ $1 = $1; print }')"
+expect_output "mcclctl -j job: the diagnosis" \
+    '"rank 2 on node n2 is behind: it submitted 0 collectives, others 1"' \
+    "$(ctl 0 -j job stuck | grep 'is behind' | sed 's/^ *//')"
+ctl 0 abort stuck >/dev/null
+wait "$s0" && wait "$s1" || bad "stuck job: the looping ranks"
+wait "$s2"
+ctl 0 job nosuch >/dev/null 2>&1
+expect_output "mcclctl job of no job exits 1" 1 "$?"
