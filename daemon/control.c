@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <time.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -449,6 +450,32 @@ control_status(void)
 	    "log_level", log_level_name(log_getlevel()));
 }
 
+/*
+ * mcclctl monitor: every event, as a reply, to each monitoring client.  A
+ * monitor that does not keep up loses events rather than our memory.
+ */
+void
+monitor_event(const char *event, json_t *fields)
+{
+	struct ipc_ctl_reply r = { 0 };
+	struct client *c;
+	char when[32], *text;
+	struct tm tm;
+	time_t now = time(NULL);
+
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
+	json_object_set_new(fields, "time", json_string(when));
+	json_object_set_new(fields, "event", json_string(event));
+	json_object_set_new(fields, "node", json_string(md.conf.node_name));
+	if ((text = json_dumps(fields, JSON_COMPACT | JSON_SORT_KEYS)) != NULL)
+		TAILQ_FOREACH(c, &md.clients, entry)
+			if (c->monitor && !c->outq_full)
+				client_send(c, IPC_CTL_REPLY, &r, text,
+				    strlen(text));
+	free(text);
+	json_decref(fields);
+}
+
 /* Root, or a member of admin_group, may change the daemon's state. */
 static int
 client_privileged(const struct client *c)
@@ -510,6 +537,11 @@ client_ctl(struct client *c, const struct ipc_ctl *m, const uint8_t *trailer,
 	char *text;
 
 	snprintf(arg, sizeof(arg), "%.*s", (int)tlen, (const char *)trailer);
+	if (m->cmd == CTL_MONITOR) {
+		c->monitor = 1;
+		monitor_event("monitoring", json_object());
+		return;
+	}
 	/* Asks the other nodes first: answered later, or now if it fails. */
 	if (m->cmd == CTL_JOB) {
 		if (job_ctl_query(c, arg, err, sizeof(err)) == -1)

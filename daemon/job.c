@@ -1075,6 +1075,8 @@ job_links_reported(struct job *j, int ok, int code, const char *err)
 		client_send(c, IPC_JOINED, &m, NULL, 0);
 	}
 	log_info("job %s: ready", j->name);
+	monitor_event("job_formed", json_pack("{s:s, s:i, s:i}", "job",
+	    j->name, "nranks", (int)j->nranks, "nnodes", (int)j->nnodes));
 	mccld_status_update();
 }
 
@@ -1163,6 +1165,8 @@ job_fail(struct job *j, int code, const char *fmt, ...)
 	vsnprintf(j->err, sizeof(j->err), fmt, ap);
 	va_end(ap);
 	log_warnx("%s", j->err);
+	monitor_event("job_failed", json_pack("{s:s, s:s}", "job", j->name,
+	    "reason", j->err));
 	evtimer_del(j->ev_timeout);
 	if (was == JOB_FORMING)
 		job_send_join(j);	/* withdraws our ranks */
@@ -1193,6 +1197,9 @@ job_free(struct job *j)
 {
 	struct op *op;
 
+	if (j->state == JOB_READY)
+		monitor_event("job_finished", json_pack("{s:s, s:I}", "job",
+		    j->name, "ops_completed", (json_int_t)j->ops_completed));
 	p2p_stop(j);
 	engine_stop(j);
 	TAILQ_CONCAT(&j->ops, &j->eng_out, entry);

@@ -211,6 +211,7 @@ struct client {
 	struct outmsg_list outq;
 	uint32_t	 outq_bytes;
 	int		 outq_full;	/* not read from until outq drains */
+	int		 monitor;	/* mcclctl monitor: gets events */
 	struct job	*job;		/* once it sent JOIN */
 	uint32_t	 rank;
 	uint32_t	 local_index;	/* in job->local_ranks, once formed */
@@ -229,6 +230,7 @@ void		client_op_done(struct client *, uint64_t, int, const char *);
 struct seg	*client_seg(struct client *, uint32_t, uint64_t, uint64_t,
 		    uint8_t **, char *, size_t);
 void		seg_unref(struct seg *);
+void		monitor_event(const char *, json_t *);
 
 /* ---- peer.c: control connections to the other daemons (main thread) ---- */
 

@@ -224,6 +224,7 @@ peer_up(struct peer *p)
 	p->last_error[0] = '\0';
 	log_info("peer: node %s (%s:%u) is up", p->node->name,
 	    p->node->addr.host, p->node->addr.port);
+	monitor_event("peer_up", json_pack("{s:s}", "peer", p->node->name));
 	job_peer_up(p->index);
 	mccld_status_update();
 }
@@ -256,6 +257,8 @@ peer_down(struct peer *p, const char *why)
 	peer_set_state(p, PEER_DOWN);
 	if (was_up) {
 		log_warnx("peer: node %s is down: %s", p->node->name, why);
+		monitor_event("peer_down", json_pack("{s:s, s:s}", "peer",
+		    p->node->name, "reason", why));
 		job_peer_down(p->index, why);
 		mccld_status_update();
 	} else

@@ -67,7 +67,8 @@ enum ctl_cmd {
 	CTL_RELOAD = 5,		/* root and admin_group */
 	CTL_METRICS = 6,
 	CTL_JOB = 7,		/* trailer: job name */
-	CTL_MAX = 7,
+	CTL_MONITOR = 8,	/* a reply per event, until the client leaves */
+	CTL_MAX = 8,
 };
 
 struct ipc_hello {

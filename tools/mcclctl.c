@@ -65,6 +65,8 @@ parse_timeout(const char *s, int *ms)
 	return 0;
 }
 
+static int	stream_json;	/* -j, for ctl_stream */
+
 /* The reply to c: a JSON document, or an exit status with the reason said. */
 static int
 ctl_reply(const struct command *c, const struct ipc_msg *m, json_t **doc)
@@ -107,6 +109,32 @@ ctl_reply(const struct command *c, const struct ipc_msg *m, json_t **doc)
 	return 0;
 }
 
+/*
+ * A command that streams (monitor): show each reply as it comes, until the
+ * daemon closes the connection (an error: it stopped) or we are killed.
+ */
+static int
+ctl_stream(int fd, const struct command *c, struct ipc_msg *m, json_t *first)
+{
+	char err[ERR_LEN];
+	json_t *doc = first;
+	int rc;
+
+	for (;;) {
+		(stream_json ? c->json : c->text)(stdout, doc);
+		json_decref(doc);
+		doc = NULL;
+		if (ferror(stdout))
+			return EXIT_ERROR;
+		if (conn_recv(fd, -1, m, err, sizeof(err)) != 0) {
+			ctl_warn(c->name, "%s", err);
+			return EXIT_ERROR;
+		}
+		if ((rc = ctl_reply(c, m, &doc)) != 0)
+			return rc;
+	}
+}
+
 /* Ask mccld at path; on success *doc is its checked reply. */
 static int
 ctl_request(const char *path, int timeout_ms, const struct command *c,
@@ -132,8 +160,8 @@ ctl_request(const char *path, int timeout_ms, const struct command *c,
 	    conn_recv(fd, timeout_ms, m, err, sizeof(err)) != 0) {
 		ctl_warn(c->name, "%s", err);
 		rc = EXIT_ERROR;
-	} else
-		rc = ctl_reply(c, m, doc);
+	} else if ((rc = ctl_reply(c, m, doc)) == 0 && c->stream)
+		rc = ctl_stream(fd, c, m, *doc);
 	free(m);
 	close(fd);
 	return rc;
@@ -208,6 +236,7 @@ main(int argc, char **argv)
 		conn_socket_path(defpath, sizeof(defpath));
 		path = defpath;
 	}
+	stream_json = json;
 	if ((rc = ctl_request(path, timeout_ms, c, arg, &doc)) != 0)
 		return rc;
 	(json ? c->json : c->text)(stdout, doc);

@@ -460,6 +460,46 @@ static const struct field job_schema_one[] = {
 	END
 };
 
+static const struct field event_schema[] = {
+	KEY("time", T_STR, 0), KEY("event", T_STR, 0), KEY("node", T_STR, 0),
+	END
+};
+
+/* "2026-11-21T12:00:00Z n0 peer_down peer=n1 reason=..." */
+static void
+event_text(FILE *out, const json_t *doc)
+{
+	char clean[CELL_MAX];
+	const char *k;
+	json_t *v;
+
+	fprintf(out, "%s %s %s", str(doc, "time"), str(doc, "node"),
+	    str(doc, "event"));
+	json_object_foreach((json_t *)(uintptr_t)doc, k, v) {
+		if (strcmp(k, "time") == 0 || strcmp(k, "event") == 0 ||
+		    strcmp(k, "node") == 0)
+			continue;
+		if (json_is_string(v))
+			output_clean(clean, sizeof(clean), json_string_value(v),
+			    strlen(json_string_value(v)) + 1);
+		else
+			snprintf(clean, sizeof(clean), "%lld",
+			    (long long)json_integer_value(v));
+		fprintf(out, " %s=%s", k, clean);
+	}
+	fputc('\n', out);
+	fflush(out);
+}
+
+/* One compact JSON object per line: a stream a script can read. */
+static void
+event_json(FILE *out, const json_t *doc)
+{
+	json_dumpf(doc, out, JSON_COMPACT | JSON_SORT_KEYS);
+	fputc('\n', out);
+	fflush(out);
+}
+
 static const struct field abort_schema[] = {
 	KEY("job", T_STR, 0), KEY("aborted", T_UINT, 0),
 	END
@@ -505,16 +545,22 @@ reload_text(FILE *out, const json_t *doc)
 	    num(doc, "max_pending_ops"));
 }
 
+/* name, request, argument, reply schema, text, JSON, streams */
 const struct command commands[] = {
-	{ "status", CTL_STATUS, NULL, status_schema, status_text, json_render },
-	{ "peers", CTL_PEERS, NULL, peers_schema, peers_text, json_render },
-	{ "jobs", CTL_JOBS, NULL, jobs_schema, jobs_text, json_render },
-	{ "abort", CTL_ABORT, "JOB", abort_schema, abort_text, json_render },
-	{ "reload", CTL_RELOAD, NULL, reload_schema, reload_text, json_render },
+	{ "status", CTL_STATUS, NULL, status_schema, status_text, json_render,
+	    0 },
+	{ "peers", CTL_PEERS, NULL, peers_schema, peers_text, json_render, 0 },
+	{ "jobs", CTL_JOBS, NULL, jobs_schema, jobs_text, json_render, 0 },
+	{ "job", CTL_JOB, "NAME", job_schema_one, job_text, json_render, 0 },
 	{ "metrics", CTL_METRICS, NULL, metrics_schema, metrics_text,
-	    json_render },
-	{ "job", CTL_JOB, "NAME", job_schema_one, job_text, json_render },
-	{ NULL, 0, NULL, NULL, NULL, NULL }
+	    json_render, 0 },
+	{ "monitor", CTL_MONITOR, NULL, event_schema, event_text, event_json,
+	    1 },
+	{ "abort", CTL_ABORT, "JOB", abort_schema, abort_text, json_render,
+	    0 },
+	{ "reload", CTL_RELOAD, NULL, reload_schema, reload_text, json_render,
+	    0 },
+	{ NULL, 0, NULL, NULL, NULL, NULL, 0 }
 };
 
 /* Exact names only: a prefix that is unique today may not be tomorrow. */

@@ -42,6 +42,7 @@ struct command {
 	const struct field	*schema;	/* keys of the reply's top object */
 	render_fn		*text;
 	render_fn		*json;
+	int			 stream;	/* replies until the daemon goes */
 };
 
 /* output.c */

@@ -209,3 +209,36 @@ wait "$s0" && wait "$s1" || bad "stuck job: the looping ranks"
 wait "$s2"
 ctl 0 job nosuch >/dev/null 2>&1
 expect_output "mcclctl job of no job exits 1" 1 "$?"
+
+echo "== mcclctl monitor"
+"$B/mcclctl" -s "$T/n0.sock" monitor >"$T/mon.txt" 2>&1 &
+mon=$!
+"$B/mcclctl" -s "$T/n1.sock" -j monitor >"$T/mon.json" 2>&1 &
+monj=$!
+CHILD_PIDS+=($mon $monj)
+sleep 0.3
+run_job "a job under monitoring" monjob "0 1" hold 10
+spawn 0 monfail 2 0 loop MCCL_ERR_ABORTED "mcclctl"; f0=$LAST_PID
+spawn 1 monfail 2 1 loop MCCL_ERR_ABORTED "mcclctl"; f1=$LAST_PID
+deadline=$((SECONDS + 15))
+until [ "$(cat "$T"/monfail.r*.out 2>/dev/null | grep -c looping)" = 2 ]; do
+	[ $SECONDS -lt $deadline ] || break
+	sleep 0.1
+done
+ctl 0 abort monfail >/dev/null
+wait "$f0"; wait "$f1"
+sleep 0.3
+kill "$mon" "$monj" 2>/dev/null
+wait "$mon" "$monj" 2>/dev/null
+expect_output "mcclctl monitor: events as text" \
+"n0 monitoring
+n0 job_formed job=monjob nnodes=2 nranks=2
+n0 job_finished job=monjob ops_completed=1
+n0 job_formed job=monfail nnodes=2 nranks=2" \
+    "$(cut -d' ' -f2- "$T/mon.txt" | head -n 4)"
+grep -q '^[0-9TZ:-]* n0 job_failed job=monfail reason=job monfail: aborted by mcclctl' \
+    "$T/mon.txt" && ok "mcclctl monitor: the failure and its reason" ||
+    { bad "mcclctl monitor: no job_failed"; cat "$T/mon.txt"; }
+grep -q '"event":"job_failed","job":"monfail","node":"n1"' "$T/mon.json" &&
+    ok "mcclctl -j monitor: one JSON object per event" ||
+    { bad "mcclctl -j monitor"; cat "$T/mon.json"; }
