@@ -1026,8 +1026,10 @@ peer_ctl_list(void)
 		    "state", self ? "self" : peer_state_names[p->state],
 		    "self", self, "since", (json_int_t)p->since,
 		    "rtt_us", (json_int_t)(p->rtt_ns / 1000),
-		    "tx_bytes", (json_int_t)p->tx_bytes,
-		    "rx_bytes", (json_int_t)p->rx_bytes,
+		    "tx_bytes", (json_int_t)(p->tx_bytes + (self ? 0 :
+		    __atomic_load_n(&md.data_tx[i], __ATOMIC_RELAXED))),
+		    "rx_bytes", (json_int_t)(p->rx_bytes + (self ? 0 :
+		    __atomic_load_n(&md.data_rx[i], __ATOMIC_RELAXED))),
 		    "last_error", p->last_error));
 	}
 	return json_pack("{s:o}", "peers", list);
