@@ -94,9 +94,50 @@ watchdog_start(void)
 }
 
 /*
+ * Node tables replaced by a reload: running jobs and peers still point
+ * into them, so they are freed only at exit.
+ */
+static struct conf_node	*retired[64];
+static size_t		 nretired;
+
+/* nc lists every node of old, unchanged and in order, then new ones. */
+static int
+nodes_appended(const struct config *old, const struct config *nc)
+{
+	if (nc->nnodes <= old->nnodes || nc->node_index != old->node_index ||
+	    nretired == sizeof(retired) / sizeof(retired[0]))
+		return 0;
+	for (size_t i = 0; i < old->nnodes; i++)
+		if (strcmp(old->nodes[i].name, nc->nodes[i].name) != 0 ||
+		    strcmp(old->nodes[i].addr.host, nc->nodes[i].addr.host) ||
+		    old->nodes[i].addr.port != nc->nodes[i].addr.port)
+			return 0;
+	return 1;
+}
+
+/* New nodes at the end of the list join without disturbing anything. */
+static void
+reload_nodes(struct config *nc)
+{
+	uint32_t old_n = (uint32_t)md.conf.nnodes;
+	char err[ERR_MAX];
+
+	retired[nretired++] = md.conf.nodes;
+	md.conf.nodes = nc->nodes;
+	md.conf.nnodes = nc->nnodes;
+	nc->nodes = NULL;
+	nc->nnodes = 0;
+	if (peer_add_nodes(old_n, err, sizeof(err)) == -1)
+		log_warnx("reload: %s", err);
+	log_info("reload: the cluster grew from %u to %zu nodes", old_n,
+	    md.conf.nnodes);
+}
+
+/*
  * SIGHUP: re-read the configuration and apply what can change under
- * running jobs: log level, timeouts, limits.  The node list, listeners,
- * socket, key and pipeline chunk need a restart: say so, keep the old.
+ * running jobs: log level, timeouts, limits, nodes added at the end of the
+ * list.  Other changes to the nodes, the listeners, socket, key and
+ * pipeline chunk need a restart: say so, keep the old.
  */
 static int
 reload(char *err, size_t errlen)
@@ -108,12 +149,16 @@ reload(char *err, size_t errlen)
 		log_warnx("reload: %s; keeping the running configuration", err);
 		return -1;
 	}
-	if (config_cluster_hash(&nc) != config_cluster_hash(&md.conf) ||
-	    strcmp(nc.node_name, md.conf.node_name) != 0 ||
-	    strcmp(nc.key_file, md.conf.key_file) != 0 ||
+	if (nodes_appended(&md.conf, &nc))
+		reload_nodes(&nc);
+	else if (config_cluster_hash(&nc) != config_cluster_hash(&md.conf) ||
+	    strcmp(nc.node_name, md.conf.node_name) != 0)
+		log_warnx("reload: nodes were removed, renamed or moved, or "
+		    "this node's name changed: restart mccld to apply that");
+	if (strcmp(nc.key_file, md.conf.key_file) != 0 ||
 	    nc.chunk_bytes != md.conf.chunk_bytes)
-		log_warnx("reload: the nodes, this node's name, key_file or "
-		    "chunk_bytes changed: restart mccld to apply them");
+		log_warnx("reload: key_file or chunk_bytes changed: restart "
+		    "mccld to apply them");
 	md.conf.log_level = nc.log_level;
 	log_setlevel(md.verbose ? LOG_DEBUG : nc.log_level);
 	md.conf.init_timeout_ms = nc.init_timeout_ms;
@@ -138,10 +183,10 @@ mccld_reload(char *err, size_t errlen)
 	if (reload(err, errlen) == -1)
 		return NULL;
 	mccld_status_update();
-	return json_pack("{s:b, s:s, s:i, s:i}", "reloaded", 1, "log_level",
-	    log_level_name(md.conf.log_level), "op_timeout_ms",
+	return json_pack("{s:b, s:s, s:i, s:i, s:i}", "reloaded", 1,
+	    "log_level", log_level_name(md.conf.log_level), "op_timeout_ms",
 	    (int)md.conf.op_timeout_ms, "max_pending_ops",
-	    (int)md.conf.max_pending_ops);
+	    (int)md.conf.max_pending_ops, "cluster_size", (int)md.conf.nnodes);
 }
 
 static void
@@ -274,6 +319,8 @@ main(int argc, char **argv)
 		event_free(ev_watchdog);
 	event_base_free(md.base);
 	config_free(&md.conf);
+	while (nretired > 0)
+		free(retired[--nretired]);
 	log_info("stopped");
 	return 0;
 }

@@ -235,6 +235,7 @@ void		monitor_event(const char *, json_t *);
 /* ---- peer.c: control connections to the other daemons (main thread) ---- */
 
 int		peer_init(char *, size_t);
+int		peer_add_nodes(uint32_t, char *, size_t);
 void		peer_close(void);
 int		peer_send(uint32_t, uint16_t, const void *, const void *, size_t);
 int		peer_is_up(uint32_t);

@@ -83,7 +83,7 @@ struct selfmsg {
 	uint8_t		 buf[];
 };
 
-static struct peer		*peers;
+static struct peer		**peers;	/* CONF_NODES_MAX: never moves */
 static uint32_t			 inbound_pending;
 static int			 listen_fds[CONF_LISTEN_MAX];
 static struct event		*listen_evs[CONF_LISTEN_MAX];
@@ -130,7 +130,7 @@ int
 peer_is_up(uint32_t index)
 {
 	return index == md.conf.node_index ||
-	    (index < md.conf.nnodes && peers[index].state == PEER_UP);
+	    (index < md.conf.nnodes && peers[index]->state == PEER_UP);
 }
 
 static void
@@ -153,7 +153,7 @@ self_cb(int fd, short events, void *arg)
 	(void)arg;
 	while ((m = TAILQ_FIRST(&self_queue)) != NULL) {
 		TAILQ_REMOVE(&self_queue, m, entry);
-		if (peer_frame(&peers[md.conf.node_index], m->buf, m->len) == -1)
+		if (peer_frame(peers[md.conf.node_index], m->buf, m->len) == -1)
 			log_warnx("peer: message to self rejected");
 		free(m);
 	}
@@ -165,7 +165,7 @@ peer_send(uint32_t index, uint16_t type, const void *msg,
     const void *trailer, size_t trailer_len)
 {
 	static uint8_t buf[PEER_MSG_MAX];
-	struct peer *p = &peers[index];
+	struct peer *p = peers[index];
 	struct selfmsg *m;
 	size_t len;
 
@@ -477,7 +477,7 @@ inbound_hello(struct inbound *in, const struct peer_hello *h)
 		inbound_free(in, 1);
 		return;
 	}
-	p = &peers[h->node_index];
+	p = peers[h->node_index];
 	if (peer_check_hello(p, h, err, sizeof(err)) == -1) {
 		log_warnx("peer: %s: refusing: %s", in->addr, err);
 		inbound_free(in, 1);
@@ -696,7 +696,7 @@ heartbeat_cb(int fd, short events, void *arg)
 	(void)events;
 	(void)arg;
 	for (uint32_t i = 0; i < md.conf.nnodes; i++) {
-		struct peer *p = &peers[i];
+		struct peer *p = peers[i];
 
 		if (i == md.conf.node_index || p->state != PEER_UP)
 			continue;
@@ -778,33 +778,68 @@ peer_listen_all(char *err, size_t errlen)
 	return 0;
 }
 
+static int
+peer_new(uint32_t i, char *err, size_t errlen)
+{
+	struct peer *p;
+
+	if ((p = calloc(1, sizeof(*p))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	p->index = i;
+	p->node = &md.conf.nodes[i];
+	p->retry_ms = RETRY_MIN_MS;
+	p->ev_retry = evtimer_new(md.base, peer_retry_cb, p);
+	peers[i] = p;
+	if (i != md.conf.node_index && resolve(&p->node->addr, 0, &p->sa,
+	    &p->salen, err, errlen) == -1)
+		return -1;
+	return 0;
+}
+
+/*
+ * The cluster grew (reload): md.conf.nodes now lists new nodes after the
+ * old ones, whose indexes, peers and jobs stay as they are.  Connect to the
+ * new nodes above us; those below connect to us.
+ */
+int
+peer_add_nodes(uint32_t old_n, char *err, size_t errlen)
+{
+	for (uint32_t i = 0; i < old_n; i++)
+		peers[i]->node = &md.conf.nodes[i];
+	for (uint32_t i = old_n; i < md.conf.nnodes; i++) {
+		if (peer_new(i, err, errlen) == -1)
+			return -1;
+		log_info("peer: node %s (%s:%u) joined the cluster",
+		    md.conf.nodes[i].name, md.conf.nodes[i].addr.host,
+		    md.conf.nodes[i].addr.port);
+		if (i > md.conf.node_index)
+			peer_connect(peers[i]);
+	}
+	return 0;
+}
+
 int
 peer_init(char *err, size_t errlen)
 {
 	struct timeval tv;
 
-	if ((peers = calloc(md.conf.nnodes, sizeof(*peers))) == NULL ||
-	    (md.data_tx = calloc(md.conf.nnodes, sizeof(uint64_t))) == NULL ||
-	    (md.data_rx = calloc(md.conf.nnodes, sizeof(uint64_t))) == NULL) {
+	if ((peers = calloc(CONF_NODES_MAX, sizeof(*peers))) == NULL ||
+	    (md.data_tx = calloc(CONF_NODES_MAX, sizeof(uint64_t))) == NULL ||
+	    (md.data_rx = calloc(CONF_NODES_MAX, sizeof(uint64_t))) == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	for (uint32_t i = 0; i < md.conf.nnodes; i++) {
-		peers[i].index = i;
-		peers[i].node = &md.conf.nodes[i];
-		peers[i].retry_ms = RETRY_MIN_MS;
-		peers[i].ev_retry = evtimer_new(md.base, peer_retry_cb,
-		    &peers[i]);
-		if (i != md.conf.node_index && resolve(&md.conf.nodes[i].addr,
-		    0, &peers[i].sa, &peers[i].salen, err, errlen) == -1)
+	for (uint32_t i = 0; i < md.conf.nnodes; i++)
+		if (peer_new(i, err, errlen) == -1)
 			return -1;
-	}
-	peers[md.conf.node_index].state = PEER_UP;
+	peers[md.conf.node_index]->state = PEER_UP;
 	self_ev = event_new(md.base, -1, 0, self_cb, NULL);
 	if (peer_listen_all(err, errlen) == -1)
 		return -1;
 	for (uint32_t i = md.conf.node_index + 1; i < md.conf.nnodes; i++)
-		peer_connect(&peers[i]);
+		peer_connect(peers[i]);
 	heartbeat_ev = event_new(md.base, -1, EV_PERSIST, heartbeat_cb, NULL);
 	tv.tv_sec = md.conf.heartbeat_interval_ms / 1000;
 	tv.tv_usec = (md.conf.heartbeat_interval_ms % 1000) * 1000;
@@ -818,9 +853,12 @@ peer_close(void)
 	struct selfmsg *m;
 
 	for (uint32_t i = 0; peers != NULL && i < md.conf.nnodes; i++) {
-		if (peers[i].bev != NULL)
-			bufferevent_free(peers[i].bev);
-		event_free(peers[i].ev_retry);
+		if (peers[i] == NULL)
+			continue;
+		if (peers[i]->bev != NULL)
+			bufferevent_free(peers[i]->bev);
+		event_free(peers[i]->ev_retry);
+		free(peers[i]);
 	}
 	free(peers);
 	peers = NULL;
@@ -985,21 +1023,21 @@ peer_metrics(json_t *list)
 	for (uint32_t i = 0; i < md.conf.nnodes; i++)
 		if (i != self)
 			metrics_add(list, "mccl_peer_up", json_pack("{s:s}",
-			    "peer", peers[i].node->name),
-			    peers[i].state == PEER_UP);
+			    "peer", peers[i]->node->name),
+			    peers[i]->state == PEER_UP);
 	for (uint32_t i = 0; i < md.conf.nnodes; i++)
 		if (i != self)
 			metrics_add(list, "mccl_peer_rtt_seconds",
-			    json_pack("{s:s}", "peer", peers[i].node->name),
-			    peers[i].rtt_ns / 1e9);
+			    json_pack("{s:s}", "peer", peers[i]->node->name),
+			    peers[i]->rtt_ns / 1e9);
 	for (uint32_t i = 0; i < md.conf.nnodes; i++) {
-		const uint64_t ctl[] = { peers[i].tx_bytes, peers[i].rx_bytes };
+		const uint64_t ctl[] = { peers[i]->tx_bytes, peers[i]->rx_bytes };
 		const uint64_t *data[] = { &md.data_tx[i], &md.data_rx[i] };
 
 		for (int d = 0; d < 2 && i != self; d++) {
-			peer_bytes(list, peers[i].node->name, dir[d], "control",
+			peer_bytes(list, peers[i]->node->name, dir[d], "control",
 			    (double)ctl[d]);
-			peer_bytes(list, peers[i].node->name, dir[d], "data",
+			peer_bytes(list, peers[i]->node->name, dir[d], "data",
 			    (double)__atomic_load_n(data[d], __ATOMIC_RELAXED));
 		}
 	}
@@ -1014,7 +1052,7 @@ peer_ctl_list(void)
 	char addr[CONF_HOST_MAX + 8];
 
 	for (uint32_t i = 0; i < md.conf.nnodes; i++) {
-		const struct peer *p = &peers[i];
+		const struct peer *p = peers[i];
 		int self = i == md.conf.node_index;
 
 		snprintf(addr, sizeof(addr), "%s:%u", p->node->addr.host,

@@ -508,6 +508,7 @@ static const struct field abort_schema[] = {
 static const struct field reload_schema[] = {
 	KEY("reloaded", T_BOOL, 0), KEY("log_level", T_STR, 0),
 	KEY("op_timeout_ms", T_UINT, 0), KEY("max_pending_ops", T_UINT, 0),
+	KEY("cluster_size", T_UINT, 0),
 	END
 };
 
@@ -543,6 +544,7 @@ reload_text(FILE *out, const json_t *doc)
 	status_kv(out, "op timeout:", "%lld ms", num(doc, "op_timeout_ms"));
 	status_kv(out, "max pending ops:", "%lld",
 	    num(doc, "max_pending_ops"));
+	status_kv(out, "cluster size:", "%lld", num(doc, "cluster_size"));
 }
 
 /* name, request, argument, reply schema, text, JSON, streams */

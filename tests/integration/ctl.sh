@@ -242,3 +242,68 @@ grep -q '^[0-9TZ:-]* n0 job_failed job=monfail reason=job monfail: aborted by mc
 grep -q '"event":"job_failed","job":"monfail","node":"n1"' "$T/mon.json" &&
     ok "mcclctl -j monitor: one JSON object per event" ||
     { bad "mcclctl -j monitor"; cat "$T/mon.json"; }
+
+echo "== reload: the cluster grows"
+gport=$(pick_ports 3)
+grow_conf() {	# NODES: m0 .. m(NODES-1), written for every one of them
+	local n=$1 i nodes="" sep=""
+	for i in $(seq 0 $((n - 1))); do
+		nodes="$nodes$sep{\"name\": \"m$i\", \"address\": \"127.0.0.1:$((gport + i))\"}"
+		sep=", "
+	done
+	for i in $(seq 0 $((n - 1))); do
+		echo "{ \"node\": \"m$i\", \"socket\": \"$T/m$i.sock\"," \
+		    "\"log_level\": \"debug\", \"nodes\": [$nodes] }" \
+		    >"$T/m$i.conf"
+	done
+}
+grow_up() {	# I: node mI's daemon sees N-1 peers up (10 s)
+	local deadline=$((SECONDS + 10))
+	until "$B/mcclctl" -s "$T/m$1.sock" -j status 2>/dev/null |
+	    grep -q "\"peers_up\": $2"; do
+		[ $SECONDS -lt $deadline ] || return 1
+		sleep 0.1
+	done
+}
+grow_conf 2
+for i in 0 1; do
+	"$B/mccld" -c "$T/m$i.conf" >>"$T/m$i.log" 2>&1 &
+	DAEMON_PIDS[$((40 + i))]=$!
+done
+grow_up 0 1 && grow_up 1 1 || bad "2-node cluster for the reload test"
+MCCL_SOCKET="$T/m0.sock" MCCL_JOB=across MCCL_NRANKS=2 MCCL_RANK=0 \
+    timeout 60 "$B/mccl-test" steady 3000 >"$T/across.r0.out" 2>&1 &
+g0=$!
+MCCL_SOCKET="$T/m1.sock" MCCL_JOB=across MCCL_NRANKS=2 MCCL_RANK=1 \
+    timeout 60 "$B/mccl-test" steady 3000 >"$T/across.r1.out" 2>&1 &
+g1=$!
+CHILD_PIDS+=($g0 $g1)
+sleep 0.5
+grow_conf 3
+for i in 0 1; do
+	"$B/mcclctl" -s "$T/m$i.sock" reload >"$T/m$i.reload" 2>&1 ||
+	    bad "reload of m$i: $(cat "$T/m$i.reload")"
+done
+"$B/mccld" -c "$T/m2.conf" >>"$T/m2.log" 2>&1 &
+DAEMON_PIDS[42]=$!
+grow_up 0 2 && grow_up 1 2 && grow_up 2 2 &&
+    ok "reload: a third node joined the running cluster" ||
+    { bad "reload: the third node did not join"; tail -n 5 "$T"/m*.log; }
+wait "$g0" && wait "$g1" && ok "reload: a job running across it went on" ||
+    { bad "reload: the running job failed"; cat "$T"/across.r*.out; }
+pids=()
+for i in 0 1 2; do
+	MCCL_SOCKET="$T/m$i.sock" MCCL_JOB=grown MCCL_NRANKS=3 MCCL_RANK=$i \
+	    timeout 60 "$B/mccl-test" hold 10 >"$T/grown.r$i.out" 2>&1 &
+	pids+=($!)
+	CHILD_PIDS+=($!)
+done
+rc=0
+for p in "${pids[@]}"; do wait "$p" || rc=1; done
+[ $rc -eq 0 ] && ok "reload: a new job spans the grown cluster" ||
+    { bad "reload: no job on the grown cluster"; cat "$T"/grown.*.out; }
+for i in 40 41 42; do
+	kill -TERM "${DAEMON_PIDS[$i]}" 2>/dev/null
+	wait "${DAEMON_PIDS[$i]}" 2>/dev/null
+	unset "DAEMON_PIDS[$i]"
+done
