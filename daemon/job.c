@@ -64,16 +64,6 @@ static void	job_free(struct job *);
 static const char *job_state_names[] = { "forming", "linking", "ready",
     "failed" };
 
-static const char *coll_names[] = {
-	"none", "allreduce", "broadcast", "barrier", "reduce", "allgather",
-	"reduce_scatter", "alltoall"
-};
-
-const char *
-coll_name(int coll)
-{
-	return coll >= 1 && coll <= COLL_MAX ? coll_names[coll] : "unknown";
-}
 
 static void
 ms_to_tv(uint32_t ms, struct timeval *tv)
@@ -842,7 +832,7 @@ op_timeout_cb(int fd, short events, void *arg)
 			    j->local_ranks[i]);
 	job_fail(j, MCCL_ERR_TIMEOUT, "job %s: op %llu (%s): rank %s on node "
 	    "%s did not submit it within %u ms", j->name,
-	    (unsigned long long)op->desc.seq, coll_name(op->desc.coll),
+	    (unsigned long long)op->desc.seq, proto_coll_name(op->desc.coll),
 	    missing, md.conf.node_name, op->desc.timeout_ms ?
 	    op->desc.timeout_ms : md.conf.op_timeout_ms);
 }
@@ -946,7 +936,7 @@ op_reject(struct client *c, const struct ipc_op *m, int code, const char *why)
 	struct job *j = c->job;
 
 	job_fail(j, code, "job %s: rank %u: op %llu (%s): %s", j->name, c->rank,
-	    (unsigned long long)m->seq, coll_name(m->coll), why);
+	    (unsigned long long)m->seq, proto_coll_name(m->coll), why);
 	client_op_done(c, m->seq, j->code, j->err);
 }
 
@@ -965,8 +955,8 @@ job_collective(struct client *c, const struct ipc_op *m)
 	if (!op_same(&op->desc, m)) {
 		snprintf(err, sizeof(err), "it is %s count %llu, but another "
 		    "rank on node %s issued %s count %llu as collective %llu",
-		    coll_name(m->coll), (unsigned long long)m->count,
-		    md.conf.node_name, coll_name(op->desc.coll),
+		    proto_coll_name(m->coll), (unsigned long long)m->count,
+		    md.conf.node_name, proto_coll_name(op->desc.coll),
 		    (unsigned long long)op->desc.count,
 		    (unsigned long long)op->desc.seq);
 		op_reject(c, m, MCCL_ERR_INVALID_ARGUMENT, err);
@@ -1107,7 +1097,7 @@ job_engine_cb(int fd, short events, void *arg)
 		if (op->code != 0)
 			job_fail(j, op->code, "job %s: op %llu (%s): %s", j->name,
 			    (unsigned long long)op->desc.seq,
-			    coll_name(op->desc.coll), op->err);
+			    proto_coll_name(op->desc.coll), op->err);
 		op_finish(op, j->state == JOB_FAILED ? j->code : 0, j->err);
 	}
 }
@@ -1303,7 +1293,7 @@ job_snapshot(struct job *j)
 		if (j->eng_current != NULL)
 			inflight = json_pack("{s:I, s:s}", "seq",
 			    (json_int_t)j->eng_current->desc.seq, "coll",
-			    coll_name(j->eng_current->desc.coll));
+			    proto_coll_name(j->eng_current->desc.coll));
 		pthread_mutex_unlock(&j->eng_mtx);
 	}
 	return json_pack("{s:s, s:s, s:o, s:o, s:s?}", "node",
@@ -1535,7 +1525,7 @@ job_ctl_one(struct job *j)
 		if (j->eng_current != NULL)
 			inflight = json_pack("{s:I, s:s, s:I}", "seq",
 			    (json_int_t)j->eng_current->desc.seq, "coll",
-			    coll_name(j->eng_current->desc.coll), "count",
+			    proto_coll_name(j->eng_current->desc.coll), "count",
 			    (json_int_t)j->eng_current->desc.count);
 		pthread_mutex_unlock(&j->eng_mtx);
 	}

@@ -352,7 +352,6 @@ json_t		*job_ctl_abort(const struct client *, const char *, char *,
 int		job_ctl_query(struct client *, const char *, char *, size_t);
 void		job_ctl_forget(const struct client *);
 int		job_count(void);
-const char	*coll_name(int);
 
 /* ---- metrics.c: counters, and their one rendering (main thread) ---- */
 

@@ -84,7 +84,7 @@ metrics_ops(json_t *list)
 
 	for (int c = 1; c <= COLL_MAX; c++)
 		metrics_add(list, "mccl_ops_total", json_pack("{s:s}",
-		    "collective", coll_name(c)), (double)m.ops[c]);
+		    "collective", proto_coll_name(c)), (double)m.ops[c]);
 	for (int e = 1; e < MCCL_NUM_RESULTS; e++)
 		metrics_add(list, "mccl_op_errors_total", json_pack("{s:s}",
 		    "error", error_names[e]), (double)m.errors[e]);

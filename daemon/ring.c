@@ -491,16 +491,13 @@ static void
 op_desc(const struct peer_ophdr *h, char *s, size_t size)
 {
 	enum { D = 1, O = 2, C = 4, R = 8 };
-	static const char *const names[COLL_MAX + 1] = { NULL, "allreduce",
-	    "broadcast", "barrier", "reduce", "allgather", "reduce_scatter",
-	    "alltoall" };
 	static const uint8_t show[COLL_MAX + 1] = { 0, D | O | C, D | C | R,
 	    0, D | O | C | R, D | C, D | O | C, D | C };
 	int f = h->coll <= COLL_MAX ? show[h->coll] : D | O | C | R;
 
 	s[0] = '\0';
 	if (h->coll >= 1 && h->coll <= COLL_MAX)
-		str_add(s, size, "%s", names[h->coll]);
+		str_add(s, size, "%s", proto_coll_name(h->coll));
 	else
 		str_add(s, size, "collective %u", h->coll);
 	if (f & D)

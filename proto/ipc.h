@@ -159,6 +159,7 @@ extern const struct wire_proto ipc_proto;
 void	proto_default_socket(char *, size_t);
 int	proto_op_bytes(int, uint64_t, size_t, uint32_t, uint32_t, uint32_t,
 	    uint64_t *, uint64_t *);
+const char *proto_coll_name(int);
 int	proto_coll_reduces(int);
 int	proto_coll_has_root(int);
 int	proto_coll_p2p(int);

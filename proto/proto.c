@@ -268,6 +268,19 @@ proto_default_socket(char *buf, size_t len)
 		    (unsigned)geteuid());
 }
 
+static const char *const coll_names[] = {
+	"none", "allreduce", "broadcast", "barrier", "reduce", "allgather",
+	"reduce_scatter", "alltoall", "send", "recv"
+};
+_Static_assert(sizeof(coll_names) / sizeof(coll_names[0]) == COLL_MAX + 1,
+    "a name for every collective");
+
+const char *
+proto_coll_name(int coll)
+{
+	return coll >= 1 && coll <= COLL_MAX ? coll_names[coll] : "unknown";
+}
+
 /* Collectives that take a reduction op, and those that take a root. */
 int
 proto_coll_reduces(int coll)
