@@ -21,6 +21,7 @@
 #include "mccld.h"
 
 #define LINGER_MS	3000	/* a failed job's links, before closing */
+#define SMALL_BYTES	65536	/* allreduce below: recursive doubling */
 
 static void	engine_report_links(struct job *, int, int, const char *);
 
@@ -182,7 +183,7 @@ engine_allreduce(struct job *j, struct op *op, struct xfer *x)
 	size_t bytes = (size_t)d->count * dtype_size(d->dtype);
 
 	if (engine_combine(j, op, dst, 0, d->count, x) == -1 ||
-	    ring_allreduce(x, dst, d->count, d->dtype, d->redop) == -1)
+	    node_allreduce(x, dst, d->count, d->dtype, d->redop) == -1)
 		return -1;
 	if (d->redop == MCCL_AVG && bytes > 0)
 		reduce_scale_avg(dst, d->count, d->dtype, j->nranks);
@@ -202,7 +203,7 @@ engine_reduce(struct job *j, struct op *op, struct xfer *x)
 	if (dst == NULL && bytes > 0)
 		return engine_nomem(x);
 	if (engine_combine(j, op, dst, 0, d->count, x) == -1 ||
-	    ring_allreduce(x, dst, d->count, d->dtype, d->redop) == -1)
+	    node_allreduce(x, dst, d->count, d->dtype, d->redop) == -1)
 		return -1;
 	if (d->redop == MCCL_AVG && bytes > 0 && root != UINT32_MAX)
 		reduce_scale_avg(dst, d->count, d->dtype, j->nranks);
@@ -420,6 +421,7 @@ engine_run(struct job *j, struct op *op, uint8_t *scratch)
 	x.abort_fd = j->eng_abort_fd;
 	x.deadline_ns = op->deadline_ns;
 	x.chunk = md.conf.chunk_bytes;
+	x.small_bytes = SMALL_BYTES;
 	x.scratch = scratch;
 	x.node_index = j->node_index;
 	x.tx_ctr = md.data_tx;

@@ -132,6 +132,7 @@ struct xfer {
 	int		  abort_fd;	/* readable once the job is aborted */
 	uint64_t	  deadline_ns;	/* CLOCK_MONOTONIC; 0: none */
 	size_t		  chunk;	/* pipeline chunk in bytes */
+	size_t		  small_bytes;	/* up to this, latency-bound algorithms */
 	uint8_t		 *scratch;	/* at least 2 * chunk bytes */
 	struct peer_ophdr hdr;		/* this operation, checked against the peers' */
 	const uint32_t	 *node_index;	/* cluster index of each position */
@@ -143,6 +144,7 @@ struct xfer {
 
 uint64_t	now_ns(void);
 int		ring_allreduce(struct xfer *, void *, size_t, int, int);
+int		node_allreduce(struct xfer *, void *, size_t, int, int);
 int		ring_broadcast(struct xfer *, void *, size_t, uint32_t);
 int		ring_allgather(struct xfer *, void *, const size_t *, const size_t *);
 int		ring_barrier(struct xfer *);

@@ -863,3 +863,40 @@ xfer_exchange(struct xfer *x, uint32_t to, const void *sbuf, size_t sbytes,
 	prx.total = rbytes;
 	return duplex_run(x, &ptx, &prx, 1, 1, 1, to, from);
 }
+
+/*
+ * Recursive doubling, for small buffers on a power of two of nodes: log2(n)
+ * exchanges with the node whose position differs in one bit, each followed
+ * by a reduction.  Partners combine the same two partial results in either
+ * order, and the ops are commutative, so every node ends with the same bits.
+ */
+static int
+doubling_allreduce(struct xfer *x, void *buf, size_t count, int dtype, int op)
+{
+	size_t bytes = count * dtype_size(dtype);
+
+	for (uint32_t mask = 1; mask < x->nnodes; mask <<= 1) {
+		uint32_t partner = x->me ^ mask;
+
+		if (xfer_exchange(x, partner, buf, bytes, partner, x->scratch,
+		    bytes) == -1)
+			return -1;
+		if (count > 0)
+			reduce_into(buf, x->scratch, count, dtype,
+			    op == MCCL_AVG ? MCCL_SUM : op);
+	}
+	return 0;
+}
+
+/* The inter-node allreduce: recursive doubling when small, else the ring. */
+int
+node_allreduce(struct xfer *x, void *buf, size_t count, int dtype, int op)
+{
+	size_t es = dtype_size(dtype);
+	uint32_t n = x->nnodes;
+
+	if (n > 1 && (n & (n - 1)) == 0 && es != 0 &&
+	    count <= x->small_bytes / es && count * es <= 2 * x->chunk)
+		return doubling_allreduce(x, buf, count, dtype, op);
+	return ring_allreduce(x, buf, count, dtype, op);
+}

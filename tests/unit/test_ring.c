@@ -161,6 +161,9 @@ nodes_init(struct node *nd, int n, int coll)
 	}
 }
 
+/* Up to this many bytes, node_allreduce may use recursive doubling. */
+static size_t small_bytes;
+
 static int
 node_call(struct node *nd)
 {
@@ -168,7 +171,7 @@ node_call(struct node *nd)
 
 	switch (nd->coll) {
 	case COLL_ALLREDUCE:
-		return ring_allreduce(x, nd->buf, nd->count, nd->dtype, nd->op);
+		return node_allreduce(x, nd->buf, nd->count, nd->dtype, nd->op);
 	case COLL_BROADCAST:
 		return ring_broadcast(x, nd->buf, nd->count, nd->root);
 	case COLL_ALLGATHER:
@@ -279,6 +282,7 @@ node_setup(struct mesh *m, struct node *nd, int i, size_t chunk,
 	x->deadline_ns = deadline;
 	x->chunk = nd->chunk > 0 ? nd->chunk : chunk;
 	x->scratch = xmalloc(2 * x->chunk);
+	x->small_bytes = small_bytes;
 	x->hdr = (struct peer_ophdr){ m->seq, (uint8_t)nd->coll,
 	    (uint8_t)nd->dtype, (uint8_t)nd->op, 0, nd->root, nd->count };
 }
@@ -448,6 +452,46 @@ START_TEST(test_allreduce_identical)
 	for (int k = 0; k < n; k++) {
 		ck_assert_msg(nd[k].rc == 0, "node %d: %s", k, nd[k].x.err);
 		ck_assert_msg(memcmp(nd[k].buf, nd[0].buf, count * 4) == 0,
+		    "node %d's sums differ from node 0's", k);
+	}
+	free_bufs(nd, n);
+}
+END_TEST
+
+/* Recursive doubling, on 2 and 4 nodes: right, and the same on every node. */
+START_TEST(test_doubling)
+{
+	static const int dtypes[] = { MCCL_INT32, MCCL_FLOAT32, MCCL_FLOAT64 };
+	static const int ops[] = { MCCL_SUM, MCCL_MAX, MCCL_PROD };
+	static const size_t counts[] = { 0, 1, 7, 1000 };
+	int n = _i == 0 ? 2 : 4;
+	struct node nd[MAXN];
+	struct mesh m;
+	unsigned seed = 7;
+
+	small_bytes = 65536;
+	mesh_open(&m, n);
+	for (size_t d = 0; d < 3; d++)
+		for (size_t o = 0; o < 3; o++)
+			for (size_t c = 0; c < 4; c++)
+				allreduce_case(&m, dtypes[d], ops[o], counts[c],
+				    4096);
+	nodes_init(nd, n, COLL_ALLREDUCE);
+	for (int k = 0; k < n; k++) {
+		float *f = nd[k].buf = xmalloc(1000 * sizeof(float));
+
+		for (size_t i = 0; i < 1000; i++)
+			f[i] = (float)rand_r(&seed) / (float)RAND_MAX - 0.3f;
+		nd[k].count = 1000;
+		nd[k].dtype = MCCL_FLOAT32;
+		nd[k].op = MCCL_SUM;
+	}
+	run_nodes(&m, nd, 4096, 10000, -1);
+	mesh_close(&m);
+	small_bytes = 0;
+	for (int k = 0; k < n; k++) {
+		ck_assert_msg(nd[k].rc == 0, "node %d: %s", k, nd[k].x.err);
+		ck_assert_msg(memcmp(nd[k].buf, nd[0].buf, 4000) == 0,
 		    "node %d's sums differ from node 0's", k);
 	}
 	free_bufs(nd, n);
@@ -878,6 +922,7 @@ main(void)
 
 	tcase(s, "allreduce", test_allreduce, 3);
 	tcase(s, "identical", test_allreduce_identical, 2);
+	tcase(s, "doubling", test_doubling, 2);
 	tcase(s, "broadcast", test_broadcast, 3);
 	tcase(s, "allgather", test_allgather, 3);
 	tcase(s, "barrier", test_barrier, 3);
