@@ -191,6 +191,20 @@ check_identical(mccl_comm_t *comm, uint64_t h, const char *what)
 	mccl_free(comm, buf);
 }
 
+/* Join the job the environment names; NULL (said why) if that fails. */
+static mccl_comm_t *
+join(void)
+{
+	mccl_comm_t *comm;
+	mccl_result_t rc;
+
+	if ((rc = mccl_comm_init_env(&comm)) != MCCL_SUCCESS) {
+		FAIL("init: %s: %s", mccl_strerror(rc), mccl_last_error(NULL));
+		return NULL;
+	}
+	return comm;
+}
+
 /* ---- the matrix ---- */
 
 struct bufs {
@@ -444,10 +458,8 @@ mode_collectives(void)
 	size_t bytes;
 	mccl_result_t rc;
 
-	if ((rc = mccl_comm_init_env(&comm)) != MCCL_SUCCESS) {
-		FAIL("init: %s: %s", mccl_strerror(rc), mccl_last_error(NULL));
+	if ((comm = join()) == NULL)
 		return 1;
-	}
 	bytes = MAXCOUNT * 8 * (size_t)mccl_comm_size(comm);
 	shm.send = mccl_alloc(comm, bytes);
 	shm.recv = mccl_alloc(comm, bytes);
@@ -564,10 +576,8 @@ mode_p2p(void)
 	mccl_result_t rc;
 	int n;
 
-	if ((rc = mccl_comm_init_env(&comm)) != MCCL_SUCCESS) {
-		FAIL("init: %s: %s", mccl_strerror(rc), mccl_last_error(NULL));
+	if ((comm = join()) == NULL)
 		return 1;
-	}
 	n = mccl_comm_size(comm);
 	sbuf = calloc((size_t)n, sizeof(*sbuf));
 	rbuf = calloc((size_t)n, sizeof(*rbuf));
@@ -755,12 +765,9 @@ mode_api(void)
 {
 	mccl_comm_t *comm;
 	float *buf;
-	mccl_result_t rc;
 
-	if ((rc = mccl_comm_init_env(&comm)) != MCCL_SUCCESS) {
-		FAIL("init: %s: %s", mccl_strerror(rc), mccl_last_error(NULL));
+	if ((comm = join()) == NULL)
 		return 1;
-	}
 	buf = mccl_alloc(comm, 64 * 100 * sizeof(int32_t));
 	bad_arguments(comm, buf);
 	still_works(comm, buf, "after bad arguments");
@@ -782,10 +789,8 @@ mode_mismatch(void)
 	float buf[16] = { 0 };
 	mccl_result_t rc;
 
-	if ((rc = mccl_comm_init_env(&comm)) != MCCL_SUCCESS) {
-		FAIL("init: %s", mccl_last_error(NULL));
+	if ((comm = join()) == NULL)
 		return 1;
-	}
 	rc = mccl_allreduce(buf, buf, my_rank == 0 ? 10 : 12, MCCL_FLOAT32,
 	    MCCL_SUM, comm, NULL);
 	expect(comm, rc, MCCL_ERR_INVALID_ARGUMENT, "count", "mismatch");
@@ -801,12 +806,9 @@ mode_abort(void)
 {
 	mccl_comm_t *comm;
 	float buf[4] = { 0 };
-	mccl_result_t rc;
 
-	if ((rc = mccl_comm_init_env(&comm)) != MCCL_SUCCESS) {
-		FAIL("init: %s", mccl_last_error(NULL));
+	if ((comm = join()) == NULL)
 		return 1;
-	}
 	if (my_rank == 0) {
 		usleep(300000);
 		expect(comm, mccl_comm_abort(comm), MCCL_SUCCESS, NULL, "abort");
@@ -835,10 +837,8 @@ mode_loop(const char *code, const char *text)
 	float *buf;
 	mccl_result_t rc;
 
-	if ((rc = mccl_comm_init_env(&comm)) != MCCL_SUCCESS) {
-		FAIL("init: %s: %s", mccl_strerror(rc), mccl_last_error(NULL));
+	if ((comm = join()) == NULL)
 		return 1;
-	}
 	buf = mccl_alloc(comm, C * sizeof(float));
 	printf("rank %d: looping\n", my_rank);
 	fflush(stdout);
@@ -864,13 +864,10 @@ mode_steady(int ms)
 	struct timespec t0, t;
 	mccl_comm_t *comm;
 	float *buf;
-	mccl_result_t rc;
 	long n = 0;
 
-	if ((rc = mccl_comm_init_env(&comm)) != MCCL_SUCCESS) {
-		FAIL("init: %s: %s", mccl_strerror(rc), mccl_last_error(NULL));
+	if ((comm = join()) == NULL)
 		return 1;
-	}
 	buf = mccl_alloc(comm, 1024 * sizeof(float));
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (int32_t go = 1; go && failures == 0; n++) {
@@ -922,10 +919,8 @@ mode_big(void)
 	mccl_result_t rc;
 	int n;
 
-	if ((rc = mccl_comm_init_env(&comm)) != MCCL_SUCCESS) {
-		FAIL("init: %s: %s", mccl_strerror(rc), mccl_last_error(NULL));
+	if ((comm = join()) == NULL)
 		return 1;
-	}
 	n = mccl_comm_size(comm);
 	if ((buf = mccl_alloc(comm, count * sizeof(float))) == NULL) {
 		FAIL("mccl_alloc of %zu bytes: %s", count * sizeof(float),
@@ -958,12 +953,9 @@ static int
 mode_idle(int ms)
 {
 	mccl_comm_t *comm;
-	mccl_result_t rc;
 
-	if ((rc = mccl_comm_init_env(&comm)) != MCCL_SUCCESS) {
-		FAIL("init: %s: %s", mccl_strerror(rc), mccl_last_error(NULL));
+	if ((comm = join()) == NULL)
 		return 1;
-	}
 	usleep((useconds_t)ms * 1000);
 	mccl_comm_destroy(comm);
 	return 0;
@@ -975,10 +967,8 @@ mode_hold(int ms)
 	mccl_comm_t *comm;
 	mccl_result_t rc;
 
-	if ((rc = mccl_comm_init_env(&comm)) != MCCL_SUCCESS) {
-		FAIL("init: %s: %s", mccl_strerror(rc), mccl_last_error(NULL));
+	if ((comm = join()) == NULL)
 		return 1;
-	}
 	if ((rc = mccl_barrier(comm, NULL)) != MCCL_SUCCESS)
 		FAIL("barrier: %s: %s", mccl_strerror(rc), mccl_last_error(comm));
 	usleep((useconds_t)ms * 1000);
