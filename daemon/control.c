@@ -6,12 +6,15 @@
  */
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <time.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -327,6 +330,50 @@ client_seg_add(struct client *c, const struct ipc_seg_add *m, int fd)
 	client_error(c, MCCL_ERR_INVALID_ARGUMENT, IPC_SEG_ADD, err);
 }
 
+/*
+ * Any thread: tell the client of a doorbell that something happened; with
+ * done_seq > 0, that its collectives up to done_seq ended well.  The
+ * caller holds a reference on bell, so the page stays mapped.
+ */
+void
+bell_ring(struct seg *bell, uint64_t done_seq)
+{
+	struct ipc_doorbell *b = (struct ipc_doorbell *)(void *)bell->base;
+
+	if (done_seq > 0)
+		__atomic_store_n(&b->done_seq, done_seq, __ATOMIC_RELEASE);
+	__atomic_add_fetch(&b->word, 1, __ATOMIC_SEQ_CST);
+	/* Ordered after the bump: a sleeper that raced us sees a new word. */
+	if (__atomic_load_n(&b->sleepers, __ATOMIC_SEQ_CST) != 0)
+		syscall(SYS_futex, &b->word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+/* A registered segment becomes the connection's doorbell. */
+static void
+client_bell(struct client *c, const struct ipc_bell *m)
+{
+	struct ipc_seg_ok ok = { m->seg_id };
+	char err[ERR_MAX];
+	struct seg *s;
+
+	if ((s = seg_find(c, m->seg_id)) == NULL)
+		snprintf(err, sizeof(err), "doorbell: segment %u is not "
+		    "registered", m->seg_id);
+	else if (s->size < IPC_BELL_SIZE)
+		snprintf(err, sizeof(err), "doorbell: segment %u has %llu "
+		    "bytes, fewer than %zu", m->seg_id,
+		    (unsigned long long)s->size, IPC_BELL_SIZE);
+	else if (c->bell != NULL)
+		snprintf(err, sizeof(err), "this connection has a doorbell");
+	else {
+		s->refs++;
+		c->bell = s;
+		client_send(c, IPC_SEG_OK, &ok, NULL, 0);
+		return;
+	}
+	client_error(c, MCCL_ERR_INVALID_ARGUMENT, IPC_BELL, err);
+}
+
 static void
 client_seg_del(struct client *c, const struct ipc_seg_del *m)
 {
@@ -356,8 +403,11 @@ client_send(struct client *c, uint16_t type, const void *msg,
 		return -1;
 	}
 	if (TAILQ_EMPTY(&c->outq) && send(c->fd, buf, len, MSG_NOSIGNAL |
-	    MSG_DONTWAIT) == (ssize_t)len)
+	    MSG_DONTWAIT) == (ssize_t)len) {
+		if (c->bell != NULL)
+			bell_ring(c->bell, 0);
 		return 0;
+	}
 	/* The client is slow to read: keep the record, in order, up to a cap. */
 	if (c->outq_bytes + len > OUTQ_MAX) {
 		if (!c->outq_full)
@@ -398,6 +448,8 @@ client_write_cb(int fd, short events, void *arg)
 		TAILQ_REMOVE(&c->outq, o, entry);
 		c->outq_bytes -= (uint32_t)o->len;
 		free(o);
+		if (c->bell != NULL)
+			bell_ring(c->bell, 0);
 	}
 	/* All caught up: read its requests again. */
 	if (c->outq_full) {
@@ -596,6 +648,7 @@ client_dispatch(struct client *c, uint16_t type, const void *msg, int fd,
 	case IPC_HELLO: client_hello(c, msg); break;
 	case IPC_SEG_ADD: client_seg_add(c, msg, fd); break;
 	case IPC_SEG_DEL: client_seg_del(c, msg); break;
+	case IPC_BELL: client_bell(c, msg); break;
 	case IPC_JOIN: job_client_join(c, msg); break;
 	case IPC_LEAVE: job_client_gone(c, 1); break;
 	case IPC_ABORT: job_client_abort(c); break;
@@ -738,6 +791,9 @@ client_close(struct client *c, const char *why)
 		log_debug("control: client %s disconnected", c->desc);
 	job_client_gone(c, 0);
 	job_ctl_forget(c);
+	if (c->bell != NULL)
+		seg_unref(c->bell);
+	c->bell = NULL;
 	while ((s = TAILQ_FIRST(&c->segs)) != NULL) {
 		TAILQ_REMOVE(&c->segs, s, entry);
 		seg_unref(s);

@@ -22,6 +22,8 @@
 
 #define LINGER_MS	3000	/* a failed job's links, before closing */
 #define SMALL_BYTES	65536	/* allreduce below: recursive doubling */
+#define LAZY_NS		2000000	/* ops answered by doorbell wait this long
+				   for the main thread to free them */
 
 static void	engine_report_links(struct job *, int, int, const char *);
 
@@ -445,6 +447,35 @@ engine_run(struct job *j, struct op *op, uint8_t *scratch)
 	wire_strlcpy(op->err, x.err, sizeof(op->err));
 }
 
+/*
+ * Wait for work with eng_mtx held.  Ops the doorbells answered are handed
+ * back quietly: the main thread collects them with the next submission
+ * (job_client_op), so a tight loop of small collectives costs it no extra
+ * wake-up.  If no submission comes within LAZY_NS, wake it to free them.
+ */
+static void
+engine_idle(struct job *j)
+{
+	struct timespec ts;
+	uint64_t until;
+
+	if (j->eng_out_quiet) {
+		until = now_ns() + LAZY_NS;
+		ts = (struct timespec){ (time_t)(until / 1000000000),
+		    (long)(until % 1000000000) };
+		while (!j->eng_quit && TAILQ_EMPTY(&j->eng_in) &&
+		    pthread_cond_timedwait(&j->eng_cond, &j->eng_mtx, &ts) == 0)
+			;
+		if (!TAILQ_EMPTY(&j->eng_in) || j->eng_quit)
+			return;
+		if (j->eng_out_quiet && !TAILQ_EMPTY(&j->eng_out))
+			engine_notify(j);
+		j->eng_out_quiet = 0;
+	}
+	while (!j->eng_quit && TAILQ_EMPTY(&j->eng_in))
+		pthread_cond_wait(&j->eng_cond, &j->eng_mtx);
+}
+
 /* Next operation to run, or NULL when told to quit. */
 static struct op *
 engine_next(struct job *j)
@@ -452,8 +483,7 @@ engine_next(struct job *j)
 	struct op *op;
 
 	pthread_mutex_lock(&j->eng_mtx);
-	while (!j->eng_quit && TAILQ_EMPTY(&j->eng_in))
-		pthread_cond_wait(&j->eng_cond, &j->eng_mtx);
+	engine_idle(j);
 	if ((op = TAILQ_FIRST(&j->eng_in)) != NULL && !j->eng_quit) {
 		TAILQ_REMOVE(&j->eng_in, op, entry);
 		j->eng_current = op;
@@ -467,13 +497,37 @@ engine_next(struct job *j)
 	return op;
 }
 
+/*
+ * Answer the ranks of an op that ended well through their doorbells, at
+ * once: the main thread frees the op later, without a hop on the path.
+ */
+static int
+engine_ring(const struct job *j, struct op *op)
+{
+	int all = 1;
+
+	for (uint32_t i = 0; i < j->nlocal; i++)
+		if (op->parts[i].bell != NULL) {
+			bell_ring(op->parts[i].bell, op->parts[i].req);
+			op->parts[i].rung = 1;
+		} else
+			all = 0;
+	return all;
+}
+
 static void
 engine_done(struct job *j, struct op *op)
 {
+	int quiet = op->code == 0 && engine_ring(j, op);
+
 	pthread_mutex_lock(&j->eng_mtx);
 	j->eng_current = NULL;
+	TAILQ_INSERT_TAIL(&j->eng_out, op, entry);
+	if (quiet)
+		j->eng_out_quiet = 1;
 	pthread_mutex_unlock(&j->eng_mtx);
-	job_engine_done(j, op);
+	if (!quiet)
+		engine_notify(j);
 }
 
 /* Any thread: hand a finished op back to the main thread. */
@@ -561,8 +615,9 @@ engine_submit(struct job *j, struct op *op)
 {
 	pthread_mutex_lock(&j->eng_mtx);
 	TAILQ_INSERT_TAIL(&j->eng_in, op, entry);
-	pthread_cond_signal(&j->eng_cond);
 	pthread_mutex_unlock(&j->eng_mtx);
+	/* After unlocking: woken, the engine finds the mutex free. */
+	pthread_cond_signal(&j->eng_cond);
 }
 
 /* Hand an accepted data link from the node at position pos to the engine. */

@@ -60,6 +60,7 @@ static void	job_recv_query(uint32_t, const struct peer_job_query *);
 static int	job_recv_info(uint32_t, const struct peer_job_query *,
 		    const uint8_t *, size_t);
 static void	job_free(struct job *);
+static void	job_engine_cb(int, short, void *);
 
 static const char *job_state_names[] = { "forming", "linking", "ready",
     "failed" };
@@ -789,6 +790,8 @@ op_free(struct op *op)
 			seg_unref(op->parts[i].send_seg);
 		if (op->parts[i].recv_seg != NULL)
 			seg_unref(op->parts[i].recv_seg);
+		if (op->parts[i].bell != NULL)
+			seg_unref(op->parts[i].bell);
 	}
 	if (op->ev_timeout != NULL)
 		event_free(op->ev_timeout);
@@ -804,7 +807,13 @@ op_finish(struct op *op, int code, const char *err)
 	for (uint32_t i = 0; i < j->nlocal; i++) {
 		struct client *c = j->clients[j->local_ranks[i]];
 
-		if (op->parts[i].submitted && c != NULL)
+		if (!op->parts[i].submitted || c == NULL)
+			continue;
+		if (op->parts[i].rung) {	/* answered: it only leaves flight */
+			if (c->inflight > 0)
+				c->inflight--;
+		}
+		else
 			client_op_done(c, op->parts[i].req, code, err);
 	}
 	if (code == 0)
@@ -909,6 +918,10 @@ op_attach(struct client *c, struct op *op, const struct ipc_op *m, char *err,
 	    &part->recv, err, len);
 	if (part->recv == NULL && rbytes > 0)
 		return -1;
+	if ((part->bell = c->bell) != NULL && !proto_coll_p2p(m->coll))
+		part->bell->refs++;
+	else
+		part->bell = NULL;
 	part->submitted = 1;
 	part->req = m->seq;
 	op->nsubmitted++;
@@ -1010,6 +1023,8 @@ job_client_op(struct client *c, const struct ipc_op *m)
 	char err[ERR_MAX];
 
 	c->inflight++;
+	if (j != NULL)
+		job_collect(j);
 	if (j == NULL || j->state == JOB_FORMING || j->state == JOB_LINKING) {
 		client_op_done(c, m->seq, MCCL_ERR_INVALID_ARGUMENT,
 		    "operation before the job was formed");
@@ -1100,6 +1115,26 @@ job_engine_cb(int fd, short events, void *arg)
 			    proto_coll_name(op->desc.coll), op->err);
 		op_finish(op, j->state == JOB_FAILED ? j->code : 0, j->err);
 	}
+}
+
+/*
+ * Take what the engine handed back without waking us (engine_idle): before
+ * anything that counts a client's operations in flight or shows them.
+ */
+void
+job_collect(struct job *j)
+{
+	if (j->ev_engine != NULL)
+		job_engine_cb(-1, 0, j);
+}
+
+void
+job_collect_all(void)
+{
+	struct job *j;
+
+	TAILQ_FOREACH(j, &md.jobs, entry)
+		job_collect(j);
 }
 
 int
@@ -1222,6 +1257,7 @@ job_client_gone(struct client *c, int orderly)
 
 	if (j == NULL)
 		return;
+	job_collect(j);
 	c->job = NULL;
 	j->clients[c->rank] = NULL;
 	if (j->state == JOB_FORMING) {
@@ -1279,6 +1315,7 @@ job_snapshot(struct job *j)
 {
 	json_t *ranks = json_array(), *inflight = json_null();
 
+	job_collect(j);
 	for (uint32_t i = 0; i < j->nlocal; i++) {
 		uint32_t r = j->local_ranks[i];
 		struct client *c = j->clients[r];
@@ -1516,6 +1553,7 @@ job_ctl_one(struct job *j)
 	json_t *ranks = json_array(), *inflight = json_null();
 	char id[20];
 
+	job_collect(j);
 	snprintf(id, sizeof(id), "%016llx", (unsigned long long)j->id);
 	for (uint32_t r = 0; r < j->nranks; r++)
 		if (j->clients[r] != NULL)

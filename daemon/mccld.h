@@ -214,6 +214,7 @@ struct client {
 	uint32_t	 outq_bytes;
 	int		 outq_full;	/* not read from until outq drains */
 	int		 monitor;	/* mcclctl monitor: gets events */
+	struct seg	*bell;		/* its doorbell (IPC_BELL), or NULL */
 	struct job	*job;		/* once it sent JOIN */
 	uint32_t	 rank;
 	uint32_t	 local_index;	/* in job->local_ranks, once formed */
@@ -232,6 +233,7 @@ void		client_op_done(struct client *, uint64_t, int, const char *);
 struct seg	*client_seg(struct client *, uint32_t, uint64_t, uint64_t,
 		    uint8_t **, char *, size_t);
 void		seg_unref(struct seg *);
+void		bell_ring(struct seg *, uint64_t);
 void		monitor_event(const char *, json_t *);
 
 /* ---- peer.c: control connections to the other daemons (main thread) ---- */
@@ -257,6 +259,8 @@ struct op_part {			/* one local rank's buffers */
 	struct seg	*recv_seg;
 	uint8_t		*send;
 	uint8_t		*recv;
+	struct seg	*bell;		/* the rank's doorbell, for collectives */
+	int		 rung;		/* the engine answered it there */
 };
 
 struct op {
@@ -323,6 +327,8 @@ struct job {
 	int		 eng_abort_fd;	/* eventfd: wakes the engine out of poll */
 	struct op_list	 eng_in;	/* ready to run */
 	struct op_list	 eng_out;	/* done, for the main thread */
+	int		 eng_out_quiet;	/* it holds ops the main thread was
+					   not woken for (engine_idle) */
 	int		*eng_fds;	/* data link of each position */
 	int		 eng_links;	/* 0 pending, 1 up, -1 failed */
 	int		 eng_links_reported;
@@ -347,6 +353,8 @@ void		job_peer_up(uint32_t);
 void		job_peer_down(uint32_t, const char *);
 void		job_data_link(int, const struct peer_data_hello *);
 void		job_engine_done(struct job *, struct op *);
+void		job_collect(struct job *);
+void		job_collect_all(void);
 void		job_shutdown(const char *);
 json_t		*job_ctl_list(const struct client *);
 json_t		*job_ctl_abort(const struct client *, const char *, char *,

@@ -106,6 +106,7 @@ metrics_samples(void)
 {
 	json_t *list = json_array();
 
+	job_collect_all();	/* ops the engine answered quietly count too */
 	metrics_add(list, "mccl_uptime_seconds", NULL,
 	    (now_ns() - md.started_ns) / 1e9);
 	metrics_add(list, "mccl_clients", NULL, md.nclients);

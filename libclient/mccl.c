@@ -2,12 +2,19 @@
  * mccl.c: libmccl, the client library (see mccl.h for the API contract).
  *
  * A communicator is one connection to the local daemon.  Operations are
- * records on that connection; the daemon answers each with OP_DONE, in
- * order.  Whichever thread needs progress reads the socket (one at a time)
- * and completes requests; the others wait on a condition variable.  Every
- * wait has a deadline derived from the daemon's own timeouts.
+ * records on that connection.  A collective that ends well is answered
+ * through the doorbell (struct ipc_doorbell, in shared memory): the
+ * daemon's engine thread stores its seq and wakes a futex, with no record
+ * and no hop through the daemon's main loop.  Everything else (failures,
+ * sends and receives, replies) comes as records, OP_DONE for operations.
+ * Whichever thread needs progress waits (one at a time) and completes
+ * requests; the others wait on a condition variable.  Every wait has a
+ * deadline derived from the daemon's own timeouts.
  */
 #include <sys/mman.h>
+#include <sys/syscall.h>
+
+#include <linux/futex.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -24,6 +31,8 @@
 #define ERRLEN			1024
 #define CONNECT_TIMEOUT_MS	5000
 #define DAEMON_MARGIN_MS	5000	/* beyond the daemon's own deadline */
+#define BELL_NAP_MS		200	/* longest doorbell sleep: then see
+					   whether the daemon is still there */
 
 struct lseg {
 	struct lseg	*next;
@@ -39,6 +48,7 @@ struct mccl_request {
 	struct mccl_comm *comm;
 	uint64_t	 seq;
 	uint64_t	 deadline_ms;
+	int		 collective;	/* answered through the doorbell */
 	int		 done;
 	mccl_result_t	 code;
 	struct lseg	*stage;		/* copy out of it on completion */
@@ -72,7 +82,8 @@ struct mccl_comm {
 	uint64_t	 nsplits;
 	uint32_t	 next_seg_id;
 	struct lseg	*segs;
-	struct mccl_request *pending;	/* oldest first */
+	struct ipc_doorbell *bell;	/* in a segment of segs */
+	struct mccl_request *pending;	/* oldest first, so by seq */
 	struct mccl_request *pending_tail;
 	struct sync_reply reply;
 	mccl_result_t	 failed;	/* sticky: the communicator is broken */
@@ -123,6 +134,7 @@ mccl_comm_size(const mccl_comm_t *comm)
 }
 
 static mccl_result_t	comm_check(const mccl_comm_t *);
+static struct lseg	*seg_create(mccl_comm_t *, size_t, int);
 
 /* Record an error on comm (lock held) and return its code. */
 static mccl_result_t
@@ -244,6 +256,61 @@ dispatch(mccl_comm_t *comm, const struct ipc_msg *m)
 	return MCCL_SUCCESS;
 }
 
+static uint64_t
+bell_done_seq(const mccl_comm_t *comm)
+{
+	return __atomic_load_n(&comm->bell->done_seq, __ATOMIC_ACQUIRE);
+}
+
+/* Complete the pending collectives the doorbell says ended well. */
+static void
+bell_collect(mccl_comm_t *comm)
+{
+	struct mccl_request *r, *next;
+	uint64_t done;
+
+	if (comm->bell == NULL)
+		return;
+	done = bell_done_seq(comm);
+	for (r = comm->pending; r != NULL && r->seq <= done; r = next) {
+		next = r->next;
+		if (r->collective)
+			request_complete(comm, r, MCCL_SUCCESS);
+	}
+}
+
+/*
+ * Wait for the daemon (without comm->lock): for a record, or, with a
+ * doorbell, for its word to move past `word` (read before the caller last
+ * looked at done_seq), for at most timeout_ms.  Records also move the word,
+ * so one futex covers both; the naps are bounded so that a daemon that
+ * died, and so rings no more, is noticed by the socket.
+ */
+static int
+comm_wait_daemon(mccl_comm_t *comm, uint32_t word, uint64_t timeout_ms,
+    char *err, size_t errlen)
+{
+	struct ipc_doorbell *b = comm->bell;
+	struct timespec ts;
+	uint64_t nap;
+	int rc;
+
+	if (b == NULL)
+		return conn_recv(comm->fd, (int)timeout_ms, comm->msg, err,
+		    errlen);
+	if ((rc = conn_recv(comm->fd, 0, comm->msg, err, errlen)) !=
+	    MCCL_ERR_TIMEOUT)
+		return rc;
+	nap = timeout_ms < BELL_NAP_MS ? timeout_ms : BELL_NAP_MS;
+	ts = (struct timespec){ (time_t)(nap / 1000),
+	    (long)(nap % 1000) * 1000000 };
+	__atomic_add_fetch(&b->sleepers, 1, __ATOMIC_SEQ_CST);
+	syscall(SYS_futex, &b->word, FUTEX_WAIT, word, &ts, NULL, 0);
+	__atomic_sub_fetch(&b->sleepers, 1, __ATOMIC_SEQ_CST);
+	snprintf(err, errlen, "no answer from the daemon yet");
+	return MCCL_ERR_TIMEOUT;
+}
+
 /*
  * Make progress until *flag is set or deadline_ms (CLOCK_MONOTONIC ms)
  * passes.  Called and returns with comm->lock held.
@@ -252,10 +319,17 @@ static mccl_result_t
 comm_progress(mccl_comm_t *comm, const int *flag, uint64_t deadline_ms)
 {
 	char err[ERRLEN];
+	uint32_t word = 0;
 	uint64_t now;
 	int rc;
 
-	while (!*flag) {
+	for (;;) {
+		if (comm->bell != NULL)
+			word = __atomic_load_n(&comm->bell->word,
+			    __ATOMIC_SEQ_CST);
+		bell_collect(comm);
+		if (*flag)
+			break;
 		if (comm->failed != MCCL_SUCCESS)
 			return comm->failed;
 		if ((now = conn_now_ms()) >= deadline_ms)
@@ -269,8 +343,8 @@ comm_progress(mccl_comm_t *comm, const int *flag, uint64_t deadline_ms)
 		}
 		comm->reading = 1;
 		pthread_mutex_unlock(&comm->lock);
-		rc = conn_recv(comm->fd, (int)(deadline_ms - now), comm->msg,
-		    err, sizeof(err));
+		rc = comm_wait_daemon(comm, word, deadline_ms - now, err,
+		    sizeof(err));
 		pthread_mutex_lock(&comm->lock);
 		comm->reading = 0;
 		pthread_cond_broadcast(&comm->cond);
@@ -378,6 +452,28 @@ init_fail(mccl_comm_t *comm, mccl_result_t code, const char *msg)
 	return code;
 }
 
+/*
+ * The doorbell: a page of its own, registered like a staging segment but
+ * never lent to an operation (busy for good).
+ */
+static mccl_result_t
+comm_bell(mccl_comm_t *comm)
+{
+	struct ipc_bell m;
+	struct lseg *s;
+	mccl_result_t rc;
+
+	if ((s = seg_create(comm, IPC_BELL_SIZE, 1)) == NULL)
+		return comm->failed ? comm->failed : MCCL_ERR_NO_MEMORY;
+	s->busy = 1;
+	m.seg_id = s->id;
+	if ((rc = comm_request(comm, IPC_BELL, &m, -1, CONNECT_TIMEOUT_MS)) !=
+	    MCCL_SUCCESS)
+		return rc;
+	comm->bell = (struct ipc_doorbell *)(void *)s->base;
+	return MCCL_SUCCESS;
+}
+
 static mccl_result_t
 comm_join(mccl_comm_t *comm, const char *job, int nranks, int rank)
 {
@@ -431,7 +527,8 @@ mccl_comm_init(mccl_comm_t **commp, const char *job, int nranks, int rank)
 	comm->op_timeout_ms = (uint32_t)env_ms("MCCL_OP_TIMEOUT_MS",
 	    comm->hello.op_timeout_ms);
 	pthread_mutex_lock(&comm->lock);
-	rc = comm_join(comm, job, nranks, rank);
+	if ((rc = comm_bell(comm)) == MCCL_SUCCESS)
+		rc = comm_join(comm, job, nranks, rank);
 	pthread_mutex_unlock(&comm->lock);
 	if (rc != MCCL_SUCCESS)
 		return init_fail(comm, rc, comm->err);
@@ -806,6 +903,7 @@ op_submit(mccl_comm_t *comm, const struct op_args *a, size_t sb, size_t rb,
 		return rc;
 	}
 	r->comm = comm;
+	r->collective = comm->bell != NULL && !proto_coll_p2p(a->coll);
 	r->seq = m.seq = comm->next_seq++;
 	r->deadline_ms = conn_now_ms() + comm->op_timeout_ms + DAEMON_MARGIN_MS;
 	m.coll = a->coll;

@@ -6,6 +6,8 @@
  *
  * Version history:
  *   1  first version.
+ *   2  the completion doorbell (IPC_BELL, struct ipc_doorbell): collectives
+ *      that end well are answered through it instead of by IPC_OP_DONE.
  */
 #ifndef MCCL_IPC_H
 #define MCCL_IPC_H
@@ -14,7 +16,7 @@
 #include "wire.h"
 
 #define IPC_MAGIC		0x4d43434cU	/* "MCCL" */
-#define IPC_VERSION		1
+#define IPC_VERSION		2
 #define IPC_MSG_MAX		(256 * 1024)	/* largest record either side sends */
 #define IPC_TEXT_MAX		1024		/* error and status messages */
 
@@ -30,6 +32,7 @@ enum ipc_type {
 	IPC_SEG_ADD = 200,	/* c->d, with one memfd */
 	IPC_SEG_OK = 201,	/* d->c */
 	IPC_SEG_DEL = 202,	/* c->d: no reply */
+	IPC_BELL = 210,		/* c->d: a segment is the doorbell; SEG_OK */
 	/* 300: jobs */
 	IPC_JOIN = 300,		/* c->d: this connection is rank r of job J */
 	IPC_JOINED = 301,	/* d->c: all ranks are there, links are up */
@@ -102,6 +105,30 @@ struct ipc_seg_ok {
 struct ipc_seg_del {
 	uint32_t	seg_id;
 };
+
+struct ipc_bell {
+	uint32_t	seg_id;		/* its first IPC_BELL_SIZE bytes */
+};
+
+/*
+ * The completion doorbell, at the start of a segment the client registered
+ * and named in IPC_BELL.  When a collective ends well, the engine thread
+ * stores the connection's seq of it in done_seq (collectives end in the
+ * order a connection submits them, so every earlier one has ended too),
+ * then bumps word, and wakes the futex on word if sleepers is not 0.  The
+ * daemon bumps word likewise after every record it sends the connection,
+ * so a client sleeping on word also wakes for replies and failures, which
+ * still come as records.  The daemon writes done_seq and word and reads
+ * sleepers, nothing else: a client that scribbles on its doorbell confuses
+ * itself alone.  Fields are accessed atomically; word is a shared futex.
+ */
+struct ipc_doorbell {
+	uint32_t	word;		/* futex: bumped after each event */
+	uint32_t	sleepers;	/* client threads in FUTEX_WAIT on word */
+	uint64_t	done_seq;	/* collectives up to this seq ended well */
+};
+
+#define IPC_BELL_SIZE		sizeof(struct ipc_doorbell)
 
 struct ipc_join {
 	uint32_t	nranks;

@@ -363,6 +363,9 @@ static const struct wire_field f_ipc_seg_ok[] = {
 static const struct wire_field f_ipc_seg_del[] = {
 	F(ipc_seg_del, seg_id, WIRE_INT),
 };
+static const struct wire_field f_ipc_bell[] = {
+	F(ipc_bell, seg_id, WIRE_INT),
+};
 static const struct wire_field f_ipc_join[] = {
 	F(ipc_join, nranks, WIRE_INT), F(ipc_join, rank, WIRE_INT),
 	F(ipc_join, timeout_ms, WIRE_INT), F(ipc_join, job, WIRE_BYTES),
@@ -398,6 +401,7 @@ static const struct wire_type ipc_types[] = {
 	WIRE_TYPE(IPC_SEG_ADD, ipc_seg_add, f_ipc_seg_add, 0, 1),
 	WIRE_TYPE(IPC_SEG_OK, ipc_seg_ok, f_ipc_seg_ok, 0, 0),
 	WIRE_TYPE(IPC_SEG_DEL, ipc_seg_del, f_ipc_seg_del, 0, 0),
+	WIRE_TYPE(IPC_BELL, ipc_bell, f_ipc_bell, 0, 0),
 	WIRE_TYPE(IPC_JOIN, ipc_join, f_ipc_join, 0, 0),
 	WIRE_TYPE(IPC_JOINED, ipc_joined, f_ipc_joined, 0, 0),
 	WIRE_TYPE_EMPTY(IPC_LEAVE, 0, 0),

@@ -89,6 +89,7 @@ ipc_valid(void)
 	struct ipc_seg_add add = { 1, 1 << 20 };
 	struct ipc_seg_ok sok = { 1 };
 	struct ipc_seg_del del = { 1 };
+	struct ipc_bell bell = { 1 };
 	struct ipc_join join = { 4, 0, 30000, "demo" };
 	struct ipc_joined joined = { JOB_ID, 4, 0, 2, 2 };
 	struct ipc_op op = { .seq = 1, .coll = COLL_ALLREDUCE,
@@ -108,6 +109,7 @@ ipc_valid(void)
 	seed_one(&ipc_proto, "seg_add", IPC_SEG_ADD, &add, NULL, 0);
 	seed_one(&ipc_proto, "seg_ok", IPC_SEG_OK, &sok, NULL, 0);
 	seed_one(&ipc_proto, "seg_del", IPC_SEG_DEL, &del, NULL, 0);
+	seed_one(&ipc_proto, "bell", IPC_BELL, &bell, NULL, 0);
 	seed_one(&ipc_proto, "join", IPC_JOIN, &join, NULL, 0);
 	seed_one(&ipc_proto, "joined", IPC_JOINED, &joined, NULL, 0);
 	seed_one(&ipc_proto, "leave", IPC_LEAVE, NULL, NULL, 0);

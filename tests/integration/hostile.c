@@ -1126,6 +1126,161 @@ op_works(struct job_conn *jc, uint64_t send_off, uint64_t recv_off,
 	return 0;
 }
 
+/* ---- client: the doorbell ---- */
+
+/* IPC_BELL must get an IPC_ERROR saying want; the connection stays usable. */
+static int
+bell_refused(int fd, uint32_t id, const char *want, char *why, size_t len)
+{
+	struct ipc_bell b = { id };
+	char err[WHY_MAX];
+
+	if (conn_send(fd, IPC_BELL, &b, NULL, 0, -1, err, sizeof(err)) !=
+	    MCCL_SUCCESS) {
+		snprintf(why, len, "%s", err);
+		return -1;
+	}
+	if (expect_record(fd, IPC_ERROR, why, len) == -1)
+		return -1;
+	if (in.u.error.request != IPC_BELL ||
+	    !contains(in.trailer, in.trailer_len, want)) {
+		snprintf(why, len, "IPC_ERROR request %u \"%.*s\", expected "
+		    "request %d mentioning \"%s\"", in.u.error.request,
+		    (int)in.trailer_len, (const char *)in.trailer, IPC_BELL,
+		    want);
+		return -1;
+	}
+	return ctl_on(fd, CTL_STATUS, (char *)out, sizeof(out), why, len);
+}
+
+static int
+bell_accepted(int fd, uint32_t id, char *why, size_t len)
+{
+	struct ipc_bell b = { id };
+	char err[WHY_MAX];
+
+	if (conn_send(fd, IPC_BELL, &b, NULL, 0, -1, err, sizeof(err)) !=
+	    MCCL_SUCCESS) {
+		snprintf(why, len, "%s", err);
+		return -1;
+	}
+	if (expect_record(fd, IPC_SEG_OK, why, len) == -1)
+		return -1;
+	return 0;
+}
+
+static int
+c_bell_unregistered(char *why, size_t len)
+{
+	struct job_conn jc;
+	int rc = -1;
+
+	if (job_open(&jc, "bellunreg", why, len) == 0)
+		rc = bell_refused(jc.fd, 9, "not registered", why, len);
+	job_close(&jc);
+	return rc;
+}
+
+static int
+c_bell_small(char *why, size_t len)
+{
+	struct job_conn jc;
+	int tiny = -1, rc = -1;
+
+	if (job_open(&jc, "bellsmall", why, len) == 0 &&
+	    (tiny = memfd_make(1, SEG_SEALS)) != -1 &&
+	    seg_accepted(jc.fd, 2, 1, tiny, why, len) == 0)
+		rc = bell_refused(jc.fd, 2, "fewer than", why, len);
+	if (tiny != -1)
+		close(tiny);
+	job_close(&jc);
+	return rc;
+}
+
+static int
+c_bell_twice(char *why, size_t len)
+{
+	struct job_conn jc;
+	int rc = -1;
+
+	if (job_open(&jc, "belltwice", why, len) == 0 &&
+	    bell_accepted(jc.fd, 1, why, len) == 0)
+		rc = bell_refused(jc.fd, 1, "has a doorbell", why, len);
+	job_close(&jc);
+	return rc;
+}
+
+/*
+ * A doorbell full of garbage (sleepers, word, done_seq): an allreduce that
+ * ends well is answered there, done_seq = its seq and word moved, and no
+ * OP_DONE record comes; the daemon reads nothing else of the page.
+ */
+static int
+c_bell_answers(char *why, size_t len)
+{
+	float *src, *dst;
+	struct ipc_doorbell *b;
+	struct job_conn jc;
+	struct ipc_op op;
+	uint8_t *page = MAP_FAILED;
+	char err[WHY_MAX];
+	int bfd = -1, rc = -1, ms;
+
+	if (job_open(&jc, "bellok", why, len) == -1 ||
+	    (bfd = memfd_make(SEG_SIZE, SEG_SEALS)) == -1 ||
+	    (page = mmap(NULL, SEG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED,
+	    bfd, 0)) == MAP_FAILED) {
+		if (bfd == -1 || page == MAP_FAILED)
+			snprintf(why, len, "memfd: %s", strerror(errno));
+		goto out;
+	}
+	memset(page, 0xff, SEG_SIZE);
+	b = (struct ipc_doorbell *)(void *)page;
+	if (seg_accepted(jc.fd, 2, SEG_SIZE, bfd, why, len) == -1 ||
+	    bell_accepted(jc.fd, 2, why, len) == -1)
+		goto out;
+	src = (float *)(void *)jc.base;
+	dst = src + 100;
+	for (int i = 0; i < 100; i++) {
+		src[i] = (float)i;
+		dst[i] = -1.0f;
+	}
+	op = (struct ipc_op){ .seq = 1, .coll = COLL_ALLREDUCE,
+	    .dtype = MCCL_FLOAT32, .redop = MCCL_SUM, .count = 100,
+	    .send_seg = 1, .recv_seg = 1, .recv_off = 400,
+	    .timeout_ms = REPLY_MS };
+	if (conn_send(jc.fd, IPC_OP, &op, NULL, 0, -1, err, sizeof(err)) !=
+	    MCCL_SUCCESS) {
+		snprintf(why, len, "%s", err);
+		goto out;
+	}
+	for (ms = 0; ms < REPLY_MS && __atomic_load_n(&b->done_seq,
+	    __ATOMIC_ACQUIRE) != 1; ms++)
+		usleep(1000);
+	if (__atomic_load_n(&b->done_seq, __ATOMIC_ACQUIRE) != 1)
+		snprintf(why, len, "done_seq is %llu after %d ms, expected 1",
+		    (unsigned long long)b->done_seq, REPLY_MS);
+	else if (__atomic_load_n(&b->word, __ATOMIC_ACQUIRE) == 0xffffffffU)
+		snprintf(why, len, "done_seq moved but word did not");
+	else if (dst[99] != 99.0f || dst[0] != 0.0f)
+		snprintf(why, len, "result [0] %g [99] %g, expected 0 and 99",
+		    (double)dst[0], (double)dst[99]);
+	else if (conn_recv(jc.fd, 200, &in, err, sizeof(err)) !=
+	    MCCL_ERR_TIMEOUT)
+		snprintf(why, len, "a record came as well: %s",
+		    in.type != NULL ? in.type->name : err);
+	else
+		rc = ctl_on(jc.fd, CTL_STATUS, (char *)out, sizeof(out), why,
+		    len);
+out:
+	if (page != MAP_FAILED)
+		munmap(page, SEG_SIZE);
+	if (bfd != -1)
+		close(bfd);
+	job_close(&jc);
+	return rc;
+}
+
 static int
 c_exact_fit(char *why, size_t len)
 {
@@ -1453,6 +1608,11 @@ static const struct {
 	{ "op: unregistered segment id", c_unregistered },
 	{ "op: segment id 0 with a length", c_seg_id_zero },
 	{ "op: segment deleted before the op", c_after_del },
+	{ "BELL on an unregistered segment", c_bell_unregistered },
+	{ "BELL on a 1-byte segment", c_bell_small },
+	{ "a second BELL", c_bell_twice },
+	{ "BELL page of garbage: an op is answered there, no record",
+	    c_bell_answers },
 	{ "op: buffer ending exactly at the segment end works", c_exact_fit },
 	{ "truncating a sealed segment fails with EPERM, ops work",
 	    c_truncate },

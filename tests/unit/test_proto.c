@@ -19,7 +19,7 @@
 /* The message types this file knows; the tables must hold exactly these. */
 static const uint16_t ipc_known[] = {
 	IPC_HELLO, IPC_HELLO_OK, IPC_ERROR, IPC_SEG_ADD, IPC_SEG_OK,
-	IPC_SEG_DEL, IPC_JOIN, IPC_JOINED, IPC_LEAVE, IPC_ABORT, IPC_OP,
+	IPC_SEG_DEL, IPC_BELL, IPC_JOIN, IPC_JOINED, IPC_LEAVE, IPC_ABORT, IPC_OP,
 	IPC_OP_DONE, IPC_CTL, IPC_CTL_REPLY,
 };
 static const uint16_t peer_known[] = {
@@ -206,6 +206,7 @@ START_TEST(test_ipc_seg)
 	struct ipc_seg_add a = { V32, V64 }, da;
 	struct ipc_seg_ok o = { V32B }, dok;
 	struct ipc_seg_del x = { V32 }, dx;
+	struct ipc_bell b = { V32B }, db;
 
 	rt(&ipc_proto, IPC_SEG_ADD, &a, NULL, 0, &da);
 	ck_assert_uint_eq(da.seg_id, V32);
@@ -215,6 +216,8 @@ START_TEST(test_ipc_seg)
 	ck_assert_uint_eq(dok.seg_id, V32B);
 	rt(&ipc_proto, IPC_SEG_DEL, &x, NULL, 0, &dx);
 	ck_assert_uint_eq(dx.seg_id, V32);
+	rt(&ipc_proto, IPC_BELL, &b, NULL, 0, &db);
+	ck_assert_uint_eq(db.seg_id, V32B);
 }
 END_TEST
 
@@ -587,7 +590,7 @@ START_TEST(test_bytes_seg_ok)
 {
 	static const uint8_t want[] = {
 		0x4d, 0x43, 0x43, 0x4c,		/* "MCCL" */
-		0x00, 0x01,			/* version 1 */
+		0x00, 0x02,			/* version 2 */
 		0x00, 0xc9,			/* IPC_SEG_OK = 201 */
 		0x00, 0x00, 0x00, 0x04,		/* body length */
 		0x01, 0x02, 0x03, 0x04,		/* seg_id */
@@ -606,7 +609,7 @@ END_TEST
 START_TEST(test_bytes_op)
 {
 	static const uint8_t want[] = {
-		0x4d, 0x43, 0x43, 0x4c, 0x00, 0x01, 0x01, 0x90,	/* 400 */
+		0x4d, 0x43, 0x43, 0x4c, 0x00, 0x02, 0x01, 0x90,	/* v2, 400 */
 		0x00, 0x00, 0x00, 0x38,				/* 56 */
 		0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,	/* seq */
 		0x11, 0x12, 0x13, 0x14,		/* coll dtype redop flags */
