@@ -177,6 +177,90 @@ engine_combine(struct job *j, const struct op *op, uint8_t *dst, size_t off,
 	return 0;
 }
 
+/*
+ * All ranks on this node: one pass from the send buffers to the results.
+ * One core can't draw the machine's memory bandwidth, and the ranks wait
+ * idle meanwhile: a large result is cut in parts, one thread each.
+ */
+#define FAN_SPLIT_BYTES	(4u << 20)	/* smaller: one thread */
+#define FAN_THREADS_MAX	8
+
+struct fan_part {
+	pthread_t	  thread;
+	int		  started;
+	void		**dsts;
+	const void	**srcs;
+	uint32_t	  n;
+	size_t		  count;
+	const struct ipc_op *desc;
+	uint32_t	  avg_div;
+};
+
+static void *
+fan_run(void *arg)
+{
+	struct fan_part *f = arg;
+
+	reduce_fan(f->dsts, f->n, f->srcs, f->n, f->count, f->desc->dtype,
+	    f->desc->redop, f->avg_div);
+	return NULL;
+}
+
+static uint32_t
+fan_threads(size_t bytes)
+{
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (bytes < FAN_SPLIT_BYTES || ncpu <= 1)
+		return 1;
+	return ncpu > FAN_THREADS_MAX ? FAN_THREADS_MAX : (uint32_t)ncpu;
+}
+
+static int
+engine_local_allreduce(struct job *j, struct op *op, struct xfer *x)
+{
+	const struct ipc_op *d = &op->desc;
+	size_t es = dtype_size(d->dtype), count = d->count, per, at = 0;
+	uint32_t nt = fan_threads(count * es), n = j->nlocal;
+	struct fan_part parts[FAN_THREADS_MAX];
+	void **dsts;
+	const void **srcs;
+
+	srcs = calloc((size_t)nt * n, sizeof(*srcs));
+	dsts = calloc((size_t)nt * n, sizeof(*dsts));
+	if (srcs == NULL || dsts == NULL) {
+		free(srcs);
+		free(dsts);
+		return engine_nomem(x);
+	}
+	/* Parts of whole cache lines, the last one takes the rest. */
+	per = (count / nt) - (count / nt) % (64 / es);
+	for (uint32_t t = 0; t < nt; t++) {
+		struct fan_part *f = &parts[t];
+
+		*f = (struct fan_part){ 0, 0, dsts + t * n, srcs + t * n, n,
+		    t + 1 < nt ? per : count - at, d,
+		    d->redop == MCCL_AVG ? j->nranks : 0 };
+		for (uint32_t i = 0; i < n; i++) {
+			f->srcs[i] = op->parts[i].send + at * es;
+			f->dsts[i] = op->parts[i].recv + at * es;
+		}
+		at += f->count;
+		if (t > 0)	/* else, or if it can't start: this thread */
+			f->started = pthread_create(&f->thread, NULL, fan_run,
+			    f) == 0;
+	}
+	for (uint32_t t = 0; t < nt; t++)
+		if (!parts[t].started)
+			fan_run(&parts[t]);
+	for (uint32_t t = 1; t < nt; t++)
+		if (parts[t].started)
+			pthread_join(parts[t].thread, NULL);
+	free(srcs);
+	free(dsts);
+	return 0;
+}
+
 static int
 engine_allreduce(struct job *j, struct op *op, struct xfer *x)
 {
@@ -184,6 +268,8 @@ engine_allreduce(struct job *j, struct op *op, struct xfer *x)
 	uint8_t *dst = op->parts[0].recv;
 	size_t bytes = (size_t)d->count * dtype_size(d->dtype);
 
+	if (j->nnodes == 1)
+		return engine_local_allreduce(j, op, x);
 	if (engine_combine(j, op, dst, 0, d->count, x) == -1 ||
 	    node_allreduce(x, dst, d->count, d->dtype, d->redop) == -1)
 		return -1;

@@ -117,6 +117,9 @@ void		reduce_into(void *dst, const void *src, size_t count, int dtype,
 		    int op);
 void		reduce_many(void *dst, const void *const *srcs, size_t nsrcs,
 		    size_t count, int dtype, int op);
+void		reduce_fan(void *const *dsts, size_t ndsts,
+		    const void *const *srcs, size_t nsrcs, size_t count,
+		    int dtype, int op, uint32_t avg_div);
 void		reduce_scale_avg(void *buf, size_t count, int dtype,
 		    uint32_t nranks);
 const char	*reduce_isa(void);

@@ -627,6 +627,78 @@ reduce_many(void *dst, const void *const *srcs, size_t nsrcs, size_t count,
 	}
 }
 
+/* Write a block from L1 out to d, past the cache when stream is set. */
+static void
+block_out(unsigned char *d, const unsigned char *blk, size_t n, int stream)
+{
+#if defined(__x86_64__)
+	size_t head = (16 - (uintptr_t)d % 16) % 16, i;
+
+	if (stream) {
+		head = head < n ? head : n;
+		memcpy(d, blk, head);
+		for (i = head; i + 16 <= n; i += 16)
+			_mm_stream_si128((__m128i *)(void *)(d + i),
+			    _mm_loadu_si128((const __m128i *)(const void *)
+			    (blk + i)));
+		memcpy(d + i, blk + i, n - i);
+		return;
+	}
+#endif
+	(void)stream;
+	memcpy(d, blk, n);
+}
+
+/* A destination that is a source: its block was just read, so in cache. */
+static int
+is_src(const void *d, const void *const *srcs, size_t nsrcs)
+{
+	for (size_t s = 0; s < nsrcs; s++)
+		if (srcs[s] == d)
+			return 1;
+	return 0;
+}
+
+/*
+ * Every dsts[i] = srcs[0] op ... op srcs[nsrcs - 1], divided by avg_div
+ * when it is not 0 (MCCL_AVG): a node's local ranks all taking the result.
+ * Block by block through an L1 buffer, so each source is read once and
+ * each destination written once (with streaming stores when the result
+ * would not stay in cache and the destination is not a source, whose lines
+ * the block just brought in) instead of a reduction into one buffer and
+ * copies out of it.  A dst may be one of the srcs (in place): a block is
+ * read from every source before it is written anywhere.
+ */
+void
+reduce_fan(void *const *dsts, size_t ndsts, const void *const *srcs,
+    size_t nsrcs, size_t count, int dtype, int op, uint32_t avg_div)
+{
+	_Alignas(64) unsigned char tmp[REDUCE_BLOCK];
+	kernel_fn k = reduce_kernel(dtype, op);
+	size_t esz = dtype_size(dtype), blk = REDUCE_BLOCK / esz, off, n;
+	int stream = count * esz >= REDUCE_STREAM;
+
+	if (nsrcs == 0 || count == 0)
+		return;
+	for (off = 0; off < count; off += n) {
+		n = count - off < blk ? count - off : blk;
+		if (nsrcs == 1)
+			memcpy(tmp, (const unsigned char *)srcs[0] + off * esz,
+			    n * esz);
+		else
+			reduce_block(k, tmp, srcs, nsrcs, off * esz, n);
+		if (avg_div > 1)
+			isa_get()->scale[dtype](tmp, n, avg_div);
+		for (size_t i = 0; i < ndsts; i++)
+			block_out((unsigned char *)dsts[i] + off * esz, tmp,
+			    n * esz, stream && !is_src(dsts[i], srcs, nsrcs));
+	}
+#if defined(__x86_64__)
+	if (stream)
+		_mm_sfence();	/* order the streamed stores for other threads */
+#endif
+}
+
 /* nranks 0 or 1 leaves buf as it is. */
 void
 reduce_scale_avg(void *buf, size_t count, int dtype, uint32_t nranks)

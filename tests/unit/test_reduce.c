@@ -786,6 +786,67 @@ START_TEST(test_large)
 }
 END_TEST
 
+/*
+ * reduce_fan gives every destination the bits of reduce_many (then
+ * reduce_scale_avg for an average), for 1 to 3 sources, small and
+ * streamed sizes, misaligned destinations, and in place (each destination
+ * one of the sources, as a node's ranks are).
+ */
+START_TEST(test_fan)
+{
+	static const int ops[] = { MCCL_SUM, MCCL_MAX, MCCL_AVG };
+	static const size_t sizes[] = { 1, 4097, (9u << 20) + 3 };
+	int dtype = _i % 2 ? MCCL_FLOAT32 : MCCL_FLOAT16, op = ops[_i / 2];
+	size_t esz = dtype_size(dtype);
+
+	for (size_t z = 0; z < NELEMS(sizes); z++) {
+		size_t count = sizes[z] / esz + 1, bytes = count * esz;
+		unsigned char *src[3], *dst[3], *want = malloc(bytes);
+		const void *srcs[3];
+		void *dsts[3];
+
+		ck_assert_ptr_nonnull(want);
+		rng_seed(0xfa9 + (uint64_t)_i * 7 + z);
+		for (size_t s = 0; s < 3; s++) {
+			src[s] = malloc(bytes + 8);
+			dst[s] = malloc(bytes + 8);
+			ck_assert(src[s] && dst[s]);
+			fill_random(dtype, src[s], count);
+			srcs[s] = src[s];
+			dsts[s] = dst[s] + 2 * s + 1;	/* odd: misaligned */
+		}
+		for (size_t ns = 1; ns <= 3; ns++) {
+			reduce_many(want, srcs, ns, count, dtype, op);
+			if (op == MCCL_AVG)
+				reduce_scale_avg(want, count, dtype,
+				    (uint32_t)ns + 1);
+			reduce_fan(dsts, ns, srcs, ns, count, dtype, op,
+			    op == MCCL_AVG ? (uint32_t)ns + 1 : 0);
+			for (size_t d = 0; d < ns; d++)
+				ck_assert_msg(memcmp(dsts[d], want, bytes) == 0,
+				    "%s %s, %zu bytes, %zu sources, dst %zu",
+				    dtype_name(dtype), redop_name(op), bytes,
+				    ns, d);
+		}
+		/* In place: the sources are the destinations. */
+		reduce_many(want, srcs, 3, count, dtype, op);
+		if (op == MCCL_AVG)
+			reduce_scale_avg(want, count, dtype, 3);
+		reduce_fan((void *const *)(void *)srcs, 3, srcs, 3, count,
+		    dtype, op, op == MCCL_AVG ? 3 : 0);
+		for (size_t d = 0; d < 3; d++)
+			ck_assert_msg(memcmp(src[d], want, bytes) == 0,
+			    "in place: %s %s, %zu bytes, dst %zu",
+			    dtype_name(dtype), redop_name(op), bytes, d);
+		for (size_t s = 0; s < 3; s++) {
+			free(src[s]);
+			free(dst[s]);
+		}
+		free(want);
+	}
+}
+END_TEST
+
 /* buf / nranks for the float dtype _i, against the reference. */
 START_TEST(test_scale_avg)
 {
@@ -897,6 +958,7 @@ reduce_suite(void)
 	tcase_add_loop_test(tc, test_isa_identical, 0, MCCL_NUM_DTYPES);
 	tcase_add_loop_test(tc, test_large, 0, 4);
 	tcase_add_loop_test(tc, test_scale_avg, 0, 4);
+	tcase_add_loop_test(tc, test_fan, 0, 6);
 	tcase_add_test(tc, test_scale_values);
 	tcase_add_exit_test(tc, test_unsupported_into, 1);
 	tcase_add_exit_test(tc, test_unsupported_many, 1);
