@@ -601,15 +601,20 @@ engine_ring(const struct job *j, struct op *op)
 	return all;
 }
 
+/*
+ * Ring under eng_mtx, with op already on eng_out: a rank that wakes and
+ * leaves at once finds it there (job_collect), and the main thread can't
+ * free op, and the doorbells with it, before the ringing is over.
+ */
 static void
 engine_done(struct job *j, struct op *op)
 {
-	int quiet = op->code == 0 && engine_ring(j, op);
+	int quiet;
 
 	pthread_mutex_lock(&j->eng_mtx);
 	j->eng_current = NULL;
 	TAILQ_INSERT_TAIL(&j->eng_out, op, entry);
-	if (quiet)
+	if ((quiet = op->code == 0 && engine_ring(j, op)))
 		j->eng_out_quiet = 1;
 	pthread_mutex_unlock(&j->eng_mtx);
 	if (!quiet)
