@@ -809,12 +809,10 @@ op_finish(struct op *op, int code, const char *err)
 
 		if (!op->parts[i].submitted || c == NULL)
 			continue;
-		if (op->parts[i].rung) {	/* answered: it only leaves flight */
-			if (c->inflight > 0)
-				c->inflight--;
-		}
-		else
+		if (!op->parts[i].rung)
 			client_op_done(c, op->parts[i].req, code, err);
+		else if (c->inflight > 0)	/* answered: it leaves flight */
+			c->inflight--;
 	}
 	if (code == 0)
 		j->ops_completed++;
