@@ -30,13 +30,21 @@ trap 'exit 130' INT TERM
 ok()  { PASS=$((PASS + 1)); echo "ok   $*"; }
 bad() { FAIL=$((FAIL + 1)); echo "FAIL $*"; }
 
-# A port range nobody listens on, so parallel runs don't collide.
+# A base port with n free consecutive ports: below the kernel's ephemeral
+# range (outgoing connections take their local ports from it, and one may
+# sit on a port between our check and the daemon's bind) and used by no TCP
+# socket, listening or not.
 pick_ports() {
-	local n=$1 base tries=0
+	local n=$1 base lo tries=0 used
+	read -r lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null ||
+	    lo=32768
+	[ "$lo" -gt $((10000 + 2 * n)) ] || lo=32768
+	used=$(ss -Htan 2>/dev/null | awk '{print $4}' | sed 's/.*://')
 	while :; do
-		base=$((20000 + (RANDOM % 30000)))
-		if ! ss -Htln 2>/dev/null | awk '{print $4}' |
-		    grep -qE ":($base|$((base + n - 1)))\$"; then
+		base=$((10000 + RANDOM % (lo - 10000 - n)))
+		# shellcheck disable=SC2086
+		if ! printf '%s\n' $used | awk -v b="$base" -v n="$n" \
+		    '$1 >= b && $1 < b + n { f = 1 } END { exit !f }'; then
 			echo "$base"
 			return
 		fi
