@@ -226,9 +226,9 @@ fi
 
 # ---- the installed daemon, mcclctl and the program together ----
 
-port=$((20000 + RANDOM % 30000))
+port=$((10000 + RANDOM % 20000))	# below the ephemeral ports
 while ss -Htln 2>/dev/null | awk '{ print $4 }' | grep -q ":$port\$"; do
-	port=$((20000 + RANDOM % 30000))
+	port=$((10000 + RANDOM % 20000))
 done
 sock=$tmp/mccld.sock
 cat >"$tmp/mccld.conf" <<EOF
