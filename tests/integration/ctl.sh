@@ -106,7 +106,7 @@ else
 fi
 
 echo "== per-user limits"
-lport=$(pick_ports 1)
+lport=$(free_ports 1)
 cat >"$T/lim.conf" <<EOC
 { "node": "lim", "socket": "$T/lim.sock", "log_level": "debug",
   "nodes": [{ "name": "lim", "address": "127.0.0.1:$lport" }],
@@ -244,7 +244,7 @@ grep -q '"event":"job_failed","job":"monfail","node":"n1"' "$T/mon.json" &&
     { bad "mcclctl -j monitor"; cat "$T/mon.json"; }
 
 echo "== reload: the cluster grows"
-gport=$(pick_ports 3)
+gport=$(free_ports 3)
 grow_conf() {	# NODES: m0 .. m(NODES-1), written for every one of them
 	local n=$1 i nodes="" sep=""
 	for i in $(seq 0 $((n - 1))); do

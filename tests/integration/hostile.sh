@@ -118,7 +118,7 @@ hostile_fds() {		# PID: descriptors the process holds
 	ls "/proc/$1/fd" 2>/dev/null | wc -l
 }
 
-kbase=$(pick_ports 3)
+kbase=$(free_ports 3)
 head -c 64 /dev/urandom >"$T/cluster.key"
 head -c 64 /dev/urandom >"$T/wrong.key"
 chmod 600 "$T/cluster.key" "$T/wrong.key"

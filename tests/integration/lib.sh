@@ -30,33 +30,13 @@ trap 'exit 130' INT TERM
 ok()  { PASS=$((PASS + 1)); echo "ok   $*"; }
 bad() { FAIL=$((FAIL + 1)); echo "FAIL $*"; }
 
-# A base port with n free consecutive ports: below the kernel's ephemeral
-# range (outgoing connections take their local ports from it, and one may
-# sit on a port between our check and the daemon's bind) and used by no TCP
-# socket, listening or not.
-pick_ports() {
-	local n=$1 base lo tries=0 used
-	read -r lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null ||
-	    lo=32768
-	[ "$lo" -gt $((10000 + 2 * n)) ] || lo=32768
-	used=$(ss -Htan 2>/dev/null | awk '{print $4}' | sed 's/.*://')
-	while :; do
-		base=$((10000 + RANDOM % (lo - 10000 - n)))
-		# shellcheck disable=SC2086
-		if ! printf '%s\n' $used | awk -v b="$base" -v n="$n" \
-		    '$1 >= b && $1 < b + n { f = 1 } END { exit !f }'; then
-			echo "$base"
-			return
-		fi
-		tries=$((tries + 1))
-		[ $tries -lt 50 ] || { echo "$base"; return; }
-	done
-}
+# free_ports N: a base port with N free consecutive ports.
+. "$(dirname "${BASH_SOURCE[0]}")/../../tools/ports.sh"
 
 # cluster_up N: N daemons n0..n(N-1) on 127.0.0.1, sockets $T/nI.sock.
 cluster_up() {
 	local n=$1 base i nodes="" sep="" metrics
-	base=$(pick_ports $((n + 1)))
+	base=$(free_ports $((n + 1)))
 	METRICS_PORT=$((base + n))	# node 0 serves /metrics there
 	for i in $(seq 0 $((n - 1))); do
 		nodes="$nodes$sep{\"name\": \"n$i\", \"address\": \"127.0.0.1:$((base + i))\"}"

@@ -440,26 +440,8 @@ cluster_down() {
 	DAEMONS=() CL_NS=() CL_SOCK=()
 }
 
-# free_ports N: a base port with N free consecutive ports on 127.0.0.1,
-# below the ephemeral range (where outgoing connections pick their ports).
-free_ports() {
-	local n=$1 base lo tries=0 used
-	read -r lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null ||
-	    lo=32768
-	[ "$lo" -gt $((10000 + 2 * n)) ] || lo=32768
-	used=$(ss -Htan 2>/dev/null | awk '{print $4}' | sed 's/.*://')
-	while :; do
-		base=$((10000 + RANDOM % (lo - 10000 - n)))
-		# shellcheck disable=SC2086
-		if ! printf '%s\n' $used | awk -v b="$base" -v n="$n" \
-		    '$1 >= b && $1 < b + n { f = 1 } END { exit !f }'; then
-			echo $base
-			return
-		fi
-		tries=$((tries + 1))
-		[ $tries -lt 50 ] || { echo $base; return; }
-	done
-}
+# free_ports N: a base port with N free consecutive ports on 127.0.0.1.
+. "$HERE/../ports.sh"
 
 # mccl_perf TAG TIMEOUT NPER ARGS...: mccl-perf with NPER ranks at every
 # daemon of the cluster; rank 0 writes $RAW/TAG.json.
