@@ -440,6 +440,24 @@ conf_log_level(struct pctx *p, const struct conf_key *k, json_t *v,
 	return 0;
 }
 
+static int
+conf_algo(struct pctx *p, const struct conf_key *k, json_t *v,
+    struct config *c)
+{
+	const char *s;
+	int algo;
+
+	if ((s = conf_string(p, k->name, v)) == NULL)
+		return -1;
+	if ((algo = proto_algo_parse(s)) == -1) {
+		conf_err(p, "key \"%s\": unknown algorithm \"%.32s\" (expected "
+		    "auto, ring, doubling or rabenseifner)", k->name, s);
+		return -1;
+	}
+	c->algo = algo;
+	return 0;
+}
+
 /* One element of "nodes": {"name": ..., "address": ...}, exactly. */
 static int
 conf_node_entry(struct pctx *p, const char *key, size_t i, json_t *e,
@@ -587,6 +605,7 @@ static const struct conf_key conf_keys[] = {
 	KEY("socket", conf_socket),
 	KEY("listen", conf_listen),
 	KEY("log_level", conf_log_level),
+	KEY("algo", conf_algo),
 	KEY("nodes", conf_nodes),
 	KEY("key_file", conf_key_file),
 	KEY("admin_group", conf_admin_group),

@@ -21,7 +21,7 @@
 #include "mccld.h"
 
 #define LINGER_MS	3000	/* a failed job's links, before closing */
-#define SMALL_BYTES	65536	/* allreduce below: recursive doubling */
+#define SMALL_BYTES	65536	/* allreduce up to: recursive doubling */
 #define LAZY_NS		2000000	/* ops answered by doorbell wait this long
 				   for the main thread to free them */
 
@@ -509,6 +509,7 @@ engine_run(struct job *j, struct op *op, uint8_t *scratch)
 	x.abort_fd = j->eng_abort_fd;
 	x.deadline_ns = op->deadline_ns;
 	x.chunk = md.conf.chunk_bytes;
+	x.algo = op->desc.algo;
 	x.small_bytes = SMALL_BYTES;
 	x.scratch = scratch;
 	x.node_index = j->node_index;
@@ -530,6 +531,7 @@ engine_run(struct job *j, struct op *op, uint8_t *scratch)
 		    op->desc.coll);
 	}
 	op->code = rc == 0 ? 0 : x.code;
+	op->algo_run = x.hdr.algo;
 	wire_strlcpy(op->err, x.err, sizeof(op->err));
 }
 

@@ -817,7 +817,8 @@ op_finish(struct op *op, int code, const char *err)
 	if (code == 0)
 		j->ops_completed++;
 	if (op->ready_ns != 0)
-		metrics_op_done(op->desc.coll, code, now_ns() - op->ready_ns);
+		metrics_op_done(op->desc.coll, op->algo_run, code,
+		    now_ns() - op->ready_ns);
 	op_free(op);
 }
 
@@ -852,6 +853,8 @@ op_check(const struct job *j, const struct ipc_op *m, char *err, size_t len)
 
 	if (m->coll < 1 || m->coll > COLL_MAX)
 		snprintf(err, len, "unknown collective %u", m->coll);
+	else if (m->algo > ALGO_MAX)
+		snprintf(err, len, "unknown algorithm %u", m->algo);
 	else if (m->coll != COLL_BARRIER && dtype_size(m->dtype) == 0)
 		snprintf(err, len, "unknown dtype %u", m->dtype);
 	else if (proto_coll_reduces(m->coll) && !reduce_supported(m->dtype, m->redop))
@@ -872,7 +875,8 @@ static int
 op_same(const struct ipc_op *a, const struct ipc_op *b)
 {
 	return a->coll == b->coll && a->dtype == b->dtype &&
-	    a->redop == b->redop && a->root == b->root && a->count == b->count;
+	    a->redop == b->redop && a->root == b->root && a->count == b->count &&
+	    a->algo == b->algo;
 }
 
 /* The collective number cseq being assembled, new if it is the first. */
@@ -935,6 +939,8 @@ op_ready(struct job *j, struct op *op)
 	event_free(op->ev_timeout);
 	op->ev_timeout = NULL;
 	TAILQ_REMOVE(&j->ops, op, entry);
+	if (op->desc.algo == ALGO_AUTO)
+		op->desc.algo = (uint8_t)md.conf.algo;	/* itself maybe AUTO */
 	op->ready_ns = now_ns();
 	op->deadline_ns = op->ready_ns + (uint64_t)ms * 1000000;
 	engine_submit(j, op);
@@ -964,11 +970,13 @@ job_collective(struct client *c, const struct ipc_op *m)
 		return;
 	}
 	if (!op_same(&op->desc, m)) {
-		snprintf(err, sizeof(err), "it is %s count %llu, but another "
-		    "rank on node %s issued %s count %llu as collective %llu",
-		    proto_coll_name(m->coll), (unsigned long long)m->count,
+		snprintf(err, sizeof(err), "it is %s count %llu by %s, but "
+		    "another rank on node %s issued %s count %llu by %s as "
+		    "collective %llu", proto_coll_name(m->coll),
+		    (unsigned long long)m->count, proto_algo_name(m->algo),
 		    md.conf.node_name, proto_coll_name(op->desc.coll),
 		    (unsigned long long)op->desc.count,
+		    proto_algo_name(op->desc.algo),
 		    (unsigned long long)op->desc.seq);
 		op_reject(c, m, MCCL_ERR_INVALID_ARGUMENT, err);
 		return;

@@ -135,9 +135,11 @@ reload_nodes(struct config *nc)
 
 /*
  * SIGHUP: re-read the configuration and apply what can change under
- * running jobs: log level, timeouts, limits, nodes added at the end of the
- * list.  Other changes to the nodes, the listeners, socket, key and
- * pipeline chunk need a restart: say so, keep the old.
+ * running jobs: log level, timeouts, limits, the algorithm (for ops that
+ * start after; a node still on the old one fails them, naming both), nodes
+ * added at the end of the list.  Other changes to the nodes, the
+ * listeners, socket, key and pipeline chunk need a restart: say so, keep
+ * the old.
  */
 static int
 reload(char *err, size_t errlen)
@@ -163,6 +165,7 @@ reload(char *err, size_t errlen)
 	log_setlevel(md.verbose ? LOG_DEBUG : nc.log_level);
 	md.conf.init_timeout_ms = nc.init_timeout_ms;
 	md.conf.op_timeout_ms = nc.op_timeout_ms;
+	md.conf.algo = nc.algo;
 	md.conf.connect_timeout_ms = nc.connect_timeout_ms;
 	md.conf.heartbeat_timeout_ms = nc.heartbeat_timeout_ms;
 	md.conf.max_clients = nc.max_clients;

@@ -54,6 +54,7 @@ struct config {
 	uint32_t	 heartbeat_interval_ms;
 	uint32_t	 heartbeat_timeout_ms;	/* silence after which a peer is dead */
 	uint64_t	 chunk_bytes;		/* pipeline chunk */
+	int		 algo;			/* enum algo_type for allreduce */
 	uint32_t	 max_clients;		/* connections on the Unix socket */
 	uint32_t	 max_segments;		/* per client */
 	uint64_t	 max_segment_bytes;	/* per client, all segments together */
@@ -135,7 +136,8 @@ struct xfer {
 	int		  abort_fd;	/* readable once the job is aborted */
 	uint64_t	  deadline_ns;	/* CLOCK_MONOTONIC; 0: none */
 	size_t		  chunk;	/* pipeline chunk in bytes */
-	size_t		  small_bytes;	/* up to this, latency-bound algorithms */
+	int		  algo;		/* allreduce: enum algo_type asked for */
+	size_t		  small_bytes;	/* up to this, AUTO is latency-bound */
 	uint8_t		 *scratch;	/* at least 2 * chunk bytes */
 	struct peer_ophdr hdr;		/* this operation, checked against the peers' */
 	const uint32_t	 *node_index;	/* cluster index of each position */
@@ -280,6 +282,8 @@ struct op {
 	uint64_t	 deadline_ns;	/* for the engine */
 	uint64_t	 ready_ns;	/* handed to the engine (metrics) */
 	int		 code;		/* result, set by the engine */
+	uint8_t		 algo_run;	/* allreduce between nodes: enum
+					   algo_type, set by the engine */
 	char		 err[ERR_MAX];
 	struct op_part	 parts[];	/* by local index */
 };
@@ -369,7 +373,7 @@ int		job_count(void);
 /* ---- metrics.c: counters, and their one rendering (main thread) ---- */
 
 struct evbuffer;
-void		metrics_op_done(int, int, uint64_t);
+void		metrics_op_done(int, int, int, uint64_t);
 void		metrics_add(json_t *, const char *, json_t *, double);
 json_t		*metrics_samples(void);
 void		metrics_text(struct evbuffer *, const json_t *);

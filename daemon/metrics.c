@@ -22,6 +22,7 @@ static const double lat_bounds[] = { 0.0001, 0.0003, 0.001, 0.003, 0.01,
 
 static struct {
 	uint64_t	ops[COLL_MAX + 1];		/* completed, by collective */
+	uint64_t	algos[ALGO_MAX + 1];		/* of those, by algorithm */
 	uint64_t	errors[MCCL_NUM_RESULTS];	/* failed, by code */
 	uint64_t	lat[NBUCKETS + 1];		/* cumulative counts */
 	double		lat_sum;
@@ -37,6 +38,8 @@ static const char *const family[][3] = {	/* name, type, help */
 	{ "mccl_peer_bytes_total", "counter",
 	    "Bytes exchanged with a peer, by direction and kind." },
 	{ "mccl_ops_total", "counter", "Operations completed, by collective." },
+	{ "mccl_allreduce_algo_total", "counter",
+	    "Allreduces and reduces completed between nodes, by algorithm." },
 	{ "mccl_op_errors_total", "counter", "Operations failed, by error." },
 	{ "mccl_op_duration_seconds", "histogram",
 	    "Time from an operation's last local submission to its end." },
@@ -48,9 +51,12 @@ static const char *const error_names[MCCL_NUM_RESULTS] = { "success",
 
 static struct evhttp *http;
 
-/* An operation of this node ended (main thread). */
+/*
+ * An operation of this node ended (main thread); algo: the one its
+ * inter-node part ran, ALGO_AUTO if none.
+ */
 void
-metrics_op_done(int coll, int code, uint64_t ns)
+metrics_op_done(int coll, int algo, int code, uint64_t ns)
 {
 	double s = ns / 1e9;
 
@@ -61,6 +67,8 @@ metrics_op_done(int coll, int code, uint64_t ns)
 	}
 	if (coll >= 1 && coll <= COLL_MAX)
 		m.ops[coll]++;
+	if (algo > ALGO_AUTO && algo <= ALGO_MAX)
+		m.algos[algo]++;
 	for (size_t i = 0; i < NBUCKETS; i++)
 		if (s <= lat_bounds[i])
 			m.lat[i]++;
@@ -85,6 +93,9 @@ metrics_ops(json_t *list)
 	for (int c = 1; c <= COLL_MAX; c++)
 		metrics_add(list, "mccl_ops_total", json_pack("{s:s}",
 		    "collective", proto_coll_name(c)), (double)m.ops[c]);
+	for (int a = ALGO_AUTO + 1; a <= ALGO_MAX; a++)
+		metrics_add(list, "mccl_allreduce_algo_total", json_pack(
+		    "{s:s}", "algo", proto_algo_name(a)), (double)m.algos[a]);
 	for (int e = 1; e < MCCL_NUM_RESULTS; e++)
 		metrics_add(list, "mccl_op_errors_total", json_pack("{s:s}",
 		    "error", error_names[e]), (double)m.errors[e]);

@@ -18,6 +18,7 @@
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -508,13 +509,16 @@ op_desc(const struct peer_ophdr *h, char *s, size_t size)
 		str_add(s, size, " count %llu", (unsigned long long)h->count);
 	if (f & R)
 		str_add(s, size, " root %u", h->root);
+	if (h->algo != ALGO_AUTO)
+		str_add(s, size, " by %s", proto_algo_name(h->algo));
 }
 
 static void
 op_raw(const struct peer_ophdr *h, char *s, size_t size)
 {
-	snprintf(s, size, "coll %u dtype %u redop %u root %u count %llu",
-	    h->coll, h->dtype, h->redop, h->root, (unsigned long long)h->count);
+	snprintf(s, size, "coll %u dtype %u redop %u root %u count %llu algo %u",
+	    h->coll, h->dtype, h->redop, h->root, (unsigned long long)h->count,
+	    h->algo);
 }
 
 static int
@@ -553,7 +557,8 @@ ophdr_check(struct xfer *x, const struct rx *rx)
 		return ring_fail(x, MCCL_ERR_PROTOCOL, "bad operation header "
 		    "from node %s: %s", node_name(x, rx->peer), why);
 	if (h.seq == me->seq && h.coll == me->coll && h.dtype == me->dtype &&
-	    h.redop == me->redop && h.root == me->root && h.count == me->count)
+	    h.redop == me->redop && h.root == me->root && h.count == me->count &&
+	    h.algo == me->algo)
 		return 0;
 	return ophdr_mismatch(x, rx->peer, &h);
 }
@@ -640,6 +645,7 @@ wait_timeout(struct xfer *x, const struct tx *tx, const struct rx *rx,
     int *timeout)
 {
 	uint64_t now, ms;
+	char what[96];
 
 	*timeout = -1;
 	if (x->deadline_ns == 0)
@@ -649,13 +655,15 @@ wait_timeout(struct xfer *x, const struct tx *tx, const struct rx *rx,
 		*timeout = ms > INT_MAX ? INT_MAX : (int)ms;
 		return 0;
 	}
+	op_desc(&x->hdr, what, sizeof(what));
 	if (!rx_complete(rx))
 		return ring_fail(x, MCCL_ERR_TIMEOUT, "no data from node %s for "
-		    "%llu ms (op seq %llu)", node_name(x, rx->peer),
-		    (unsigned long long)(now - rx->last_ns) / 1000000, SEQ(x));
+		    "%llu ms (op seq %llu: %s)", node_name(x, rx->peer),
+		    (unsigned long long)(now - rx->last_ns) / 1000000, SEQ(x),
+		    what);
 	return ring_fail(x, MCCL_ERR_TIMEOUT, "node %s took no data for %llu ms "
-	    "(op seq %llu)", node_name(x, tx->peer),
-	    (unsigned long long)(now - tx->last_ns) / 1000000, SEQ(x));
+	    "(op seq %llu: %s)", node_name(x, tx->peer),
+	    (unsigned long long)(now - tx->last_ns) / 1000000, SEQ(x), what);
 }
 
 /*
@@ -864,39 +872,197 @@ xfer_exchange(struct xfer *x, uint32_t to, const void *sbuf, size_t sbytes,
 	return duplex_run(x, &ptx, &prx, 1, 1, 1, to, from);
 }
 
+/* ---- halving and doubling ---- */
+
+/* The two blocks of a pairwise step: 0 is sent, 1 is received. */
+static void
+pair_block(const struct plan *p, size_t i, size_t *off, size_t *len)
+{
+	*off = p->offs[i];
+	*len = p->lens[i];
+}
+
 /*
- * Recursive doubling, for small buffers on a power of two of nodes: log2(n)
- * exchanges with the node whose position differs in one bit, each followed
- * by a reduction.  Partners combine the same two partial results in either
- * order, and the ops are commutative, so every node ends with the same bits.
+ * One pairwise step with `peer`: send len[0] bytes of p->buf at off[0]
+ * (none if !sends) while receiving len[1] bytes into off[1] (none if
+ * !recvs), reduced into place through the scratch halves if p->nreduce.
+ * The two ranges must not overlap.
  */
 static int
-doubling_allreduce(struct xfer *x, void *buf, size_t count, int dtype, int op)
+pair_run(struct xfer *x, struct plan *p, uint32_t peer, const size_t off[2],
+    const size_t len[2], int sends, int recvs)
 {
-	size_t bytes = count * dtype_size(dtype);
+	p->block = pair_block;
+	p->offs = off;
+	p->lens = len;
+	return duplex_run(x, p, p, sends ? 1 : 0, sends ? 1 : 0, recvs ? 1 : 0,
+	    peer, peer);
+}
 
-	for (uint32_t mask = 1; mask < x->nnodes; mask <<= 1) {
+/* First element of block b when count elements are cut into n blocks. */
+static size_t
+block_start(size_t count, size_t n, size_t b)
+{
+	return b * (count / n) + MIN(b, count % n);
+}
+
+/* Byte range of blocks [lo, hi) of p's buffer, cut into n blocks. */
+static void
+block_range(const struct plan *p, size_t n, size_t lo, size_t hi, size_t *off,
+    size_t *len)
+{
+	*off = block_start(p->total, n, lo) * p->esize;
+	*len = block_start(p->total, n, hi) * p->esize - *off;
+}
+
+/*
+ * Recursive doubling over positions 0..n-1 (n a power of two): log2(n)
+ * exchanges of the whole buffer with the node whose position differs in
+ * one bit, each followed by a reduction.  Partners combine the same two
+ * partial results in either order, and the ops are commutative, so every
+ * node ends with the same bits.
+ */
+static int
+doubling_core(struct xfer *x, struct plan *p, uint32_t n)
+{
+	size_t bytes = p->total * p->esize;
+	uint8_t *tmp = x->scratch;
+	int rc = 0;
+
+	if (bytes > 2 * x->chunk && (tmp = malloc(bytes)) == NULL)
+		return ring_fail(x, MCCL_ERR_NO_MEMORY, "no memory for a "
+		    "%zu-byte exchange", bytes);
+	for (uint32_t mask = 1; rc == 0 && mask < n; mask <<= 1) {
 		uint32_t partner = x->me ^ mask;
 
-		if (xfer_exchange(x, partner, buf, bytes, partner, x->scratch,
-		    bytes) == -1)
+		if ((rc = xfer_exchange(x, partner, p->buf, bytes, partner, tmp,
+		    bytes)) == 0 && p->total > 0)
+			reduce_into(p->buf, tmp, p->total, p->dtype, p->op);
+	}
+	if (tmp != x->scratch)
+		free(tmp);
+	return rc;
+}
+
+/*
+ * Rabenseifner's allreduce over positions 0..n-1 (n a power of two): a
+ * reduce-scatter by recursive halving leaves block `me` of n final here,
+ * then an allgather by recursive doubling spreads the blocks.  Each node
+ * sends 2(n-1)/n of the buffer, as in the ring, in 2 log2(n) steps instead
+ * of 2(n-1).  Every element is reduced on one node only, then copied.
+ */
+static int
+rabenseifner_core(struct xfer *x, struct plan *p, uint32_t n)
+{
+	size_t lo = 0, hi = n, mid, off[2], len[2];
+	uint32_t me = x->me, mask, partner;
+
+	p->nreduce = 1;
+	for (mask = n / 2; mask >= 1; mask /= 2) {
+		partner = me ^ mask;
+		mid = (lo + hi) / 2;
+		if (me & mask) {
+			block_range(p, n, lo, mid, &off[0], &len[0]);
+			lo = mid;
+		} else {
+			block_range(p, n, mid, hi, &off[0], &len[0]);
+			hi = mid;
+		}
+		block_range(p, n, lo, hi, &off[1], &len[1]);
+		if (pair_run(x, p, partner, off, len, 1, 1) == -1)
 			return -1;
-		if (count > 0)
-			reduce_into(buf, x->scratch, count, dtype,
-			    op == MCCL_AVG ? MCCL_SUM : op);
+	}
+	p->nreduce = 0;
+	for (mask = 1; mask < n; mask *= 2) {
+		size_t width = hi - lo, plo = me & mask ? lo - width : hi;
+
+		partner = me ^ mask;
+		block_range(p, n, lo, hi, &off[0], &len[0]);
+		block_range(p, n, plo, plo + width, &off[1], &len[1]);
+		if (pair_run(x, p, partner, off, len, 1, 1) == -1)
+			return -1;
+		lo = MIN(lo, plo);
+		hi = lo + 2 * width;
 	}
 	return 0;
 }
 
-/* The inter-node allreduce: recursive doubling when small, else the ring. */
+/*
+ * The power-of-two algorithms on any node count: the r nodes past the
+ * largest power of two p first hand their buffer to the node p positions
+ * before them, which reduces it into its own; the first p nodes run the
+ * algorithm; the r helpers send the result back.
+ */
+static int
+fold_run(struct xfer *x, struct plan *p,
+    int (*core)(struct xfer *, struct plan *, uint32_t))
+{
+	uint32_t n = x->nnodes, pow2 = 1, me = x->me;
+	size_t off[2] = { 0, 0 }, len[2];
+
+	while (pow2 * 2 <= n)
+		pow2 *= 2;
+	len[0] = len[1] = p->total * p->esize;
+	if (me >= pow2) {
+		p->nreduce = 0;
+		return pair_run(x, p, me - pow2, off, len, 1, 0) == -1 ||
+		    pair_run(x, p, me - pow2, off, len, 0, 1) == -1 ? -1 : 0;
+	}
+	if (me + pow2 < n) {
+		p->nreduce = 1;
+		if (pair_run(x, p, me + pow2, off, len, 0, 1) == -1)
+			return -1;
+	}
+	p->nreduce = 0;
+	if (core(x, p, pow2) == -1)
+		return -1;
+	return me + pow2 < n ? pair_run(x, p, me + pow2, off, len, 1, 0) : 0;
+}
+
+/* The algorithm AUTO stands for: latency-bound ones for small buffers. */
+static int
+algo_choose(const struct xfer *x, size_t bytes)
+{
+	if (x->algo != ALGO_AUTO)
+		return x->algo;
+	if (bytes <= x->small_bytes)
+		return ALGO_DOUBLING;
+	return ALGO_RING;
+}
+
+/*
+ * The inter-node allreduce, by the algorithm x->algo names (AUTO: by size).
+ * The one run goes in the operation header, so a node that chose another
+ * fails the op naming both.
+ */
 int
 node_allreduce(struct xfer *x, void *buf, size_t count, int dtype, int op)
 {
 	size_t es = dtype_size(dtype);
-	uint32_t n = x->nnodes;
+	struct plan p;
 
-	if (n > 1 && (n & (n - 1)) == 0 && es != 0 &&
-	    count <= x->small_bytes / es && count * es <= 2 * x->chunk)
-		return doubling_allreduce(x, buf, count, dtype, op);
-	return ring_allreduce(x, buf, count, dtype, op);
+	if (x->nnodes <= 1)
+		return 0;
+	if (op == MCCL_AVG)
+		op = MCCL_SUM;		/* the caller divides */
+	if (es == 0 || !reduce_supported(dtype, op) || count > SIZE_MAX / es)
+		return ring_fail(x, MCCL_ERR_INVALID_ARGUMENT, "allreduce of "
+		    "%zu elements of %s with %s", count, dtype_name(dtype),
+		    redop_name(op));
+	if (x->scratch == NULL)
+		return ring_fail(x, MCCL_ERR_INTERNAL, "no scratch buffer");
+	x->hdr.algo = (uint8_t)algo_choose(x, count * es);
+	if (x->hdr.algo == ALGO_RING)
+		return ring_allreduce(x, buf, count, dtype, op);
+	if (plan_init(x, &p, buf, es) == -1)
+		return -1;
+	p.total = count;
+	p.dtype = dtype;
+	p.op = op;
+	if (x->hdr.algo == ALGO_RABENSEIFNER)
+		return fold_run(x, &p, rabenseifner_core);
+	if (x->hdr.algo == ALGO_DOUBLING)
+		return fold_run(x, &p, doubling_core);
+	return ring_fail(x, MCCL_ERR_INVALID_ARGUMENT, "unknown allreduce "
+	    "algorithm %u", x->hdr.algo);
 }

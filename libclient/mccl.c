@@ -78,6 +78,7 @@ struct mccl_comm {
 	struct ipc_hello_ok hello;
 	struct ipc_joined joined;
 	uint32_t	 op_timeout_ms;
+	uint8_t		 algo;		/* MCCL_ALGO, for every op */
 	uint64_t	 next_seq;
 	uint64_t	 nsplits;
 	uint32_t	 next_seg_id;
@@ -181,6 +182,21 @@ env_ms(const char *name, uint64_t dflt)
 	errno = 0;
 	v = strtoull(s, &end, 10);
 	return errno != 0 || *end != '\0' || v == 0 || v > UINT32_MAX ? dflt : v;
+}
+
+/* MCCL_ALGO: the allreduce algorithm; unset or empty is auto. */
+static int
+env_algo(char *err, size_t len)
+{
+	const char *s = getenv("MCCL_ALGO");
+	int algo;
+
+	if (s == NULL || *s == '\0')
+		return ALGO_AUTO;
+	if ((algo = proto_algo_parse(s)) == -1)
+		snprintf(err, len, "MCCL_ALGO=%.32s: expected auto, ring, "
+		    "doubling or rabenseifner", s);
+	return algo;
 }
 
 /* ---- receiving ---- */
@@ -503,6 +519,7 @@ mccl_comm_init(mccl_comm_t **commp, const char *job, int nranks, int rank)
 	char path[108], err[ERRLEN];
 	mccl_comm_t *comm;
 	mccl_result_t rc;
+	int algo;
 
 	if (commp == NULL)
 		return init_fail(NULL, MCCL_ERR_INVALID_ARGUMENT, "comm is NULL");
@@ -515,6 +532,8 @@ mccl_comm_init(mccl_comm_t **commp, const char *job, int nranks, int rank)
 		    "%d", rank, nranks);
 		return init_fail(NULL, MCCL_ERR_INVALID_ARGUMENT, err);
 	}
+	if ((algo = env_algo(err, sizeof(err))) == -1)
+		return init_fail(NULL, MCCL_ERR_INVALID_ARGUMENT, err);
 	if ((comm = comm_new()) == NULL)
 		return init_fail(NULL, MCCL_ERR_NO_MEMORY, "out of memory");
 	conn_socket_path(path, sizeof(path));
@@ -524,6 +543,7 @@ mccl_comm_init(mccl_comm_t **commp, const char *job, int nranks, int rank)
 	snprintf(comm->job, sizeof(comm->job), "%s", job);
 	comm->rank = rank;
 	comm->nranks = nranks;
+	comm->algo = (uint8_t)algo;
 	comm->op_timeout_ms = (uint32_t)env_ms("MCCL_OP_TIMEOUT_MS",
 	    comm->hello.op_timeout_ms);
 	pthread_mutex_lock(&comm->lock);
@@ -909,6 +929,7 @@ op_submit(mccl_comm_t *comm, const struct op_args *a, size_t sb, size_t rb,
 	m.coll = a->coll;
 	m.dtype = (uint8_t)a->dtype;
 	m.redop = (uint8_t)a->redop;
+	m.algo = comm->algo;
 	m.root = (uint32_t)a->root;
 	m.count = a->count;
 	m.timeout_ms = comm->op_timeout_ms;

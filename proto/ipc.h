@@ -8,6 +8,7 @@
  *   1  first version.
  *   2  the completion doorbell (IPC_BELL, struct ipc_doorbell): collectives
  *      that end well are answered through it instead of by IPC_OP_DONE.
+ *   3  ipc_op.algo (was flags, always 0): the allreduce algorithm asked for.
  */
 #ifndef MCCL_IPC_H
 #define MCCL_IPC_H
@@ -16,7 +17,7 @@
 #include "wire.h"
 
 #define IPC_MAGIC		0x4d43434cU	/* "MCCL" */
-#define IPC_VERSION		2
+#define IPC_VERSION		3
 #define IPC_MSG_MAX		(256 * 1024)	/* largest record either side sends */
 #define IPC_TEXT_MAX		1024		/* error and status messages */
 
@@ -58,6 +59,20 @@ enum coll_type {
 	COLL_SEND = 8,		/* point to point: root is the peer rank */
 	COLL_RECV = 9,
 	COLL_MAX = 9,
+};
+
+/*
+ * Inter-node allreduce algorithms (ipc_op.algo, peer_ophdr.algo).  A client
+ * asks for one or for AUTO; the daemon resolves AUTO (its "algo" key, else
+ * by size) and puts what it runs in the operation header, so nodes that
+ * chose differently fail the op with both names instead of hanging.
+ */
+enum algo_type {
+	ALGO_AUTO = 0,		/* ipc_op only: the daemon chooses */
+	ALGO_RING = 1,		/* pipelined ring: reduce-scatter, allgather */
+	ALGO_DOUBLING = 2,	/* recursive doubling: log2(n) whole exchanges */
+	ALGO_RABENSEIFNER = 3,	/* recursive halving, then recursive doubling */
+	ALGO_MAX = 3,
 };
 
 #define IPC_ANY_TAG	0xffffffffU
@@ -155,7 +170,7 @@ struct ipc_op {
 	uint8_t		coll;
 	uint8_t		dtype;
 	uint8_t		redop;
-	uint8_t		flags;
+	uint8_t		algo;		/* enum algo_type: allreduce and reduce */
 	uint32_t	root;		/* root rank, where the collective has one */
 	uint64_t	count;
 	uint32_t	send_seg;
@@ -187,6 +202,8 @@ void	proto_default_socket(char *, size_t);
 int	proto_op_bytes(int, uint64_t, size_t, uint32_t, uint32_t, uint32_t,
 	    uint64_t *, uint64_t *);
 const char *proto_coll_name(int);
+const char *proto_algo_name(int);
+int	proto_algo_parse(const char *);
 int	proto_coll_reduces(int);
 int	proto_coll_has_root(int);
 int	proto_coll_p2p(int);

@@ -10,6 +10,7 @@
  *
  * Version history:
  *   1  first version.
+ *   2  peer_ophdr.algo (was pad, always 0): the allreduce algorithm run.
  */
 #ifndef MCCL_PEER_H
 #define MCCL_PEER_H
@@ -19,7 +20,7 @@
 #include "ipc.h"
 
 #define PEER_MAGIC		0x4d434350U	/* "MCCP" */
-#define PEER_VERSION		1
+#define PEER_VERSION		2
 #define PEER_MSG_MAX		(1024 * 1024)	/* control frames */
 #define PEER_DATA_MAX		(64U * 1024 * 1024) /* one data frame's payload */
 #define PEER_TEXT_MAX		1024
@@ -128,7 +129,7 @@ struct peer_ophdr {
 	uint8_t		coll;
 	uint8_t		dtype;
 	uint8_t		redop;
-	uint8_t		pad;
+	uint8_t		algo;		/* enum algo_type, resolved; else 0 */
 	uint32_t	root;
 	uint64_t	count;
 };

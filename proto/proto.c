@@ -281,6 +281,28 @@ proto_coll_name(int coll)
 	return coll >= 1 && coll <= COLL_MAX ? coll_names[coll] : "unknown";
 }
 
+static const char *const algo_names[] = {
+	"auto", "ring", "doubling", "rabenseifner"
+};
+_Static_assert(sizeof(algo_names) / sizeof(algo_names[0]) == ALGO_MAX + 1,
+    "a name for every algorithm");
+
+const char *
+proto_algo_name(int algo)
+{
+	return algo >= 0 && algo <= ALGO_MAX ? algo_names[algo] : "unknown";
+}
+
+/* The algorithm named s (as MCCL_ALGO and the "algo" key spell it), or -1. */
+int
+proto_algo_parse(const char *s)
+{
+	for (int a = 0; a <= ALGO_MAX; a++)
+		if (strcmp(s, algo_names[a]) == 0)
+			return a;
+	return -1;
+}
+
 /* Collectives that take a reduction op, and those that take a root. */
 int
 proto_coll_reduces(int coll)
@@ -378,7 +400,7 @@ static const struct wire_field f_ipc_joined[] = {
 static const struct wire_field f_ipc_op[] = {
 	F(ipc_op, seq, WIRE_INT), F(ipc_op, coll, WIRE_INT),
 	F(ipc_op, dtype, WIRE_INT), F(ipc_op, redop, WIRE_INT),
-	F(ipc_op, flags, WIRE_INT), F(ipc_op, root, WIRE_INT),
+	F(ipc_op, algo, WIRE_INT), F(ipc_op, root, WIRE_INT),
 	F(ipc_op, count, WIRE_INT), F(ipc_op, send_seg, WIRE_INT),
 	F(ipc_op, recv_seg, WIRE_INT), F(ipc_op, send_off, WIRE_INT),
 	F(ipc_op, recv_off, WIRE_INT), F(ipc_op, timeout_ms, WIRE_INT),
@@ -455,7 +477,7 @@ static const struct wire_field f_peer_data_hello[] = {
 static const struct wire_field f_peer_ophdr[] = {
 	F(peer_ophdr, seq, WIRE_INT), F(peer_ophdr, coll, WIRE_INT),
 	F(peer_ophdr, dtype, WIRE_INT), F(peer_ophdr, redop, WIRE_INT),
-	F(peer_ophdr, pad, WIRE_INT), F(peer_ophdr, root, WIRE_INT),
+	F(peer_ophdr, algo, WIRE_INT), F(peer_ophdr, root, WIRE_INT),
 	F(peer_ophdr, count, WIRE_INT),
 };
 static const struct wire_field f_peer_auth_hello[] = {

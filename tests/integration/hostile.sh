@@ -57,7 +57,7 @@ echo "== hostile clients on n0"
 # With the log, each closed connection must add exactly one line.
 hostile_run "client" client "$T/n0.sock" "$T/n0.log"
 hostile_logged "each client refusal is logged with its reason" "$T/n0.log" \
-    "bad ipc magic" "ipc version 3, expected 2" "unknown ipc message type" \
+    "bad ipc magic" "ipc version 4, expected 3" "unknown ipc message type" \
     "record shorter than a header" "header says 19 bytes, record has 9" \
     "header says 6 bytes, record has 14" "length 4294967295" \
     "longer than max_message_bytes" "first message is not HELLO" \
@@ -156,7 +156,7 @@ for i in 1 0; do
 	fi
 done
 hostile_logged "each peer refusal is logged with its reason" "$T/k1.log" \
-    "refused: bad peer magic" "refused: peer version 2, expected 1" \
+    "refused: bad peer magic" "refused: peer version 3, expected 2" \
     "refused: unknown peer message type 999" "length 4294967295" \
     "refused: it did not authenticate" "AUTH_HELLO claims node index 1" \
     "AUTH_HELLO claims node index 2" "AUTH_HELLO claims node index 4294967295" \

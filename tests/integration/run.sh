@@ -20,6 +20,22 @@ run_job "1 node x 4 ranks" j1x4 "1 1 1 1" collectives
 run_job "3 nodes x 1 rank" j3x1 "0 1 2" collectives
 run_job "2 nodes x 3 ranks, 2 + 1, out of rank order" j2u "2 0 2" collectives
 run_job "an allreduce of more than 2 GiB across 2 nodes" jbig "0 1" big
+echo "== the allreduce algorithms of MCCL_ALGO (3 nodes: folded)"
+# algo_runs ALGO: allreduces node n0 ran by ALGO, from mcclctl metrics.
+algo_runs() {
+	"$B/mcclctl" -s "$T/n0.sock" metrics |
+	    awk -v k="mccl_allreduce_algo_total{algo=\"$1\"}" \
+	    '$1 == k { print $2 }'
+}
+for algo in ring doubling rabenseifner; do
+	before=$(algo_runs "$algo")
+	MCCL_ALGO=$algo run_job "3 nodes x 2 ranks by $algo" "ja$algo" \
+	    "0 0 1 1 2 2" collectives
+	after=$(algo_runs "$algo")
+	awk -v a="${after:-0}" -v b="${before:-0}" 'BEGIN { exit !(a > b) }' &&
+	    ok "the daemon ran them by $algo ($before -> $after)" ||
+	    bad "the daemon ran none by $algo ($before -> $after)"
+done
 fi
 if section api; then
 echo "== send/recv, the API's errors and concurrency"
@@ -28,6 +44,17 @@ run_job "API: bad arguments, 100 in flight, split, threads" japi "0 0 1 2 2" api
 run_job "API on one node x 4 ranks" japi1 "1 1 1 1" api
 run_job "mismatched counts fail every rank" jmis "0 1 1" mismatch
 run_job "abort reaches every rank" jab "0 1 2" abort
+MCCL_ALGO=fastest spawn 0 jalgo 1 0 expect-init MCCL_ERR_INVALID_ARGUMENT \
+    "MCCL_ALGO=fastest: expected auto, ring, doubling or rabenseifner"
+wait "$LAST_PID" && ok "an unknown MCCL_ALGO fails mccl_comm_init, named" ||
+    { bad "an unknown MCCL_ALGO"; cat "$T"/jalgo.*.out; }
+# Two ranks of one node ask for different algorithms: both fail, named.
+MCCL_ALGO=ring spawn 1 jalgo2 2 0 loop MCCL_ERR_INVALID_ARGUMENT "by doubling"
+a=$LAST_PID
+MCCL_ALGO=doubling spawn 1 jalgo2 2 1 loop MCCL_ERR_INVALID_ARGUMENT "by ring"
+wait "$a" && wait "$LAST_PID" && ok "local ranks asking for different \
+algorithms fail naming both" || { bad "local ranks, different algorithms"; \
+cat "$T"/jalgo2.*.out; }
 . "$(dirname "$0")/perf.sh"
 fi
 

@@ -78,6 +78,7 @@ check_defaults(const struct config *c)
 	ck_assert_uint_eq(c->heartbeat_interval_ms, 1000);
 	ck_assert_uint_eq(c->heartbeat_timeout_ms, 5000);
 	ck_assert_uint_eq(c->chunk_bytes, 1048576);
+	ck_assert_int_eq(c->algo, ALGO_AUTO);
 	ck_assert_uint_eq(c->max_clients, 1024);
 	ck_assert_uint_eq(c->max_segments, 64);
 	ck_assert_uint_eq(c->max_segment_bytes, 64ULL << 30);
@@ -153,6 +154,16 @@ START_TEST(test_full)
 	parse_ok("{\"log_level\": \"warning\"}", &c);
 	ck_assert_int_eq(c.log_level, LOG_WARNING);
 	config_free(&c);
+	/* Every algorithm by its name. */
+	for (int a = ALGO_AUTO; a <= ALGO_MAX; a++) {
+		char text[64];
+
+		snprintf(text, sizeof(text), "{\"algo\": \"%s\"}",
+		    proto_algo_name(a));
+		parse_ok(text, &c);
+		ck_assert_int_eq(c.algo, a);
+		config_free(&c);
+	}
 }
 END_TEST
 
@@ -303,6 +314,9 @@ START_TEST(test_bounds)
 	config_free(&c);
 	parse_err("{\"log_level\": \"verbose\"}", "key \"log_level\"");
 	parse_err("{\"log_level\": \"verbose\"}", "\"verbose\"");
+	parse_err("{\"algo\": \"tree\"}", "key \"algo\": unknown algorithm "
+	    "\"tree\" (expected auto, ring, doubling or rabenseifner)");
+	parse_err("{\"algo\": 2}", "key \"algo\"");
 }
 END_TEST
 

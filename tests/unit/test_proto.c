@@ -279,7 +279,7 @@ START_TEST(test_ipc_op)
 	m.coll = COLL_ALLTOALL;
 	m.dtype = 0xfe;
 	m.redop = V8;
-	m.flags = 0x80;
+	m.algo = 0x80;
 	m.root = V32;
 	m.count = 0x0102030405060708ULL;
 	m.send_seg = V32B;
@@ -292,7 +292,7 @@ START_TEST(test_ipc_op)
 	ck_assert_uint_eq(d.coll, COLL_ALLTOALL);
 	ck_assert_uint_eq(d.dtype, 0xfe);
 	ck_assert_uint_eq(d.redop, V8);
-	ck_assert_uint_eq(d.flags, 0x80);
+	ck_assert_uint_eq(d.algo, 0x80);
 	ck_assert_uint_eq(d.root, V32);
 	ck_assert_uint_eq(d.count, m.count);
 	ck_assert_uint_eq(d.send_seg, V32B);
@@ -470,7 +470,7 @@ START_TEST(test_peer_data)
 	o.coll = COLL_REDUCE_SCATTER;
 	o.dtype = 9;
 	o.redop = V8;
-	o.pad = 0xee;
+	o.algo = 0xee;
 	o.root = V32;
 	o.count = 0x0102030405060708ULL;
 	rt(&peer_proto, PEER_DATA_OPHDR, &o, NULL, 0, &dop);
@@ -478,7 +478,7 @@ START_TEST(test_peer_data)
 	ck_assert_uint_eq(dop.coll, COLL_REDUCE_SCATTER);
 	ck_assert_uint_eq(dop.dtype, 9);
 	ck_assert_uint_eq(dop.redop, V8);
-	ck_assert_uint_eq(dop.pad, 0xee);
+	ck_assert_uint_eq(dop.algo, 0xee);
 	ck_assert_uint_eq(dop.root, V32);
 	ck_assert_uint_eq(dop.count, o.count);
 
@@ -590,7 +590,7 @@ START_TEST(test_bytes_seg_ok)
 {
 	static const uint8_t want[] = {
 		0x4d, 0x43, 0x43, 0x4c,		/* "MCCL" */
-		0x00, 0x02,			/* version 2 */
+		0x00, 0x03,			/* version 3 */
 		0x00, 0xc9,			/* IPC_SEG_OK = 201 */
 		0x00, 0x00, 0x00, 0x04,		/* body length */
 		0x01, 0x02, 0x03, 0x04,		/* seg_id */
@@ -609,10 +609,10 @@ END_TEST
 START_TEST(test_bytes_op)
 {
 	static const uint8_t want[] = {
-		0x4d, 0x43, 0x43, 0x4c, 0x00, 0x02, 0x01, 0x90,	/* v2, 400 */
+		0x4d, 0x43, 0x43, 0x4c, 0x00, 0x03, 0x01, 0x90,	/* v3, 400 */
 		0x00, 0x00, 0x00, 0x38,				/* 56 */
 		0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,	/* seq */
-		0x11, 0x12, 0x13, 0x14,		/* coll dtype redop flags */
+		0x11, 0x12, 0x13, 0x14,		/* coll dtype redop algo */
 		0x21, 0x22, 0x23, 0x24,		/* root */
 		0x31, 0x32, 0x33, 0x34, 0x35, 0x36, 0x37, 0x38,	/* count */
 		0x41, 0x42, 0x43, 0x44,		/* send_seg */
@@ -630,7 +630,7 @@ START_TEST(test_bytes_op)
 	m.coll = 0x11;
 	m.dtype = 0x12;
 	m.redop = 0x13;
-	m.flags = 0x14;
+	m.algo = 0x14;
 	m.root = 0x21222324;
 	m.count = 0x3132333435363738ULL;
 	m.send_seg = 0x41424344;
@@ -649,7 +649,7 @@ START_TEST(test_bytes_peer)
 {
 	static const uint8_t want[] = {
 		0x4d, 0x43, 0x43, 0x50,		/* "MCCP" */
-		0x00, 0x01, 0x00, 0x65,		/* PEER_PING = 101 */
+		0x00, 0x02, 0x00, 0x65,		/* v2, PEER_PING = 101 */
 		0x00, 0x00, 0x00, 0x08,
 		0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7, 0xa8,
 		'o', 'k',			/* not part of the frame */
@@ -665,7 +665,7 @@ START_TEST(test_bytes_peer)
 	/* And decoding the reference bytes gives the values back. */
 	wire_hdr_decode(want, &h);
 	ck_assert_uint_eq(h.magic, PEER_MAGIC);
-	ck_assert_uint_eq(h.version, 1);
+	ck_assert_uint_eq(h.version, 2);
 	ck_assert_uint_eq(h.type, PEER_PING);
 	ck_assert_uint_eq(h.len, 8);
 	ck_assert_int_eq(wire_decode(wire_type_lookup(&peer_proto, PEER_PING),

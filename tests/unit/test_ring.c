@@ -20,7 +20,7 @@
 
 #include "mccld.h"
 
-#define MAXN		4
+#define MAXN		8
 #define MS		1000000ULL
 
 enum role { RUN, DIE, IDLE, JUNK, ABORTER, SCRIPT };
@@ -43,6 +43,7 @@ struct node {
 	uint32_t	 root;
 	const size_t	*offs, *lens;
 	size_t		 chunk;		/* 0: the run's chunk */
+	int		 algo;		/* 0: the run's algorithm */
 	unsigned	 delay_ms;
 	int		 efd;		/* ABORTER writes it */
 	int		 rc;
@@ -50,7 +51,8 @@ struct node {
 	pthread_t	 th;
 };
 
-static const char *const names[MAXN] = { "n0", "n1", "n2", "n3" };
+static const char *const names[MAXN] = { "n0", "n1", "n2", "n3", "n4",
+    "n5", "n6", "n7" };
 
 /* Meshes still open, closed by the teardown if a test fails midway. */
 static struct mesh *open_meshes[4];
@@ -161,7 +163,8 @@ nodes_init(struct node *nd, int n, int coll)
 	}
 }
 
-/* Up to this many bytes, node_allreduce may use recursive doubling. */
+/* node_allreduce's algorithm, and up to what size AUTO means doubling. */
+static int algo;
 static size_t small_bytes;
 
 static int
@@ -282,6 +285,7 @@ node_setup(struct mesh *m, struct node *nd, int i, size_t chunk,
 	x->deadline_ns = deadline;
 	x->chunk = nd->chunk > 0 ? nd->chunk : chunk;
 	x->scratch = xmalloc(2 * x->chunk);
+	x->algo = nd->algo ? nd->algo : algo;
 	x->small_bytes = small_bytes;
 	x->hdr = (struct peer_ophdr){ m->seq, (uint8_t)nd->coll,
 	    (uint8_t)nd->dtype, (uint8_t)nd->op, 0, nd->root, nd->count };
@@ -319,6 +323,20 @@ free_bufs(struct node *nd, int n)
 }
 
 /* ---- allreduce ---- */
+
+static void
+alloc_allreduce(struct node *nd, int n, size_t count)
+{
+	nodes_init(nd, n, COLL_ALLREDUCE);
+	for (int k = 0; k < n; k++) {
+		nd[k].buf = xmalloc(count * sizeof(float));
+		memset(nd[k].buf, 0, count * sizeof(float));
+		nd[k].count = count;
+		nd[k].dtype = MCCL_FLOAT32;
+		nd[k].op = MCCL_SUM;
+	}
+}
+
 
 /* Inputs whose reductions are exact, so any order gives the reference. */
 static double
@@ -495,6 +513,92 @@ START_TEST(test_doubling)
 		    "node %d's sums differ from node 0's", k);
 	}
 	free_bufs(nd, n);
+}
+END_TEST
+
+/*
+ * Every algorithm on 2 to 8 nodes, so on powers of two and on the node
+ * counts the fold serves: right against the reference, with frames cut
+ * at 4096 bytes so the pairwise steps pipeline their reductions.
+ */
+START_TEST(test_algorithms)
+{
+	static const int dtypes[] = { MCCL_FLOAT64, MCCL_INT32 };
+	static const int ops[] = { MCCL_SUM, MCCL_MAX, MCCL_PROD };
+	int n = 2 + _i % 7;
+	size_t counts[] = { 0, 1, (size_t)n - 1, 7, 1000, 30011 };
+	struct mesh m;
+
+	algo = ALGO_DOUBLING + _i / 7;
+	mesh_open(&m, n);
+	for (size_t d = 0; d < 2; d++)
+		for (size_t o = 0; o < 3; o++)
+			for (size_t c = 0; c < 6; c++)
+				allreduce_case(&m, dtypes[d], ops[o], counts[c],
+				    4100);
+	mesh_close(&m);
+	algo = ALGO_AUTO;
+}
+END_TEST
+
+/* Random floats by each algorithm: every node ends with the same bits. */
+START_TEST(test_algorithms_identical)
+{
+	int n = 3 + _i % 6, k;
+	size_t count = 20011;
+	struct node nd[MAXN];
+	struct mesh m;
+	unsigned seed = 11;
+
+	algo = ALGO_RING + _i / 6;
+	mesh_open(&m, n);
+	nodes_init(nd, n, COLL_ALLREDUCE);
+	for (k = 0; k < n; k++) {
+		float *f = nd[k].buf = xmalloc(count * sizeof(float));
+
+		for (size_t i = 0; i < count; i++)
+			f[i] = (float)rand_r(&seed) / (float)RAND_MAX - 0.3f;
+		nd[k].count = count;
+		nd[k].dtype = MCCL_FLOAT32;
+		nd[k].op = MCCL_SUM;
+	}
+	run_nodes(&m, nd, 4096, 10000, -1);
+	mesh_close(&m);
+	for (k = 0; k < n; k++) {
+		ck_assert_msg(nd[k].rc == 0, "node %d: %s", k, nd[k].x.err);
+		ck_assert_uint_eq(nd[k].x.hdr.algo, (unsigned)algo);
+		ck_assert_msg(memcmp(nd[k].buf, nd[0].buf, count * 4) == 0,
+		    "%s on %d nodes: node %d's sums differ from node 0's",
+		    proto_algo_name(algo), n, k);
+	}
+	algo = ALGO_AUTO;
+	free_bufs(nd, n);
+}
+END_TEST
+
+/* AUTO: recursive doubling up to small_bytes, the ring above. */
+START_TEST(test_algo_auto)
+{
+	size_t counts[] = { 16384, 16385 };	/* float32: 64 KiB, one more */
+	struct node nd[MAXN];
+	struct mesh m;
+
+	small_bytes = 65536;
+	mesh_open(&m, 3);
+	for (int c = 0; c < 2; c++) {
+		alloc_allreduce(nd, 3, counts[c]);
+		run_nodes(&m, nd, 65536, 10000, -1);
+		for (int k = 0; k < 3; k++) {
+			ck_assert_msg(nd[k].rc == 0, "node %d: %s", k,
+			    nd[k].x.err);
+			ck_assert_uint_eq(nd[k].x.hdr.algo, c == 0 ?
+			    ALGO_DOUBLING : ALGO_RING);
+		}
+		free_bufs(nd, 3);
+		m.seq++;
+	}
+	mesh_close(&m);
+	small_bytes = 0;
 }
 END_TEST
 
@@ -706,19 +810,6 @@ END_TEST
 
 /* ---- failures ---- */
 
-static void
-alloc_allreduce(struct node *nd, int n, size_t count)
-{
-	nodes_init(nd, n, COLL_ALLREDUCE);
-	for (int k = 0; k < n; k++) {
-		nd[k].buf = xmalloc(count * sizeof(float));
-		memset(nd[k].buf, 0, count * sizeof(float));
-		nd[k].count = count;
-		nd[k].dtype = MCCL_FLOAT32;
-		nd[k].op = MCCL_SUM;
-	}
-}
-
 static uint64_t
 took_ms(const struct node *nd)
 {
@@ -781,6 +872,40 @@ START_TEST(test_mismatch_coll)
 	ck_assert_msg(strstr(nd[1].x.err, "broadcast") != NULL &&
 	    strstr(nd[1].x.err, "allreduce") != NULL, "%s", nd[1].x.err);
 	free_bufs(nd, 2);
+}
+END_TEST
+
+/*
+ * Node 1 runs another algorithm than the others.  On 2 nodes they share
+ * the link and both fail naming both algorithms; on 4 the partners differ,
+ * so some wait for the deadline, and say by which algorithm.  None hangs.
+ */
+START_TEST(test_mismatch_algo)
+{
+	int n = 2 + 2 * _i;
+	struct node nd[MAXN];
+	struct mesh m;
+
+	mesh_open(&m, n);
+	alloc_allreduce(nd, n, 1000);
+	algo = ALGO_RING;
+	nd[1].algo = ALGO_RABENSEIFNER;
+	run_nodes(&m, nd, 4096, 2000, -1);
+	algo = ALGO_AUTO;
+	mesh_close(&m);
+	for (int k = 0; k < n; k++) {
+		const char *mine = k == 1 ? "by rabenseifner" : "by ring";
+
+		ck_assert_msg(nd[k].rc == -1, "node %d succeeded", k);
+		ck_assert_uint_lt(took_ms(&nd[k]), 3000);
+		ck_assert_msg(strstr(nd[k].x.err, mine) != NULL, "node %d: "
+		    "\"%s\" does not say %s", k, nd[k].x.err, mine);
+		if (n == 2)
+			ck_assert_msg(strstr(nd[k].x.err, "by ring") &&
+			    strstr(nd[k].x.err, "by rabenseifner"), "node %d: "
+			    "\"%s\" does not name both", k, nd[k].x.err);
+	}
+	free_bufs(nd, n);
 }
 END_TEST
 
@@ -924,6 +1049,9 @@ main(void)
 	tcase(s, "allreduce", test_allreduce, 3);
 	tcase(s, "identical", test_allreduce_identical, 2);
 	tcase(s, "doubling", test_doubling, 2);
+	tcase(s, "algorithms", test_algorithms, 14);
+	tcase(s, "algorithms_identical", test_algorithms_identical, 18);
+	tcase(s, "algo_auto", test_algo_auto, 1);
 	tcase(s, "broadcast", test_broadcast, 3);
 	tcase(s, "allgather", test_allgather, 3);
 	tcase(s, "barrier", test_barrier, 3);
@@ -931,6 +1059,7 @@ main(void)
 	tcase(s, "back_to_back", test_back_to_back, 3);
 	tcase(s, "mismatch", test_mismatch, 2);
 	tcase(s, "mismatch_coll", test_mismatch_coll, 1);
+	tcase(s, "mismatch_algo", test_mismatch_algo, 2);
 	tcase(s, "peer_death", test_peer_death, 2);
 	tcase(s, "timeout", test_timeout, 1);
 	tcase(s, "abort", test_abort, 1);
