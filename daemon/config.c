@@ -114,6 +114,7 @@ conf_scalars(struct config *c)
 	c->heartbeat_interval_ms = 1000;
 	c->heartbeat_timeout_ms = 5000;
 	c->chunk_bytes = 1024 * 1024;
+	c->streams_per_peer = 2;
 	c->max_clients = 1024;
 	c->max_segments = 64;
 	c->max_pending_ops = 4096;
@@ -625,6 +626,7 @@ static const struct conf_key conf_keys[] = {
 	KEY_UINT("max_message_bytes", max_message_bytes, 1024, IPC_MSG_MAX),
 	KEY_UINT("max_fds_per_message", max_fds_per_message, 1, 3),
 	KEY_UINT("chunk_bytes", chunk_bytes, CHUNK_MIN, CHUNK_MAX),
+	KEY_UINT("streams_per_peer", streams_per_peer, 1, PEER_LANES_MAX),
 	KEY_UINT("max_segment_bytes", max_segment_bytes, 1, INT64_MAX),
 };
 

@@ -38,20 +38,21 @@ engine_notify(struct job *j)
 static int
 engine_connect_links(struct job *j, char *err, size_t errlen)
 {
-	for (uint32_t p = j->me + 1; p < j->nnodes; p++) {
-		char why[ERR_MAX] = "";
-		int fd;
+	for (uint32_t p = j->me + 1; p < j->nnodes; p++)
+		for (uint32_t k = 0; k < j->nlanes; k++) {
+			char why[ERR_MAX] = "";
+			int fd;
 
-		if ((fd = peer_data_connect(j->node_index[p], j->id,
-		    PEER_STREAM_COLL, why, sizeof(why))) == -1) {
-			snprintf(err, errlen, "cannot open a data link to node "
-			    "%s: %s", j->names[p], why);
-			return -1;
+			if ((fd = peer_data_connect(j->node_index[p], j->id,
+			    PEER_STREAM_LANE(k), why, sizeof(why))) == -1) {
+				snprintf(err, errlen, "cannot open a data link "
+				    "to node %s: %s", j->names[p], why);
+				return -1;
+			}
+			pthread_mutex_lock(&j->eng_mtx);
+			j->eng_fds[k * j->nnodes + p] = fd;
+			pthread_mutex_unlock(&j->eng_mtx);
 		}
-		pthread_mutex_lock(&j->eng_mtx);
-		j->eng_fds[p] = fd;
-		pthread_mutex_unlock(&j->eng_mtx);
-	}
 	return 0;
 }
 
@@ -59,8 +60,9 @@ static int
 engine_links_missing(const struct job *j)
 {
 	for (uint32_t p = 0; p < j->me; p++)
-		if (j->eng_fds[p] == -1)
-			return (int)p;
+		for (uint32_t k = 0; k < j->nlanes; k++)
+			if (j->eng_fds[k * j->nnodes + p] == -1)
+				return (int)p;
 	return -1;
 }
 
@@ -505,6 +507,7 @@ engine_run(struct job *j, struct op *op, uint8_t *scratch)
 	x.nnodes = j->nnodes;
 	x.me = j->me;
 	x.fds = j->eng_fds;
+	x.nlanes = j->nlanes;
 	x.names = j->names;
 	x.abort_fd = j->eng_abort_fd;
 	x.deadline_ns = op->deadline_ns;
@@ -652,7 +655,7 @@ engine_main(void *arg)
 	struct op *op;
 	int ok = 0;
 
-	if ((scratch = malloc(2 * md.conf.chunk_bytes)) == NULL)
+	if ((scratch = malloc(2 * md.conf.chunk_bytes * j->nlanes)) == NULL)
 		engine_report_links(j, 0, MCCL_ERR_NO_MEMORY,
 		    "out of memory for the pipeline");
 	else
@@ -678,12 +681,12 @@ engine_start(struct job *j, char *err, size_t errlen)
 {
 	pthread_condattr_t ca;
 
-	if ((j->eng_fds = malloc(j->nnodes * sizeof(int))) == NULL ||
-	    job_engine_event(j) == -1) {
+	if ((j->eng_fds = malloc(j->nlanes * j->nnodes * sizeof(int))) ==
+	    NULL || job_engine_event(j) == -1) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	for (uint32_t p = 0; p < j->nnodes; p++)
+	for (uint32_t p = 0; p < j->nlanes * j->nnodes; p++)
 		j->eng_fds[p] = -1;
 	if ((j->eng_abort_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) == -1) {
 		snprintf(err, errlen, "eventfd: %s", strerror(errno));
@@ -713,17 +716,18 @@ engine_submit(struct job *j, struct op *op)
 	pthread_cond_signal(&j->eng_cond);
 }
 
-/* Hand an accepted data link from the node at position pos to the engine. */
+/* Hand an accepted link of a lane, from the node at position pos, over. */
 int
-engine_adopt_link(struct job *j, uint32_t pos, int fd)
+engine_adopt_link(struct job *j, uint32_t pos, uint32_t lane, int fd)
 {
-	int rc = -1;
+	int rc = -1, *slot;
 
-	if (!j->eng_running || pos >= j->me)
+	if (!j->eng_running || pos >= j->me || lane >= j->nlanes)
 		return -1;
+	slot = &j->eng_fds[lane * j->nnodes + pos];
 	pthread_mutex_lock(&j->eng_mtx);
-	if (j->eng_fds[pos] == -1) {
-		j->eng_fds[pos] = fd;
+	if (*slot == -1) {
+		*slot = fd;
 		pthread_cond_signal(&j->eng_cond);
 		rc = 0;
 	}
@@ -820,9 +824,9 @@ engine_stop(struct job *j)
 	j->eng_running = 0;
 	TAILQ_CONCAT(&j->eng_out, &j->eng_in, entry);
 	if (j->eng_aborted)
-		engine_linger(j->eng_fds, j->nnodes);
+		engine_linger(j->eng_fds, j->nlanes * j->nnodes);
 	else {
-		for (uint32_t p = 0; p < j->nnodes; p++)
+		for (uint32_t p = 0; p < j->nlanes * j->nnodes; p++)
 			if (j->eng_fds[p] != -1)
 				close(j->eng_fds[p]);
 		free(j->eng_fds);

@@ -385,6 +385,7 @@ coord_form(struct coord *k)
 			f.job_id = ((uint64_t)rand() << 32) ^ (uint64_t)now_ns();
 	f.uid = (uint32_t)k->uid;
 	f.nranks = k->nranks;
+	f.lanes = md.conf.streams_per_peer;
 	wire_strlcpy(f.job, k->name, sizeof(f.job));
 	trailer = malloc((size_t)k->nranks * 4);
 	sent = calloc(md.conf.nnodes, 1);
@@ -577,6 +578,7 @@ job_formed(const struct peer_formed *m, const uint32_t *rank_node)
 	}
 	evtimer_del(j->ev_timeout);
 	j->id = m->job_id;
+	j->nlanes = m->lanes;
 	j->state = JOB_LINKING;
 	if (job_topology(j, rank_node) == -1) {
 		job_fail(j, MCCL_ERR_PEER_FAILED, "job %s: the rank map does "
@@ -602,6 +604,7 @@ job_recv_formed(const struct peer_formed *m, const uint8_t *trailer,
 	uint32_t *rank_node;
 
 	if (m->nranks == 0 || m->nranks > PEER_RANKS_MAX ||
+	    m->lanes == 0 || m->lanes > PEER_LANES_MAX ||
 	    (uint64_t)tlen != (uint64_t)m->nranks * 4)
 		return -1;
 	if ((rank_node = malloc(tlen)) == NULL)
@@ -748,7 +751,8 @@ job_data_link(int fd, const struct peer_data_hello *m)
 		close(fd);
 		return;
 	}
-	if (m->stream != PEER_STREAM_COLL && m->stream != PEER_STREAM_P2P) {
+	if (m->stream != PEER_STREAM_P2P &&
+	    PEER_LANE_OF(m->stream) >= PEER_LANES_MAX) {
 		log_warnx("peer: data link of unknown stream %u from node %s",
 		    m->stream, peer_name(m->node));
 		close(fd);
@@ -757,9 +761,9 @@ job_data_link(int fd, const struct peer_data_hello *m)
 	if (j != NULL) {
 		for (uint32_t p = 0; p < j->nnodes; p++)
 			if (j->node_index[p] == m->node &&
-			    (m->stream == PEER_STREAM_COLL ?
-			    engine_adopt_link(j, p, fd) :
-			    p2p_adopt_link(j, p, fd)) == 0)
+			    (m->stream == PEER_STREAM_P2P ?
+			    p2p_adopt_link(j, p, fd) : engine_adopt_link(j, p,
+			    PEER_LANE_OF(m->stream), fd)) == 0)
 				return;
 		log_warnx("job %s: unexpected data link from node %s", j->name,
 		    peer_name(m->node));

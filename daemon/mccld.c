@@ -166,6 +166,7 @@ reload(char *err, size_t errlen)
 	md.conf.init_timeout_ms = nc.init_timeout_ms;
 	md.conf.op_timeout_ms = nc.op_timeout_ms;
 	md.conf.algo = nc.algo;
+	md.conf.streams_per_peer = nc.streams_per_peer;	/* new jobs */
 	md.conf.connect_timeout_ms = nc.connect_timeout_ms;
 	md.conf.heartbeat_timeout_ms = nc.heartbeat_timeout_ms;
 	md.conf.max_clients = nc.max_clients;

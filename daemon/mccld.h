@@ -55,6 +55,7 @@ struct config {
 	uint32_t	 heartbeat_timeout_ms;	/* silence after which a peer is dead */
 	uint64_t	 chunk_bytes;		/* pipeline chunk */
 	int		 algo;			/* enum algo_type for allreduce */
+	uint32_t	 streams_per_peer;	/* collective lanes of new jobs */
 	uint32_t	 max_clients;		/* connections on the Unix socket */
 	uint32_t	 max_segments;		/* per client */
 	uint64_t	 max_segment_bytes;	/* per client, all segments together */
@@ -131,14 +132,16 @@ int		reduce_force_isa(const char *);	/* tests: NULL = best */
 struct xfer {
 	uint32_t	  nnodes;	/* nodes of the job, in ring order */
 	uint32_t	  me;		/* this node's position in that order */
-	const int	 *fds;		/* data link to each position; -1 at me */
+	const int	 *fds;		/* data link to each position, lane by
+					   lane (nlanes * nnodes); -1 at me */
+	uint32_t	  nlanes;	/* allreduce: rings run side by side */
 	const char *const *names;	/* node name of each position, for messages */
 	int		  abort_fd;	/* readable once the job is aborted */
 	uint64_t	  deadline_ns;	/* CLOCK_MONOTONIC; 0: none */
 	size_t		  chunk;	/* pipeline chunk in bytes */
 	int		  algo;		/* allreduce: enum algo_type asked for */
 	size_t		  small_bytes;	/* up to this, AUTO is latency-bound */
-	uint8_t		 *scratch;	/* at least 2 * chunk bytes */
+	uint8_t		 *scratch;	/* at least 2 * chunk * nlanes bytes */
 	struct peer_ophdr hdr;		/* this operation, checked against the peers' */
 	const uint32_t	 *node_index;	/* cluster index of each position */
 	uint64_t	 *tx_ctr;	/* bytes sent, by cluster index; or NULL */
@@ -336,7 +339,9 @@ struct job {
 	struct op_list	 eng_out;	/* done, for the main thread */
 	int		 eng_out_quiet;	/* it holds ops the main thread was
 					   not woken for (engine_idle) */
-	int		*eng_fds;	/* data link of each position */
+	uint32_t	 nlanes;	/* collective links per pair of nodes */
+	int		*eng_fds;	/* lane k's link to position p at
+					   [k * nnodes + p] */
 	int		 eng_links;	/* 0 pending, 1 up, -1 failed */
 	int		 eng_links_reported;
 	int		 eng_link_code;
@@ -395,7 +400,7 @@ void		p2p_stop(struct job *);
 int		job_engine_event(struct job *);
 int		engine_start(struct job *, char *, size_t);
 void		engine_submit(struct job *, struct op *);
-int		engine_adopt_link(struct job *, uint32_t, int);
+int		engine_adopt_link(struct job *, uint32_t, uint32_t, int);
 void		engine_wake(struct job *);
 void		engine_stop(struct job *);
 void		engine_shutdown(void);

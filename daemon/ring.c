@@ -28,6 +28,8 @@
 #define TXQ		8			/* frames one sendmsg may carry */
 #define OPHDR_LEN	24			/* body of PEER_DATA_OPHDR */
 #define MIN(a, b)	((a) < (b) ? (a) : (b))
+#define MAX(a, b)	((a) > (b) ? (a) : (b))
+#define LANE_MIN_BYTES	((size_t)1 << 20)	/* an allreduce's part per lane */
 #define SEQ(x)		((unsigned long long)(x)->hdr.seq)
 
 /* A receive is one frame's payload plus the next header: under IO_MAX. */
@@ -45,11 +47,15 @@ struct frame {
 /*
  * An operation as this node sees it.  Blocks are numbered from here: block
  * 0 is this node's own contribution, block i >= 1 the i-th to arrive from
- * the left.  Sent block i (i >= 1) is always received block i, so the ring
- * moves every block one position per step and the sender needs no list.
+ * upstream (the left, or the right on a reversed lane).  Sent block i
+ * (i >= 1) is always received block i, so the ring moves every block one
+ * position per step and the sender needs no list.
  */
 struct plan {
 	const struct xfer *x;
+	const int	*fds;		/* its lane's link to each position */
+	uint8_t		*scratch;	/* its lane's two reduction slots */
+	int		 reversed;	/* data flows right to left */
 	uint8_t		*buf;
 	size_t		 chunk;		/* payload bytes per frame, whole elements */
 	size_t		 esize;
@@ -180,26 +186,34 @@ link_error(struct xfer *x, uint32_t peer, int err)
 
 /* Position whose block is this node's block i. */
 static uint32_t
-ring_pos(const struct xfer *x, size_t i)
+ring_pos(const struct plan *p, size_t i)
 {
-	return (uint32_t)((x->me + x->nnodes - i % x->nnodes) % x->nnodes);
+	size_t n = p->x->nnodes, me = p->x->me;
+
+	return (uint32_t)(p->reversed ? (me + i) % n : (me + n - i % n) % n);
+}
+
+/* First element of block b when count elements are cut into n blocks. */
+static size_t
+block_start(size_t count, size_t n, size_t b)
+{
+	return b * (count / n) + MIN(b, count % n);
 }
 
 /* Allreduce: segment s of total elements, the first total % n one longer. */
 static void
 seg_block(const struct plan *p, size_t i, size_t *off, size_t *len)
 {
-	size_t n = p->x->nnodes, s = ring_pos(p->x, i);
-	size_t base = p->total / n, rem = p->total % n;
+	size_t n = p->x->nnodes, s = ring_pos(p, i);
 
-	*off = (s * base + MIN(s, rem)) * p->esize;
-	*len = (base + (s < rem)) * p->esize;
+	*off = block_start(p->total, n, s) * p->esize;
+	*len = block_start(p->total, n, s + 1) * p->esize - *off;
 }
 
 static void
 gather_block(const struct plan *p, size_t i, size_t *off, size_t *len)
 {
-	uint32_t s = ring_pos(p->x, i);
+	uint32_t s = ring_pos(p, i);
 
 	*off = p->offs[s];
 	*len = p->lens[s];
@@ -239,8 +253,8 @@ walk_next(const struct plan *p, struct walk *w, struct frame *f)
 /* ---- sending ---- */
 
 static int
-tx_init(struct xfer *x, struct tx *tx, size_t nown, size_t nsend,
-    uint32_t peer)
+tx_init(struct xfer *x, struct tx *tx, const struct plan *p, size_t nown,
+    size_t nsend, uint32_t peer)
 {
 	uint8_t enc[WIRE_HDR_LEN + OPHDR_LEN];
 
@@ -248,7 +262,7 @@ tx_init(struct xfer *x, struct tx *tx, size_t nown, size_t nsend,
 	if ((tx->active = nsend > 0) == 0)
 		return 0;
 	tx->peer = peer;
-	tx->fd = x->fds[tx->peer];
+	tx->fd = p->fds[tx->peer];
 	tx->w.blk = 1 - nown;
 	tx->w.end = tx->w.blk + nsend;
 	if (wire_encode(&peer_proto, PEER_DATA_OPHDR, &x->hdr, NULL, 0, enc,
@@ -388,19 +402,18 @@ rx_advance(struct rx *rx, const struct plan *p)
 	rx->has_cur = rx->has_nxt;
 	rx->got = 0;
 	if (rx->has_cur && rx->cur.reduce)
-		rx->slot = p->x->scratch + (rx->nred++ % 2) * p->chunk;
+		rx->slot = p->scratch + (rx->nred++ % 2) * p->chunk;
 	rx->has_nxt = rx->has_cur && walk_next(p, &rx->w, &rx->nxt);
 }
 
 static void
-rx_init(struct xfer *x, struct rx *rx, const struct plan *p, size_t nrecv,
-    uint32_t peer)
+rx_init(struct rx *rx, const struct plan *p, size_t nrecv, uint32_t peer)
 {
 	memset(rx, 0, sizeof(*rx));
 	if ((rx->active = nrecv > 0) == 0)
 		return;
 	rx->peer = peer;
-	rx->fd = x->fds[rx->peer];
+	rx->fd = p->fds[rx->peer];
 	rx->w.blk = 1;
 	rx->w.end = 1 + nrecv;
 	rx->nxt = (struct frame){ rx->opbody, OPHDR_LEN, PEER_DATA_OPHDR, 0, 0 };
@@ -640,10 +653,26 @@ rx_step(struct xfer *x, struct rx *rx, const struct plan *p, int *moved)
 
 /* ---- the duplex engine ---- */
 
+/* One pair of directions the engine drives: frames out by ptx, in by prx. */
+struct lane {
+	const struct plan *ptx, *prx;
+	size_t		 nown, nsend, nrecv;
+	uint32_t	 to, from;
+	struct tx	 tx;
+	struct rx	 rx;
+};
+
 static int
-wait_timeout(struct xfer *x, const struct tx *tx, const struct rx *rx,
+lane_complete(const struct lane *l)
+{
+	return tx_complete(&l->tx) && rx_complete(&l->rx);
+}
+
+static int
+wait_timeout(struct xfer *x, const struct lane *lanes, size_t nl,
     int *timeout)
 {
+	const struct lane *l = lanes;
 	uint64_t now, ms;
 	char what[96];
 
@@ -655,99 +684,139 @@ wait_timeout(struct xfer *x, const struct tx *tx, const struct rx *rx,
 		*timeout = ms > INT_MAX ? INT_MAX : (int)ms;
 		return 0;
 	}
+	while (l < lanes + nl - 1 && lane_complete(l))
+		l++;
 	op_desc(&x->hdr, what, sizeof(what));
-	if (!rx_complete(rx))
+	if (!rx_complete(&l->rx))
 		return ring_fail(x, MCCL_ERR_TIMEOUT, "no data from node %s for "
-		    "%llu ms (op seq %llu: %s)", node_name(x, rx->peer),
-		    (unsigned long long)(now - rx->last_ns) / 1000000, SEQ(x),
+		    "%llu ms (op seq %llu: %s)", node_name(x, l->rx.peer),
+		    (unsigned long long)(now - l->rx.last_ns) / 1000000, SEQ(x),
 		    what);
 	return ring_fail(x, MCCL_ERR_TIMEOUT, "node %s took no data for %llu ms "
-	    "(op seq %llu: %s)", node_name(x, tx->peer),
-	    (unsigned long long)(now - tx->last_ns) / 1000000, SEQ(x), what);
+	    "(op seq %llu: %s)", node_name(x, l->tx.peer),
+	    (unsigned long long)(now - l->tx.last_ns) / 1000000, SEQ(x), what);
 }
 
 /*
  * Sleep until a link can move, the job is aborted or the deadline passes.
- * The right link is watched for a hang-up even when nothing is queued for
+ * A sending link is watched for a hang-up even when nothing is queued for
  * it: its node can't finish this operation before taking all we send.
  */
 static int
-io_wait(struct xfer *x, const struct tx *tx, const struct rx *rx)
+io_wait(struct xfer *x, const struct lane *lanes, size_t nl)
 {
-	struct pollfd pfd[3];
+	struct pollfd pfd[1 + 2 * PEER_LANES_MAX];
 	int timeout;
 	char buf[128];
 
-	if (wait_timeout(x, tx, rx, &timeout) == -1)
+	if (wait_timeout(x, lanes, nl, &timeout) == -1)
 		return -1;
 	pfd[0] = (struct pollfd){ x->abort_fd, POLLIN, 0 };
-	pfd[1] = (struct pollfd){ tx_complete(tx) ? -1 : tx->fd,
-	    (short)(POLLRDHUP | (tx->qlen > 0 ? POLLOUT : 0)), 0 };
-	pfd[2] = (struct pollfd){ rx_complete(rx) ? -1 : rx->fd, POLLIN, 0 };
-	if (poll(pfd, 3, timeout) == -1)
+	for (size_t k = 0; k < nl; k++) {
+		const struct tx *tx = &lanes[k].tx;
+		const struct rx *rx = &lanes[k].rx;
+
+		pfd[1 + 2 * k] = (struct pollfd){ tx_complete(tx) ? -1 : tx->fd,
+		    (short)(POLLRDHUP | (tx->qlen > 0 ? POLLOUT : 0)), 0 };
+		pfd[2 + 2 * k] = (struct pollfd){ rx_complete(rx) ? -1 : rx->fd,
+		    POLLIN, 0 };
+	}
+	if (poll(pfd, 1 + 2 * nl, timeout) == -1)
 		return errno == EINTR ? 0 : ring_fail(x, MCCL_ERR_INTERNAL,
 		    "poll: %s", strerror_r(errno, buf, sizeof(buf)));
 	if (pfd[0].revents != 0)
 		return ring_fail(x, MCCL_ERR_ABORTED, "job aborted");
-	if (pfd[1].revents & (POLLERR | POLLHUP | POLLRDHUP))
-		return tx_broken(x, tx);
+	for (size_t k = 0; k < nl; k++)
+		if (pfd[1 + 2 * k].revents & (POLLERR | POLLHUP | POLLRDHUP))
+			return tx_broken(x, &lanes[k].tx);
 	return 0;
 }
 
 static int
-ring_start(struct xfer *x, uint32_t to, uint32_t from)
+ring_start(struct xfer *x, const struct lane *lanes, size_t nl)
 {
 	struct pollfd pfd = { x->abort_fd, POLLIN, 0 };
 	uint32_t n = x->nnodes, me = x->me;
 
 	x->code = MCCL_SUCCESS;
 	x->err[0] = '\0';
-	if (me >= n || to >= n || from >= n || x->fds[to] < 0 ||
-	    x->fds[from] < 0)
-		return ring_fail(x, MCCL_ERR_INTERNAL, "no data link at node "
-		    "position %u of %u", me, n);
+	for (const struct lane *l = lanes; l < lanes + nl; l++)
+		if (me >= n || l->to >= n || l->from >= n ||
+		    l->ptx->fds[l->to] < 0 || l->prx->fds[l->from] < 0)
+			return ring_fail(x, MCCL_ERR_INTERNAL, "no data link at "
+			    "node position %u of %u", me, n);
 	if (x->abort_fd >= 0 && poll(&pfd, 1, 0) == 1)
 		return ring_fail(x, MCCL_ERR_ABORTED, "job aborted");
 	return 0;
 }
 
 /*
- * The duplex engine: send by ptx to position `to` (the own block if nown,
- * then forwarded ones, nsend blocks in all) while receiving nrecv blocks by
- * prx from position `from`.  Each side that has any block, even an empty
- * one, starts with the operation header.
+ * The duplex engine, over nl lanes at once: on each, send by ptx to
+ * position `to` (the own block if nown, then forwarded ones, nsend blocks
+ * in all) while receiving nrecv blocks by prx from position `from`.  Each
+ * side that has any block, even an empty one, starts with the operation
+ * header.
  */
 static int
-duplex_run(struct xfer *x, const struct plan *ptx, const struct plan *prx,
-    size_t nown, size_t nsend, size_t nrecv, uint32_t to, uint32_t from)
+lanes_run(struct xfer *x, struct lane *lanes, size_t nl)
 {
-	struct tx tx;
-	struct rx rx;
-	int moved;
+	struct lane *l;
+	int moved, done;
 
-	if (ring_start(x, to, from) == -1 ||
-	    tx_init(x, &tx, nown, nsend, to) == -1)
+	if (ring_start(x, lanes, nl) == -1)
 		return -1;
-	rx_init(x, &rx, prx, nrecv, from);
+	for (l = lanes; l < lanes + nl; l++) {
+		if (tx_init(x, &l->tx, l->ptx, l->nown, l->nsend, l->to) == -1)
+			return -1;
+		rx_init(&l->rx, l->prx, l->nrecv, l->from);
+	}
 	for (;;) {
 		moved = 0;
-		if (tx_step(x, &tx, ptx, &rx, &moved) == -1 ||
-		    rx_step(x, &rx, prx, &moved) == -1)
-			return -1;
-		if (tx_complete(&tx) && rx_complete(&rx))
+		done = 1;
+		for (l = lanes; l < lanes + nl; l++) {
+			if (tx_step(x, &l->tx, l->ptx, &l->rx, &moved) == -1 ||
+			    rx_step(x, &l->rx, l->prx, &moved) == -1)
+				return -1;
+			done &= lane_complete(l);
+		}
+		if (done)
 			return 0;
-		if (!moved && io_wait(x, &tx, &rx) == -1)
+		if (!moved && io_wait(x, lanes, nl) == -1)
 			return -1;
 	}
 }
 
-/* Around the ring: to the right, from the left, one plan for both. */
+/* One lane: the two-plan exchanges and the single ring. */
+static int
+duplex_run(struct xfer *x, const struct plan *ptx, const struct plan *prx,
+    size_t nown, size_t nsend, size_t nrecv, uint32_t to, uint32_t from)
+{
+	struct lane l = { .ptx = ptx, .prx = prx, .nown = nown, .nsend = nsend,
+	    .nrecv = nrecv, .to = to, .from = from };
+
+	return lanes_run(x, &l, 1);
+}
+
+/* The neighbour p sends to, and the one it receives from. */
+static void
+ring_peers(const struct plan *p, uint32_t *to, uint32_t *from)
+{
+	uint32_t n = p->x->nnodes, right = (p->x->me + 1) % n,
+	    left = (p->x->me + n - 1) % n;
+
+	*to = p->reversed ? left : right;
+	*from = p->reversed ? right : left;
+}
+
+/* Around the ring: one plan for both directions of the link. */
 static int
 ring_run(struct xfer *x, const struct plan *p, size_t nown, size_t nsend,
     size_t nrecv)
 {
-	return duplex_run(x, p, p, nown, nsend, nrecv,
-	    (x->me + 1) % x->nnodes, (x->me + x->nnodes - 1) % x->nnodes);
+	uint32_t to, from;
+
+	ring_peers(p, &to, &from);
+	return duplex_run(x, p, p, nown, nsend, nrecv, to, from);
 }
 
 /* ---- the collectives ---- */
@@ -759,6 +828,8 @@ plan_init(struct xfer *x, struct plan *p, void *buf, size_t esize)
 
 	memset(p, 0, sizeof(*p));
 	p->x = x;
+	p->fds = x->fds;
+	p->scratch = x->scratch;
 	p->buf = buf;
 	p->esize = esize;
 	p->chunk = c - c % esize;
@@ -768,12 +839,27 @@ plan_init(struct xfer *x, struct plan *p, void *buf, size_t esize)
 	return 0;
 }
 
-/* Reduce-scatter then allgather: received blocks 1..n-1 are reduced. */
+/* Lanes a ring allreduce of this many bytes runs on: 1 MiB each at least. */
+static size_t
+ring_lanes(const struct xfer *x, size_t bytes)
+{
+	size_t nl = MIN((size_t)x->nlanes, bytes / LANE_MIN_BYTES);
+
+	return MIN(MAX(nl, (size_t)1), (size_t)PEER_LANES_MAX);
+}
+
+/*
+ * Reduce-scatter then allgather: received blocks 1..n-1 are reduced.  A
+ * large buffer is cut into one part per lane, each part a ring of its own
+ * on the lane's links, odd lanes running right to left, so that both
+ * directions of every link carry data and one stall does not idle the rest.
+ */
 int
 ring_allreduce(struct xfer *x, void *buf, size_t count, int dtype, int op)
 {
-	size_t es = dtype_size(dtype), n = x->nnodes;
-	struct plan p;
+	size_t es = dtype_size(dtype), n = x->nnodes, nl, lo, hi;
+	struct plan p[PEER_LANES_MAX];
+	struct lane l[PEER_LANES_MAX];
 
 	if (n <= 1)
 		return 0;
@@ -783,16 +869,27 @@ ring_allreduce(struct xfer *x, void *buf, size_t count, int dtype, int op)
 		return ring_fail(x, MCCL_ERR_INVALID_ARGUMENT, "allreduce of "
 		    "%zu elements of %s with %s", count, dtype_name(dtype),
 		    redop_name(op));
-	if (plan_init(x, &p, buf, es) == -1)
-		return -1;
 	if (x->scratch == NULL && count > 0)
 		return ring_fail(x, MCCL_ERR_INTERNAL, "no scratch buffer");
-	p.block = seg_block;
-	p.total = count;
-	p.dtype = dtype;
-	p.op = op;
-	p.nreduce = n - 1;
-	return ring_run(x, &p, 1, 2 * (n - 1), 2 * (n - 1));
+	nl = ring_lanes(x, count * es);
+	for (size_t k = 0; k < nl; k++) {
+		lo = block_start(count, nl, k);
+		hi = block_start(count, nl, k + 1);
+		if (plan_init(x, &p[k], (uint8_t *)buf + lo * es, es) == -1)
+			return -1;
+		p[k].fds = x->fds + k * n;
+		p[k].scratch = x->scratch + k * 2 * x->chunk;
+		p[k].reversed = (int)(k % 2);
+		p[k].block = seg_block;
+		p[k].total = hi - lo;
+		p[k].dtype = dtype;
+		p[k].op = op;
+		p[k].nreduce = n - 1;
+		l[k] = (struct lane){ .ptx = &p[k], .prx = &p[k], .nown = 1,
+		    .nsend = 2 * (n - 1), .nrecv = 2 * (n - 1) };
+		ring_peers(&p[k], &l[k].to, &l[k].from);
+	}
+	return lanes_run(x, l, nl);
 }
 
 /* A chain from the root; the node left of the root passes nothing on. */
@@ -847,6 +944,7 @@ ring_barrier(struct xfer *x)
 		return 0;
 	memset(&p, 0, sizeof(p));
 	p.x = x;
+	p.fds = x->fds;
 	p.buf = &token;
 	p.chunk = p.esize = p.total = 1;
 	p.block = whole_block;
@@ -897,13 +995,6 @@ pair_run(struct xfer *x, struct plan *p, uint32_t peer, const size_t off[2],
 	p->lens = len;
 	return duplex_run(x, p, p, sends ? 1 : 0, sends ? 1 : 0, recvs ? 1 : 0,
 	    peer, peer);
-}
-
-/* First element of block b when count elements are cut into n blocks. */
-static size_t
-block_start(size_t count, size_t n, size_t b)
-{
-	return b * (count / n) + MIN(b, count % n);
 }
 
 /* Byte range of blocks [lo, hi) of p's buffer, cut into n blocks. */

@@ -10,7 +10,8 @@
  *
  * Version history:
  *   1  first version.
- *   2  peer_ophdr.algo (was pad, always 0): the allreduce algorithm run.
+ *   2  peer_ophdr.algo (was pad, always 0): the allreduce algorithm run;
+ *      peer_formed.lanes and the data streams of lanes past the first.
  */
 #ifndef MCCL_PEER_H
 #define MCCL_PEER_H
@@ -49,9 +50,16 @@ enum peer_type {
 				   peer_p2p.bytes of payload follow */
 };
 
-/* Data link streams: each job has one link of each per pair of nodes. */
-#define PEER_STREAM_COLL	0	/* collectives, run by the engine */
+/*
+ * Data link streams: each job has, per pair of nodes, one link for send/recv
+ * and one per lane for collectives.  Lanes split large allreduces, each a
+ * ring of its own, alternately in either direction.
+ */
+#define PEER_STREAM_COLL	0	/* collectives' lane 0, run by the engine */
 #define PEER_STREAM_P2P		1	/* send/recv, run by the p2p thread */
+#define PEER_LANES_MAX		8
+#define PEER_STREAM_LANE(k)	((k) == 0 ? PEER_STREAM_COLL : (k) + 1)
+#define PEER_LANE_OF(s)		((s) == PEER_STREAM_COLL ? 0 : (s) - 1)
 
 struct peer_hello {
 	uint32_t	version;
@@ -96,6 +104,9 @@ struct peer_formed {
 	uint32_t	uid;
 	uint32_t	nranks;
 	char		job[JOB_NAME_MAX];
+	uint32_t	lanes;		/* collective links per pair of nodes,
+					   1..PEER_LANES_MAX: the coordinator's
+					   streams_per_peer */
 };
 
 #define PEER_ALL_RANKS	0xffffffffU

@@ -458,6 +458,7 @@ static const struct wire_field f_peer_join[] = {
 static const struct wire_field f_peer_formed[] = {
 	F(peer_formed, job_id, WIRE_INT), F(peer_formed, uid, WIRE_INT),
 	F(peer_formed, nranks, WIRE_INT), F(peer_formed, job, WIRE_BYTES),
+	F(peer_formed, lanes, WIRE_INT),
 };
 static const struct wire_field f_peer_join_fail[] = {
 	F(peer_join_fail, uid, WIRE_INT), F(peer_join_fail, rank, WIRE_INT),

@@ -174,7 +174,7 @@ peer_valid(void)
 	    "node1" };
 	struct peer_ping ping = { 123456789 };
 	struct peer_join join = { 1000, 4, 1, 2, 30000, "demo" };
-	struct peer_formed formed = { JOB_ID, 1000, 4, "demo" };
+	struct peer_formed formed = { JOB_ID, 1000, 4, "demo", 2 };
 	struct peer_join_fail fail = { 1000, PEER_ALL_RANKS,
 	    MCCL_ERR_INVALID_ARGUMENT, "demo" };
 	struct peer_abort abrt = { JOB_ID, MCCL_ERR_PEER_FAILED, 1 };
@@ -255,7 +255,7 @@ peer_streams(void)
 	    "node2" };
 	struct peer_ping ping = { 987654321 };
 	struct peer_join join = { 1000, 2, 1, 1, 0, "pair" };
-	struct peer_formed formed = { JOB_ID, 1000, 2, "pair" };
+	struct peer_formed formed = { JOB_ID, 1000, 2, "pair", 2 };
 	struct peer_abort abrt = { JOB_ID, MCCL_ERR_ABORTED, 1 };
 	struct peer_data_hello dh = { JOB_ID, 2, 1 };
 	struct peer_ophdr oh = { .seq = 7, .coll = COLL_BROADCAST,
@@ -287,7 +287,7 @@ peer_malformed(void)
 {
 	struct peer_hello hello = { PEER_VERSION, 0, 3, 1, "node1" };
 	struct peer_join join = { 1000, 4, 1, 3, 30000, "demo" };
-	struct peer_formed formed = { JOB_ID, 1000, 5, "demo" };
+	struct peer_formed formed = { JOB_ID, 1000, 5, "demo", 2 };
 	struct peer_ping ping = { 1 };
 	static const uint32_t r[] = { 2, 9 };
 	uint8_t ranks[sizeof(r)];

@@ -79,6 +79,7 @@ check_defaults(const struct config *c)
 	ck_assert_uint_eq(c->heartbeat_timeout_ms, 5000);
 	ck_assert_uint_eq(c->chunk_bytes, 1048576);
 	ck_assert_int_eq(c->algo, ALGO_AUTO);
+	ck_assert_uint_eq(c->streams_per_peer, 2);
 	ck_assert_uint_eq(c->max_clients, 1024);
 	ck_assert_uint_eq(c->max_segments, 64);
 	ck_assert_uint_eq(c->max_segment_bytes, 64ULL << 30);
@@ -153,6 +154,9 @@ START_TEST(test_full)
 	config_free(&c);
 	parse_ok("{\"log_level\": \"warning\"}", &c);
 	ck_assert_int_eq(c.log_level, LOG_WARNING);
+	config_free(&c);
+	parse_ok("{\"streams_per_peer\": 8}", &c);
+	ck_assert_uint_eq(c.streams_per_peer, 8);
 	config_free(&c);
 	/* Every algorithm by its name. */
 	for (int a = ALGO_AUTO; a <= ALGO_MAX; a++) {
@@ -317,6 +321,10 @@ START_TEST(test_bounds)
 	parse_err("{\"algo\": \"tree\"}", "key \"algo\": unknown algorithm "
 	    "\"tree\" (expected auto, ring, doubling or rabenseifner)");
 	parse_err("{\"algo\": 2}", "key \"algo\"");
+	parse_err("{\"streams_per_peer\": 0}", "key \"streams_per_peer\": "
+	    "expected a positive integer, got 0");
+	parse_err("{\"streams_per_peer\": 9}", "key \"streams_per_peer\": 9 "
+	    "is not in 1..8");
 }
 END_TEST
 

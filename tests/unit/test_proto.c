@@ -409,6 +409,7 @@ START_TEST(test_peer_formed)
 	m.job_id = V64;
 	m.uid = 0;
 	m.nranks = (uint32_t)(maplen / 4);
+	m.lanes = V32;
 	fill_name(m.job, sizeof(m.job), "job/with spaces");
 	/* The biggest rank map the table allows. */
 	ck_assert_ptr_nonnull(map = malloc(maplen));
@@ -419,6 +420,7 @@ START_TEST(test_peer_formed)
 	ck_assert_uint_eq(d.job_id, V64);
 	ck_assert_uint_eq(d.uid, 0);
 	ck_assert_uint_eq(d.nranks, maplen / 4);
+	ck_assert_uint_eq(d.lanes, V32);
 	ck_assert_str_eq(d.job, "job/with spaces");
 }
 END_TEST

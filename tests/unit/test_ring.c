@@ -21,19 +21,22 @@
 #include "mccld.h"
 
 #define MAXN		8
+#define LANES		3		/* most lanes a test mesh has */
 #define MS		1000000ULL
 
 enum role { RUN, DIE, IDLE, JUNK, ABORTER, SCRIPT };
 
 struct mesh {
 	int		 n;
-	int		 fd[MAXN][MAXN];	/* fd[i][j]: node i's link to j */
+	int		 nlanes;
+	int		 fd[LANES][MAXN][MAXN];	/* fd[k][i][j]: node i's link
+						   to j on lane k */
 	uint64_t	 seq;
 };
 
 struct node {
 	struct xfer	 x;
-	int		 fds[MAXN];
+	int		 fds[LANES * MAXN];
 	struct mesh	*m;
 	int		 role;
 	int		 coll;
@@ -110,19 +113,21 @@ tcp_pair(int *a, int *b)
 static void
 mesh_close(struct mesh *m)
 {
-	for (int i = 0; i < m->n; i++)
-		for (int j = 0; j < m->n; j++)
-			if (m->fd[i][j] != -1) {
-				close(m->fd[i][j]);
-				m->fd[i][j] = -1;
-			}
+	for (int k = 0; k < LANES; k++)
+		for (int i = 0; i < m->n; i++)
+			for (int j = 0; j < m->n; j++)
+				if (m->fd[k][i][j] != -1) {
+					close(m->fd[k][i][j]);
+					m->fd[k][i][j] = -1;
+				}
 	for (size_t k = 0; k < 4; k++)
 		if (open_meshes[k] == m)
 			open_meshes[k] = NULL;
 }
 
+/* A mesh of n nodes with nlanes links between each two. */
 static void
-mesh_open(struct mesh *m, int n)
+mesh_open_lanes(struct mesh *m, int n, int nlanes)
 {
 	size_t k;
 	int ok = 1;
@@ -130,17 +135,26 @@ mesh_open(struct mesh *m, int n)
 	memset(m, 0, sizeof(*m));
 	memset(m->fd, -1, sizeof(m->fd));
 	m->n = n;
+	m->nlanes = nlanes;
 	m->seq = 1;
 	for (k = 0; k < 4 && open_meshes[k] != NULL; k++)
 		;
 	ck_assert_uint_lt(k, 4);
 	open_meshes[k] = m;
-	for (int i = 0; i < n && ok; i++)
-		for (int j = i + 1; j < n && ok; j++)
-			ok = tcp_pair(&m->fd[i][j], &m->fd[j][i]) == 0;
+	for (int l = 0; l < nlanes; l++)
+		for (int i = 0; i < n && ok; i++)
+			for (int j = i + 1; j < n && ok; j++)
+				ok = tcp_pair(&m->fd[l][i][j],
+				    &m->fd[l][j][i]) == 0;
 	if (!ok)
 		mesh_close(m);
 	ck_assert_msg(ok, "cannot build a loopback TCP mesh");
+}
+
+static void
+mesh_open(struct mesh *m, int n)
+{
+	mesh_open_lanes(m, n, 1);
 }
 
 static void
@@ -196,8 +210,8 @@ node_misbehave(struct node *nd)
 	case DIE:
 		for (uint32_t j = 0; j < n; j++)
 			if (j != me) {
-				close(nd->m->fd[me][j]);
-				nd->m->fd[me][j] = -1;
+				close(nd->m->fd[0][me][j]);
+				nd->m->fd[0][me][j] = -1;
 			}
 		return 0;
 	case JUNK:
@@ -275,16 +289,18 @@ node_setup(struct mesh *m, struct node *nd, int i, size_t chunk,
 	struct xfer *x = &nd->x;
 
 	nd->m = m;
-	for (int j = 0; j < m->n; j++)
-		nd->fds[j] = m->fd[i][j];
+	for (int k = 0; k < m->nlanes; k++)
+		for (int j = 0; j < m->n; j++)
+			nd->fds[k * m->n + j] = m->fd[k][i][j];
 	x->nnodes = (uint32_t)m->n;
+	x->nlanes = (uint32_t)m->nlanes;
 	x->me = (uint32_t)i;
 	x->fds = nd->fds;
 	x->names = names;
 	x->abort_fd = abort_fd;
 	x->deadline_ns = deadline;
 	x->chunk = nd->chunk > 0 ? nd->chunk : chunk;
-	x->scratch = xmalloc(2 * x->chunk);
+	x->scratch = xmalloc(2 * x->chunk * (size_t)m->nlanes);
 	x->algo = nd->algo ? nd->algo : algo;
 	x->small_bytes = small_bytes;
 	x->hdr = (struct peer_ophdr){ m->seq, (uint8_t)nd->coll,
@@ -323,6 +339,13 @@ free_bufs(struct node *nd, int n)
 }
 
 /* ---- allreduce ---- */
+
+static uint64_t
+took_ms(const struct node *nd)
+{
+	return (nd->t_out - nd->t_in) / MS;
+}
+
 
 static void
 alloc_allreduce(struct node *nd, int n, size_t count)
@@ -602,6 +625,70 @@ START_TEST(test_algo_auto)
 }
 END_TEST
 
+/*
+ * Ring allreduces on 2 and 3 lanes, one of them reversed: right against
+ * the reference, the same bits on every node, and below 1 MiB a lane,
+ * fewer lanes (the extra links stay idle, so the op still completes).
+ */
+START_TEST(test_lanes)
+{
+	int n = 2 + _i % 3, nlanes = 2 + _i / 3;
+	size_t counts[] = { 0, 5, 262143, 262144 * 3 + 7 };	/* float32 */
+	struct node nd[MAXN];
+	struct mesh m;
+	unsigned seed = 5;
+
+	mesh_open_lanes(&m, n, nlanes);
+	allreduce_case(&m, MCCL_INT32, MCCL_SUM, 1000003, 65536);
+	allreduce_case(&m, MCCL_FLOAT64, MCCL_MAX, 300001, 4100);
+	for (size_t c = 0; c < 4; c++) {
+		nodes_init(nd, n, COLL_ALLREDUCE);
+		for (int k = 0; k < n; k++) {
+			float *f = nd[k].buf = xmalloc(counts[c] * 4);
+
+			for (size_t i = 0; i < counts[c]; i++)
+				f[i] = (float)rand_r(&seed) / (float)RAND_MAX;
+			nd[k].count = counts[c];
+			nd[k].dtype = MCCL_FLOAT32;
+			nd[k].op = MCCL_SUM;
+		}
+		run_nodes(&m, nd, 65536, 10000, -1);
+		for (int k = 0; k < n; k++) {
+			ck_assert_msg(nd[k].rc == 0, "node %d: %s", k,
+			    nd[k].x.err);
+			ck_assert_msg(memcmp(nd[k].buf, nd[0].buf, counts[c] * 4)
+			    == 0, "%d nodes, %d lanes, count %zu: node %d's "
+			    "sums differ from node 0's", n, nlanes, counts[c], k);
+		}
+		free_bufs(nd, n);
+	}
+	mesh_close(&m);
+}
+END_TEST
+
+/* A lane's link dies mid-op: the op fails naming the node, none hangs. */
+START_TEST(test_lane_death)
+{
+	struct node nd[MAXN];
+	struct mesh m;
+
+	mesh_open_lanes(&m, 3, 2);
+	alloc_allreduce(nd, 3, 4 << 20);
+	/* Node 2's second lane to node 1 is gone before the op starts. */
+	shutdown(m.fd[1][2][1], SHUT_RDWR);
+	run_nodes(&m, nd, 65536, 3000, -1);
+	mesh_close(&m);
+	for (int k = 0; k < 3; k++) {
+		ck_assert_msg(nd[k].rc == -1, "node %d succeeded", k);
+		ck_assert_uint_lt(took_ms(&nd[k]), 4000);
+	}
+	ck_assert_msg(strstr(nd[1].x.err, "n2") != NULL ||
+	    strstr(nd[2].x.err, "n1") != NULL, "neither end names the other: "
+	    "\"%s\", \"%s\"", nd[1].x.err, nd[2].x.err);
+	free_bufs(nd, 3);
+}
+END_TEST
+
 /* ---- broadcast, allgather, barrier ---- */
 
 static void
@@ -809,12 +896,6 @@ START_TEST(test_back_to_back)
 END_TEST
 
 /* ---- failures ---- */
-
-static uint64_t
-took_ms(const struct node *nd)
-{
-	return (nd->t_out - nd->t_in) / MS;
-}
 
 static void
 assert_failed(const struct node *nd, int k, int code, const char *name)
@@ -1052,6 +1133,8 @@ main(void)
 	tcase(s, "algorithms", test_algorithms, 14);
 	tcase(s, "algorithms_identical", test_algorithms_identical, 18);
 	tcase(s, "algo_auto", test_algo_auto, 1);
+	tcase(s, "lanes", test_lanes, 6);
+	tcase(s, "lane_death", test_lane_death, 1);
 	tcase(s, "broadcast", test_broadcast, 3);
 	tcase(s, "allgather", test_allgather, 3);
 	tcase(s, "barrier", test_barrier, 3);
