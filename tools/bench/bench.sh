@@ -364,7 +364,8 @@ mccld_conf() {
   "op_timeout_ms": 300000,
   "connect_timeout_ms": 10000,
   "heartbeat_interval_ms": 1000,
-  "heartbeat_timeout_ms": 15000
+  "heartbeat_timeout_ms": 15000${MCCL_BENCH_CONF:+,
+  $MCCL_BENCH_CONF}
 }
 EOF
 }
