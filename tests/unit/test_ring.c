@@ -468,16 +468,16 @@ START_TEST(test_allreduce)
 }
 END_TEST
 
-/* Random floats: sums depend on the order, yet every node must agree. */
-START_TEST(test_allreduce_identical)
+/*
+ * Random floats summed on every node of m: sums depend on the order, yet
+ * every node must end with node 0's bits.  Leaves the buffers in nd.
+ */
+static void
+identical_case(struct mesh *m, struct node *nd, size_t count, size_t chunk,
+    unsigned seed)
 {
-	int n = 3 + _i;
-	size_t count = 100003;
-	struct node nd[MAXN];
-	struct mesh m;
-	unsigned seed = 42;
+	int n = m->n;
 
-	mesh_open(&m, n);
 	nodes_init(nd, n, COLL_ALLREDUCE);
 	for (int k = 0; k < n; k++) {
 		float *f = nd[k].buf = xmalloc(count * sizeof(float));
@@ -488,13 +488,26 @@ START_TEST(test_allreduce_identical)
 		nd[k].dtype = MCCL_FLOAT32;
 		nd[k].op = MCCL_SUM;
 	}
-	run_nodes(&m, nd, 4096, 10000, -1);
-	mesh_close(&m);
+	run_nodes(m, nd, chunk, 10000, -1);
 	for (int k = 0; k < n; k++) {
 		ck_assert_msg(nd[k].rc == 0, "node %d: %s", k, nd[k].x.err);
 		ck_assert_msg(memcmp(nd[k].buf, nd[0].buf, count * 4) == 0,
-		    "node %d's sums differ from node 0's", k);
+		    "%d nodes, %u lanes, algorithm %s, count %zu: node %d's "
+		    "sums differ from node 0's", n, nd[k].x.nlanes,
+		    proto_algo_name(nd[k].x.hdr.algo), count, k);
 	}
+}
+
+/* Random floats: sums depend on the order, yet every node must agree. */
+START_TEST(test_allreduce_identical)
+{
+	int n = 3 + _i;
+	struct node nd[MAXN];
+	struct mesh m;
+
+	mesh_open(&m, n);
+	identical_case(&m, nd, 100003, 4096, 42);
+	mesh_close(&m);
 	free_bufs(nd, n);
 }
 END_TEST
@@ -508,7 +521,6 @@ START_TEST(test_doubling)
 	int n = _i == 0 ? 2 : 4;
 	struct node nd[MAXN];
 	struct mesh m;
-	unsigned seed = 7;
 
 	small_bytes = 65536;
 	mesh_open(&m, n);
@@ -517,24 +529,9 @@ START_TEST(test_doubling)
 			for (size_t c = 0; c < 4; c++)
 				allreduce_case(&m, dtypes[d], ops[o], counts[c],
 				    4096);
-	nodes_init(nd, n, COLL_ALLREDUCE);
-	for (int k = 0; k < n; k++) {
-		float *f = nd[k].buf = xmalloc(1000 * sizeof(float));
-
-		for (size_t i = 0; i < 1000; i++)
-			f[i] = (float)rand_r(&seed) / (float)RAND_MAX - 0.3f;
-		nd[k].count = 1000;
-		nd[k].dtype = MCCL_FLOAT32;
-		nd[k].op = MCCL_SUM;
-	}
-	run_nodes(&m, nd, 4096, 10000, -1);
+	identical_case(&m, nd, 1000, 4096, 7);
 	mesh_close(&m);
 	small_bytes = 0;
-	for (int k = 0; k < n; k++) {
-		ck_assert_msg(nd[k].rc == 0, "node %d: %s", k, nd[k].x.err);
-		ck_assert_msg(memcmp(nd[k].buf, nd[0].buf, 4000) == 0,
-		    "node %d's sums differ from node 0's", k);
-	}
 	free_bufs(nd, n);
 }
 END_TEST
@@ -567,33 +564,16 @@ END_TEST
 /* Random floats by each algorithm: every node ends with the same bits. */
 START_TEST(test_algorithms_identical)
 {
-	int n = 3 + _i % 6, k;
-	size_t count = 20011;
+	int n = 3 + _i % 6;
 	struct node nd[MAXN];
 	struct mesh m;
-	unsigned seed = 11;
 
 	algo = ALGO_RING + _i / 6;
 	mesh_open(&m, n);
-	nodes_init(nd, n, COLL_ALLREDUCE);
-	for (k = 0; k < n; k++) {
-		float *f = nd[k].buf = xmalloc(count * sizeof(float));
-
-		for (size_t i = 0; i < count; i++)
-			f[i] = (float)rand_r(&seed) / (float)RAND_MAX - 0.3f;
-		nd[k].count = count;
-		nd[k].dtype = MCCL_FLOAT32;
-		nd[k].op = MCCL_SUM;
-	}
-	run_nodes(&m, nd, 4096, 10000, -1);
+	identical_case(&m, nd, 20011, 4096, 11);
 	mesh_close(&m);
-	for (k = 0; k < n; k++) {
-		ck_assert_msg(nd[k].rc == 0, "node %d: %s", k, nd[k].x.err);
+	for (int k = 0; k < n; k++)
 		ck_assert_uint_eq(nd[k].x.hdr.algo, (unsigned)algo);
-		ck_assert_msg(memcmp(nd[k].buf, nd[0].buf, count * 4) == 0,
-		    "%s on %d nodes: node %d's sums differ from node 0's",
-		    proto_algo_name(algo), n, k);
-	}
 	algo = ALGO_AUTO;
 	free_bufs(nd, n);
 }
@@ -636,30 +616,12 @@ START_TEST(test_lanes)
 	size_t counts[] = { 0, 5, 262143, 262144 * 3 + 7 };	/* float32 */
 	struct node nd[MAXN];
 	struct mesh m;
-	unsigned seed = 5;
 
 	mesh_open_lanes(&m, n, nlanes);
 	allreduce_case(&m, MCCL_INT32, MCCL_SUM, 1000003, 65536);
 	allreduce_case(&m, MCCL_FLOAT64, MCCL_MAX, 300001, 4100);
 	for (size_t c = 0; c < 4; c++) {
-		nodes_init(nd, n, COLL_ALLREDUCE);
-		for (int k = 0; k < n; k++) {
-			float *f = nd[k].buf = xmalloc(counts[c] * 4);
-
-			for (size_t i = 0; i < counts[c]; i++)
-				f[i] = (float)rand_r(&seed) / (float)RAND_MAX;
-			nd[k].count = counts[c];
-			nd[k].dtype = MCCL_FLOAT32;
-			nd[k].op = MCCL_SUM;
-		}
-		run_nodes(&m, nd, 65536, 10000, -1);
-		for (int k = 0; k < n; k++) {
-			ck_assert_msg(nd[k].rc == 0, "node %d: %s", k,
-			    nd[k].x.err);
-			ck_assert_msg(memcmp(nd[k].buf, nd[0].buf, counts[c] * 4)
-			    == 0, "%d nodes, %d lanes, count %zu: node %d's "
-			    "sums differ from node 0's", n, nlanes, counts[c], k);
-		}
+		identical_case(&m, nd, counts[c], 65536, 5 + (unsigned)c);
 		free_bufs(nd, n);
 	}
 	mesh_close(&m);
