@@ -646,15 +646,46 @@ set_params() {
 	fi
 }
 
+# wire_count FILE HOST...: what tbf let out of each host's eth0 so far,
+# one line per host appended to FILE: "wire host=I bytes=N pkts=M drops=D",
+# and cpu_count's line.
+# Read before and after a run, it gives the bytes a run put on each link,
+# headers and ACKs included, to set against the payload it carried.
+wire_count() {
+	local f=$1 i
+	shift
+	for i; do
+		tc -n "$(ns_name "$i")" -s qdisc show dev eth0 | awk -v h="$i" '
+		    $1 == "Sent" { sub(",", "", $7)
+			print "wire host=" h " bytes=" $2 " pkts=" $4 \
+			    " drops=" $7; exit }'
+	done >>"$f"
+	cpu_count "$f"
+}
+
+# cpu_count FILE: the machine's CPU time so far in clock ticks, steal (time
+# the hypervisor gave our virtual CPUs to someone else) included, appended
+# as one "cpu" line: read around a run, whether it was short of CPU.
+cpu_count() {
+	awk '$1 == "cpu" { print "cpu user=" $2 + $3 " system=" $4 \
+	    " idle=" $5 + $6 " irq=" $7 + $8 " steal=" $9; exit }' \
+	    /proc/stat >>"$1"
+}
+
 # The link's own bandwidth: one TCP stream h1 -> h0.
 measure_link() {
-	local s
+	local s c rc
 	bg_run "$RAW/link.srv.log" "$(ns_name 0)" "$RUN/bin/tcpperf" \
 	    serve "$(ns_addr 0)" 5202
 	s=$LAST
+	wire_count "$RAW/link.wire.before" 1
 	bg_run "$RAW/link.log" "$(ns_name 1)" "$RUN/bin/tcpperf" \
 	    bw "$(ns_addr 0)" 5202 "$LINK_S"
-	if wait_all 60 "$s" "$LAST"; then
+	c=$LAST
+	wait_all 60 "$c"
+	rc=$?
+	wire_count "$RAW/link.wire.after" 1
+	if wait_all 60 "$s" && [ $rc = 0 ]; then
 		status link tcp ok
 	else
 		status link tcp failed "see raw/link.log"
@@ -670,7 +701,8 @@ case1() {
 			record 1 mccl case1.mccl mccl_perf case1.mccl-small 300 1 \
 			    -b 1K -e 1M -f 4 $SMALL_N &&
 			record 1 mccl case1.mccl mccl_perf case1.mccl-big 600 1 \
-			    -b 4M -e "$BIG" -f 4 $BIG_N
+			    -b 4M -e "$BIG" -f 4 $BIG_N &&
+			case1_wire
 		else
 			status 1 mccl failed "cluster did not come up"
 		fi
@@ -691,6 +723,17 @@ case1() {
 	else
 		status 1 ompi skipped "$WHY_OMPI"
 	fi
+}
+
+# The largest size once more, every op timed (no warm-up, no check), with
+# the links' counters read around it: how much of the op's time each link
+# was sending, and what besides payload it sent.
+case1_wire() {
+	local h=(0 1 2 3)
+	wire_count "$RAW/case1.wire.before" "${h[@]}"
+	record 1 mccl case1.wire mccl_perf case1.wire 300 1 \
+	    -b "$BIG" -e "$BIG" -w 0 -n "$BIG_IT" -c 0
+	wire_count "$RAW/case1.wire.after" "${h[@]}"
 }
 
 case2() {
@@ -861,6 +904,7 @@ write_meta() {
 		echo "host=$(uname -srm), $(nproc) cpus, load average" \
 		    "$(cut -d' ' -f1-3 /proc/loadavg) at the start"
 		echo "rate=$RATE"
+		echo "big_iters=$BIG_IT"
 		echo "quick=$QUICK"
 		echo "cases=$*"
 		echo "mccl=$HAVE_MCCL ompi=$HAVE_OMPI gloo=$HAVE_GLOO"
@@ -971,7 +1015,9 @@ main() {
 		fi
 	fi
 	for c in $cases; do
+		cpu_count "$RAW/case$c.cpu.before"
 		"case$c"
+		cpu_count "$RAW/case$c.cpu.after"
 	done
 	stop_all
 	[ "$NET_UP" = 1 ] && net_down

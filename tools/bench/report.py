@@ -75,6 +75,70 @@ def read_mccl(raw, tag):
     return rows
 
 
+def read_wire(raw, name):
+    """host -> (bytes, packets) tbf let out, from raw/NAME.before and
+    raw/NAME.after (bench.sh's wire_count); None when either is missing."""
+    seen = []
+    for part in ("before", "after"):
+        hosts = {}
+        for line in read_lines(os.path.join(raw, f"{name}.{part}")):
+            f = dict(w.split("=", 1) for w in line.split()[1:] if "=" in w)
+            try:
+                hosts[f["host"]] = (int(f["bytes"]), int(f["pkts"]))
+            except (KeyError, ValueError):
+                continue
+        seen.append(hosts)
+    before, after = seen
+    if not after or set(before) != set(after):
+        return None
+    return {h: (after[h][0] - before[h][0], after[h][1] - before[h][1])
+            for h in after}
+
+
+def read_cpu(raw, name):
+    """The machine's CPU time between raw/NAME.before and .after: kind
+    (user, system, idle, irq, steal) -> share of all of it; None if unread."""
+    seen = []
+    for part in ("before", "after"):
+        c = read_kv(raw, f"{name}.{part}", "cpu")
+        try:
+            seen.append({k: int(v) for k, v in c.items()})
+        except (AttributeError, ValueError):
+            return None
+    d = {k: seen[1][k] - seen[0].get(k, 0) for k in seen[1]}
+    total = sum(d.values())
+    return {k: v / total for k, v in d.items()} if total > 0 else None
+
+
+def rate_bytes(rate):
+    """tc's rate (e.g. 1gbit, 125mbps) in bytes per second; None if odd."""
+    units = [("tbit", 1e12 / 8), ("gbit", 1e9 / 8), ("mbit", 1e6 / 8),
+             ("kbit", 1e3 / 8), ("bit", 1 / 8), ("tbps", 1e12),
+             ("gbps", 1e9), ("mbps", 1e6), ("kbps", 1e3), ("bps", 1)]
+    for u, scale in units:
+        if rate.lower().endswith(u):
+            try:
+                return float(rate[:-len(u)]) * scale
+            except ValueError:
+                return None
+    return None
+
+
+def read_mccl_both(raw, tag):
+    """size -> (out-of-place time_us, in-place time_us) from raw/TAG.json."""
+    rows = {}
+    for line in read_lines(os.path.join(raw, tag + ".json")):
+        line = line.strip().lstrip(",").rstrip(",")
+        if not line.startswith('{"size"'):
+            continue
+        try:
+            r = json.loads(line)
+            rows[r["size"]] = (r["oop"]["time_us"], r["ip"]["time_us"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return rows
+
+
 def read_table(raw, name):
     """size -> (time_us, busbw) from a baseline's nccl-tests style table."""
     rows = {}
@@ -173,6 +237,7 @@ class Report:
         return f"{name} {state}" + (f" ({why})" if why else "")
 
     def emit(self, case, title, tables, lines):
+        lines = lines + self.cpu_line(f"case{case}.cpu", "the whole case")
         self.text.append(f"== case {case}: {title}")
         self.md.append(f"## Case {case}: {title}\n")
         for t in tables:
@@ -246,6 +311,7 @@ class Report:
         else:
             lines.append("link not measured: " + self.missing("link", "tcp"))
         big = max(sizes) if sizes else None
+        lines += self.case1_wire(link, big)
         m = data["mccl"].get(big, (None, None))[1] if big else None
         g = data["gloo"].get(big, (None, None))[1] if big else None
         checks = [(f"busbw {fbw(m)} >= 0.97 x link {fbw(lk)}",
@@ -260,6 +326,51 @@ class Report:
                   f"{self.meta.get('rate', '?')} links", [t], lines)
         self.plot("case1", "Case 1: 4 hosts x 1 rank, "
                   f"{self.meta.get('rate', '?')} links", data, systems, lk)
+
+    def case1_wire(self, link, size):
+        """Where the largest size's busbw goes, from tbf's counters: how
+        much of the time each link sent, and how many bytes it sent per
+        byte of payload, each against the single-stream link measure."""
+        rate = rate_bytes(self.meta.get("rate", ""))
+        lw = read_wire(self.raw, "link.wire")
+        mw = read_wire(self.raw, "case1.wire")
+        runs = read_mccl_both(self.raw, "case1.wire")
+        iters = int(self.meta.get("big_iters", "0"))
+        if not (rate and link and lw and mw and size in runs and iters):
+            return ["wire: not measured (needs the link measure, the wire "
+                    "run and tc's counters)"]
+        n = len(mw)
+        op_s = iters * sum(runs[size]) / 1e6     # every timed op, in and out
+        payload = size * 2 * (n - 1) / n        # ring: what each host sends
+        ops = 2 * iters
+        over = [mw[h][0] / (payload * ops) for h in sorted(mw)]
+        busy = [mw[h][0] / (rate * op_s) for h in sorted(mw)]
+        lbytes, lsec = int(link["bytes"]), float(link["seconds"])
+        lover = lw["1"][0] / lbytes
+        lbusy = lw["1"][0] / (rate * lsec)
+        mover, mbusy = sum(over) / n, sum(busy) / n
+        got = payload * ops / op_s / (lbytes / lsec)
+        return [
+            f"wire (tbf's counters on each host's eth0, {ops} ops of "
+            f"{hsize(size)} in {op_s:.2f} s): each host sent "
+            f"{mover:.4f} bytes per byte of payload (headers and ACKs) "
+            f"and its link was sending {mbusy:.1%} of the time "
+            f"(hosts: {', '.join(f'{b:.1%}' for b in busy)})",
+            f"the link measure's stream: {lover:.4f} bytes per byte, "
+            f"sending {lbusy:.1%} of its {lsec:.2f} s",
+            f"so busbw/link {got:.3f} = link time {mbusy / lbusy:.3f} x "
+            f"wire bytes {lover / mover:.3f}"] + \
+            self.cpu_line("case1.wire", "the wire run")
+
+    def cpu_line(self, name, during):
+        """The machine's CPU use during a run: steal is time the hypervisor
+        gave this VM's CPUs to others, the noise of a shared machine."""
+        cpu = read_cpu(self.raw, name)
+        if not cpu:
+            return []
+        kinds = ", ".join(f"{k} {cpu[k]:.0%}" for k in
+                          ("user", "system", "irq", "steal", "idle") if k in cpu)
+        return [f"CPU of the machine during {during}: {kinds}"]
 
     def case2(self):
         data = {"mccl": read_mccl(self.raw, "case2.mccl"),
