@@ -22,6 +22,7 @@ ANCHORS=${MCCL_BENCH_ANCHORS:-/work/shared/anchors}
 PY=${MCCL_BENCH_PYTHON:-/usr/bin/python3}
 RATE=1gbit
 QUICK=0
+ONLY_MCCL=0
 ALL_CASES="1 2 3 4 5"
 
 NS_PREFIX=mccl-bench-h		# namespace (and Open MPI host) names
@@ -55,7 +56,7 @@ OMPI_SHM=vader
 
 usage() {
 	cat >&2 <<EOF
-usage: bench.sh [-q] [-o dir] [-B build] [-a anchors] [-r rate] [case ...]
+usage: bench.sh [-mq] [-o dir] [-B build] [-a anchors] [-r rate] [case ...]
        bench.sh clean
 cases: 1 (4 hosts, bandwidth)  2 (2 hosts x 2 ranks)  3 (latency)
        4 (1 host, shared memory)  5 (loopback, every size); default: all
@@ -64,6 +65,7 @@ cases: 1 (4 hosts, bandwidth)  2 (2 hosts x 2 ranks)  3 (latency)
   -a anchors  baseline scripts (default $ANCHORS)
   -r rate     link rate for tc tbf (default $RATE)
   -q          quick: small sizes and few iterations, to check the harness
+  -m          MCCL only: no Open MPI, no Gloo (to compare MCCL's settings)
 EOF
 	exit 2
 }
@@ -921,11 +923,12 @@ write_meta() {
 
 main() {
 	local ch c cases="" ns_cases="" rc=0
-	while getopts "a:B:ho:qr:" ch; do
+	while getopts "a:B:hmo:qr:" ch; do
 		case $ch in
 		a) ANCHORS=$OPTARG ;;
 		B) B=$OPTARG ;;
 		o) OUT=$OPTARG ;;
+		m) ONLY_MCCL=1 ;;
 		q) QUICK=1 ;;
 		r) RATE=$OPTARG ;;
 		*) usage ;;
@@ -972,8 +975,12 @@ main() {
 	trap 'exit 143' TERM
 	set_params
 	build_helpers || exit 2
-	detect_ompi
-	detect_gloo
+	if [ "$ONLY_MCCL" = 1 ]; then
+		WHY_OMPI="not asked for (-m)" WHY_GLOO="not asked for (-m)"
+	else
+		detect_ompi
+		detect_gloo
+	fi
 	if command -v gnuplot >/dev/null; then
 		HAVE_PLOT=1
 	else
