@@ -23,6 +23,8 @@ PY=${MCCL_BENCH_PYTHON:-/usr/bin/python3}
 RATE=1gbit
 QUICK=0
 ONLY_MCCL=0
+POLL_NS=		# -H: the guest's halt polling during the run
+HALTPOLL=/sys/module/haltpoll/parameters/guest_halt_poll_ns
 ALL_CASES="1 2 3 4 5"
 
 NS_PREFIX=mccl-bench-h		# namespace (and Open MPI host) names
@@ -56,7 +58,8 @@ OMPI_SHM=vader
 
 usage() {
 	cat >&2 <<EOF
-usage: bench.sh [-mq] [-o dir] [-B build] [-a anchors] [-r rate] [case ...]
+usage: bench.sh [-mq] [-o dir] [-B build] [-a anchors] [-r rate] [-H ns]
+                [case ...]
        bench.sh clean
 cases: 1 (4 hosts, bandwidth)  2 (2 hosts x 2 ranks)  3 (latency)
        4 (1 host, shared memory)  5 (loopback, every size); default: all
@@ -66,6 +69,9 @@ cases: 1 (4 hosts, bandwidth)  2 (2 hosts x 2 ranks)  3 (latency)
   -r rate     link rate for tc tbf (default $RATE)
   -q          quick: small sizes and few iterations, to check the harness
   -m          MCCL only: no Open MPI, no Gloo (to compare MCCL's settings)
+  -H ns       the guest kernel's halt polling (KVM, cpuidle-haltpoll) in ns
+              during the run, put back after it: what waking a thread on
+              an idle virtual CPU costs every system
 EOF
 	exit 2
 }
@@ -327,8 +333,25 @@ cleanup() {
 	[ -n "$RUN" ] && stop_all
 	[ "$NET_UP" = 1 ] && net_down
 	[ "$HOSTS_EDITED" = 1 ] && hosts_remove
-	[ -n "$RUN" ] && rm -rf "$RUN"
+	[ -n "$RUN" ] && haltpoll_restore "$RUN" && rm -rf "$RUN"
 	exit $rc
+}
+
+# haltpoll_set NS: how long an idle virtual CPU polls before it halts (and
+# a wake-up needs the hypervisor) for this run; the value it had is kept in
+# $RUN, for cleanup or `bench.sh clean` to put back.
+haltpoll_set() {
+	if ! is_root || [ ! -w "$HALTPOLL" ]; then
+		note "-H needs root and $HALTPOLL (a KVM guest with" \
+		    "cpuidle-haltpoll)"
+		return 1
+	fi
+	cat "$HALTPOLL" >"$RUN/haltpoll.old" && echo "$1" >"$HALTPOLL"
+}
+
+haltpoll_restore() {	# RUNDIR
+	[ -f "$1/haltpoll.old" ] || return 0
+	cat "$1/haltpoll.old" >"$HALTPOLL" && rm -f "$1/haltpoll.old"
 }
 
 # bench.sh clean: whatever a killed run left.
@@ -346,7 +369,8 @@ do_clean() {
 		hosts_remove
 	fi
 	for d in /tmp/mccl-bench.*; do
-		[ -d "$d" ] && [ -f "$d/pids" ] && rm -rf "$d" && echo "removed $d"
+		{ [ -d "$d" ] && [ -f "$d/pids" ]; } || continue
+		haltpoll_restore "$d" && rm -rf "$d" && echo "removed $d"
 	done
 	echo "clean"
 }
@@ -910,6 +934,7 @@ write_meta() {
 		echo "host=$(uname -srm), $(nproc) cpus, load average" \
 		    "$(cut -d' ' -f1-3 /proc/loadavg) at the start"
 		echo "rate=$RATE"
+		echo "haltpoll_ns=$(cat "$HALTPOLL" 2>/dev/null || echo none)"
 		echo "big_iters=$BIG_IT"
 		echo "quick=$QUICK"
 		echo "cases=$*"
@@ -923,10 +948,12 @@ write_meta() {
 
 main() {
 	local ch c cases="" ns_cases="" rc=0
-	while getopts "a:B:hmo:qr:" ch; do
+	while getopts "a:B:H:hmo:qr:" ch; do
 		case $ch in
 		a) ANCHORS=$OPTARG ;;
 		B) B=$OPTARG ;;
+		H) POLL_NS=$OPTARG
+		   [[ $POLL_NS =~ ^[0-9]+$ ]] || usage ;;
 		o) OUT=$OPTARG ;;
 		m) ONLY_MCCL=1 ;;
 		q) QUICK=1 ;;
@@ -974,6 +1001,9 @@ main() {
 	trap 'exit 130' INT
 	trap 'exit 143' TERM
 	set_params
+	if [ -n "$POLL_NS" ]; then
+		haltpoll_set "$POLL_NS" || exit 2
+	fi
 	build_helpers || exit 2
 	if [ "$ONLY_MCCL" = 1 ]; then
 		WHY_OMPI="not asked for (-m)" WHY_GLOO="not asked for (-m)"

@@ -49,19 +49,27 @@ def read_kv(raw, name, prefix):
     return None
 
 
+def json_results(path):
+    """The per-size result objects of one mccl-perf -j file, one per line;
+    lines cut short (a run that died) are skipped."""
+    for line in read_lines(path):
+        line = line.strip().lstrip(",").rstrip(",")
+        if not line.startswith('{"size"'):
+            continue
+        try:
+            r = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(r, dict) and "size" in r:
+            yield r
+
+
 def read_mccl(raw, tag):
     """size -> (time_us, busbw) from raw/TAG*.json, out-of-place results;
     from rank 0's text table where the JSON is missing or cut short."""
     rows = {}
     for path in sorted(glob.glob(os.path.join(raw, tag + "*.json"))):
-        for line in read_lines(path):
-            line = line.strip().lstrip(",").rstrip(",")
-            if not line.startswith('{"size"'):
-                continue
-            try:
-                r = json.loads(line)
-            except ValueError:
-                continue
+        for r in json_results(path):
             res = r.get("oop") or r.get("ip")
             if res:
                 rows[r["size"]] = (res["time_us"], res["busbw"])
@@ -127,14 +135,10 @@ def rate_bytes(rate):
 def read_mccl_both(raw, tag):
     """size -> (out-of-place time_us, in-place time_us) from raw/TAG.json."""
     rows = {}
-    for line in read_lines(os.path.join(raw, tag + ".json")):
-        line = line.strip().lstrip(",").rstrip(",")
-        if not line.startswith('{"size"'):
-            continue
+    for r in json_results(os.path.join(raw, tag + ".json")):
         try:
-            r = json.loads(line)
             rows[r["size"]] = (r["oop"]["time_us"], r["ip"]["time_us"])
-        except (ValueError, KeyError, TypeError):
+        except (KeyError, TypeError):
             continue
     return rows
 
@@ -587,7 +591,9 @@ plot {", ".join(curves)}
         head = [f"# MCCL benchmark ({self.meta.get('date', '?')})", "",
                 f"Host: {self.meta.get('host', '?')}. "
                 f"Open MPI: {self.meta.get('ompi_version', 'not run')}. "
-                f"torch: {self.meta.get('torch_version', 'not run')}.", ""]
+                f"torch: {self.meta.get('torch_version', 'not run')}. "
+                "Guest halt polling (guest_halt_poll_ns): "
+                f"{self.meta.get('haltpoll_ns', '?')}.", ""]
         if self.meta.get("quick") == "1":
             head += ["**Quick mode (-q): reduced sizes and iterations; the "
                      "targets are checked at the largest size run, and the "
