@@ -848,6 +848,21 @@ ring_lanes(const struct xfer *x, size_t bytes)
 	return MIN(MAX(nl, (size_t)1), (size_t)PEER_LANES_MAX);
 }
 
+/* An allreduce's type and operation; MCCL_AVG sums, the caller divides. */
+static int
+allreduce_args(struct xfer *x, size_t count, int dtype, int *op)
+{
+	size_t es = dtype_size(dtype);
+
+	if (*op == MCCL_AVG)
+		*op = MCCL_SUM;
+	if (es == 0 || !reduce_supported(dtype, *op) || count > SIZE_MAX / es)
+		return ring_fail(x, MCCL_ERR_INVALID_ARGUMENT, "allreduce of "
+		    "%zu elements of %s with %s", count, dtype_name(dtype),
+		    redop_name(*op));
+	return 0;
+}
+
 /*
  * Reduce-scatter then allgather: received blocks 1..n-1 are reduced.  A
  * large buffer is cut into one part per lane, each part a ring of its own
@@ -863,12 +878,8 @@ ring_allreduce(struct xfer *x, void *buf, size_t count, int dtype, int op)
 
 	if (n <= 1)
 		return 0;
-	if (op == MCCL_AVG)
-		op = MCCL_SUM;		/* the caller divides */
-	if (es == 0 || !reduce_supported(dtype, op) || count > SIZE_MAX / es)
-		return ring_fail(x, MCCL_ERR_INVALID_ARGUMENT, "allreduce of "
-		    "%zu elements of %s with %s", count, dtype_name(dtype),
-		    redop_name(op));
+	if (allreduce_args(x, count, dtype, &op) == -1)
+		return -1;
 	if (x->scratch == NULL && count > 0)
 		return ring_fail(x, MCCL_ERR_INTERNAL, "no scratch buffer");
 	nl = ring_lanes(x, count * es);
@@ -1134,12 +1145,8 @@ node_allreduce(struct xfer *x, void *buf, size_t count, int dtype, int op)
 
 	if (x->nnodes <= 1)
 		return 0;
-	if (op == MCCL_AVG)
-		op = MCCL_SUM;		/* the caller divides */
-	if (es == 0 || !reduce_supported(dtype, op) || count > SIZE_MAX / es)
-		return ring_fail(x, MCCL_ERR_INVALID_ARGUMENT, "allreduce of "
-		    "%zu elements of %s with %s", count, dtype_name(dtype),
-		    redop_name(op));
+	if (allreduce_args(x, count, dtype, &op) == -1)
+		return -1;
 	if (x->scratch == NULL)
 		return ring_fail(x, MCCL_ERR_INTERNAL, "no scratch buffer");
 	x->hdr.algo = (uint8_t)algo_choose(x, count * es);
