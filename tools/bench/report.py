@@ -357,7 +357,8 @@ class Report:
         mw = read_wire(self.raw, "case1.wire")
         runs = read_mccl_both(self.raw, "case1.wire")
         iters = int(self.meta.get("big_iters", "0"))
-        if not (rate and link and lw and mw and size in runs and iters):
+        if not (rate and link and lw and "1" in lw and mw and size in runs
+                and iters):
             return ["wire: not measured (needs the link measure, the wire "
                     "run and tc's counters)"]
         n = len(mw)
