@@ -263,17 +263,35 @@ engine_local_allreduce(struct job *j, struct op *op, struct xfer *x)
 	return 0;
 }
 
+/*
+ * The node's contribution to a reduction whose result goes to dst: a lone
+ * local rank's send buffer as it is (the algorithm reads it from there, an
+ * out-of-place op costs no copy), else the local ranks' combined into dst.
+ */
+static int
+engine_contribution(struct job *j, const struct op *op, uint8_t *dst,
+    const uint8_t **src, struct xfer *x)
+{
+	if (j->nlocal == 1) {
+		*src = op->parts[0].send;
+		return 0;
+	}
+	*src = dst;
+	return engine_combine(j, op, dst, 0, op->desc.count, x);
+}
+
 static int
 engine_allreduce(struct job *j, struct op *op, struct xfer *x)
 {
 	const struct ipc_op *d = &op->desc;
 	uint8_t *dst = op->parts[0].recv;
+	const uint8_t *src;
 	size_t bytes = (size_t)d->count * dtype_size(d->dtype);
 
 	if (j->nnodes == 1)
 		return engine_local_allreduce(j, op, x);
-	if (engine_combine(j, op, dst, 0, d->count, x) == -1 ||
-	    node_allreduce(x, dst, d->count, d->dtype, d->redop) == -1)
+	if (engine_contribution(j, op, dst, &src, x) == -1 ||
+	    node_allreduce(x, src, dst, d->count, d->dtype, d->redop) == -1)
 		return -1;
 	if (d->redop == MCCL_AVG && bytes > 0)
 		reduce_scale_avg(dst, d->count, d->dtype, j->nranks);
@@ -289,11 +307,12 @@ engine_reduce(struct job *j, struct op *op, struct xfer *x)
 	size_t bytes = (size_t)d->count * dtype_size(d->dtype);
 	uint8_t *dst = root != UINT32_MAX ? op->parts[root].recv :
 	    engine_tmp(j, bytes);
+	const uint8_t *src;
 
 	if (dst == NULL && bytes > 0)
 		return engine_nomem(x);
-	if (engine_combine(j, op, dst, 0, d->count, x) == -1 ||
-	    node_allreduce(x, dst, d->count, d->dtype, d->redop) == -1)
+	if (engine_contribution(j, op, dst, &src, x) == -1 ||
+	    node_allreduce(x, src, dst, d->count, d->dtype, d->redop) == -1)
 		return -1;
 	if (d->redop == MCCL_AVG && bytes > 0 && root != UINT32_MAX)
 		reduce_scale_avg(dst, d->count, d->dtype, j->nranks);
@@ -393,7 +412,7 @@ engine_reduce_scatter(struct job *j, struct op *op, struct xfer *x)
 			if (engine_combine(j, op, buf + (size_t)j->rank_slot[r] *
 			    blk, (size_t)r * blk, d->count, x) == -1)
 				return -1;
-	if (ring_allreduce(x, buf, d->count * j->nranks, d->dtype,
+	if (ring_allreduce(x, buf, buf, d->count * j->nranks, d->dtype,
 	    d->redop) == -1)
 		return -1;
 	for (uint32_t i = 0; i < j->nlocal && blk > 0; i++) {

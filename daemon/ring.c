@@ -57,6 +57,8 @@ struct plan {
 	uint8_t		*scratch;	/* its lane's two reduction slots */
 	int		 reversed;	/* data flows right to left */
 	uint8_t		*buf;
+	uint8_t		*src;		/* allreduce: this node's contribution,
+					   only read; buf when in place */
 	size_t		 chunk;		/* payload bytes per frame, whole elements */
 	size_t		 esize;
 	int		 dtype, op;
@@ -96,7 +98,8 @@ struct tx {
 
 struct pend {
 	uint8_t		*dst;
-	const uint8_t	*src;
+	const uint8_t	*own;		/* this node's contribution to dst */
+	const uint8_t	*src;		/* the received frame */
 	size_t		 len;
 };
 
@@ -241,7 +244,7 @@ walk_next(const struct plan *p, struct walk *w, struct frame *f)
 	}
 	if (w->blk >= w->end)
 		return 0;
-	f->ptr = p->buf + off + w->off;
+	f->ptr = (w->blk == 0 ? p->src : p->buf) + off + w->off;
 	f->len = MIN(p->chunk, len - w->off);
 	f->type = PEER_DATA;
 	f->reduce = w->blk >= 1 && w->blk <= p->nreduce;
@@ -580,8 +583,13 @@ static void
 rx_reduce(struct rx *rx, const struct plan *p)
 {
 	struct pend *e = &rx->pend[0];
+	const void *srcs[2] = { e->own, e->src };
 
-	reduce_into(e->dst, e->src, e->len / p->esize, p->dtype, p->op);
+	if (e->own == e->dst)
+		reduce_into(e->dst, e->src, e->len / p->esize, p->dtype, p->op);
+	else
+		reduce_many(e->dst, srcs, 2, e->len / p->esize, p->dtype,
+		    p->op);
 	rx->pend[0] = rx->pend[1];
 	rx->npend--;
 	rx->done++;
@@ -595,8 +603,8 @@ rx_frame_done(struct xfer *x, struct rx *rx, const struct plan *p)
 		if (ophdr_check(x, rx) == -1)
 			return -1;
 	} else if (rx->cur.reduce) {
-		rx->pend[rx->npend++] = (struct pend){ rx->cur.ptr, rx->slot,
-		    rx->cur.len };
+		rx->pend[rx->npend++] = (struct pend){ rx->cur.ptr,
+		    p->src + (rx->cur.ptr - p->buf), rx->slot, rx->cur.len };
 	} else {
 		while (rx->npend > 0)
 			rx_reduce(rx, p);
@@ -830,7 +838,7 @@ plan_init(struct xfer *x, struct plan *p, void *buf, size_t esize)
 	p->x = x;
 	p->fds = x->fds;
 	p->scratch = x->scratch;
-	p->buf = buf;
+	p->buf = p->src = buf;
 	p->esize = esize;
 	p->chunk = c - c % esize;
 	if (p->chunk == 0)
@@ -863,21 +871,35 @@ allreduce_args(struct xfer *x, size_t count, int dtype, int *op)
 	return 0;
 }
 
+/* An allreduce that can't read its contribution from src starts with it in buf. */
+static void
+contribution_in(const void *src, void *buf, size_t bytes)
+{
+	if (src != buf && bytes > 0)
+		memcpy(buf, src, bytes);
+}
+
 /*
  * Reduce-scatter then allgather: received blocks 1..n-1 are reduced.  A
  * large buffer is cut into one part per lane, each part a ring of its own
  * on the lane's links, odd lanes running right to left, so that both
  * directions of every link carry data and one stall does not idle the rest.
+ * Out of place (src not buf), the own block leaves from src and each
+ * received block is reduced with src into buf: every segment of buf is
+ * written once reduced or received, so src is never copied.
  */
 int
-ring_allreduce(struct xfer *x, void *buf, size_t count, int dtype, int op)
+ring_allreduce(struct xfer *x, const void *src, void *buf, size_t count,
+    int dtype, int op)
 {
 	size_t es = dtype_size(dtype), n = x->nnodes, nl, lo, hi;
 	struct plan p[PEER_LANES_MAX];
 	struct lane l[PEER_LANES_MAX];
 
-	if (n <= 1)
+	if (n <= 1) {
+		contribution_in(src, buf, count * es);
 		return 0;
+	}
 	if (allreduce_args(x, count, dtype, &op) == -1)
 		return -1;
 	if (x->scratch == NULL && count > 0)
@@ -888,6 +910,7 @@ ring_allreduce(struct xfer *x, void *buf, size_t count, int dtype, int op)
 		hi = block_start(count, nl, k + 1);
 		if (plan_init(x, &p[k], (uint8_t *)buf + lo * es, es) == -1)
 			return -1;
+		p[k].src = (uint8_t *)(uintptr_t)src + lo * es;	/* read only */
 		p[k].fds = x->fds + k * n;
 		p[k].scratch = x->scratch + k * 2 * x->chunk;
 		p[k].reversed = (int)(k % 2);
@@ -956,7 +979,7 @@ ring_barrier(struct xfer *x)
 	memset(&p, 0, sizeof(p));
 	p.x = x;
 	p.fds = x->fds;
-	p.buf = &token;
+	p.buf = p.src = &token;
 	p.chunk = p.esize = p.total = 1;
 	p.block = whole_block;
 	return ring_run(x, &p, 1, x->nnodes - 1, x->nnodes - 1);
@@ -1138,20 +1161,24 @@ algo_choose(const struct xfer *x, size_t bytes)
  * fails the op naming both.
  */
 int
-node_allreduce(struct xfer *x, void *buf, size_t count, int dtype, int op)
+node_allreduce(struct xfer *x, const void *src, void *buf, size_t count,
+    int dtype, int op)
 {
 	size_t es = dtype_size(dtype);
 	struct plan p;
 
+	if (x->nnodes > 1) {
+		if (allreduce_args(x, count, dtype, &op) == -1)
+			return -1;
+		x->hdr.algo = (uint8_t)algo_choose(x, count * es);
+		if (x->hdr.algo == ALGO_RING)
+			return ring_allreduce(x, src, buf, count, dtype, op);
+	}
+	contribution_in(src, buf, count * es);	/* the rest work in place */
 	if (x->nnodes <= 1)
 		return 0;
-	if (allreduce_args(x, count, dtype, &op) == -1)
-		return -1;
 	if (x->scratch == NULL)
 		return ring_fail(x, MCCL_ERR_INTERNAL, "no scratch buffer");
-	x->hdr.algo = (uint8_t)algo_choose(x, count * es);
-	if (x->hdr.algo == ALGO_RING)
-		return ring_allreduce(x, buf, count, dtype, op);
 	if (plan_init(x, &p, buf, es) == -1)
 		return -1;
 	p.total = count;

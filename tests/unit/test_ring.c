@@ -41,6 +41,7 @@ struct node {
 	int		 role;
 	int		 coll;
 	void		*buf;
+	const void	*src;		/* allreduce out of place; NULL: buf */
 	size_t		 count;		/* allreduce: elements; else bytes */
 	int		 dtype, op;
 	uint32_t	 root;
@@ -188,7 +189,8 @@ node_call(struct node *nd)
 
 	switch (nd->coll) {
 	case COLL_ALLREDUCE:
-		return node_allreduce(x, nd->buf, nd->count, nd->dtype, nd->op);
+		return node_allreduce(x, nd->src != NULL ? nd->src : nd->buf,
+		    nd->buf, nd->count, nd->dtype, nd->op);
 	case COLL_BROADCAST:
 		return ring_broadcast(x, nd->buf, nd->count, nd->root);
 	case COLL_ALLGATHER:
@@ -257,7 +259,7 @@ node_script(struct node *nd)
 		x->hdr = (struct peer_ophdr){ seq0 + (uint64_t)r, (uint8_t)coll,
 		    MCCL_INT32, MCCL_SUM, 0, root, count };
 		if ((coll == COLL_ALLREDUCE &&
-		    ring_allreduce(x, b, count, MCCL_INT32, MCCL_SUM) == -1) ||
+		    ring_allreduce(x, b, b, count, MCCL_INT32, MCCL_SUM) == -1) ||
 		    (coll == COLL_BROADCAST &&
 		    ring_broadcast(x, b, count * 4, root) == -1) ||
 		    (coll == COLL_BARRIER && ring_barrier(x) == -1))
@@ -468,16 +470,10 @@ START_TEST(test_allreduce)
 }
 END_TEST
 
-/*
- * Random floats summed on every node of m: sums depend on the order, yet
- * every node must end with node 0's bits.  Leaves the buffers in nd.
- */
+/* A float32 sum on n nodes of random inputs, the same for the same seed. */
 static void
-identical_case(struct mesh *m, struct node *nd, size_t count, size_t chunk,
-    unsigned seed)
+random_inputs(struct node *nd, int n, size_t count, unsigned seed)
 {
-	int n = m->n;
-
 	nodes_init(nd, n, COLL_ALLREDUCE);
 	for (int k = 0; k < n; k++) {
 		float *f = nd[k].buf = xmalloc(count * sizeof(float));
@@ -488,6 +484,19 @@ identical_case(struct mesh *m, struct node *nd, size_t count, size_t chunk,
 		nd[k].dtype = MCCL_FLOAT32;
 		nd[k].op = MCCL_SUM;
 	}
+}
+
+/*
+ * Random floats summed on every node of m: sums depend on the order, yet
+ * every node must end with node 0's bits.  Leaves the buffers in nd.
+ */
+static void
+identical_case(struct mesh *m, struct node *nd, size_t count, size_t chunk,
+    unsigned seed)
+{
+	int n = m->n;
+
+	random_inputs(nd, n, count, seed);
 	run_nodes(m, nd, chunk, 10000, -1);
 	for (int k = 0; k < n; k++) {
 		ck_assert_msg(nd[k].rc == 0, "node %d: %s", k, nd[k].x.err);
@@ -576,6 +585,62 @@ START_TEST(test_algorithms_identical)
 		ck_assert_uint_eq(nd[k].x.hdr.algo, (unsigned)algo);
 	algo = ALGO_AUTO;
 	free_bufs(nd, n);
+}
+END_TEST
+
+/*
+ * Out of place, as the engine runs a lone local rank's op (the node's
+ * contribution read from src, the result written to buf): the very bits
+ * of the same op in place, src untouched, and every byte of buf written
+ * (it starts as junk).
+ */
+static void
+out_of_place_case(struct mesh *m, size_t count, size_t chunk, unsigned seed)
+{
+	struct node want[MAXN], nd[MAXN];
+	void *src[MAXN], *orig[MAXN];
+	size_t bytes = count * sizeof(float);
+	int n = m->n;
+
+	identical_case(m, want, count, chunk, seed);
+	random_inputs(nd, n, count, seed);
+	for (int k = 0; k < n; k++) {
+		src[k] = nd[k].buf;
+		orig[k] = xmalloc(bytes);
+		memcpy(orig[k], src[k], bytes);
+		nd[k].src = src[k];
+		nd[k].buf = xmalloc(bytes);
+		memset(nd[k].buf, 0xab, bytes);
+	}
+	run_nodes(m, nd, chunk, 10000, -1);
+	for (int k = 0; k < n; k++) {
+		ck_assert_msg(nd[k].rc == 0, "node %d: %s", k, nd[k].x.err);
+		ck_assert_msg(memcmp(nd[k].buf, want[k].buf, bytes) == 0,
+		    "%d nodes, algorithm %s, count %zu, chunk %zu: node %d's "
+		    "result out of place differs from in place", n,
+		    proto_algo_name(nd[k].x.hdr.algo), count, chunk, k);
+		ck_assert_msg(memcmp(src[k], orig[k], bytes) == 0, "node %d's "
+		    "send buffer changed", k);
+		free(src[k]);
+		free(orig[k]);
+	}
+	free_bufs(want, n);
+	free_bufs(nd, n);
+}
+
+START_TEST(test_out_of_place)
+{
+	static const size_t counts[] = { 0, 1, 7, 30011, 262144 * 3 + 7 };
+	int n = 2 + _i % 3;
+	struct mesh m;
+
+	algo = ALGO_RING + _i / 3;
+	mesh_open_lanes(&m, n, 2);
+	for (size_t c = 0; c < 5; c++)
+		out_of_place_case(&m, counts[c], c % 2 ? 4100 : 65536,
+		    7 + (unsigned)c);
+	mesh_close(&m);
+	algo = ALGO_AUTO;
 }
 END_TEST
 
@@ -1057,16 +1122,25 @@ START_TEST(test_single)
 {
 	struct xfer x;
 	int fd = -1;
-	float v = 3;
+	float v = 3, w = 0;
 
 	memset(&x, 0, sizeof(x));
 	x.nnodes = 1;
 	x.fds = &fd;
 	x.abort_fd = -1;
-	ck_assert_int_eq(ring_allreduce(&x, &v, 1, MCCL_FLOAT32, MCCL_SUM), 0);
+	ck_assert_int_eq(ring_allreduce(&x, &v, &v, 1, MCCL_FLOAT32, MCCL_SUM),
+	    0);
 	ck_assert_int_eq(ring_broadcast(&x, &v, 4, 0), 0);
 	ck_assert_int_eq(ring_barrier(&x), 0);
 	ck_assert(v == 3);
+	/* out of place, the result is the node's own contribution */
+	ck_assert_int_eq(ring_allreduce(&x, &v, &w, 1, MCCL_FLOAT32, MCCL_SUM),
+	    0);
+	ck_assert(w == 3);
+	w = 0;
+	ck_assert_int_eq(node_allreduce(&x, &v, &w, 1, MCCL_FLOAT32, MCCL_SUM),
+	    0);
+	ck_assert(w == 3);
 }
 END_TEST
 
@@ -1094,6 +1168,7 @@ main(void)
 	tcase(s, "doubling", test_doubling, 2);
 	tcase(s, "algorithms", test_algorithms, 14);
 	tcase(s, "algorithms_identical", test_algorithms_identical, 18);
+	tcase(s, "out_of_place", test_out_of_place, 9);
 	tcase(s, "algo_auto", test_algo_auto, 1);
 	tcase(s, "lanes", test_lanes, 6);
 	tcase(s, "lane_death", test_lane_death, 1);
