@@ -871,7 +871,7 @@ allreduce_args(struct xfer *x, size_t count, int dtype, int *op)
 	return 0;
 }
 
-/* An allreduce that can't read its contribution from src starts with it in buf. */
+/* Algorithms that work in place start from a copy of the contribution. */
 static void
 contribution_in(const void *src, void *buf, size_t bytes)
 {
