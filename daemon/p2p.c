@@ -553,17 +553,17 @@ links_step(struct p2p *p)
 	return moved;
 }
 
-/* Sleep until something can move; 1 if told to quit. */
-static int
+/* Sleep until something can move. */
+static void
 p2p_wait(struct p2p *p, uint64_t next_deadline)
 {
 	const struct job *j = p->job;
 	struct pollfd *pfd;
-	int n = 0, timeout = -1, quit;
+	int n = 0, timeout = -1;
 	uint64_t now = now_ns();
 
 	if ((pfd = calloc(j->nnodes + 2, sizeof(*pfd))) == NULL)
-		return 0;
+		return;
 	pfd[n++] = (struct pollfd){ p->wake_fd, POLLIN, 0 };
 	if (!p->aborted)
 		pfd[n++] = (struct pollfd){ j->eng_abort_fd, POLLIN, 0 };
@@ -581,6 +581,13 @@ p2p_wait(struct p2p *p, uint64_t next_deadline)
 		fail_ops(p, UINT32_MAX, MCCL_ERR_ABORTED, "job aborted");
 	}
 	free(pfd);
+}
+
+static int
+p2p_quitting(struct p2p *p)
+{
+	int quit;
+
 	pthread_mutex_lock(&p->mtx);
 	quit = p->quit;
 	pthread_mutex_unlock(&p->mtx);
@@ -614,8 +621,15 @@ p2p_main(void *arg)
 		take_inbox(p);
 		while (links_step(p))
 			;
-		if (p2p_wait(p, expire(p, now_ns())))
+		/*
+		 * Between take_inbox draining wake_fd and the sleep: a
+		 * p2p_stop before this sees quit set, one after it leaves
+		 * wake_fd readable.  Checked after the sleep instead, a stop
+		 * whose wake-up take_inbox drained left the thread asleep.
+		 */
+		if (p2p_quitting(p))
 			break;
+		p2p_wait(p, expire(p, now_ns()));
 	}
 	return NULL;
 }
