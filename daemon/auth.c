@@ -1,6 +1,7 @@
 /*
  * auth.c: peer authentication.  The cluster shares a secret key (a file,
- * mode 0600); every TCP connection between daemons proves, both ways, that
+ * mode 0600), or, without one, the daemons of one host share a key made
+ * on that host (the host key); every TCP connection between daemons proves, both ways, that
  * the other side holds it before any other message is accepted: HMAC-SHA256
  * over fresh nonces from both sides, bound to each side's role and node
  * index, so a reply can be neither replayed nor reflected.
@@ -20,12 +21,13 @@
 #define KEY_FILE_MAX	4096
 
 static uint8_t	auth_key[crypto_auth_hmacsha256_KEYBYTES];
-static int	auth_on;
+static int	auth_host;	/* the key is this host's, not the cluster's */
 
+/* Peers can only be on this host: they hold a key made here. */
 int
-auth_enabled(void)
+auth_host_only(void)
 {
-	return auth_on;
+	return auth_host;
 }
 
 static int
@@ -54,34 +56,85 @@ key_read(int fd, const char *path, uint8_t *buf, size_t *len, char *err,
 	return 0;
 }
 
-/* Load the key; path "" leaves authentication off. */
-int
-auth_init(const char *path, char *err, size_t errlen)
+/* Any file format: the key is the hash of the file's bytes. */
+static int
+key_load(const char *path, char *err, size_t errlen)
 {
 	uint8_t buf[KEY_FILE_MAX];
 	size_t len = 0;
 	int fd, rc;
 
-	auth_on = 0;
-	if (path[0] == '\0')
-		return 0;
-	if (sodium_init() < 0) {
-		snprintf(err, errlen, "libsodium failed to initialize");
-		return -1;
-	}
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1) {
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) == -1) {
 		snprintf(err, errlen, "key file %s: %s", path, strerror(errno));
 		return -1;
 	}
 	rc = key_read(fd, path, buf, &len, err, errlen);
 	close(fd);
-	if (rc == 0) {
-		/* Any file format: the key is the hash of its bytes. */
+	if (rc == 0)
 		crypto_generichash(auth_key, sizeof(auth_key), buf, len, NULL, 0);
-		auth_on = 1;
-	}
 	sodium_memzero(buf, sizeof(buf));
 	return rc;
+}
+
+/*
+ * The host key: 32 random bytes in a file of this uid, mode 0600, made by
+ * the first daemon that needs it.  Written aside and linked into place, so
+ * that a daemon starting at the same moment reads all of it or none.
+ */
+static int
+host_key_make(const char *path, char *err, size_t errlen)
+{
+	uint8_t key[32];
+	char tmp[4200];
+	int fd, rc = 0;
+
+	snprintf(tmp, sizeof(tmp), "%s.%ld", path, (long)getpid());
+	randombytes_buf(key, sizeof(key));
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) ==
+	    -1 || write(fd, key, sizeof(key)) != (ssize_t)sizeof(key) ||
+	    fsync(fd) == -1 || (link(tmp, path) == -1 && errno != EEXIST)) {
+		snprintf(err, errlen, "host key %s: %s", path, strerror(errno));
+		rc = -1;
+	}
+	if (fd != -1) {
+		close(fd);
+		unlink(tmp);
+	}
+	sodium_memzero(key, sizeof(key));
+	return rc;
+}
+
+/*
+ * Load the cluster key from key_file; without one, the host key beside
+ * the daemon's socket (made on first start).  Every peer must prove it
+ * holds the key, on loopback too: without the host key another local
+ * user could pose as a node.
+ */
+int
+auth_init(const char *key_file, const char *socket_path, char *err,
+    size_t errlen)
+{
+	char path[4200];
+	const char *slash;
+
+	if (sodium_init() < 0) {
+		snprintf(err, errlen, "libsodium failed to initialize");
+		return -1;
+	}
+	auth_host = key_file[0] == '\0';
+	if (!auth_host)
+		return key_load(key_file, err, errlen);
+	slash = strrchr(socket_path, '/');
+	snprintf(path, sizeof(path), "%.*s/host.key", slash == NULL ? 1 :
+	    (int)(slash - socket_path), slash == NULL ? "." : socket_path);
+	if (access(path, F_OK) == -1 && errno == ENOENT &&
+	    host_key_make(path, err, errlen) == -1)
+		return -1;
+	if (key_load(path, err, errlen) == -1)
+		return -1;
+	log_info("auth: no key_file: peers authenticate with the host key %s "
+	    "(daemons of this user whose sockets share its directory)", path);
+	return 0;
 }
 
 void

@@ -46,6 +46,29 @@ static void	client_read_cb(int, short, void *);
 static void	client_write_cb(int, short, void *);
 static void	client_close(struct client *, const char *);
 
+/* Remove a stale socket at path; never anything that is not a socket. */
+static int
+control_unlink_stale(const char *path, char *err, size_t errlen)
+{
+	struct stat st;
+
+	if (lstat(path, &st) == -1)
+		return errno == ENOENT ? 0 : -1;
+	if (!S_ISSOCK(st.st_mode)) {
+		snprintf(err, errlen, "%s exists and is not a socket (%s): "
+		    "refusing to replace it", path, S_ISDIR(st.st_mode) ?
+		    "a directory" : S_ISREG(st.st_mode) ? "a regular file" :
+		    "another kind of file");
+		return -1;
+	}
+	if (unlink(path) == -1) {
+		snprintf(err, errlen, "removing the stale socket %s: %s", path,
+		    strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 static int
 control_bind(const char *path, char *err, size_t errlen)
 {
@@ -67,7 +90,10 @@ control_bind(const char *path, char *err, size_t errlen)
 		close(fd);
 		return -1;
 	}
-	unlink(path);
+	if (control_unlink_stale(path, err, errlen) == -1) {
+		close(fd);
+		return -1;
+	}
 	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1 ||
 	    chmod(path, 0666) == -1 || listen(fd, 128) == -1) {
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));
@@ -77,19 +103,30 @@ control_bind(const char *path, char *err, size_t errlen)
 	return fd;
 }
 
-/* Make the socket's directory, world-searchable: access is per SO_PEERCRED. */
+/*
+ * Make the socket's directory, world-searchable (access is per
+ * SO_PEERCRED), and check that it is ours: a directory another user made
+ * or may write into could hold an impostor's socket or read our host key.
+ */
 static int
 control_mkdir(const char *path, char *err, size_t errlen)
 {
-	char dir[108];
+	uid_t ok[] = { geteuid(), 0 };
+	char dir[108], why[ERR_MAX];
 	char *slash;
 
 	wire_strlcpy(dir, path, sizeof(dir));
-	if ((slash = strrchr(dir, '/')) == NULL || slash == dir)
-		return 0;
-	*slash = '\0';
-	if (mkdir(dir, 0755) == -1 && errno != EEXIST) {
-		snprintf(err, errlen, "mkdir %s: %s", dir, strerror(errno));
+	if ((slash = strrchr(dir, '/')) != NULL && slash != dir) {
+		*slash = '\0';
+		if (mkdir(dir, 0755) == -1 && errno != EEXIST) {
+			snprintf(err, errlen, "mkdir %s: %s", dir,
+			    strerror(errno));
+			return -1;
+		}
+	}
+	if (proto_dir_check(path, ok, geteuid() == 0 ? 1 : 2, why,
+	    sizeof(why)) == -1) {
+		snprintf(err, errlen, "socket %s: %s", path, why);
 		return -1;
 	}
 	return 0;
@@ -104,6 +141,41 @@ uid_clients(uid_t uid)
 	TAILQ_FOREACH(c, &md.clients, entry)
 		n += c->uid == uid;
 	return n;
+}
+
+/*
+ * Over a limit, or shutting down: tell the client why (one record it can
+ * read after we close) rather than leave it a broken pipe.  Returns 1 when
+ * the connection was refused and closed.
+ */
+static int
+control_refuse(int fd, const struct ucred *cred)
+{
+	struct ipc_error e = { MCCL_ERR_NO_MEMORY, IPC_HELLO };
+	uint8_t buf[IPC_TEXT_MAX + 64];
+	char why[ERR_MAX];
+	size_t len;
+
+	if (md.shutting_down) {
+		e.code = MCCL_ERR_ABORTED;
+		snprintf(why, sizeof(why), "mccld on node %s is shutting down",
+		    md.conf.node_name);
+	} else if (md.nclients >= md.conf.max_clients)
+		snprintf(why, sizeof(why), "the daemon has max_clients (%u) "
+		    "connections", md.conf.max_clients);
+	else if (uid_clients(cred->uid) >= md.conf.max_connections_per_uid)
+		snprintf(why, sizeof(why), "uid %u already has %u connections "
+		    "(max_connections_per_uid)", (unsigned)cred->uid,
+		    md.conf.max_connections_per_uid);
+	else
+		return 0;
+	log_warnx("control: refusing pid %d uid %u: %s", (int)cred->pid,
+	    (unsigned)cred->uid, why);
+	if ((len = wire_encode(&ipc_proto, IPC_ERROR, &e, why, strlen(why),
+	    buf, sizeof(buf))) > 0)
+		send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	close(fd);
+	return 1;
 }
 
 static void
@@ -128,15 +200,8 @@ control_accept_cb(int fd, short events, void *arg)
 		close(cfd);
 		return;
 	}
-	if (md.nclients >= md.conf.max_clients || md.shutting_down ||
-	    uid_clients(cred.uid) >= md.conf.max_connections_per_uid) {
-		log_warnx("control: refusing pid %d uid %u: %s", cred.pid,
-		    cred.uid, md.shutting_down ? "shutting down" :
-		    md.nclients >= md.conf.max_clients ? "max_clients reached" :
-		    "max_connections_per_uid reached");
-		close(cfd);
+	if (control_refuse(cfd, &cred))
 		return;
-	}
 	if ((c = calloc(1, sizeof(*c))) == NULL) {
 		log_warn("control: calloc");
 		close(cfd);
@@ -480,9 +545,11 @@ client_op_done(struct client *c, uint64_t seq, int code, const char *msg)
 
 /* ---- mcclctl ---- */
 
+/* What a user may know: counts of its own jobs and connections. */
 static json_t *
-control_status(void)
+control_status(const struct client *c)
 {
+	int priv = client_privileged(c);
 	json_t *listen = json_array();
 	uint32_t up = 0;
 
@@ -498,16 +565,18 @@ control_status(void)
 	    "uptime_s", (json_int_t)((now_ns() - md.started_ns) / 1000000000),
 	    "socket", control_path, "listen", listen,
 	    "cluster_size", (int)md.conf.nnodes, "peers_up", (int)up,
-	    "clients", (int)md.nclients, "jobs", (int)job_count(),
+	    "clients", (int)(priv ? md.nclients : uid_clients(c->uid)),
+	    "jobs", job_count(c),
 	    "log_level", log_level_name(log_getlevel()));
 }
 
 /*
- * mcclctl monitor: every event, as a reply, to each monitoring client.  A
- * monitor that does not keep up loses events rather than our memory.
+ * mcclctl monitor: every event, as a reply, to each monitoring client
+ * that may see it (a job's events: its uid and the privileged).  A monitor
+ * that does not keep up loses events rather than our memory.
  */
 void
-monitor_event(const char *event, json_t *fields)
+monitor_event(const char *event, const uid_t *owner, json_t *fields)
 {
 	struct ipc_ctl_reply r = { 0 };
 	struct client *c;
@@ -521,7 +590,8 @@ monitor_event(const char *event, json_t *fields)
 	json_object_set_new(fields, "node", json_string(md.conf.node_name));
 	if ((text = json_dumps(fields, JSON_COMPACT | JSON_SORT_KEYS)) != NULL)
 		TAILQ_FOREACH(c, &md.clients, entry)
-			if (c->monitor && !c->outq_full)
+			if (c->monitor && !c->outq_full &&
+			    (owner == NULL || client_sees(c, *owner)))
 				client_send(c, IPC_CTL_REPLY, &r, text,
 				    strlen(text));
 	free(text);
@@ -529,7 +599,7 @@ monitor_event(const char *event, json_t *fields)
 }
 
 /* Root, or a member of admin_group, may change the daemon's state. */
-static int
+int
 client_privileged(const struct client *c)
 {
 	struct group *gr;
@@ -553,21 +623,30 @@ client_privileged(const struct client *c)
 	return 0;
 }
 
+/* c may see what belongs to uid: its own, or everything if privileged. */
+int
+client_sees(const struct client *c, uid_t uid)
+{
+	return c->uid == uid || client_privileged(c);
+}
+
 /* The document answering one mcclctl command; NULL with err set. */
 static json_t *
 control_command(struct client *c, uint32_t cmd, const char *arg, char *err,
     size_t errlen, uint32_t *code)
 {
 	*code = MCCL_ERR_INVALID_ARGUMENT;
-	if ((cmd == CTL_ABORT || cmd == CTL_RELOAD) && !client_privileged(c)) {
+	if ((cmd == CTL_ABORT || cmd == CTL_RELOAD || cmd == CTL_METRICS) &&
+	    !client_privileged(c)) {
 		*code = MCCL_ERR_PERMISSION;
 		snprintf(err, errlen, "%s is for root and the admin group "
 		    "(admin_group in mccld.conf); uid %u is neither",
-		    cmd == CTL_ABORT ? "abort" : "reload", (unsigned)c->uid);
+		    cmd == CTL_ABORT ? "abort" : cmd == CTL_RELOAD ? "reload" :
+		    "metrics", (unsigned)c->uid);
 		return NULL;
 	}
 	switch (cmd) {
-	case CTL_STATUS: return control_status();
+	case CTL_STATUS: return control_status(c);
 	case CTL_PEERS: return peer_ctl_list();
 	case CTL_JOBS: return job_ctl_list(c);
 	case CTL_ABORT: return job_ctl_abort(c, arg, err, errlen);
@@ -591,7 +670,7 @@ client_ctl(struct client *c, const struct ipc_ctl *m, const uint8_t *trailer,
 	snprintf(arg, sizeof(arg), "%.*s", (int)tlen, (const char *)trailer);
 	if (m->cmd == CTL_MONITOR) {
 		c->monitor = 1;
-		monitor_event("monitoring", json_object());
+		monitor_event("monitoring", &c->uid, json_object());
 		return;
 	}
 	/* Asks the other nodes first: answered later, or now if it fails. */

@@ -83,14 +83,15 @@ coordinator_of(uid_t uid, const char *name)
 	return (uint32_t)(h % md.conf.nnodes);
 }
 
+/* Jobs on this node; those c may see when c is not NULL. */
 int
-job_count(void)
+job_count(const struct client *c)
 {
 	struct job *j;
 	int n = 0;
 
 	TAILQ_FOREACH(j, &md.jobs, entry)
-		n++;
+		n += c == NULL || client_sees(c, j->uid);
 	return n;
 }
 
@@ -202,8 +203,8 @@ join_check(const struct client *c, const struct ipc_join *m, const struct job *j
 	if (c->job != NULL)
 		snprintf(err, errlen, "this connection is already rank %u of "
 		    "job %s", c->rank, c->job->name);
-	else if (m->job[0] == '\0')
-		snprintf(err, errlen, "empty job name");
+	else if (proto_job_name_check(m->job, err, errlen) == -1)
+		;
 	else if (m->nranks == 0 || m->nranks > PEER_RANKS_MAX)
 		snprintf(err, errlen, "job %s: nranks %u is out of range "
 		    "(1..%u)", m->job, m->nranks, PEER_RANKS_MAX);
@@ -1090,8 +1091,9 @@ job_links_reported(struct job *j, int ok, int code, const char *err)
 		client_send(c, IPC_JOINED, &m, NULL, 0);
 	}
 	log_info("job %s: ready", j->name);
-	monitor_event("job_formed", json_pack("{s:s, s:i, s:i}", "job",
-	    j->name, "nranks", (int)j->nranks, "nnodes", (int)j->nnodes));
+	monitor_event("job_formed", &j->uid, json_pack("{s:s, s:i, s:i, s:i}",
+	    "job", j->name, "uid", (int)j->uid, "nranks", (int)j->nranks,
+	    "nnodes", (int)j->nnodes));
 	mccld_status_update();
 }
 
@@ -1200,8 +1202,8 @@ job_fail(struct job *j, int code, const char *fmt, ...)
 	vsnprintf(j->err, sizeof(j->err), fmt, ap);
 	va_end(ap);
 	log_warnx("%s", j->err);
-	monitor_event("job_failed", json_pack("{s:s, s:s}", "job", j->name,
-	    "reason", j->err));
+	monitor_event("job_failed", &j->uid, json_pack("{s:s, s:i, s:s}",
+	    "job", j->name, "uid", (int)j->uid, "reason", j->err));
 	evtimer_del(j->ev_timeout);
 	if (was == JOB_FORMING)
 		job_send_join(j);	/* withdraws our ranks */
@@ -1233,8 +1235,9 @@ job_free(struct job *j)
 	struct op *op;
 
 	if (j->state == JOB_READY)
-		monitor_event("job_finished", json_pack("{s:s, s:I}", "job",
-		    j->name, "ops_completed", (json_int_t)j->ops_completed));
+		monitor_event("job_finished", &j->uid, json_pack("{s:s, s:i, "
+		    "s:I}", "job", j->name, "uid", (int)j->uid, "ops_completed",
+		    (json_int_t)j->ops_completed));
 	p2p_stop(j);
 	engine_stop(j);
 	TAILQ_CONCAT(&j->ops, &j->eng_out, entry);
@@ -1457,7 +1460,7 @@ job_ctl_query(struct client *c, const char *name, char *err, size_t errlen)
 
 	TAILQ_FOREACH(j, &md.jobs, entry)
 		if (strcmp(j->name, name) == 0 && j->id != 0 &&
-		    (c->uid == 0 || c->uid == j->uid))
+		    client_sees(c, j->uid))
 			break;
 	if (j == NULL) {
 		snprintf(err, errlen, "no formed job named \"%s\" on node %s",
@@ -1619,7 +1622,7 @@ job_ctl_list(const struct client *c)
 	struct job *j;
 
 	TAILQ_FOREACH(j, &md.jobs, entry)
-		if (c->uid == 0 || c->uid == j->uid)
+		if (client_sees(c, j->uid))
 			json_array_append_new(list, job_ctl_one(j));
 	return json_pack("{s:o}", "jobs", list);
 }

@@ -70,15 +70,36 @@ log_prefix(int level)
 	return "";
 }
 
+/*
+ * Control characters become \xNN: a job name, error text or address from
+ * a client or peer must not start a forged line or priority prefix.
+ */
+static void
+log_escape(char *dst, size_t dstlen, const char *src)
+{
+	size_t o = 0;
+
+	for (; *src != '\0' && o + 5 < dstlen; src++) {
+		unsigned char ch = (unsigned char)*src;
+
+		if (ch < 0x20 || ch == 0x7f)
+			o += (size_t)snprintf(dst + o, dstlen - o, "\\x%02x", ch);
+		else
+			dst[o++] = (char)ch;
+	}
+	dst[o] = '\0';
+}
+
 static void
 vlog(int level, int with_errno, const char *fmt, va_list ap)
 {
-	char msg[2048];
+	char raw[2048], msg[4 * sizeof(raw)];
 	int saved_errno = errno;
 
 	if (level > log_level)
 		return;
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	vsnprintf(raw, sizeof(raw), fmt, ap);
+	log_escape(msg, sizeof(msg), raw);
 	if (with_errno)
 		fprintf(stderr, "%s%s: %s: %s\n", log_prefix(level),
 		    log_procname, msg, strerror(saved_errno));

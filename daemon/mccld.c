@@ -41,7 +41,7 @@ mccld_status_update(void)
 	for (uint32_t i = 0; i < md.conf.nnodes; i++)
 		up += i != md.conf.node_index && peer_is_up(i);
 	sd_notifyf(0, "STATUS=%u of %zu peers up, %d jobs, %u clients", up,
-	    md.conf.nnodes - 1, job_count(), md.nclients);
+	    md.conf.nnodes - 1, job_count(NULL), md.nclients);
 }
 
 static void
@@ -268,8 +268,6 @@ load_config(const char *socket_path, int verbose)
 	}
 	md.verbose = verbose;
 	log_setlevel(verbose ? LOG_DEBUG : md.conf.log_level);
-	if (auth_init(md.conf.key_file, err, sizeof(err)) == -1)
-		fatalx("%s", err);
 }
 
 int
@@ -295,8 +293,10 @@ main(int argc, char **argv)
 	TAILQ_INIT(&md.jobs);
 	TAILQ_INIT(&md.coords);
 	md.started_ns = now_ns();
+	/* The socket's directory is checked before the host key goes there. */
 	if (control_listen(md.conf.socket_path, err, sizeof(err)) == -1 ||
-	    peer_init(err, sizeof(err)) == -1 ||
+	    auth_init(md.conf.key_file, md.conf.socket_path, err,
+	    sizeof(err)) == -1 || peer_init(err, sizeof(err)) == -1 ||
 	    metrics_init(err, sizeof(err)) == -1)
 		fatalx("%s", err);
 	ev_term = evsignal_new(md.base, SIGTERM, signal_cb, NULL);

@@ -82,8 +82,8 @@ void		default_socket_path(char *, size_t);
 #define AUTH_NONCE_LEN	32
 #define AUTH_MAC_LEN	32
 
-int		auth_init(const char *, char *, size_t);
-int		auth_enabled(void);
+int		auth_init(const char *, const char *, char *, size_t);
+int		auth_host_only(void);
 void		auth_nonce(uint8_t *);
 void		auth_mac(uint8_t *, char, const uint8_t *, const uint8_t *,
 		    uint32_t);
@@ -244,7 +244,9 @@ struct seg	*client_seg(struct client *, uint32_t, uint64_t, uint64_t,
 		    uint8_t **, char *, size_t);
 void		seg_unref(struct seg *);
 void		bell_ring(struct seg *, uint64_t);
-void		monitor_event(const char *, json_t *);
+void		monitor_event(const char *, const uid_t *, json_t *);
+int		client_privileged(const struct client *);
+int		client_sees(const struct client *, uid_t);
 
 /* ---- peer.c: control connections to the other daemons (main thread) ---- */
 
@@ -375,7 +377,7 @@ json_t		*job_ctl_abort(const struct client *, const char *, char *,
 		    size_t);
 int		job_ctl_query(struct client *, const char *, char *, size_t);
 void		job_ctl_forget(const struct client *);
-int		job_count(void);
+int		job_count(const struct client *);
 
 /* ---- metrics.c: counters, and their one rendering (main thread) ---- */
 

@@ -121,7 +121,7 @@ metrics_samples(void)
 	metrics_add(list, "mccl_uptime_seconds", NULL,
 	    (now_ns() - md.started_ns) / 1e9);
 	metrics_add(list, "mccl_clients", NULL, md.nclients);
-	metrics_add(list, "mccl_jobs", NULL, job_count());
+	metrics_add(list, "mccl_jobs", NULL, job_count(NULL));
 	peer_metrics(list);
 	metrics_ops(list);
 	return list;

@@ -59,8 +59,8 @@ struct peer {
 };
 
 /*
- * A connection accepted but not yet identified: it must authenticate (with
- * a key), then say what it is (HELLO or DATA_HELLO).  Nothing else is read.
+ * A connection accepted but not yet identified: it must authenticate, then
+ * say what it is (HELLO or DATA_HELLO).  Nothing else is read.
  */
 enum inbound_state { IN_AUTH_HELLO, IN_AUTH_RESPONSE, IN_FIRST };
 
@@ -224,7 +224,8 @@ peer_up(struct peer *p)
 	p->last_error[0] = '\0';
 	log_info("peer: node %s (%s:%u) is up", p->node->name,
 	    p->node->addr.host, p->node->addr.port);
-	monitor_event("peer_up", json_pack("{s:s}", "peer", p->node->name));
+	monitor_event("peer_up", NULL, json_pack("{s:s}", "peer",
+	    p->node->name));
 	job_peer_up(p->index);
 	mccld_status_update();
 }
@@ -257,7 +258,7 @@ peer_down(struct peer *p, const char *why)
 	peer_set_state(p, PEER_DOWN);
 	if (was_up) {
 		log_warnx("peer: node %s is down: %s", p->node->name, why);
-		monitor_event("peer_down", json_pack("{s:s, s:s}", "peer",
+		monitor_event("peer_down", NULL, json_pack("{s:s, s:s}", "peer",
 		    p->node->name, "reason", why));
 		job_peer_down(p->index, why);
 		mccld_status_update();
@@ -402,18 +403,13 @@ peer_event_cb(struct bufferevent *bev, short events, void *arg)
 
 	(void)bev;
 	if (events & BEV_EVENT_CONNECTED) {
-		tcp_tune(bufferevent_getfd(p->bev));
-		if (auth_enabled()) {
-			struct peer_auth_hello ah = { md.conf.node_index, { 0 } };
+		struct peer_auth_hello ah = { md.conf.node_index, { 0 } };
 
-			auth_nonce(p->nonce);
-			memcpy(ah.nonce, p->nonce, sizeof(ah.nonce));
-			peer_set_state(p, PEER_AUTH);
-			peer_send(p->index, PEER_AUTH_HELLO, &ah, NULL, 0);
-			return;
-		}
-		peer_set_state(p, PEER_WAIT_HELLO);
-		peer_send_hello(p);
+		tcp_tune(bufferevent_getfd(p->bev));
+		auth_nonce(p->nonce);
+		memcpy(ah.nonce, p->nonce, sizeof(ah.nonce));
+		peer_set_state(p, PEER_AUTH);
+		peer_send(p->index, PEER_AUTH_HELLO, &ah, NULL, 0);
 		return;
 	}
 	if (events & BEV_EVENT_EOF)
@@ -543,7 +539,7 @@ inbound_auth_response(struct inbound *in, const struct peer_auth_response *m)
 static int
 inbound_identity_ok(const struct inbound *in, uint32_t node)
 {
-	if (!auth_enabled() || node == in->node)
+	if (node == in->node)
 		return 1;
 	log_warnx("peer: %s authenticated as node %s but says it is node %u",
 	    in->addr, peer_name(in->node), node);
@@ -672,7 +668,7 @@ inbound_accept_cb(int lfd, short events, void *arg)
 	}
 	inbound_pending++;
 	in->fd = fd;
-	in->state = auth_enabled() ? IN_AUTH_HELLO : IN_FIRST;
+	in->state = IN_AUTH_HELLO;
 	getnameinfo((struct sockaddr *)&ss, len, in->addr, sizeof(in->addr),
 	    NULL, 0, NI_NUMERICHOST);
 	in->ev = event_new(md.base, fd, EV_READ | EV_PERSIST, inbound_read_cb,
@@ -749,8 +745,8 @@ is_loopback(const struct sockaddr_storage *ss)
 }
 
 /*
- * Without a key, peers can't be told from strangers: listen on loopback
- * only, and say so.
+ * Without a cluster key, only daemons of this host hold ours: listen on
+ * loopback only, and say so.
  */
 static int
 peer_listen_all(char *err, size_t errlen)
@@ -763,18 +759,15 @@ peer_listen_all(char *err, size_t errlen)
 
 		if (resolve(a, 1, &ss, &len, err, errlen) == -1)
 			return -1;
-		if (!auth_enabled() && !is_loopback(&ss)) {
-			log_warnx("peer: no key_file: not listening on %s:%u, "
-			    "peers are unauthenticated so only loopback is "
-			    "allowed", a->host, a->port);
+		if (auth_host_only() && !is_loopback(&ss)) {
+			log_warnx("peer: no key_file: not listening on %s:%u; "
+			    "with the host key, peers can only be on this host",
+			    a->host, a->port);
 			continue;
 		}
 		if (peer_listen_one(a, err, errlen) == -1)
 			return -1;
 	}
-	if (!auth_enabled())
-		log_info("peer: no key_file configured: peers are not "
-		    "authenticated; listening on loopback only");
 	return 0;
 }
 
@@ -992,7 +985,7 @@ peer_data_connect(uint32_t index, uint64_t job_id, uint32_t stream, char *err,
 		return -1;
 	}
 	tcp_tune(fd);
-	if ((auth_enabled() && data_auth(fd, index, err, errlen) == -1) ||
+	if (data_auth(fd, index, err, errlen) == -1 ||
 	    send_frame(fd, PEER_DATA_HELLO, &dh) == -1) {
 		if (err[0] == '\0')
 			snprintf(err, errlen, "sending DATA_HELLO: %s",

@@ -6,6 +6,7 @@
 #include <sys/un.h>
 
 #include <errno.h>
+#include <pwd.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,22 +27,86 @@ conn_now_ms(void)
 }
 
 /*
- * MCCL_SOCKET, else the daemon's default for this user (see mccld(8)),
- * else the system daemon's socket.
+ * MCCL_SOCKET, else the system daemon's socket (mccld.service) when there
+ * is one, else the default of a daemon run by this user (see mccld(8)).
+ * The system daemon comes first: a directory another user could have made
+ * (under /tmp) is the last place to look.
  */
 void
 conn_socket_path(char *buf, size_t len)
 {
 	const char *env = getenv("MCCL_SOCKET");
 
-	if (env != NULL && *env != '\0') {
+	if (env != NULL && *env != '\0')
 		snprintf(buf, len, "%s", env);
-		return;
-	}
-	proto_default_socket(buf, len);
-	/* No daemon of this user's own: the system's (mccld.service). */
-	if (access(buf, F_OK) == -1 && access(PROTO_SYSTEM_SOCKET, F_OK) == 0)
+	else if (access(PROTO_SYSTEM_SOCKET, F_OK) == 0)
 		snprintf(buf, len, "%s", PROTO_SYSTEM_SOCKET);
+	else
+		proto_default_socket(buf, len);
+}
+
+/* Who may run the daemon we hand memory to: root, mccl, or ourselves. */
+static size_t
+conn_trusted_uids(uid_t *uids)
+{
+	struct passwd pw, *res = NULL;
+	char pwbuf[1024];
+	size_t n = 0;
+
+	uids[n++] = 0;
+	uids[n++] = geteuid();
+	if (getpwnam_r("mccl", &pw, pwbuf, sizeof(pwbuf), &res) == 0 &&
+	    res != NULL)
+		uids[n++] = res->pw_uid;
+	return n;
+}
+
+/*
+ * Before we connect: the socket's directory must belong to a trusted user
+ * and be writable by nobody else, or another user could have put an
+ * impostor's socket there.
+ */
+static int
+conn_check_dir(const char *path, char *err, size_t errlen)
+{
+	uid_t uids[3];
+	size_t n = conn_trusted_uids(uids);
+	char why[512];
+
+	/* Nothing there: connect says so, naming the socket. */
+	if (access(path, F_OK) == -1)
+		return 0;
+	if (proto_dir_check(path, uids, n, why, sizeof(why)) == -1) {
+		snprintf(err, errlen, "refusing the socket %s: %s", path, why);
+		return -1;
+	}
+	return 0;
+}
+
+/* Before anything is sent: the process behind the socket is trusted. */
+static int
+conn_check_peer(int fd, const char *path, char *err, size_t errlen)
+{
+	uid_t uids[3];
+	size_t n = conn_trusted_uids(uids), i;
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == -1) {
+		snprintf(err, errlen, "%s: SO_PEERCRED: %s", path,
+		    strerror(errno));
+		return -1;
+	}
+	for (i = 0; i < n && uids[i] != cred.uid; i++)
+		;
+	if (i == n) {
+		snprintf(err, errlen, "refusing the daemon at %s: it runs as "
+		    "uid %u (pid %d), not as root, mccl or this user (uid %u)",
+		    path, (unsigned)cred.uid, (int)cred.pid,
+		    (unsigned)geteuid());
+		return -1;
+	}
+	return 0;
 }
 
 /* Wait until fd is ready for events, at most timeout_ms (< 0: forever). */
@@ -195,41 +260,70 @@ conn_connect(const char *path, char *err, size_t errlen)
 }
 
 /*
- * Connect and say hello.  Returns the socket, or -1 with the reason in err
- * (the daemon is absent, refused us, or spoke another protocol).
+ * The daemon's answer to HELLO.  A daemon that refuses a connection (a
+ * limit, shutting down) sends the reason and closes: read it even when
+ * our HELLO found the socket closed.
  */
-int
-conn_open(const char *path, int timeout_ms, struct ipc_hello_ok *ok,
-    char *err, size_t errlen)
+static int
+conn_hello(int fd, const char *path, int timeout_ms, struct ipc_hello_ok *ok,
+    struct ipc_msg *m, char *err, size_t errlen)
 {
 	struct ipc_hello hello = { IPC_VERSION, (uint32_t)getpid() };
-	struct ipc_msg *m;
-	int fd, rc;
+	int rc;
 
-	if ((fd = conn_connect(path, err, errlen)) == -1)
-		return -1;
-	if ((m = malloc(sizeof(*m))) == NULL) {
-		snprintf(err, errlen, "out of memory");
-		close(fd);
-		return -1;
-	}
 	rc = conn_send(fd, IPC_HELLO, &hello, NULL, 0, -1, err, errlen);
-	if (rc == MCCL_SUCCESS)
-		rc = conn_recv(fd, timeout_ms, m, err, errlen);
+	if (rc == MCCL_SUCCESS || rc == MCCL_ERR_CONNECT) {
+		int sent = rc;
+
+		rc = conn_recv(fd, sent == MCCL_SUCCESS ? timeout_ms : 0, m,
+		    err, errlen);
+		if (rc != MCCL_SUCCESS && sent != MCCL_SUCCESS)
+			rc = sent;
+	}
 	if (rc == MCCL_SUCCESS && m->hdr.type == IPC_ERROR) {
 		snprintf(err, errlen, "daemon at %s refused the connection: "
 		    "%.*s", path, (int)m->trailer_len, m->trailer);
-		rc = MCCL_ERR_CONNECT;
+		rc = m->u.error.code > MCCL_SUCCESS &&
+		    m->u.error.code <= MCCL_ERR_INTERNAL ?
+		    (int)m->u.error.code : MCCL_ERR_CONNECT;
 	} else if (rc == MCCL_SUCCESS && m->hdr.type != IPC_HELLO_OK) {
 		snprintf(err, errlen, "daemon at %s answered HELLO with %s",
 		    path, m->type->name);
 		rc = MCCL_ERR_PROTOCOL;
 	} else if (rc == MCCL_SUCCESS)
 		*ok = m->u.hello_ok;
+	return rc;
+}
+
+/*
+ * Connect, check who answers, and say hello.  Returns the socket, or -1
+ * with the reason in err and its mccl_result_t in *code (when not NULL):
+ * the daemon is absent, not trusted, refused us, or spoke another protocol.
+ */
+int
+conn_open(const char *path, int timeout_ms, struct ipc_hello_ok *ok,
+    int *code, char *err, size_t errlen)
+{
+	struct ipc_msg *m = NULL;
+	int fd = -1, rc;
+
+	if (conn_check_dir(path, err, errlen) == -1)
+		rc = MCCL_ERR_PERMISSION;
+	else if ((fd = conn_connect(path, err, errlen)) == -1)
+		rc = MCCL_ERR_CONNECT;
+	else if (conn_check_peer(fd, path, err, errlen) == -1)
+		rc = MCCL_ERR_PERMISSION;
+	else if ((m = malloc(sizeof(*m))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		rc = MCCL_ERR_NO_MEMORY;
+	} else
+		rc = conn_hello(fd, path, timeout_ms, ok, m, err, errlen);
 	free(m);
-	if (rc != MCCL_SUCCESS) {
+	if (rc == MCCL_SUCCESS)
+		return fd;
+	if (fd != -1)
 		close(fd);
-		return -1;
-	}
-	return fd;
+	if (code != NULL)
+		*code = rc;
+	return -1;
 }

@@ -519,14 +519,16 @@ mccl_comm_init(mccl_comm_t **commp, const char *job, int nranks, int rank)
 	char path[108], err[ERRLEN];
 	mccl_comm_t *comm;
 	mccl_result_t rc;
-	int algo;
+	int algo, code;
 
 	if (commp == NULL)
 		return init_fail(NULL, MCCL_ERR_INVALID_ARGUMENT, "comm is NULL");
 	*commp = NULL;
-	if (job == NULL || *job == '\0' || strlen(job) >= JOB_NAME_MAX)
-		return init_fail(NULL, MCCL_ERR_INVALID_ARGUMENT, "job name "
-		    "must be 1 to 127 bytes");
+	if (job == NULL)
+		return init_fail(NULL, MCCL_ERR_INVALID_ARGUMENT, "job name is "
+		    "NULL");
+	if (proto_job_name_check(job, err, sizeof(err)) == -1)
+		return init_fail(NULL, MCCL_ERR_INVALID_ARGUMENT, err);
 	if (nranks < 1 || rank < 0 || rank >= nranks) {
 		snprintf(err, sizeof(err), "rank %d is out of range for nranks "
 		    "%d", rank, nranks);
@@ -537,9 +539,9 @@ mccl_comm_init(mccl_comm_t **commp, const char *job, int nranks, int rank)
 	if ((comm = comm_new()) == NULL)
 		return init_fail(NULL, MCCL_ERR_NO_MEMORY, "out of memory");
 	conn_socket_path(path, sizeof(path));
-	if ((comm->fd = conn_open(path, CONNECT_TIMEOUT_MS, &comm->hello, err,
-	    sizeof(err))) == -1)
-		return init_fail(comm, MCCL_ERR_CONNECT, err);
+	if ((comm->fd = conn_open(path, CONNECT_TIMEOUT_MS, &comm->hello, &code,
+	    err, sizeof(err))) == -1)
+		return init_fail(comm, (mccl_result_t)code, err);
 	snprintf(comm->job, sizeof(comm->job), "%s", job);
 	comm->rank = rank;
 	comm->nranks = nranks;

@@ -13,6 +13,8 @@
 #ifndef MCCL_IPC_H
 #define MCCL_IPC_H
 
+#include <sys/types.h>
+
 #include <stdint.h>
 #include "wire.h"
 
@@ -199,6 +201,8 @@ extern const struct wire_proto ipc_proto;
 #define PROTO_SYSTEM_SOCKET	"/run/mccl/mccld.sock"
 
 void	proto_default_socket(char *, size_t);
+int	proto_job_name_check(const char *, char *, size_t);
+int	proto_dir_check(const char *, const uid_t *, size_t, char *, size_t);
 int	proto_op_bytes(int, uint64_t, size_t, uint32_t, uint32_t, uint32_t,
 	    uint64_t *, uint64_t *);
 const char *proto_coll_name(int);

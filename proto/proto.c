@@ -3,6 +3,9 @@
  * into mccld, libmccl and mcclctl.  Message layouts live in the tables at
  * the bottom; the codec below knows nothing about any particular message.
  */
+#include <sys/stat.h>
+
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,8 +254,9 @@ proto_op_bytes(int coll, uint64_t count, size_t esize, uint32_t nranks,
 }
 
 /*
- * Where a daemon of this user listens by default, and so where clients
- * look: /run/mccl for root, the user's runtime directory otherwise.
+ * Where a daemon of this user listens by default: /run/mccl for root, the
+ * user's runtime directory otherwise.  Clients look for the system
+ * daemon's socket first (conn_socket_path).
  */
 void
 proto_default_socket(char *buf, size_t len)
@@ -266,6 +270,67 @@ proto_default_socket(char *buf, size_t len)
 	else
 		snprintf(buf, len, "/tmp/mccl-%u/mccld.sock",
 		    (unsigned)geteuid());
+}
+
+/*
+ * A job name is 1 to JOB_NAME_MAX - 1 printable bytes: it reaches logs,
+ * mcclctl and other users' screens, so no control characters.
+ */
+int
+proto_job_name_check(const char *name, char *err, size_t errlen)
+{
+	size_t len = strnlen(name, JOB_NAME_MAX);
+
+	if (len == 0 || len >= JOB_NAME_MAX) {
+		snprintf(err, errlen, "job name must be 1 to %d bytes",
+		    JOB_NAME_MAX - 1);
+		return -1;
+	}
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)name[i] < 0x20 || name[i] == 0x7f) {
+			snprintf(err, errlen, "job name has a control character "
+			    "(0x%02x) at byte %zu", (unsigned char)name[i], i);
+			return -1;
+		}
+	return 0;
+}
+
+/*
+ * The directory holding a socket (or key) at path may be trusted: owned by
+ * one of the uids in ok[], and writable by nobody else unless sticky (where
+ * others may add files but not replace ours).
+ */
+int
+proto_dir_check(const char *path, const uid_t *ok, size_t nok, char *err,
+    size_t errlen)
+{
+	char dir[4096];
+	const char *slash = strrchr(path, '/');
+	struct stat st;
+	size_t i;
+
+	if (slash == NULL)
+		snprintf(dir, sizeof(dir), ".");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", slash == path ? 1 :
+		    (int)(slash - path), path);
+	if (stat(dir, &st) == -1) {
+		snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+		return -1;
+	}
+	for (i = 0; i < nok && ok[i] != st.st_uid; i++)
+		;
+	if (i == nok) {
+		snprintf(err, errlen, "directory %s belongs to uid %u, which "
+		    "is not trusted here", dir, (unsigned)st.st_uid);
+		return -1;
+	}
+	if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) {
+		snprintf(err, errlen, "directory %s is writable by other users "
+		    "(mode %04o)", dir, (unsigned)(st.st_mode & 07777));
+		return -1;
+	}
+	return 0;
 }
 
 static const char *const coll_names[] = {

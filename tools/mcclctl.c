@@ -146,7 +146,7 @@ ctl_request(const char *path, int timeout_ms, const struct command *c,
 	char err[ERR_LEN];
 	int fd, rc;
 
-	if ((fd = conn_open(path, timeout_ms, &ok, err, sizeof(err))) == -1) {
+	if ((fd = conn_open(path, timeout_ms, &ok, NULL, err, sizeof(err))) == -1) {
 		ctl_warn(NULL, "%s", err);
 		return EXIT_UNREACHABLE;
 	}

@@ -292,7 +292,7 @@ ctl(uint32_t cmd, char *json, size_t jlen, char *why, size_t len)
 	char err[WHY_MAX];
 	int fd, rc;
 
-	if ((fd = conn_open(sock_path, REPLY_MS, &ok, err, sizeof(err))) ==
+	if ((fd = conn_open(sock_path, REPLY_MS, &ok, NULL, err, sizeof(err))) ==
 	    -1) {
 		snprintf(why, len, "%s", err);
 		return -1;
@@ -713,7 +713,7 @@ seg_case(int segfd, uint32_t id, uint64_t size, const char *want,
 		    strerror(errno));
 		return -1;
 	}
-	if ((fd = conn_open(sock_path, REPLY_MS, &ok, err, sizeof(err))) ==
+	if ((fd = conn_open(sock_path, REPLY_MS, &ok, NULL, err, sizeof(err))) ==
 	    -1) {
 		snprintf(why, len, "%s", err);
 		close(segfd);
@@ -840,7 +840,7 @@ c_seg_dup(char *why, size_t len)
 	char err[WHY_MAX];
 	int fd, a, b, rc = -1;
 
-	if ((fd = conn_open(sock_path, REPLY_MS, &ok, err, sizeof(err))) ==
+	if ((fd = conn_open(sock_path, REPLY_MS, &ok, NULL, err, sizeof(err))) ==
 	    -1) {
 		snprintf(why, len, "%s", err);
 		return -1;
@@ -872,7 +872,7 @@ c_bad_ctl(char *why, size_t len)
 	char err[WHY_MAX];
 	int fd, rc = -1;
 
-	if ((fd = conn_open(sock_path, REPLY_MS, &ok, err, sizeof(err))) ==
+	if ((fd = conn_open(sock_path, REPLY_MS, &ok, NULL, err, sizeof(err))) ==
 	    -1) {
 		snprintf(why, len, "%s", err);
 		return -1;
@@ -883,6 +883,42 @@ c_bad_ctl(char *why, size_t len)
 	else if (expect_record(fd, IPC_ERROR, why, len) == 0 &&
 	    ctl_on(fd, CTL_STATUS, (char *)out, sizeof(out), why, len) == 0)
 		rc = 0;
+	close(fd);
+	return rc;
+}
+
+/*
+ * A job name carrying a forged log line: refused with a clear error, and
+ * (checked by hostile.sh) the log shows it escaped, never as a line.
+ */
+static int
+c_join_newline(char *why, size_t len)
+{
+	struct ipc_hello_ok ok;
+	struct ipc_join j;
+	char err[WHY_MAX];
+	int fd, rc = -1;
+
+	if ((fd = conn_open(sock_path, REPLY_MS, &ok, NULL, err,
+	    sizeof(err))) == -1) {
+		snprintf(why, len, "%s", err);
+		return -1;
+	}
+	memset(&j, 0, sizeof(j));
+	j.nranks = 1;
+	snprintf(j.job, sizeof(j.job), "x\n<3>mccld: FORGED line");
+	if (conn_send(fd, IPC_JOIN, &j, NULL, 0, -1, err, sizeof(err)) !=
+	    MCCL_SUCCESS)
+		snprintf(why, len, "%s", err);
+	else if (expect_record(fd, IPC_ERROR, why, len) == 0) {
+		if (in.u.error.code == MCCL_ERR_INVALID_ARGUMENT &&
+		    contains(in.trailer, in.trailer_len, "control character"))
+			rc = 0;
+		else
+			snprintf(why, len, "ERROR code %u \"%.*s\"",
+			    in.u.error.code, (int)in.trailer_len,
+			    (const char *)in.trailer);
+	}
 	close(fd);
 	return rc;
 }
@@ -905,7 +941,7 @@ job_open(struct job_conn *jc, const char *tag, char *why, size_t len)
 
 	jc->fd = jc->segfd = -1;
 	jc->base = MAP_FAILED;
-	if ((jc->fd = conn_open(sock_path, REPLY_MS, &ok, err, sizeof(err))) ==
+	if ((jc->fd = conn_open(sock_path, REPLY_MS, &ok, NULL, err, sizeof(err))) ==
 	    -1) {
 		snprintf(why, len, "%s", err);
 		return -1;
@@ -1437,7 +1473,7 @@ c_unread_replies(char *why, size_t len)
 		    "readable)");
 		return 0;
 	}
-	if ((fd = conn_open(sock_path, REPLY_MS, &ok, err, sizeof(err))) ==
+	if ((fd = conn_open(sock_path, REPLY_MS, &ok, NULL, err, sizeof(err))) ==
 	    -1) {
 		snprintf(why, len, "%s", err);
 		return -1;
@@ -1481,7 +1517,7 @@ join_rank(const char *job, uint32_t rank, char *why, size_t len)
 	char err[WHY_MAX];
 	int fd;
 
-	if ((fd = conn_open(sock_path, REPLY_MS, &ok, err, sizeof(err))) ==
+	if ((fd = conn_open(sock_path, REPLY_MS, &ok, NULL, err, sizeof(err))) ==
 	    -1) {
 		snprintf(why, len, "%s", err);
 		return -1;
@@ -1598,6 +1634,7 @@ static const struct {
 	{ "SEG_ADD of segment id 0", c_seg_zero },
 	{ "SEG_ADD of a duplicate segment id", c_seg_dup },
 	{ "unknown control command", c_bad_ctl },
+	{ "JOIN with a newline in the job name", c_join_newline },
 	{ "op: send buffer outside the segment (off 4000)", c_send_outside },
 	{ "op: recv buffer outside the segment (off 4000)", c_recv_outside },
 	{ "op: buffer one byte past the segment", c_one_byte_over },
@@ -2046,7 +2083,7 @@ daemon_identify(void)
 	char err[WHY_MAX];
 	int fd;
 
-	if ((fd = conn_open(sock_path, REPLY_MS, &ok, err, sizeof(err))) ==
+	if ((fd = conn_open(sock_path, REPLY_MS, &ok, NULL, err, sizeof(err))) ==
 	    -1) {
 		fprintf(stderr, "mccl-hostile: %s\n", err);
 		return -1;

@@ -6,25 +6,6 @@
 # keyed 2-node cluster started here (DAEMON_PIDS 10 and 11), and a flood
 # of connections on a daemon short of descriptors (DAEMON_PIDS 12).
 
-# hostile_run LABEL ARGS...: run mccl-hostile, one ok/bad per case.
-hostile_run() {
-	local label=$1 out rc line
-	shift
-	out=$(timeout 300 "$B/mccl-hostile" "$@" 2>&1)
-	rc=$?
-	while IFS= read -r line; do
-		case $line in
-		"ok "*) ok "$label: ${line#ok }" ;;
-		"FAIL "*) bad "$label: ${line#FAIL }" ;;
-		esac
-	done <<<"$out"
-	if [ $rc -gt 1 ]; then
-		bad "$label: mccl-hostile exited with status $rc"
-		echo "$out" | tail -n 5
-	fi
-	HOSTILE_OUT=$out
-}
-
 # hostile_count LOG PATTERN: lines of LOG matching the extended regex.
 hostile_count() {
 	grep -cE -- "$2" "$1" 2>/dev/null

@@ -125,6 +125,26 @@ run_job() {
 	fi
 }
 
+# hostile_run LABEL ARGS...: run mccl-hostile (hostile.c), one ok/bad per
+# case; its whole output is left in HOSTILE_OUT.
+hostile_run() {
+	local label=$1 out rc line
+	shift
+	out=$(timeout 300 "$B/mccl-hostile" "$@" 2>&1)
+	rc=$?
+	while IFS= read -r line; do
+		case $line in
+		"ok "*) ok "$label: ${line#ok }" ;;
+		"FAIL "*) bad "$label: ${line#FAIL }" ;;
+		esac
+	done <<<"$out"
+	if [ $rc -gt 1 ]; then
+		bad "$label: mccl-hostile exited with status $rc"
+		echo "$out" | tail -n 5
+	fi
+	HOSTILE_OUT=$out
+}
+
 summary() {
 	echo "$PASS passed, $FAIL failed"
 	[ "$FAIL" -eq 0 ]

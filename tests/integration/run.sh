@@ -3,11 +3,11 @@
 # loopback, ranks spread over them, every result checked; error paths
 # checked by code and message; mcclctl output checked; hostile input and
 # injected faults.  Sections (default: all): matrix api formation timeouts
-# ctl hostile faults.
+# ctl hostile security faults.
 set -u
 B=$(cd "${1:-build}" && pwd)
 shift
-SECTIONS=${*:-matrix api formation timeouts ctl hostile faults}
+SECTIONS=${*:-matrix api formation timeouts ctl hostile security faults}
 . "$(dirname "$0")/lib.sh"
 
 section() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
@@ -111,6 +111,7 @@ fi
 
 section ctl && . "$(dirname "$0")/ctl.sh"
 section hostile && . "$(dirname "$0")/hostile.sh"
+section security && . "$(dirname "$0")/security.sh"
 section faults && . "$(dirname "$0")/faults.sh"
 section faults && . "$(dirname "$0")/netfault.sh"
 

@@ -5,10 +5,13 @@
  * say why; the decoder refuses unterminated strings; the encoder refuses
  * what does not fit; integers travel big-endian, byte for byte.
  */
+#include <sys/stat.h>
+
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mccl.h"
 #include "ipc.h"
@@ -988,6 +991,56 @@ START_TEST(test_strings)
 }
 END_TEST
 
+/* ---- names and directories ---- */
+
+START_TEST(test_job_names)
+{
+	char err[256], longname[JOB_NAME_MAX + 1];
+
+	ck_assert_int_eq(proto_job_name_check("train-7 (é)", err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(proto_job_name_check("", err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "1 to 127 bytes"));
+	ck_assert_int_eq(proto_job_name_check("a\nb", err, sizeof(err)), -1);
+	ck_assert_str_eq(err, "job name has a control character (0x0a) at "
+	    "byte 1");
+	ck_assert_int_eq(proto_job_name_check("ab\x7f", err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "(0x7f) at byte 2"));
+	memset(longname, 'x', JOB_NAME_MAX);
+	longname[JOB_NAME_MAX] = '\0';
+	ck_assert_int_eq(proto_job_name_check(longname, err, sizeof(err)), -1);
+	longname[JOB_NAME_MAX - 1] = '\0';
+	ck_assert_int_eq(proto_job_name_check(longname, err, sizeof(err)), 0);
+}
+END_TEST
+
+/* A directory is trusted by owner and mode; the file in it need not exist. */
+START_TEST(test_dir_check)
+{
+	char dir[] = "/tmp/mccl-unit.XXXXXX", path[64], err[512];
+	uid_t me = geteuid(), other = geteuid() + 1;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/mccld.sock", dir);
+	ck_assert_int_eq(chmod(dir, 0755), 0);
+	ck_assert_int_eq(proto_dir_check(path, &me, 1, err, sizeof(err)), 0);
+	ck_assert_int_eq(proto_dir_check(path, &other, 1, err, sizeof(err)),
+	    -1);
+	ck_assert_ptr_nonnull(strstr(err, "belongs to uid"));
+	ck_assert_int_eq(chmod(dir, 0777), 0);
+	ck_assert_int_eq(proto_dir_check(path, &me, 1, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "writable by other users (mode "
+	    "0777)"));
+	ck_assert_int_eq(chmod(dir, 01777), 0);	/* sticky, like /tmp */
+	ck_assert_int_eq(proto_dir_check(path, &me, 1, err, sizeof(err)), 0);
+	ck_assert_int_eq(chmod(dir, 0775), 0);
+	ck_assert_int_eq(proto_dir_check(path, &me, 1, err, sizeof(err)), -1);
+	ck_assert_int_eq(rmdir(dir), 0);
+	ck_assert_int_eq(proto_dir_check(path, &me, 1, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "No such file"));
+}
+END_TEST
+
 static Suite *
 proto_suite(void)
 {
@@ -1040,6 +1093,8 @@ proto_suite(void)
 	tcase_add_loop_test(tc, test_encode_limits, 0, n);
 	tcase_add_test(tc, test_encode_unknown);
 	tcase_add_test(tc, test_strings);
+	tcase_add_test(tc, test_job_names);
+	tcase_add_test(tc, test_dir_check);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,0 +1,262 @@
+# security.sh: the trust boundaries (sourced by run.sh while its 3-node
+# cluster runs).  Who a client hands its memory to, who may pose as a node,
+# what one user sees of another's jobs, what reaches the log, and what the
+# daemon deletes.  The cross-user cases run as root: they create two users
+# of their own (an attacker and a victim) and remove them at exit.
+
+# sec_conf FILE NAME SOCKET PORT [EXTRA]: a 1-node configuration.
+sec_conf() {
+	cat >"$1" <<EOC
+{ "node": "$2", "socket": "$3",
+  "nodes": [{"name": "$2", "address": "127.0.0.1:$4"}],
+  ${5:-} "log_level": "debug" }
+EOC
+}
+
+# sec_wait_socket PATH: until a daemon listens there (5 s).
+sec_wait_socket() {
+	local deadline=$((SECONDS + 5))
+	until [ -S "$1" ]; do
+		[ $SECONDS -lt $deadline ] || return 1
+		sleep 0.05
+	done
+}
+
+# sec_fails_start NAME TEXT ARGS...: mccld exits non-zero saying TEXT.
+sec_fails_start() {
+	local name=$1 text=$2 out rc
+	shift 2
+	out=$(timeout 10 "$@" 2>&1)
+	rc=$?
+	case "$rc $out" in
+	124*) bad "$name: mccld started" ;;
+	0*) bad "$name: mccld exited 0" ;;
+	*"$text"*) ok "$name" ;;
+	*) bad "$name: exit $rc: $out" ;;
+	esac
+}
+
+echo "== the socket path: only sockets are replaced"
+sport=$(free_ports 3)
+echo "precious" >"$T/reg.sock"
+sec_conf "$T/reg.conf" s0 "$T/reg.sock" "$sport"
+sec_fails_start "a regular file at the socket path: refused, named" \
+    "$T/reg.sock exists and is not a socket (a regular file)" \
+    "$B/mccld" -c "$T/reg.conf"
+[ "$(cat "$T/reg.sock" 2>/dev/null)" = precious ] &&
+    ok "the regular file is left as it was" ||
+    bad "the regular file at the socket path was changed or deleted"
+mkdir "$T/dir.sock"
+sec_conf "$T/dir.conf" s0 "$T/dir.sock" "$sport"
+sec_fails_start "a directory at the socket path: refused, named" \
+    "$T/dir.sock exists and is not a socket (a directory)" \
+    "$B/mccld" -c "$T/dir.conf"
+
+echo "== job names reach the log escaped"
+MCCL_SOCKET="$T/n0.sock" MCCL_JOB=$'x\n<3>mccld: FORGED' MCCL_RANK=0 \
+    MCCL_NRANKS=1 "$B/mccl-test" expect-init MCCL_ERR_INVALID_ARGUMENT \
+    "control character (0x0a) at byte 1" >"$T/sec-name.out" 2>&1 &&
+    ok "a job name with a newline fails mccl_comm_init, named" ||
+    { bad "a job name with a newline"; cat "$T/sec-name.out"; }
+if grep -q '^<3>mccld: FORGED' "$T"/n*.log; then
+	bad "a forged line reached a daemon's log"
+else
+	ok "no forged line in the daemons' logs"
+fi
+
+echo "== peers without a key_file authenticate with the host key"
+# The test cluster has no key_file: a stranger on loopback gets nothing.
+hostile_run "keyless n1" unauth 127.0.0.1 $((METRICS_PORT - 3 + 1)) \
+    "$T/n1.sock"
+[ "$(stat -c '%a %s' "$T/host.key" 2>/dev/null)" = "600 32" ] &&
+    ok "the host key is beside the sockets, 32 bytes, mode 0600" ||
+    bad "host key: $(stat -c '%a %s %U' "$T/host.key" 2>&1)"
+
+if [ "$(id -u)" != 0 ] || ! command -v useradd >/dev/null ||
+    ! command -v setpriv >/dev/null; then
+	echo "(not root, or no useradd/setpriv: the cross-user tests are skipped)"
+	return 0
+fi
+
+echo "== another user's daemon is never handed our memory"
+SEC_USERS=()
+sec_users_del() {
+	local u
+	for u in "${SEC_USERS[@]}"; do
+		userdel "$u" 2>/dev/null
+	done
+}
+CLEANUP_HOOKS+=(sec_users_del)
+sec_user() {	# NAME: a system user without a home, removed at exit
+	useradd --system --no-create-home --shell /usr/sbin/nologin "$1" &&
+	    SEC_USERS+=("$1")
+}
+sec_user mcclatk$$ && sec_user mcclvic$$ &&
+    atk=$(id -u mcclatk$$) && vic=$(id -u mcclvic$$) || {
+	bad "creating test users"
+	return 0
+}
+as_user() {	# UID CMD...: run as that user, no runtime dir
+	local u=$1
+	shift
+	env -u XDG_RUNTIME_DIR -u MCCL_SOCKET setpriv --reuid="$u" \
+	    --regid="$u" --clear-groups "$@"
+}
+# as_user_bg UID LOG CMD...: the same in the background, its pid in
+# LAST_PID (the command's own, so that kill reaches it).
+as_user_bg() {
+	local u=$1 log=$2
+	shift 2
+	env -u XDG_RUNTIME_DIR -u MCCL_SOCKET setpriv --reuid="$u" \
+	    --regid="$u" --clear-groups "$@" >>"$log" 2>&1 &
+	LAST_PID=$!
+}
+chmod 755 "$T"
+vdir=/tmp/mccl-$vic
+sec_rm_vdir() { rm -rf "$vdir"; }
+CLEANUP_HOOKS+=(sec_rm_vdir)
+
+# The attacker makes the victim's default directory first and listens there.
+as_user "$atk" mkdir -m 0755 "$vdir"
+sec_conf "$T/atk.conf" a0 "$vdir/mccld.sock" "$sport"
+as_user_bg "$atk" "$T/atk.log" "$B/mccld" -c "$T/atk.conf"
+DAEMON_PIDS[20]=$LAST_PID
+if ! sec_wait_socket "$vdir/mccld.sock"; then
+	bad "the attacker's daemon did not start"
+	tail -n 5 "$T/atk.log"
+elif [ -e /run/mccl/mccld.sock ]; then
+	echo "(a system daemon listens at /run/mccl: the victim would use it)"
+else
+	MCCL_JOB=v MCCL_RANK=0 MCCL_NRANKS=1 as_user "$vic" "$B/mccl-test" \
+	    expect-init MCCL_ERR_PERMISSION \
+	    "directory $vdir belongs to uid $atk, which is not trusted" \
+	    >"$T/sec-vic.out" 2>&1 &&
+	    ok "the default socket in a directory another user made: refused" ||
+	    { bad "victim in the attacker's directory"; cat "$T/sec-vic.out"; }
+fi
+MCCL_SOCKET="$vdir/mccld.sock" MCCL_JOB=v MCCL_RANK=0 MCCL_NRANKS=1 \
+    setpriv --reuid="$vic" --regid="$vic" --clear-groups "$B/mccl-test" \
+    expect-init MCCL_ERR_PERMISSION "belongs to uid $atk" \
+    >"$T/sec-vic2.out" 2>&1 &&
+    ok "MCCL_SOCKET into that directory: refused too" ||
+    { bad "MCCL_SOCKET into the attacker's directory"; cat "$T/sec-vic2.out"; }
+if grep -q "uid $vic" "$T/atk.log"; then
+	bad "the attacker's daemon heard from the victim"
+	grep "uid $vic" "$T/atk.log" | head -n 3
+else
+	ok "the attacker's daemon got nothing from the victim"
+fi
+kill "${DAEMON_PIDS[20]}" 2>/dev/null
+wait "${DAEMON_PIDS[20]}" 2>/dev/null
+
+# A socket in a sticky public directory: the directory passes, the
+# daemon's uid does not.
+mkdir -m 1777 "$T/pub"
+sec_conf "$T/atk2.conf" a1 "$T/pub/atk.sock" $((sport + 1))
+as_user_bg "$atk" "$T/atk2.log" "$B/mccld" -c "$T/atk2.conf"
+DAEMON_PIDS[21]=$LAST_PID
+if sec_wait_socket "$T/pub/atk.sock"; then
+	MCCL_SOCKET="$T/pub/atk.sock" MCCL_JOB=v MCCL_RANK=0 MCCL_NRANKS=1 \
+	    setpriv --reuid="$vic" --regid="$vic" --clear-groups \
+	    "$B/mccl-test" expect-init MCCL_ERR_PERMISSION \
+	    "it runs as uid $atk" >"$T/sec-vic3.out" 2>&1 &&
+	    ok "a daemon of another uid (SO_PEERCRED): refused, named" ||
+	    { bad "a daemon of another uid"; cat "$T/sec-vic3.out"; }
+else
+	bad "the attacker's second daemon did not start"
+	tail -n 5 "$T/atk2.log"
+fi
+kill "${DAEMON_PIDS[21]}" 2>/dev/null
+wait "${DAEMON_PIDS[21]}" 2>/dev/null
+
+# The victim's own daemon will not bind in the attacker's directory.
+sec_conf "$T/vic.conf" v0 "$vdir/mccld.sock" "$sport"
+sec_fails_start "mccld refuses a socket directory another user made" \
+    "directory $vdir belongs to uid $atk" \
+    setpriv --reuid="$vic" --regid="$vic" --clear-groups "$B/mccld" \
+    -c "$T/vic.conf"
+
+# With the system daemon running, clients go there before /tmp.
+if [ ! -e /run/mccl ]; then
+	sec_rm_run() { rm -rf /run/mccl; }
+	CLEANUP_HOOKS+=(sec_rm_run)
+	sec_conf "$T/sys.conf" sys /run/mccl/mccld.sock $((sport + 2))
+	"$B/mccld" -c "$T/sys.conf" >>"$T/sys.log" 2>&1 &
+	DAEMON_PIDS[22]=$!
+	if sec_wait_socket /run/mccl/mccld.sock; then
+		MCCL_JOB=v MCCL_RANK=0 MCCL_NRANKS=1 as_user "$vic" \
+		    "$B/mccl-test" hold 10 >"$T/sec-sys.out" 2>&1 &&
+		    grep -q "uid $vic" "$T/sys.log" &&
+		    ok "the system daemon comes before a directory in /tmp" ||
+		    { bad "system daemon first"; cat "$T/sec-sys.out"; \
+		    tail -n 5 "$T/sys.log"; }
+	else
+		bad "the system daemon did not start"
+		tail -n 5 "$T/sys.log"
+	fi
+	kill "${DAEMON_PIDS[22]}" 2>/dev/null
+	wait "${DAEMON_PIDS[22]}" 2>/dev/null
+	rm -rf /run/mccl
+else
+	echo "(/run/mccl exists: the system-daemon order is not tested here)"
+fi
+
+echo "== another user's keyless daemon cannot pose as a node"
+# Root runs node s0 of a 2-node cluster; the attacker starts node s1 with
+# the same configuration.  Its host key is its own: s0 refuses it.
+sbase=$(free_ports 2)
+for i in 0 1; do
+	cat >"$T/s$i.conf" <<EOC
+{ "node": "s$i", "socket": "$T/s$i/s.sock", "log_level": "debug",
+  "nodes": [{"name": "s0", "address": "127.0.0.1:$sbase"},
+            {"name": "s1", "address": "127.0.0.1:$((sbase + 1))"}] }
+EOC
+done
+mkdir -m 0755 "$T/s0" "$T/s1"
+chown "$atk" "$T/s1"
+"$B/mccld" -c "$T/s0.conf" >>"$T/s0.log" 2>&1 &
+DAEMON_PIDS[23]=$!
+as_user_bg "$atk" "$T/s1.log" "$B/mccld" -c "$T/s1.conf"
+DAEMON_PIDS[24]=$LAST_PID
+sleep 2
+if grep -q "failed authentication" "$T/s0.log" "$T/s1.log" &&
+    ! "$B/mcclctl" -s "$T/s0/s.sock" -j status | grep -q '"peers_up": 1'; then
+	ok "the attacker's node is refused (failed authentication)"
+else
+	bad "the attacker's keyless node"
+	tail -n 5 "$T/s0.log" "$T/s1.log"
+fi
+kill "${DAEMON_PIDS[23]}" "${DAEMON_PIDS[24]}" 2>/dev/null
+wait "${DAEMON_PIDS[23]}" "${DAEMON_PIDS[24]}" 2>/dev/null
+
+echo "== what another user sees"
+spawn 0 secseen 1 0 hold 4000
+sec_holder=$LAST_PID
+as_user_bg "$vic" "$T/sec-mon.out" timeout 3 "$B/mcclctl" -s "$T/n0.sock" \
+    -j monitor
+sec_mon=$LAST_PID
+sleep 0.5
+spawn 0 secev 1 0 hold 10
+wait "$LAST_PID"
+seen=$(as_user "$vic" "$B/mcclctl" -s "$T/n0.sock" -j status 2>&1)
+case $seen in
+*'"jobs": 0'*) ok "status counts only the caller's jobs" ;;
+*) bad "status shows another user's jobs: $seen" ;;
+esac
+wait "$sec_mon"
+if grep -q secev "$T/sec-mon.out"; then
+	bad "monitor shows another user's job events"
+	cat "$T/sec-mon.out"
+elif grep -q monitoring "$T/sec-mon.out"; then
+	ok "monitor shows no job events of another user"
+else
+	bad "monitor printed nothing: $(cat "$T/sec-mon.out")"
+fi
+out=$(as_user "$vic" "$B/mcclctl" -s "$T/n0.sock" metrics 2>&1)
+case "$?:$out" in
+1:*"metrics is for root and the admin group"*)
+	ok "metrics are for root and the admin group" ;;
+*) bad "metrics for another user: $out" ;;
+esac
+kill "$sec_holder" 2>/dev/null
+wait "$sec_holder" 2>/dev/null

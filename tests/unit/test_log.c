@@ -1,0 +1,97 @@
+/*
+ * test_log.c: unit tests of daemon/log.c: what a client or peer puts in a
+ * message cannot forge a log line or a journal priority.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mccld.h"
+
+/* What one log call writes to stderr. */
+static void
+logged(const char *name, char *out, size_t outlen)
+{
+	FILE *tmp = tmpfile();
+	int saved = dup(STDERR_FILENO);
+	size_t n;
+
+	ck_assert_ptr_nonnull(tmp);
+	fflush(stderr);
+	dup2(fileno(tmp), STDERR_FILENO);
+	log_warnx("job %s: refused", name);
+	fflush(stderr);
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	rewind(tmp);
+	n = fread(out, 1, outlen - 1, tmp);
+	out[n] = '\0';
+	fclose(tmp);
+}
+
+START_TEST(test_newline_escaped)
+{
+	char out[512];
+
+	logged("x\n<3>mccld: FORGED", out, sizeof(out));
+	ck_assert_str_eq(out, "<4>mccld: job x\\x0a<3>mccld: FORGED: refused\n");
+}
+END_TEST
+
+START_TEST(test_controls_escaped)
+{
+	char out[512];
+
+	logged("a\rb\tc\x1b[31md\x7f", out, sizeof(out));
+	ck_assert_str_eq(out,
+	    "<4>mccld: job a\\x0db\\x09c\\x1b[31md\\x7f: refused\n");
+}
+END_TEST
+
+START_TEST(test_plain_unchanged)
+{
+	char out[512];
+
+	logged("train-42 (épique)", out, sizeof(out));
+	ck_assert_str_eq(out, "<4>mccld: job train-42 (épique): refused\n");
+}
+END_TEST
+
+/* A message of nothing but control characters still ends in one line. */
+START_TEST(test_long_escaped_one_line)
+{
+	char name[1500], out[8192];
+	char *nl;
+
+	memset(name, '\n', sizeof(name) - 1);
+	name[sizeof(name) - 1] = '\0';
+	logged(name, out, sizeof(out));
+	nl = strchr(out, '\n');
+	ck_assert_ptr_nonnull(nl);
+	ck_assert_msg(nl[1] == '\0', "more than one line written");
+}
+END_TEST
+
+int
+main(void)
+{
+	Suite *s = suite_create("log");
+	TCase *tc = tcase_create("escape");
+	SRunner *sr;
+	int failed;
+
+	log_init(LOG_DEBUG, "mccld");
+	tcase_add_test(tc, test_newline_escaped);
+	tcase_add_test(tc, test_controls_escaped);
+	tcase_add_test(tc, test_plain_unchanged);
+	tcase_add_test(tc, test_long_escaped_one_line);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_set_fork_status(sr, CK_NOFORK);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
