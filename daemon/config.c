@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -123,6 +124,9 @@ conf_scalars(struct config *c)
 	c->max_fds_per_message = 1;
 	c->max_jobs_per_uid = 64;
 	c->max_segment_bytes = 64ULL * 1024 * 1024 * 1024;
+	c->max_reply_bytes_per_uid = 16ULL * 1024 * 1024;
+	c->max_unreceived_bytes_per_uid = 4ULL * 1024 * 1024 * 1024;
+	c->max_unreceived_bytes = 16ULL * 1024 * 1024 * 1024;
 }
 
 /* The cluster of one: this node on the loopback, default port. */
@@ -150,6 +154,16 @@ config_defaults(struct config *c)
 	c->node_index = 0;
 	c->listen[0] = c->nodes[0].addr;
 	c->nlisten = 1;
+}
+
+/* Valid, but probably not what was meant: say so in the log. */
+void
+config_warnings(const struct config *c)
+{
+	if (c->admin_group[0] != '\0' && getgrnam(c->admin_group) == NULL)
+		log_warnx("config: admin_group \"%s\" does not exist: only root "
+		    "may run mcclctl abort, reload and metrics",
+		    c->admin_group);
 }
 
 void
@@ -375,8 +389,9 @@ conf_socket(struct pctx *p, const struct conf_key *k, json_t *v,
 	if ((s = conf_string(p, k->name, v)) == NULL)
 		return -1;
 	len = strlen(s);
-	if (len == 0) {
-		conf_err(p, "key \"%s\": empty path", k->name);
+	if (len == 0 || s[0] != '/') {
+		conf_err(p, "key \"%s\": \"%s\" is not an absolute path",
+		    k->name, s);
 		return -1;
 	}
 	if (len >= sizeof(c->socket_path)) {
@@ -628,6 +643,11 @@ static const struct conf_key conf_keys[] = {
 	KEY_UINT("chunk_bytes", chunk_bytes, CHUNK_MIN, CHUNK_MAX),
 	KEY_UINT("streams_per_peer", streams_per_peer, 1, PEER_LANES_MAX),
 	KEY_UINT("max_segment_bytes", max_segment_bytes, 1, INT64_MAX),
+	KEY_UINT("max_reply_bytes_per_uid", max_reply_bytes_per_uid, 65536,
+	    INT64_MAX),
+	KEY_UINT("max_unreceived_bytes_per_uid", max_unreceived_bytes_per_uid,
+	    0, INT64_MAX),
+	KEY_UINT("max_unreceived_bytes", max_unreceived_bytes, 0, INT64_MAX),
 };
 
 static const struct conf_key *

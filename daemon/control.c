@@ -30,6 +30,7 @@
 
 #define CLIENT_FDS_MAX	4	/* room to notice a record carrying too many */
 #define OUTQ_MAX	(4U * 1024 * 1024)	/* replies a client left unread */
+#define REFUSING_MAX	16	/* refused connections being answered */
 
 struct outmsg {
 	TAILQ_ENTRY(outmsg) entry;
@@ -143,18 +144,56 @@ uid_clients(uid_t uid)
 	return n;
 }
 
+/* A refused connection, answered once its HELLO is in. */
+struct refusal {
+	TAILQ_ENTRY(refusal) entry;
+	int		 fd;
+	struct event	*ev;
+	size_t		 len;
+	uint8_t		 buf[WIRE_HDR_LEN + 8 + ERR_MAX];
+};
+
+static TAILQ_HEAD(, refusal) refusing = TAILQ_HEAD_INITIALIZER(refusing);
+static int	nrefusing;
+
+static void
+refusal_free(struct refusal *r)
+{
+	close(r->fd);
+	event_free(r->ev);
+	TAILQ_REMOVE(&refusing, r, entry);
+	free(r);
+	nrefusing--;
+}
+
 /*
- * Over a limit, or shutting down: tell the client why (one record it can
- * read after we close) rather than leave it a broken pipe.  Returns 1 when
- * the connection was refused and closed.
+ * Send the refusal and close.  Closing a Unix socket with a record still
+ * unread resets the connection and loses what we sent, so the client's
+ * HELLO is read first (or the wait for it is given up after a second).
+ */
+static void
+refusal_cb(int fd, short events, void *arg)
+{
+	struct refusal *r = arg;
+	uint8_t hello[256];
+
+	if (events & EV_READ)
+		recv(fd, hello, sizeof(hello), MSG_DONTWAIT);
+	send(fd, r->buf, r->len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	refusal_free(r);
+}
+
+/*
+ * Over a limit, or shutting down: tell the client why rather than leave
+ * it a broken pipe.  Returns 1 when the connection was refused.
  */
 static int
 control_refuse(int fd, const struct ucred *cred)
 {
 	struct ipc_error e = { MCCL_ERR_NO_MEMORY, IPC_HELLO };
-	uint8_t buf[IPC_TEXT_MAX + 64];
+	struct timeval tv = { 1, 0 };
+	struct refusal *r;
 	char why[ERR_MAX];
-	size_t len;
 
 	if (md.shutting_down) {
 		e.code = MCCL_ERR_ABORTED;
@@ -171,10 +210,18 @@ control_refuse(int fd, const struct ucred *cred)
 		return 0;
 	log_warnx("control: refusing pid %d uid %u: %s", (int)cred->pid,
 	    (unsigned)cred->uid, why);
-	if ((len = wire_encode(&ipc_proto, IPC_ERROR, &e, why, strlen(why),
-	    buf, sizeof(buf))) > 0)
-		send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-	close(fd);
+	/* A few at a time: past that, a flood gets the bare close. */
+	if (nrefusing >= REFUSING_MAX || (r = calloc(1, sizeof(*r))) == NULL) {
+		close(fd);
+		return 1;
+	}
+	r->len = wire_encode(&ipc_proto, IPC_ERROR, &e, why, strlen(why),
+	    r->buf, sizeof(r->buf));
+	r->fd = fd;
+	r->ev = event_new(md.base, fd, EV_READ, refusal_cb, r);
+	event_add(r->ev, &tv);
+	TAILQ_INSERT_TAIL(&refusing, r, entry);
+	nrefusing++;
 	return 1;
 }
 
@@ -266,6 +313,8 @@ control_close(void)
 
 	while ((c = TAILQ_FIRST(&md.clients)) != NULL)
 		client_close(c, NULL);
+	while (!TAILQ_EMPTY(&refusing))
+		refusal_free(TAILQ_FIRST(&refusing));
 	if (control_ev != NULL)
 		event_free(control_ev);
 	if (control_fd != -1) {
@@ -364,12 +413,15 @@ client_seg_add(struct client *c, const struct ipc_seg_add *m, int fd)
 		    m->seg_id == 0 ? "reserved" : "already registered");
 	else if (m->size == 0)
 		snprintf(err, sizeof(err), "segment %u is empty", m->seg_id);
-	else if (c->nsegs >= md.conf.max_segments ||
-	    m->size > md.conf.max_segment_bytes - c->seg_bytes)
-		snprintf(err, sizeof(err), "segment %u: over the limit of %u "
-		    "segments and %llu bytes per client", m->seg_id,
-		    md.conf.max_segments,
-		    (unsigned long long)md.conf.max_segment_bytes);
+	else if (c->nsegs >= md.conf.max_segments)
+		snprintf(err, sizeof(err), "segment %u: the client already has "
+		    "%u segments (max_segments)", m->seg_id, c->nsegs);
+	else if (m->size > md.conf.max_segment_bytes - c->seg_bytes)
+		snprintf(err, sizeof(err), "segment %u of %llu bytes: over the "
+		    "limit of %llu bytes per client (max_segment_bytes; %llu "
+		    "in use)", m->seg_id, (unsigned long long)m->size,
+		    (unsigned long long)md.conf.max_segment_bytes,
+		    (unsigned long long)c->seg_bytes);
 	else if (seg_check_fd(fd, m->size, err, sizeof(err)) == 0) {
 		base = mmap(NULL, m->size, PROT_READ | PROT_WRITE, MAP_SHARED,
 		    fd, 0);
@@ -454,6 +506,18 @@ client_seg_del(struct client *c, const struct ipc_seg_del *m)
 
 /* ---- output ---- */
 
+/* Replies queued for the connections of uid. */
+static uint64_t
+uid_outq_bytes(uid_t uid)
+{
+	struct client *c;
+	uint64_t n = 0;
+
+	TAILQ_FOREACH(c, &md.clients, entry)
+		n += c->uid == uid ? c->outq_bytes : 0;
+	return n;
+}
+
 int
 client_send(struct client *c, uint16_t type, const void *msg,
     const void *trailer, size_t trailer_len)
@@ -473,12 +537,19 @@ client_send(struct client *c, uint16_t type, const void *msg,
 			bell_ring(c->bell, 0);
 		return 0;
 	}
-	/* The client is slow to read: keep the record, in order, up to a cap. */
-	if (c->outq_bytes + len > OUTQ_MAX) {
+	/*
+	 * The client is slow to read: keep the record, in order, and stop
+	 * reading its requests past a cap per connection and one per uid
+	 * (a user's many connections together).
+	 */
+	if (c->outq_bytes + len > OUTQ_MAX || uid_outq_bytes(c->uid) + len >
+	    md.conf.max_reply_bytes_per_uid) {
 		if (!c->outq_full)
 			log_warnx("control: client %s leaves its replies unread "
-			    "(%u bytes queued): reading nothing more from it "
-			    "until it does", c->desc, c->outq_bytes);
+			    "(%u bytes queued, %llu for uid %u): reading nothing "
+			    "more from it until it does", c->desc, c->outq_bytes,
+			    (unsigned long long)uid_outq_bytes(c->uid),
+			    (unsigned)c->uid);
 		c->outq_full = 1;
 		event_del(c->ev_read);
 	}

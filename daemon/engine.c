@@ -27,7 +27,8 @@
 
 static void	engine_report_links(struct job *, int, int, const char *);
 
-static void
+/* Any thread: wake the main thread for this job (job_engine_cb). */
+void
 engine_notify(struct job *j)
 {
 	event_active(j->ev_engine, EV_READ, 0);
@@ -44,7 +45,8 @@ engine_connect_links(struct job *j, char *err, size_t errlen)
 			int fd;
 
 			if ((fd = peer_data_connect(j->node_index[p], j->id,
-			    PEER_STREAM_LANE(k), why, sizeof(why))) == -1) {
+			    PEER_STREAM_LANE(k), j->eng_abort_fd, why,
+			    sizeof(why))) == -1) {
 				snprintf(err, errlen, "cannot open a data link "
 				    "to node %s: %s", j->names[p], why);
 				return -1;
@@ -690,6 +692,11 @@ engine_main(void *arg)
 	}
 	free(scratch);
 	free(j->eng_tmp);
+	/* Under the lock: the main thread frees the event only after it. */
+	pthread_mutex_lock(&j->eng_mtx);
+	j->eng_exited = 1;
+	engine_notify(j);
+	pthread_mutex_unlock(&j->eng_mtx);
 	return NULL;
 }
 
@@ -825,9 +832,9 @@ engine_shutdown(void)
 		linger_close(TAILQ_FIRST(&lingering));
 }
 
-/* Stop the thread, close the links, and give back what it still holds. */
+/* Tell the thread to stop; it wakes the main thread when it has. */
 void
-engine_stop(struct job *j)
+engine_quit(struct job *j)
 {
 	uint64_t one = 1;
 
@@ -837,8 +844,35 @@ engine_stop(struct job *j)
 	j->eng_quit = 1;
 	pthread_cond_broadcast(&j->eng_cond);
 	pthread_mutex_unlock(&j->eng_mtx);
+	/* Also gives up a data link being connected (peer_data_connect). */
 	if (write(j->eng_abort_fd, &one, sizeof(one)) == -1)
 		log_warn("job %s: stopping the engine", j->name);
+}
+
+/* The thread has returned, or never ran: engine_finish won't block. */
+int
+engine_exited(struct job *j)
+{
+	int exited;
+
+	if (!j->eng_running)
+		return 1;
+	pthread_mutex_lock(&j->eng_mtx);
+	exited = j->eng_exited;
+	pthread_mutex_unlock(&j->eng_mtx);
+	return exited;
+}
+
+/*
+ * After engine_quit: join the thread, close the links, and give back what
+ * it still holds.  Blocks until the thread returns: the main loop calls
+ * it once engine_exited says so, only the exit path sooner.
+ */
+void
+engine_finish(struct job *j)
+{
+	if (!j->eng_running)
+		return;
 	pthread_join(j->eng_thread, NULL);
 	j->eng_running = 0;
 	TAILQ_CONCAT(&j->eng_out, &j->eng_in, entry);
@@ -852,6 +886,7 @@ engine_stop(struct job *j)
 	}
 	close(j->eng_abort_fd);
 	event_free(j->ev_engine);
+	j->ev_engine = NULL;
 	pthread_mutex_destroy(&j->eng_mtx);
 	pthread_cond_destroy(&j->eng_cond);
 }

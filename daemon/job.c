@@ -61,6 +61,7 @@ static int	job_recv_info(uint32_t, const struct peer_job_query *,
 		    const uint8_t *, size_t);
 static void	job_free(struct job *);
 static void	job_engine_cb(int, short, void *);
+static void	job_reap(struct job *);
 
 static const char *job_state_names[] = { "forming", "linking", "ready",
     "failed" };
@@ -716,6 +717,12 @@ job_peer_down(uint32_t node, const char *why)
 		    job_spans(j, node))
 			job_fail(j, MCCL_ERR_PEER_FAILED, "job %s: node %s is "
 			    "down: %s", j->name, peer_name(node), why);
+		/* Its claims died with it: waiting out the init timeout
+		   would only delay the same failure. */
+		else if (j->state == JOB_FORMING && j->coordinator == node)
+			job_fail(j, MCCL_ERR_PEER_FAILED, "job %s: node %s, "
+			    "which coordinates its formation, is down: %s",
+			    j->name, peer_name(node), why);
 	}
 	for (k = TAILQ_FIRST(&md.coords); k != NULL; k = knext) {
 		knext = TAILQ_NEXT(k, entry);
@@ -866,7 +873,9 @@ op_check(const struct job *j, const struct ipc_op *m, char *err, size_t len)
 		snprintf(err, len, "reduction %s on %s is not supported",
 		    redop_name(m->redop), dtype_name(m->dtype));
 	else if (proto_coll_has_root(m->coll) && m->root >= j->nranks)
-		snprintf(err, len, "root %u is out of range", m->root);
+		snprintf(err, len, "%s %u is out of range for %u ranks",
+		    proto_coll_p2p(m->coll) ? "peer" : "root", m->root,
+		    j->nranks);
 	else if (proto_op_bytes(m->coll, m->count, dtype_size(m->dtype),
 	    j->nranks, 0, m->root, &sb, &rb) == -1 || sb > (UINT64_MAX >> 2))
 		snprintf(err, len, "count %llu is too large",
@@ -1108,6 +1117,10 @@ job_engine_cb(int fd, short events, void *arg)
 
 	(void)fd;
 	(void)events;
+	if (j->dying) {
+		job_reap(j);
+		return;
+	}
 	pthread_mutex_lock(&j->eng_mtx);
 	TAILQ_CONCAT(&done, &j->eng_out, entry);
 	links = j->eng_links;
@@ -1229,26 +1242,21 @@ job_client_abort(struct client *c)
 		    md.conf.node_name);
 }
 
+/* Its threads are gone: free what is left of the job. */
 static void
-job_free(struct job *j)
+job_destroy(struct job *j)
 {
 	struct op *op;
 
-	if (j->state == JOB_READY)
-		monitor_event("job_finished", &j->uid, json_pack("{s:s, s:i, "
-		    "s:I}", "job", j->name, "uid", (int)j->uid, "ops_completed",
-		    (json_int_t)j->ops_completed));
-	p2p_stop(j);
-	engine_stop(j);
+	p2p_finish(j);
+	engine_finish(j);
 	TAILQ_CONCAT(&j->ops, &j->eng_out, entry);
 	while ((op = TAILQ_FIRST(&j->ops)) != NULL) {
 		TAILQ_REMOVE(&j->ops, op, entry);
 		op_free(op);
 	}
-	for (uint32_t r = 0; r < j->nranks; r++)
-		if (j->clients[r] != NULL)
-			j->clients[r]->job = NULL;
-	TAILQ_REMOVE(&md.jobs, j, entry);
+	if (j->ev_engine != NULL)	/* an engine that never started */
+		event_free(j->ev_engine);
 	event_free(j->ev_timeout);
 	free(j->clients);
 	free(j->local_ranks);
@@ -1259,6 +1267,51 @@ job_free(struct job *j)
 	free(j->pos_first);
 	free(j->pos_count);
 	free(j);
+}
+
+/*
+ * A dying job is destroyed once both of its threads have returned; each
+ * wakes us (job_engine_cb) as it goes.  The main loop never waits for a
+ * thread: one stuck connecting to a frozen node must not stall it.
+ */
+static void
+job_reap(struct job *j)
+{
+	if (!p2p_exited(j) || !engine_exited(j))
+		return;
+	TAILQ_REMOVE(&md.dying, j, entry);
+	job_destroy(j);
+}
+
+/* The daemon is exiting: wait for the threads (told to quit, and aborted). */
+void
+job_reap_all(void)
+{
+	struct job *j;
+
+	while ((j = TAILQ_FIRST(&md.dying)) != NULL) {
+		TAILQ_REMOVE(&md.dying, j, entry);
+		job_destroy(j);
+	}
+}
+
+static void
+job_free(struct job *j)
+{
+	if (j->state == JOB_READY)
+		monitor_event("job_finished", &j->uid, json_pack("{s:s, s:i, "
+		    "s:I}", "job", j->name, "uid", (int)j->uid, "ops_completed",
+		    (json_int_t)j->ops_completed));
+	for (uint32_t r = 0; r < j->nranks; r++)
+		if (j->clients[r] != NULL)
+			j->clients[r]->job = NULL;
+	TAILQ_REMOVE(&md.jobs, j, entry);
+	evtimer_del(j->ev_timeout);
+	j->dying = 1;
+	TAILQ_INSERT_TAIL(&md.dying, j, entry);
+	p2p_quit(j);
+	engine_quit(j);
+	job_reap(j);
 	mccld_status_update();
 }
 

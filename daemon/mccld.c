@@ -263,11 +263,16 @@ load_config(const char *socket_path, int verbose)
 	if (socket_path != NULL) {
 		if (strlen(socket_path) >= sizeof(md.conf.socket_path))
 			fatalx("socket path %s is too long", socket_path);
+		if (socket_path[0] != '/')
+			fatalx("-s %s: not an absolute path", socket_path);
 		wire_strlcpy(md.conf.socket_path, socket_path,
 		    sizeof(md.conf.socket_path));
 	}
 	md.verbose = verbose;
 	log_setlevel(verbose ? LOG_DEBUG : md.conf.log_level);
+	config_warnings(&md.conf);
+	p2p_limits(md.conf.max_unreceived_bytes_per_uid,
+	    md.conf.max_unreceived_bytes);
 }
 
 int
@@ -282,6 +287,10 @@ main(int argc, char **argv)
 	parse_args(argc, argv, &socket_path, &check_only, &verbose);
 	load_config(socket_path, verbose);
 	if (check_only) {
+		/* A key_file is checked; the host key is not made. */
+		if (md.conf.key_file[0] != '\0' && auth_init(md.conf.key_file,
+		    md.conf.socket_path, err, sizeof(err)) == -1)
+			fatalx("%s", err);
 		printf("configuration OK: node %s, %zu nodes\n",
 		    md.conf.node_name, md.conf.nnodes);
 		return 0;
@@ -292,6 +301,7 @@ main(int argc, char **argv)
 	TAILQ_INIT(&md.clients);
 	TAILQ_INIT(&md.jobs);
 	TAILQ_INIT(&md.coords);
+	TAILQ_INIT(&md.dying);
 	md.started_ns = now_ns();
 	/* The socket's directory is checked before the host key goes there. */
 	if (control_listen(md.conf.socket_path, err, sizeof(err)) == -1 ||
@@ -314,6 +324,7 @@ main(int argc, char **argv)
 	event_base_dispatch(md.base);
 	control_close();
 	metrics_close();
+	job_reap_all();
 	engine_shutdown();
 	peer_close();
 	event_free(ev_term);

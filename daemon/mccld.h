@@ -64,6 +64,9 @@ struct config {
 	uint32_t	 max_message_bytes;	/* one client record, <= IPC_MSG_MAX */
 	uint32_t	 max_fds_per_message;	/* 1 .. CLIENT_FDS_MAX - 1 */
 	uint32_t	 max_jobs_per_uid;
+	uint64_t	 max_reply_bytes_per_uid;	/* queued, unread */
+	uint64_t	 max_unreceived_bytes_per_uid;	/* p2p messages kept */
+	uint64_t	 max_unreceived_bytes;		/* the same, all users */
 	char		 key_file[4096];	/* cluster secret; "" = none */
 	struct conf_addr metrics_listen;	/* HTTP /metrics; port 0 = off */
 	char		 admin_group[64];	/* may run mcclctl abort, reload */
@@ -76,6 +79,7 @@ void		config_free(struct config *);
 uint64_t	config_cluster_hash(const struct config *);
 int		config_parse_addr(const char *, struct conf_addr *, char *, size_t);
 void		default_socket_path(char *, size_t);
+void		config_warnings(const struct config *);
 
 /* ---- auth.c: peer authentication (any thread) ---- */
 
@@ -183,6 +187,7 @@ struct mccld_state {
 	uint32_t		 nclients;
 	struct job_list		 jobs;		/* this node's jobs */
 	struct coord_list	 coords;	/* jobs forming with us as coordinator */
+	struct job_list		 dying;		/* freed, waiting for their threads */
 	int			 shutting_down;
 	uint64_t		*data_tx;	/* bytes on data links, by node; */
 	uint64_t		*data_rx;	/* any thread adds (atomically) */
@@ -256,7 +261,8 @@ void		peer_close(void);
 int		peer_send(uint32_t, uint16_t, const void *, const void *, size_t);
 int		peer_is_up(uint32_t);
 const char	*peer_name(uint32_t);
-int		peer_data_connect(uint32_t, uint64_t, uint32_t, char *, size_t);
+int		peer_data_connect(uint32_t, uint64_t, uint32_t, int, char *,
+		    size_t);
 json_t		*peer_ctl_list(void);
 void		peer_metrics(json_t *);
 
@@ -337,6 +343,7 @@ struct job {
 	pthread_mutex_t	 eng_mtx;
 	pthread_cond_t	 eng_cond;
 	int		 eng_quit;
+	int		 eng_exited;	/* engine_main returned */
 	int		 eng_aborted;
 	int		 eng_abort_fd;	/* eventfd: wakes the engine out of poll */
 	struct op_list	 eng_in;	/* ready to run */
@@ -356,7 +363,9 @@ struct job {
 
 	/* p2p: the send/recv thread and its links (p2p.c) */
 	struct p2p	*p2p;
-	struct event	*ev_engine;	/* activated by the engine */
+	struct event	*ev_engine;	/* activated by the engine and p2p
+					   threads, also when they exit */
+	int		 dying;		/* job_free: waiting for its threads */
 };
 
 void		job_client_join(struct client *, const struct ipc_join *);
@@ -372,6 +381,7 @@ void		job_engine_done(struct job *, struct op *);
 void		job_collect(struct job *);
 void		job_collect_all(void);
 void		job_shutdown(const char *);
+void		job_reap_all(void);
 json_t		*job_ctl_list(const struct client *);
 json_t		*job_ctl_abort(const struct client *, const char *, char *,
 		    size_t);
@@ -397,7 +407,10 @@ struct p2p;
 int		p2p_start(struct job *, char *, size_t);
 void		p2p_submit(struct job *, struct op *);
 int		p2p_adopt_link(struct job *, uint32_t, int);
-void		p2p_stop(struct job *);
+void		p2p_quit(struct job *);
+int		p2p_exited(struct job *);
+void		p2p_finish(struct job *);
+void		p2p_limits(uint64_t, uint64_t);
 
 /* ---- engine.c: a job's data plane thread ---- */
 
@@ -406,7 +419,10 @@ int		engine_start(struct job *, char *, size_t);
 void		engine_submit(struct job *, struct op *);
 int		engine_adopt_link(struct job *, uint32_t, uint32_t, int);
 void		engine_wake(struct job *);
-void		engine_stop(struct job *);
+void		engine_notify(struct job *);
+void		engine_quit(struct job *);
+int		engine_exited(struct job *);
+void		engine_finish(struct job *);
 void		engine_shutdown(void);
 
 #endif

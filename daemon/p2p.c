@@ -7,8 +7,10 @@
  * Every message is eager: a send completes once its bytes are handed to
  * the kernel (another node) or copied (this node).  A message that arrives
  * before its receive is posted is kept in the daemon's memory, up to
- * P2P_UNEXPECTED_MAX bytes per job; past that the job fails with a clear
- * error rather than grow without bound.  Matching follows MPI: messages
+ * P2P_UNEXPECTED_MAX bytes per job, max_unreceived_bytes_per_uid for all
+ * of a user's jobs and max_unreceived_bytes for the daemon; past a limit
+ * the send fails (or, for a message already on the wire, the job fails)
+ * with an error naming it, rather than grow without bound.  Matching follows MPI: messages
  * from one rank to another match receives in the order they were sent; a
  * receive takes the first message from its peer whose tag it accepts.
  */
@@ -60,6 +62,7 @@ struct p2p {
 	pthread_mutex_t	 mtx;		/* inbox, fds handed over, quit */
 	int		 wake_fd;
 	int		 quit;
+	int		 exited;	/* p2p_main returned */
 	struct op_list	 inbox;		/* from the main thread */
 	struct p2p_link	*links;		/* by position; links[me] unused */
 	int		*adopted;	/* fds handed over, by position */
@@ -104,6 +107,113 @@ op_complete(struct p2p *p, struct op *op, int code, const char *fmt, ...)
 	job_engine_done(p->job, op);
 }
 
+/* ---- memory kept for messages not yet received, across jobs ---- */
+
+struct uid_kept {
+	TAILQ_ENTRY(uid_kept) entry;
+	uid_t		 uid;
+	uint64_t	 bytes;
+};
+
+static pthread_mutex_t		 kept_mtx = PTHREAD_MUTEX_INITIALIZER;
+static TAILQ_HEAD(, uid_kept)	 kept_by_uid = TAILQ_HEAD_INITIALIZER(kept_by_uid);
+static uint64_t			 kept_total;
+static uint64_t			 kept_uid_max, kept_total_max;	/* config */
+
+/* The main thread, at start and on reload. */
+void
+p2p_limits(uint64_t per_uid, uint64_t total)
+{
+	pthread_mutex_lock(&kept_mtx);
+	kept_uid_max = per_uid;
+	kept_total_max = total;
+	pthread_mutex_unlock(&kept_mtx);
+}
+
+static struct uid_kept *
+kept_find(uid_t uid)
+{
+	struct uid_kept *k;
+
+	TAILQ_FOREACH(k, &kept_by_uid, entry)
+		if (k->uid == uid)
+			return k;
+	if ((k = calloc(1, sizeof(*k))) != NULL) {
+		k->uid = uid;
+		TAILQ_INSERT_TAIL(&kept_by_uid, k, entry);
+	}
+	return k;
+}
+
+/*
+ * Reserve bytes for a message kept for uid's job p: -1 with the limit it
+ * would pass in err.
+ */
+static int
+kept_reserve(struct p2p *p, uint64_t bytes, char *err, size_t errlen)
+{
+	uid_t uid = p->job->uid;
+	struct uid_kept *k;
+	int rc = -1;
+
+	if (bytes > P2P_UNEXPECTED_MAX - p->unexpected_bytes) {
+		snprintf(err, errlen, "over the limit of %llu bytes of messages "
+		    "not yet received in one job", (unsigned long long)
+		    P2P_UNEXPECTED_MAX);
+		return -1;
+	}
+	pthread_mutex_lock(&kept_mtx);
+	if ((k = kept_find(uid)) == NULL)
+		snprintf(err, errlen, "out of memory");
+	/* No overflow: bytes is at most P2P_UNEXPECTED_MAX, the sums at
+	   most the limits, which config.c keeps below 2^63. */
+	else if (k->bytes + bytes > kept_uid_max)
+		snprintf(err, errlen, "over the limit of %llu bytes of messages "
+		    "not yet received for uid %u on node %s "
+		    "(max_unreceived_bytes_per_uid)",
+		    (unsigned long long)kept_uid_max, (unsigned)uid,
+		    md.conf.node_name);
+	else if (kept_total + bytes > kept_total_max)
+		snprintf(err, errlen, "over the limit of %llu bytes of messages "
+		    "not yet received on node %s (max_unreceived_bytes)",
+		    (unsigned long long)kept_total_max, md.conf.node_name);
+	else {
+		k->bytes += bytes;
+		kept_total += bytes;
+		p->unexpected_bytes += bytes;
+		rc = 0;
+	}
+	if (rc == -1 && k != NULL && k->bytes == 0) {
+		TAILQ_REMOVE(&kept_by_uid, k, entry);
+		free(k);
+	}
+	pthread_mutex_unlock(&kept_mtx);
+	return rc;
+}
+
+static void
+kept_release(struct p2p *p, uint64_t bytes)
+{
+	struct uid_kept *k;
+
+	p->unexpected_bytes -= bytes;
+	pthread_mutex_lock(&kept_mtx);
+	kept_total -= bytes;
+	if ((k = kept_find(p->job->uid)) != NULL && (k->bytes -= bytes) == 0) {
+		TAILQ_REMOVE(&kept_by_uid, k, entry);
+		free(k);
+	}
+	pthread_mutex_unlock(&kept_mtx);
+}
+
+static void
+unexpected_free(struct p2p *p, struct unexpected *u)
+{
+	kept_release(p, u->m.bytes);
+	free(u->buf);
+	free(u);
+}
+
 /* MCCL_ANY_TAG matches the tags a user can give (0 .. INT_MAX) only. */
 static int
 tag_matches(uint32_t want, uint32_t tag)
@@ -129,9 +239,7 @@ deliver(struct p2p *p, struct op *recv, struct unexpected *u)
 			    u->buf, u->m.bytes);
 		op_complete(p, recv, 0, NULL);
 	}
-	p->unexpected_bytes -= u->m.bytes;
-	free(u->buf);
-	free(u);
+	unexpected_free(p, u);
 }
 
 /* The first message kept for recv, in arrival order. */
@@ -177,20 +285,24 @@ post_recv(struct p2p *p, struct op *recv)
 }
 
 static struct unexpected *
-keep_unexpected(struct p2p *p, const struct peer_p2p *m)
+keep_unexpected(struct p2p *p, const struct peer_p2p *m, char *err,
+    size_t errlen)
 {
 	struct unexpected *u;
 
-	if (m->bytes > P2P_UNEXPECTED_MAX - p->unexpected_bytes)
+	if ((u = calloc(1, sizeof(*u))) == NULL ||
+	    (u->buf = malloc(m->bytes ? m->bytes : 1)) == NULL) {
+		snprintf(err, errlen, "out of memory for a message of %llu "
+		    "bytes", (unsigned long long)m->bytes);
+		free(u);
 		return NULL;
-	if ((u = calloc(1, sizeof(*u))) == NULL)
-		return NULL;
-	if ((u->buf = malloc(m->bytes ? m->bytes : 1)) == NULL) {
+	}
+	if (kept_reserve(p, m->bytes, err, errlen) == -1) {
+		free(u->buf);
 		free(u);
 		return NULL;
 	}
 	u->m = *m;
-	p->unexpected_bytes += m->bytes;
 	TAILQ_INSERT_TAIL(&p->unexpected, u, entry);
 	return u;
 }
@@ -216,6 +328,7 @@ send_local(struct p2p *p, struct op *send)
 	const uint8_t *src = send->parts[local_part(j, send->p2p_rank)].send;
 	struct op *recv = find_posted(p, &m);
 	struct unexpected *u;
+	char why[ERR_MAX];
 
 	if (recv != NULL && op_bytes(recv) == m.bytes) {
 		TAILQ_REMOVE(&p->posted, recv, entry);
@@ -226,10 +339,9 @@ send_local(struct p2p *p, struct op *send)
 		op_complete(p, send, 0, NULL);
 		return;
 	}
-	if ((u = keep_unexpected(p, &m)) == NULL) {
-		op_complete(p, send, MCCL_ERR_NO_MEMORY, "send to rank %u: over "
-		    "the limit of %llu bytes of messages not yet received",
-		    m.dst, (unsigned long long)P2P_UNEXPECTED_MAX);
+	if ((u = keep_unexpected(p, &m, why, sizeof(why))) == NULL) {
+		op_complete(p, send, MCCL_ERR_NO_MEMORY, "send to rank %u: %s",
+		    m.dst, why);
 		return;
 	}
 	if (m.bytes > 0)
@@ -323,6 +435,7 @@ rx_start(struct p2p *p, struct p2p_link *l, uint32_t pos, char *err,
 	const struct job *j = p->job;
 	const struct wire_type *t;
 	struct wire_hdr h;
+	char why[ERR_MAX];
 
 	if (wire_hdr_check(&peer_proto, l->rxhdr, &h, &t, err, errlen) == -1 ||
 	    wire_decode(t, l->rxhdr + WIRE_HDR_LEN, h.len, &l->rx, NULL, NULL,
@@ -344,11 +457,10 @@ rx_start(struct p2p *p, struct p2p_link *l, uint32_t pos, char *err,
 		return 0;
 	}
 	l->rxop = NULL;
-	if ((l->rxux = keep_unexpected(p, &l->rx)) == NULL) {
+	if ((l->rxux = keep_unexpected(p, &l->rx, why, sizeof(why))) == NULL) {
 		snprintf(err, errlen, "message of %llu bytes from rank %u to "
-		    "rank %u: over the limit of %llu bytes not yet received",
-		    (unsigned long long)l->rx.bytes, l->rx.src, l->rx.dst,
-		    (unsigned long long)P2P_UNEXPECTED_MAX);
+		    "rank %u: %s", (unsigned long long)l->rx.bytes, l->rx.src,
+		    l->rx.dst, why);
 		return -1;
 	}
 	l->rxdst = l->rxux->buf;
@@ -604,7 +716,7 @@ connect_links(struct p2p *p)
 	for (uint32_t q = j->me + 1; q < j->nnodes; q++) {
 		err[0] = '\0';
 		if ((fd = peer_data_connect(j->node_index[q], j->id,
-		    PEER_STREAM_P2P, err, sizeof(err))) == -1)
+		    PEER_STREAM_P2P, j->eng_abort_fd, err, sizeof(err))) == -1)
 			link_fail(p, q, err);
 		else
 			p->links[q].fd = fd;
@@ -623,7 +735,7 @@ p2p_main(void *arg)
 			;
 		/*
 		 * Between take_inbox draining wake_fd and the sleep: a
-		 * p2p_stop before this sees quit set, one after it leaves
+		 * p2p_quit before this sees quit set, one after it leaves
 		 * wake_fd readable.  Checked after the sleep instead, a stop
 		 * whose wake-up take_inbox drained left the thread asleep.
 		 */
@@ -631,6 +743,11 @@ p2p_main(void *arg)
 			break;
 		p2p_wait(p, expire(p, now_ns()));
 	}
+	/* Under the lock: the main thread frees the event only after it. */
+	pthread_mutex_lock(&p->mtx);
+	p->exited = 1;
+	engine_notify(p->job);
+	pthread_mutex_unlock(&p->mtx);
 	return NULL;
 }
 
@@ -714,12 +831,11 @@ p2p_adopt_link(struct job *j, uint32_t pos, int fd)
 	return rc;
 }
 
-/* Stop the thread; ops it still held go back through eng_out. */
+/* Tell the thread to stop; it wakes the main thread when it has. */
 void
-p2p_stop(struct job *j)
+p2p_quit(struct job *j)
 {
 	struct p2p *p = j->p2p;
-	struct unexpected *u;
 
 	if (p == NULL)
 		return;
@@ -727,6 +843,35 @@ p2p_stop(struct job *j)
 	p->quit = 1;
 	pthread_mutex_unlock(&p->mtx);
 	p2p_wake(p);
+}
+
+/* The thread has returned, or never ran: p2p_finish won't block. */
+int
+p2p_exited(struct job *j)
+{
+	struct p2p *p = j->p2p;
+	int exited;
+
+	if (p == NULL)
+		return 1;
+	pthread_mutex_lock(&p->mtx);
+	exited = p->exited;
+	pthread_mutex_unlock(&p->mtx);
+	return exited;
+}
+
+/*
+ * After p2p_quit: join the thread (blocks until it returns, see
+ * engine_finish); ops it still held go back through eng_out.
+ */
+void
+p2p_finish(struct job *j)
+{
+	struct p2p *p = j->p2p;
+	struct unexpected *u;
+
+	if (p == NULL)
+		return;
 	pthread_join(p->thread, NULL);
 	p->aborted = 1;
 	fail_ops(p, UINT32_MAX, MCCL_ERR_ABORTED, "job ended");
@@ -743,8 +888,7 @@ p2p_stop(struct job *j)
 		TAILQ_REMOVE(&p->unexpected, u, entry);
 		if (u->waiter != NULL)
 			job_engine_done(j, u->waiter);
-		free(u->buf);
-		free(u);
+		unexpected_free(p, u);
 	}
 	close(p->wake_fd);
 	pthread_mutex_destroy(&p->mtx);

@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <netdb.h>
+#include <stdarg.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +32,9 @@
 #define RETRY_MAX_MS	2000
 #define INBOUND_MAX	256	/* bytes of a first frame: HELLO or DATA_HELLO */
 #define INBOUND_PENDING_MAX 256	/* connections not yet identified */
+#define INBOUND_AUTH_MS	2000	/* an honest peer proves itself in far less */
+#define REFUSAL_BURST	50	/* refusal log lines, then ... */
+#define REFUSAL_PER_S	10	/* ... this many a second */
 
 enum peer_state { PEER_DOWN, PEER_CONNECTING, PEER_AUTH, PEER_WAIT_HELLO,
     PEER_UP };
@@ -65,6 +69,7 @@ struct peer {
 enum inbound_state { IN_AUTH_HELLO, IN_AUTH_RESPONSE, IN_FIRST };
 
 struct inbound {
+	TAILQ_ENTRY(inbound) entry;	/* oldest first */
 	int		 fd;
 	struct event	*ev;
 	struct event	*ev_timeout;
@@ -75,7 +80,9 @@ struct inbound {
 	uint8_t		 buf[WIRE_HDR_LEN + INBOUND_MAX];
 	size_t		 have;
 	char		 addr[64];
+	int		 stranger;	/* not from a configured node's address */
 };
+TAILQ_HEAD(inbound_list, inbound);
 
 struct selfmsg {
 	TAILQ_ENTRY(selfmsg) entry;
@@ -84,6 +91,7 @@ struct selfmsg {
 };
 
 static struct peer		**peers;	/* CONF_NODES_MAX: never moves */
+static struct inbound_list	 inbound = TAILQ_HEAD_INITIALIZER(inbound);
 static uint32_t			 inbound_pending;
 static int			 listen_fds[CONF_LISTEN_MAX];
 static struct event		*listen_evs[CONF_LISTEN_MAX];
@@ -448,9 +456,44 @@ peer_retry_cb(int fd, short events, void *arg)
 
 /* ---- inbound connections ---- */
 
+/*
+ * Refusals on the peer port are logged at most REFUSAL_BURST at once and
+ * REFUSAL_PER_S a second after, with a count of those left out: a flood
+ * of strangers must not flood the log.
+ */
+static void
+inbound_refused(const char *fmt, ...)
+{
+	static double tokens = REFUSAL_BURST;
+	static uint64_t last_ns;
+	static uint32_t dropped;
+	uint64_t now = now_ns();
+	char msg[ERR_MAX];
+	va_list ap;
+
+	tokens += (double)(now - last_ns) * REFUSAL_PER_S / 1e9;
+	if (tokens > REFUSAL_BURST)
+		tokens = REFUSAL_BURST;
+	last_ns = now;
+	if (tokens < 1) {
+		dropped++;
+		return;
+	}
+	tokens--;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (dropped > 0)
+		log_warnx("peer: %s (and %u refusals not logged)", msg, dropped);
+	else
+		log_warnx("peer: %s", msg);
+	dropped = 0;
+}
+
 static void
 inbound_free(struct inbound *in, int close_fd)
 {
+	TAILQ_REMOVE(&inbound, in, entry);
 	inbound_pending--;
 	event_free(in->ev);
 	event_free(in->ev_timeout);
@@ -501,14 +544,29 @@ send_frame(int fd, uint16_t type, const void *msg)
 	    0 : -1;
 }
 
+static uint32_t
+inbound_auth_ms(void)
+{
+	return md.conf.connect_timeout_ms < INBOUND_AUTH_MS ?
+	    md.conf.connect_timeout_ms : INBOUND_AUTH_MS;
+}
+
+static void
+inbound_deadline(struct inbound *in, uint32_t ms)
+{
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+
+	evtimer_add(in->ev_timeout, &tv);
+}
+
 static int
 inbound_auth_hello(struct inbound *in, const struct peer_auth_hello *m)
 {
 	struct peer_auth_challenge c;
 
 	if (m->node >= md.conf.nnodes || m->node == md.conf.node_index) {
-		log_warnx("peer: %s: AUTH_HELLO claims node index %u", in->addr,
-		    m->node);
+		inbound_refused("%s: AUTH_HELLO claims node index %u",
+		    in->addr, m->node);
 		return -1;
 	}
 	in->node = m->node;
@@ -526,12 +584,13 @@ inbound_auth_response(struct inbound *in, const struct peer_auth_response *m)
 {
 	if (auth_check(m->mac, 'C', in->our_nonce, in->their_nonce,
 	    in->node) == -1) {
-		log_warnx("peer: %s (says node %s) failed authentication: it "
+		inbound_refused("%s (says node %s) failed authentication: it "
 		    "does not hold our cluster key", in->addr,
 		    peer_name(in->node));
 		return -1;
 	}
 	in->state = IN_FIRST;
+	inbound_deadline(in, md.conf.connect_timeout_ms);
 	return 0;
 }
 
@@ -562,7 +621,7 @@ inbound_dispatch(struct inbound *in, const struct wire_hdr *h,
 
 	if (wire_decode(t, in->buf + WIRE_HDR_LEN, h->len, &msg, NULL, NULL,
 	    err, sizeof(err)) == -1)
-		log_warnx("peer: %s: %s", in->addr, err);
+		inbound_refused("%s: %s", in->addr, err);
 	else if (in->state == IN_AUTH_HELLO)
 		rc = inbound_auth_hello(in, &msg.auth_hello);
 	else if (in->state == IN_AUTH_RESPONSE)
@@ -622,7 +681,7 @@ inbound_read_cb(int fd, short events, void *arg)
 		return;
 	if (wire_hdr_check(&peer_proto, in->buf, &h, &t, err, sizeof(err)) ==
 	    -1 || !inbound_expects(in, h.type) || h.len > INBOUND_MAX) {
-		log_warnx("peer: %s: refused: %s", in->addr, t == NULL ? err :
+		inbound_refused("%s: refused: %s", in->addr, t == NULL ? err :
 		    in->state == IN_AUTH_HELLO ? "it did not authenticate (no "
 		    "cluster key there?)" : "unexpected message");
 		inbound_free(in, 1);
@@ -639,9 +698,75 @@ inbound_timeout_cb(int fd, short events, void *arg)
 
 	(void)fd;
 	(void)events;
-	log_warnx("peer: %s: no first frame within %u ms", in->addr,
-	    md.conf.connect_timeout_ms);
+	if (in->state == IN_FIRST)
+		inbound_refused("%s: no first frame within %u ms of "
+		    "authenticating", in->addr, md.conf.connect_timeout_ms);
+	else
+		inbound_refused("%s: did not authenticate within %u ms",
+		    in->addr, inbound_auth_ms());
 	inbound_free(in, 1);
+}
+
+/* Pending connections from addr; whether addr is a configured node's. */
+static uint32_t
+inbound_from(const char *addr)
+{
+	struct inbound *in;
+	uint32_t n = 0;
+
+	TAILQ_FOREACH(in, &inbound, entry)
+		n += strcmp(in->addr, addr) == 0;
+	return n;
+}
+
+static int
+same_host(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+	if (a->ss_family != b->ss_family)
+		return 0;
+	if (a->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		    ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	return a->ss_family == AF_INET6 && memcmp(
+	    &((const struct sockaddr_in6 *)a)->sin6_addr,
+	    &((const struct sockaddr_in6 *)b)->sin6_addr,
+	    sizeof(struct in6_addr)) == 0;
+}
+
+static int
+is_node_address(const struct sockaddr_storage *ss)
+{
+	for (uint32_t i = 0; i < md.conf.nnodes; i++)
+		if (i != md.conf.node_index && same_host(&peers[i]->sa, ss))
+			return 1;
+	return 0;
+}
+
+/*
+ * The table of unidentified connections is full: drop the oldest of the
+ * least deserving, strangers before configured nodes' addresses, the most
+ * crowded source first.  An honest peer proves itself in milliseconds, so
+ * a flood of idle connections ages out instead of locking peers out.
+ */
+static void
+inbound_evict(void)
+{
+	struct inbound *in, *victim = NULL;
+	uint32_t n, best = 0;
+
+	TAILQ_FOREACH(in, &inbound, entry) {
+		n = inbound_from(in->addr) + (in->stranger ? INBOUND_PENDING_MAX :
+		    0);
+		if (n > best) {
+			best = n;
+			victim = in;
+		}
+	}
+	if (victim != NULL) {
+		inbound_refused("%s: dropped unauthenticated after %u pending "
+		    "connections", victim->addr, inbound_pending);
+		inbound_free(victim, 1);
+	}
 }
 
 static void
@@ -650,7 +775,6 @@ inbound_accept_cb(int lfd, short events, void *arg)
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
 	struct inbound *in;
-	struct timeval tv;
 	int fd;
 
 	(void)events;
@@ -660,24 +784,25 @@ inbound_accept_cb(int lfd, short events, void *arg)
 			listener_pause(arg, "peer");
 		return;
 	}
-	/* Strangers may not hold more than so many descriptors. */
-	if (inbound_pending >= INBOUND_PENDING_MAX ||
-	    (in = calloc(1, sizeof(*in))) == NULL) {
+	if ((in = calloc(1, sizeof(*in))) == NULL) {
 		close(fd);
 		return;
 	}
+	/* Strangers may not hold more than so many descriptors. */
+	if (inbound_pending >= INBOUND_PENDING_MAX)
+		inbound_evict();
 	inbound_pending++;
+	TAILQ_INSERT_TAIL(&inbound, in, entry);
 	in->fd = fd;
 	in->state = IN_AUTH_HELLO;
 	getnameinfo((struct sockaddr *)&ss, len, in->addr, sizeof(in->addr),
 	    NULL, 0, NI_NUMERICHOST);
+	in->stranger = !is_node_address(&ss);
 	in->ev = event_new(md.base, fd, EV_READ | EV_PERSIST, inbound_read_cb,
 	    in);
 	in->ev_timeout = evtimer_new(md.base, inbound_timeout_cb, in);
-	tv.tv_sec = md.conf.connect_timeout_ms / 1000;
-	tv.tv_usec = (md.conf.connect_timeout_ms % 1000) * 1000;
 	event_add(in->ev, NULL);
-	evtimer_add(in->ev_timeout, &tv);
+	inbound_deadline(in, inbound_auth_ms());
 }
 
 /* ---- heartbeats ---- */
@@ -863,6 +988,8 @@ peer_close(void)
 		close(listen_fds[i]);
 	}
 	nlisten = 0;
+	while (!TAILQ_EMPTY(&inbound))
+		inbound_free(TAILQ_FIRST(&inbound), 1);
 	while ((m = TAILQ_FIRST(&self_queue)) != NULL) {
 		TAILQ_REMOVE(&self_queue, m, entry);
 		free(m);
@@ -875,21 +1002,52 @@ peer_close(void)
 
 /* ---- data links (called from engine threads: touches only config) ---- */
 
+/*
+ * Wait until fd is ready for events, at most until deadline_ns, and only
+ * while abort_fd (the job's) stays quiet: a thread setting up a job's
+ * links must give up at once when the job is aborted or torn down.
+ */
 static int
-poll_connected(int fd, int timeout_ms, char *err, size_t errlen)
+wait_ready(int fd, short events, int abort_fd, uint64_t deadline_ns,
+    char *err, size_t errlen)
 {
-	struct pollfd pfd = { .fd = fd, .events = POLLOUT };
-	socklen_t len = sizeof(int);
-	int n, soerr = 0;
+	struct pollfd pfd[2] = { { fd, events, 0 }, { abort_fd, POLLIN, 0 } };
+	uint64_t now;
+	int n;
 
-	while ((n = poll(&pfd, 1, timeout_ms)) == -1 && errno == EINTR)
-		;
-	if (n == 0) {
-		snprintf(err, errlen, "connect timed out after %d ms",
-		    timeout_ms);
-		return -1;
+	for (;;) {
+		if ((now = now_ns()) >= deadline_ns) {
+			snprintf(err, errlen, "timed out after %u ms",
+			    md.conf.connect_timeout_ms);
+			return -1;
+		}
+		n = poll(pfd, abort_fd == -1 ? 1 : 2,
+		    (int)((deadline_ns - now) / 1000000) + 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			snprintf(err, errlen, "poll: %s", strerror(errno));
+			return -1;
+		}
+		if (abort_fd != -1 && pfd[1].revents != 0) {
+			snprintf(err, errlen, "the job was aborted");
+			return -1;
+		}
+		if (pfd[0].revents != 0)
+			return 0;
 	}
-	if (n < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) == -1 ||
+}
+
+static int
+await_connected(int fd, int abort_fd, uint64_t deadline_ns, char *err,
+    size_t errlen)
+{
+	socklen_t len = sizeof(int);
+	int soerr = 0;
+
+	if (wait_ready(fd, POLLOUT, abort_fd, deadline_ns, err, errlen) == -1)
+		return -1;
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) == -1 ||
 	    soerr != 0) {
 		snprintf(err, errlen, "connect: %s", strerror(soerr ? soerr :
 		    errno));
@@ -898,32 +1056,35 @@ poll_connected(int fd, int timeout_ms, char *err, size_t errlen)
 	return 0;
 }
 
-/* Read exactly len bytes within timeout_ms. */
+/* Read exactly len bytes by deadline_ns. */
 static int
-read_exact(int fd, uint8_t *buf, size_t len, int timeout_ms)
+read_exact(int fd, int abort_fd, uint8_t *buf, size_t len,
+    uint64_t deadline_ns, char *err, size_t errlen)
 {
-	uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000;
 	size_t got = 0;
 	ssize_t n;
 
 	while (got < len) {
-		struct pollfd pfd = { fd, POLLIN, 0 };
-		uint64_t now = now_ns();
-
-		if (now >= deadline || poll(&pfd, 1, (int)((deadline - now) /
-		    1000000) + 1) == 0)
+		if (wait_ready(fd, POLLIN, abort_fd, deadline_ns, err,
+		    errlen) == -1)
 			return -1;
 		if ((n = recv(fd, buf + got, len - got, MSG_DONTWAIT)) == 0 ||
-		    (n < 0 && errno != EAGAIN && errno != EINTR))
+		    (n < 0 && errno != EAGAIN && errno != EINTR)) {
+			snprintf(err, errlen, "it closed the connection before "
+			    "authenticating (peer port full, or not our "
+			    "cluster key?)%s%s", n < 0 ? ": " : "",
+			    n < 0 ? strerror(errno) : "");
 			return -1;
+		}
 		got += n > 0 ? (size_t)n : 0;
 	}
 	return 0;
 }
 
-/* The connector's side of authentication, on a blocking schedule. */
+/* The connector's side of authentication, by the deadline. */
 static int
-data_auth(int fd, uint32_t index, char *err, size_t errlen)
+data_auth(int fd, uint32_t index, int abort_fd, uint64_t deadline_ns,
+    char *err, size_t errlen)
 {
 	const struct wire_type *t = NULL;
 	struct peer_auth_hello ah = { md.conf.node_index, { 0 } };
@@ -934,14 +1095,17 @@ data_auth(int fd, uint32_t index, char *err, size_t errlen)
 	struct wire_hdr h;
 
 	auth_nonce(ah.nonce);
-	if (send_frame(fd, PEER_AUTH_HELLO, &ah) == -1 ||
-	    read_exact(fd, buf, want, (int)md.conf.connect_timeout_ms) == -1 ||
-	    wire_hdr_check(&peer_proto, buf, &h, &t, err, errlen) == -1 ||
-	    h.type != PEER_AUTH_CHALLENGE ||
-	    wire_decode(t, buf + WIRE_HDR_LEN, h.len, &c, NULL, NULL, err,
-	    errlen) == -1) {
-		if (err[0] == '\0')
-			snprintf(err, errlen, "no authentication challenge");
+	if (send_frame(fd, PEER_AUTH_HELLO, &ah) == -1) {
+		snprintf(err, errlen, "sending AUTH_HELLO: %s", strerror(errno));
+		return -1;
+	}
+	if (read_exact(fd, abort_fd, buf, want, deadline_ns, err,
+	    errlen) == -1 ||
+	    wire_hdr_check(&peer_proto, buf, &h, &t, err, errlen) == -1)
+		return -1;
+	if (h.type != PEER_AUTH_CHALLENGE || wire_decode(t, buf + WIRE_HDR_LEN,
+	    h.len, &c, NULL, NULL, err, errlen) == -1) {
+		snprintf(err, errlen, "it answered AUTH_HELLO with %s", t->name);
 		return -1;
 	}
 	if (c.node != index || auth_check(c.mac, 'A', ah.nonce, c.nonce,
@@ -955,14 +1119,18 @@ data_auth(int fd, uint32_t index, char *err, size_t errlen)
 }
 
 /*
- * Open a data link (stream) of job job_id to node index, send DATA_HELLO.
- * Returns a connected non-blocking socket, or -1 with err set.
+ * Open a data link (stream) of job job_id to node index, authenticate,
+ * send DATA_HELLO, all within connect_timeout_ms and given up as soon as
+ * abort_fd is readable.  Returns a connected non-blocking socket, or -1
+ * with err set.
  */
 int
-peer_data_connect(uint32_t index, uint64_t job_id, uint32_t stream, char *err,
-    size_t errlen)
+peer_data_connect(uint32_t index, uint64_t job_id, uint32_t stream,
+    int abort_fd, char *err, size_t errlen)
 {
 	struct peer_data_hello dh = { job_id, md.conf.node_index, stream };
+	uint64_t deadline = now_ns() +
+	    (uint64_t)md.conf.connect_timeout_ms * 1000000;
 	struct sockaddr_storage ss;
 	socklen_t sslen;
 	int fd;
@@ -975,21 +1143,20 @@ peer_data_connect(uint32_t index, uint64_t job_id, uint32_t stream, char *err,
 		snprintf(err, errlen, "socket: %s", strerror(errno));
 		return -1;
 	}
-	if ((connect(fd, (struct sockaddr *)&ss, sslen) == -1 &&
-	    errno != EINPROGRESS) ||
-	    poll_connected(fd, (int)md.conf.connect_timeout_ms, err,
-	    errlen) == -1) {
-		if (err[0] == '\0')
-			snprintf(err, errlen, "connect: %s", strerror(errno));
+	if (connect(fd, (struct sockaddr *)&ss, sslen) == -1 &&
+	    errno != EINPROGRESS) {
+		snprintf(err, errlen, "connect: %s", strerror(errno));
 		close(fd);
 		return -1;
 	}
 	tcp_tune(fd);
-	if (data_auth(fd, index, err, errlen) == -1 ||
-	    send_frame(fd, PEER_DATA_HELLO, &dh) == -1) {
-		if (err[0] == '\0')
-			snprintf(err, errlen, "sending DATA_HELLO: %s",
-			    strerror(errno));
+	if (await_connected(fd, abort_fd, deadline, err, errlen) == -1 ||
+	    data_auth(fd, index, abort_fd, deadline, err, errlen) == -1) {
+		close(fd);
+		return -1;
+	}
+	if (send_frame(fd, PEER_DATA_HELLO, &dh) == -1) {
+		snprintf(err, errlen, "sending DATA_HELLO: %s", strerror(errno));
 		close(fd);
 		return -1;
 	}

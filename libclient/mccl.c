@@ -329,15 +329,17 @@ comm_wait_daemon(mccl_comm_t *comm, uint32_t word, uint64_t timeout_ms,
 
 /*
  * Make progress until *flag is set or deadline_ms (CLOCK_MONOTONIC ms)
- * passes.  Called and returns with comm->lock held.
+ * passes.  Whatever the daemon has already sent is taken in even when the
+ * deadline has passed on entry (mccl_test): only waiting is cut short.
+ * Called and returns with comm->lock held.
  */
 static mccl_result_t
 comm_progress(mccl_comm_t *comm, const int *flag, uint64_t deadline_ms)
 {
 	char err[ERRLEN];
 	uint32_t word = 0;
-	uint64_t now;
-	int rc;
+	uint64_t now, wait_ms;
+	int rc, drained = 0;
 
 	for (;;) {
 		if (comm->bell != NULL)
@@ -348,8 +350,12 @@ comm_progress(mccl_comm_t *comm, const int *flag, uint64_t deadline_ms)
 			break;
 		if (comm->failed != MCCL_SUCCESS)
 			return comm->failed;
-		if ((now = conn_now_ms()) >= deadline_ms)
+		now = conn_now_ms();
+		if (now >= deadline_ms && (drained || comm->reading))
 			return MCCL_ERR_TIMEOUT;
+		/* Past the deadline: one look that does not wait. */
+		wait_ms = now >= deadline_ms ? 0 : deadline_ms - now;
+		drained = wait_ms == 0;
 		if (comm->reading) {
 			struct timespec ts = { (time_t)(deadline_ms / 1000),
 			    (long)(deadline_ms % 1000) * 1000000 };
@@ -359,13 +365,16 @@ comm_progress(mccl_comm_t *comm, const int *flag, uint64_t deadline_ms)
 		}
 		comm->reading = 1;
 		pthread_mutex_unlock(&comm->lock);
-		rc = comm_wait_daemon(comm, word, deadline_ms - now, err,
-		    sizeof(err));
+		rc = comm_wait_daemon(comm, word, wait_ms, err, sizeof(err));
 		pthread_mutex_lock(&comm->lock);
 		comm->reading = 0;
 		pthread_cond_broadcast(&comm->cond);
-		if (rc == MCCL_SUCCESS)
+		if (rc == MCCL_SUCCESS) {
 			dispatch(comm, comm->msg);
+			drained = 0;	/* there may be more */
+		} else if (rc == MCCL_ERR_TIMEOUT && comm->bell != NULL &&
+		    __atomic_load_n(&comm->bell->word, __ATOMIC_SEQ_CST) != word)
+			drained = 0;	/* rung meanwhile: collect it */
 		else if (rc != MCCL_ERR_TIMEOUT)
 			return comm_break(comm, comm_error(comm, rc,
 			    "daemon connection lost: %s", err));
@@ -905,6 +914,8 @@ request_wait(struct mccl_request *r, uint64_t deadline_ms)
 	if (rc == MCCL_ERR_TIMEOUT)
 		comm_error(comm, rc, "op %llu not complete within the wait's "
 		    "timeout", (unsigned long long)r->seq);
+	else	/* the communicator failed: so did the request */
+		request_complete(comm, r, rc);
 	return rc;
 }
 

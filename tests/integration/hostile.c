@@ -17,7 +17,8 @@
  *                                    its Unix socket, MS its
  *                                    connect_timeout_ms (default 3000)
  *   unauth HOST PORT [SOCKET]        a peer without the key gets nothing
- *   flood HOST PORT N MS             hold N idle connections for MS ms
+ *   flood HOST PORT N MS [reopen]    hold N idle connections for MS ms,
+ *                                    reopening those the daemon closes
  *
  * One line per case, "ok CASE" or "FAIL CASE: why", then "N passed, N
  * failed"; the exit status is 1 if any case failed.
@@ -2225,22 +2226,59 @@ unauth_mode(void)
 
 /* ---- flood: idle connections held open ---- */
 
+/* Open connections until n are open or one fails; returns how many. */
 static int
-flood_mode(int n, int ms)
+flood_fill(int *fds, int n)
 {
 	char why[WHY_MAX];
-	int *fds, got = 0;
+	int got = 0;
 
-	if ((fds = calloc((size_t)n, sizeof(int))) == NULL)
-		return -1;
-	for (got = 0; got < n; got++)
-		if ((fds[got] = tcp_connect(why, sizeof(why))) == -1)
+	for (int i = 0; i < n; i++)
+		if (fds[i] == -1 &&
+		    (fds[i] = tcp_connect(why, sizeof(why))) == -1)
 			break;
+	for (int i = 0; i < n; i++)
+		got += fds[i] != -1;
+	return got;
+}
+
+/*
+ * Hold n idle connections for ms; with reopen, open a new one for each
+ * the daemon closes, as an attacker bent on keeping its table full would.
+ */
+static int
+flood_mode(int n, int ms, int reopen)
+{
+	uint64_t end;
+	unsigned reopened = 0;
+	int *fds, got;
+
+	if ((fds = malloc((size_t)n * sizeof(int))) == NULL)
+		return -1;
+	for (int i = 0; i < n; i++)
+		fds[i] = -1;
+	got = flood_fill(fds, n);
 	printf("%d connections open\n", got);
 	fflush(stdout);
-	usleep((useconds_t)ms * 1000);
-	for (int i = 0; i < got; i++)
-		close(fds[i]);
+	end = conn_now_ms() + (uint64_t)ms;
+	while (conn_now_ms() < end) {
+		char c;
+
+		usleep(reopen ? 20000 : (useconds_t)ms * 1000);
+		for (int i = 0; reopen && i < n; i++)
+			if (fds[i] != -1 && recv(fds[i], &c, 1, MSG_DONTWAIT) == 0) {
+				close(fds[i]);
+				fds[i] = -1;
+				reopened++;
+			}
+		if (reopen)
+			flood_fill(fds, n);
+	}
+	if (reopen)
+		printf("%u connections reopened\n", reopened);
+	for (int i = 0; i < n; i++)
+		if (fds[i] != -1)
+			close(fds[i]);
 	free(fds);
 	return got > 0 ? 0 : -1;
 }
@@ -2251,7 +2289,7 @@ usage(void)
 	fprintf(stderr, "usage: mccl-hostile client SOCKET [LOG]\n"
 	    "       mccl-hostile peer HOST PORT SOCKET [CONNECT_TIMEOUT_MS]\n"
 	    "       mccl-hostile unauth HOST PORT [SOCKET]\n"
-	    "       mccl-hostile flood HOST PORT N MS\n");
+	    "       mccl-hostile flood HOST PORT N MS [reopen]\n");
 	exit(2);
 }
 
@@ -2279,10 +2317,12 @@ main(int argc, char **argv)
 		peer_port = argv[3];
 		sock_path = argc == 5 ? argv[4] : NULL;
 		rc = unauth_mode();
-	} else if (argc == 6 && strcmp(argv[1], "flood") == 0) {
+	} else if ((argc == 6 || (argc == 7 && strcmp(argv[6], "reopen") ==
+	    0)) && strcmp(argv[1], "flood") == 0) {
 		peer_host = argv[2];
 		peer_port = argv[3];
-		return flood_mode(atoi(argv[4]), atoi(argv[5])) == 0 ? 0 : 2;
+		return flood_mode(atoi(argv[4]), atoi(argv[5]), argc == 7) == 0 ?
+		    0 : 2;
 	} else
 		usage();
 	if (rc == -1)

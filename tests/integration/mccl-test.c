@@ -21,6 +21,8 @@
  *   big                one in-place allreduce of 2 GiB + 16 KiB
  *   idle MS            join, take part in nothing for MS ms, leave
  *   hold MS            join, do one barrier, stay MS ms, leave
+ *   poll               2 ranks: mccl_test alone completes a receive, and
+ *                      an allreduce whose peer died (with its error)
  *
  * Exit status 0 when every check passed; every failure prints a line.
  */
@@ -976,6 +978,80 @@ mode_hold(int ms)
 	return failures != 0;
 }
 
+/* Poll req with mccl_test alone until it completes (10 s at most). */
+static mccl_result_t
+poll_until_done(mccl_request_t *req, const char *what, long *polls)
+{
+	struct timespec t0, t;
+	mccl_result_t rc;
+	int done = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (*polls = 0; ; (*polls)++) {
+		if ((rc = mccl_test(req, &done)) != MCCL_SUCCESS || done)
+			return rc;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if (t.tv_sec - t0.tv_sec >= 10) {
+			FAIL("%s: not done after %ld polls in 10 s", what, *polls);
+			return MCCL_ERR_TIMEOUT;
+		}
+		usleep(1000);
+	}
+}
+
+/*
+ * mccl_test alone makes progress: rank 1 sends to rank 0, which polls its
+ * receive to completion; then rank 0 polls an allreduce while rank 1 dies
+ * without a word, and must see the failure.
+ */
+static int
+mode_poll(void)
+{
+	enum { N = 1024 };
+	mccl_request_t *req;
+	mccl_comm_t *comm;
+	mccl_result_t rc;
+	float buf[N];
+	int32_t posted = 0;
+	long polls = 0;
+
+	if ((comm = join()) == NULL)
+		return 1;
+	for (int i = 0; i < N; i++)
+		buf[i] = my_rank == 1 ? (float)i : -1.0f;
+	if (my_rank == 1) {
+		if (mccl_send(buf, N, MCCL_FLOAT32, 0, 1, comm, NULL) != 0 ||
+		    mccl_recv(&posted, 1, MCCL_INT32, 0, 2, comm, NULL) != 0)
+			FAIL("rank 1: %s", mccl_last_error(comm));
+		_exit(failures != 0);	/* dies in the middle of the job */
+	}
+	if ((rc = mccl_recv(buf, N, MCCL_FLOAT32, 1, 1, comm, &req)) != 0)
+		FAIL("recv: %s", mccl_last_error(comm));
+	else if ((rc = poll_until_done(req, "polled recv", &polls)) != 0)
+		FAIL("polled recv: %s: %s", result_names[rc],
+		    mccl_last_error(comm));
+	else if (buf[N - 1] != (float)(N - 1))
+		FAIL("polled recv: [%d] = %g", N - 1, buf[N - 1]);
+	else
+		printf("rank 0: polled recv done after %ld polls\n", polls);
+	rc = mccl_allreduce(buf, buf, N, MCCL_FLOAT32, MCCL_SUM, comm, &req);
+	posted = 1;
+	if (rc == MCCL_SUCCESS && mccl_send(&posted, 1, MCCL_INT32, 1, 2, comm,
+	    NULL) != MCCL_SUCCESS)
+		FAIL("send: %s", mccl_last_error(comm));
+	if (rc == MCCL_SUCCESS)
+		rc = poll_until_done(req, "polled allreduce", &polls);
+	if (rc != MCCL_ERR_PEER_FAILED)
+		FAIL("polled allreduce with rank 1 dead: %s, expected "
+		    "MCCL_ERR_PEER_FAILED (%s)", result_names[rc],
+		    mccl_last_error(comm));
+	else
+		printf("rank 0: polled allreduce failed after %ld polls: %s\n",
+		    polls, mccl_last_error(comm));
+	mccl_comm_destroy(comm);
+	return failures != 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1004,6 +1080,8 @@ main(int argc, char **argv)
 		return mode_idle(atoi(argv[2]));
 	if (argc == 3 && strcmp(argv[1], "hold") == 0)
 		return mode_hold(atoi(argv[2]));
+	if (argc == 2 && strcmp(argv[1], "poll") == 0)
+		return mode_poll();
 	fprintf(stderr, "usage: mccl-test collectives | expect-init CODE TEXT | "
 	    "hold MS\n");
 	return 2;

@@ -44,6 +44,8 @@ run_job "API: bad arguments, 100 in flight, split, threads" japi "0 0 1 2 2" api
 run_job "API on one node x 4 ranks" japi1 "1 1 1 1" api
 run_job "mismatched counts fail every rank" jmis "0 1 1" mismatch
 run_job "abort reaches every rank" jab "0 1 2" abort
+run_job "mccl_test alone completes a receive, and an allreduce whose peer \
+died (PEER_FAILED)" jpoll "0 1" poll
 MCCL_ALGO=fastest spawn 0 jalgo 1 0 expect-init MCCL_ERR_INVALID_ARGUMENT \
     "MCCL_ALGO=fastest: expected auto, ring, doubling or rabenseifner"
 wait "$LAST_PID" && ok "an unknown MCCL_ALGO fails mccl_comm_init, named" ||
@@ -114,6 +116,7 @@ section hostile && . "$(dirname "$0")/hostile.sh"
 section security && . "$(dirname "$0")/security.sh"
 section faults && . "$(dirname "$0")/faults.sh"
 section faults && . "$(dirname "$0")/netfault.sh"
+section faults && . "$(dirname "$0")/liveness.sh"
 
 echo "== daemon health"
 for i in 0 1 2; do
