@@ -133,34 +133,75 @@ reload_nodes(struct config *nc)
 	    md.conf.nnodes);
 }
 
+static int
+addr_same(const struct conf_addr *a, const struct conf_addr *b)
+{
+	return a->port == b->port && strcmp(a->host, b->host) == 0;
+}
+
+static int
+listen_same(const struct config *a, const struct config *b)
+{
+	if (a->nlisten != b->nlisten)
+		return 0;
+	for (size_t i = 0; i < a->nlisten; i++)
+		if (!addr_same(&a->listen[i], &b->listen[i]))
+			return 0;
+	return 1;
+}
+
+/* Keys that only a restart applies: each one that changed is named. */
+static void
+reload_needs_restart(const struct config *nc)
+{
+	const struct config *c = &md.conf;
+	const struct {
+		const char	*key;
+		int		 changed;
+	} keys[] = {
+		{ "key_file", strcmp(nc->key_file, c->key_file) != 0 },
+		{ "chunk_bytes", nc->chunk_bytes != c->chunk_bytes },
+		{ "socket", strcmp(nc->socket_path, c->socket_path) != 0 },
+		{ "listen", !listen_same(nc, c) },
+		{ "metrics_listen", !addr_same(&nc->metrics_listen,
+		    &c->metrics_listen) },
+		{ "node", strcmp(nc->node_name, c->node_name) != 0 },
+	};
+
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (keys[i].changed)
+			log_warnx("reload: \"%s\" changed: restart mccld to "
+			    "apply it; keeping the running value", keys[i].key);
+	if (strcmp(nc->node_name, c->node_name) == 0 && !nodes_appended(c, nc) &&
+	    config_cluster_hash(nc) != config_cluster_hash(c))
+		log_warnx("reload: \"nodes\": nodes were removed, renamed or "
+		    "moved: restart mccld to apply that; keeping the running "
+		    "list");
+}
+
 /*
- * SIGHUP: re-read the configuration and apply what can change under
- * running jobs: log level, timeouts, limits, the algorithm (for ops that
- * start after; a node still on the old one fails them, naming both), nodes
- * added at the end of the list.  Other changes to the nodes, the
- * listeners, socket, key and pipeline chunk need a restart: say so, keep
- * the old.
+ * SIGHUP: re-read the configuration; if it is valid, apply every key that
+ * can change under running jobs (the log level, timeouts, heartbeats,
+ * limits, the algorithm and lanes of new jobs, the admin group, nodes
+ * added at the end of the list) and name each other key that changed and
+ * needs a restart.  Nothing is applied from an invalid file.
  */
 static int
 reload(char *err, size_t errlen)
 {
 	struct config nc;
+	uint32_t hb_interval = md.conf.heartbeat_interval_ms;
+	uint32_t hb_timeout = md.conf.heartbeat_timeout_ms;
 
 	if (config_load(md.conf_path, md.conf_explicit, &nc, err,
 	    errlen) == -1) {
 		log_warnx("reload: %s; keeping the running configuration", err);
 		return -1;
 	}
-	if (nodes_appended(&md.conf, &nc))
+	reload_needs_restart(&nc);
+	if (strcmp(nc.node_name, md.conf.node_name) == 0 &&
+	    nodes_appended(&md.conf, &nc))
 		reload_nodes(&nc);
-	else if (config_cluster_hash(&nc) != config_cluster_hash(&md.conf) ||
-	    strcmp(nc.node_name, md.conf.node_name) != 0)
-		log_warnx("reload: nodes were removed, renamed or moved, or "
-		    "this node's name changed: restart mccld to apply that");
-	if (strcmp(nc.key_file, md.conf.key_file) != 0 ||
-	    nc.chunk_bytes != md.conf.chunk_bytes)
-		log_warnx("reload: key_file or chunk_bytes changed: restart "
-		    "mccld to apply them");
 	md.conf.log_level = nc.log_level;
 	log_setlevel(md.verbose ? LOG_DEBUG : nc.log_level);
 	md.conf.init_timeout_ms = nc.init_timeout_ms;
@@ -168,15 +209,32 @@ reload(char *err, size_t errlen)
 	md.conf.algo = nc.algo;
 	md.conf.streams_per_peer = nc.streams_per_peer;	/* new jobs */
 	md.conf.connect_timeout_ms = nc.connect_timeout_ms;
+	md.conf.heartbeat_interval_ms = nc.heartbeat_interval_ms;
 	md.conf.heartbeat_timeout_ms = nc.heartbeat_timeout_ms;
 	md.conf.max_clients = nc.max_clients;
 	md.conf.max_segments = nc.max_segments;
 	md.conf.max_segment_bytes = nc.max_segment_bytes;
 	md.conf.max_pending_ops = nc.max_pending_ops;
+	md.conf.max_connections_per_uid = nc.max_connections_per_uid;
+	md.conf.max_jobs_per_uid = nc.max_jobs_per_uid;
+	md.conf.max_message_bytes = nc.max_message_bytes;
+	md.conf.max_fds_per_message = nc.max_fds_per_message;
+	md.conf.max_reply_bytes_per_uid = nc.max_reply_bytes_per_uid;
+	md.conf.max_unreceived_bytes_per_uid = nc.max_unreceived_bytes_per_uid;
+	md.conf.max_unreceived_bytes = nc.max_unreceived_bytes;
 	memcpy(md.conf.admin_group, nc.admin_group, sizeof(nc.admin_group));
 	config_free(&nc);
-	log_info("reload: configuration applied (log level %s)",
-	    log_level_name(log_getlevel()));
+	p2p_limits(md.conf.max_unreceived_bytes_per_uid,
+	    md.conf.max_unreceived_bytes);
+	if (hb_interval != md.conf.heartbeat_interval_ms ||
+	    hb_timeout != md.conf.heartbeat_timeout_ms)
+		peer_heartbeat_reset();
+	config_warnings(&md.conf);
+	log_info("reload: configuration applied (log level %s, heartbeat "
+	    "%u/%u ms, max_jobs_per_uid %u, max_connections_per_uid %u)",
+	    log_level_name(log_getlevel()), md.conf.heartbeat_interval_ms,
+	    md.conf.heartbeat_timeout_ms, md.conf.max_jobs_per_uid,
+	    md.conf.max_connections_per_uid);
 	return 0;
 }
 

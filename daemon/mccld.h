@@ -257,6 +257,7 @@ int		client_sees(const struct client *, uid_t);
 
 int		peer_init(char *, size_t);
 int		peer_add_nodes(uint32_t, char *, size_t);
+void		peer_heartbeat_reset(void);
 void		peer_close(void);
 int		peer_send(uint32_t, uint16_t, const void *, const void *, size_t);
 int		peer_is_up(uint32_t);

@@ -831,6 +831,26 @@ heartbeat_cb(int fd, short events, void *arg)
 	}
 }
 
+/*
+ * Reload: the new interval at once.  Every peer up counts as heard from
+ * now, and is pinged now, so that a shorter timeout starts from a fresh
+ * heartbeat instead of failing a peer that kept to the old interval.
+ */
+void
+peer_heartbeat_reset(void)
+{
+	struct timeval tv;
+
+	tv.tv_sec = md.conf.heartbeat_interval_ms / 1000;
+	tv.tv_usec = (md.conf.heartbeat_interval_ms % 1000) * 1000;
+	for (uint32_t i = 0; i < md.conf.nnodes; i++)
+		if (i != md.conf.node_index && peers[i]->state == PEER_UP)
+			peers[i]->last_rx_ns = now_ns();
+	event_del(heartbeat_ev);
+	event_add(heartbeat_ev, &tv);
+	heartbeat_cb(-1, 0, NULL);
+}
+
 /* ---- set-up ---- */
 
 static int

@@ -17,6 +17,7 @@
  *                                    its Unix socket, MS its
  *                                    connect_timeout_ms (default 3000)
  *   unauth HOST PORT [SOCKET]        a peer without the key gets nothing
+ *   unread SOCKET N                  N connections that never read replies
  *   flood HOST PORT N MS [reopen]    hold N idle connections for MS ms,
  *                                    reopening those the daemon closes
  *
@@ -1459,15 +1460,45 @@ daemon_rss_kb(long pid)
  * must push back (stop reading) or drop it, not queue replies without
  * bound.
  */
+/*
+ * Send status requests on fd, reading no reply, until the daemon stops
+ * reading (1 s without room) or closes; *how says which.
+ */
+static int
+unread_pump(int fd, const char **how)
+{
+	struct ipc_ctl c = { CTL_STATUS };
+	int n, sent = 0;
+
+	*how = "sent them all";
+	n = (int)ipc_enc(IPC_CTL, &c, NULL, 0);
+	while (sent < 200000) {
+		struct pollfd pfd = { fd, POLLOUT, 0 };
+
+		if (send(fd, out, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) == n) {
+			sent++;
+			continue;
+		}
+		if (errno != EAGAIN && errno != EINTR) {
+			*how = "then it closed the connection";
+			break;
+		}
+		if (poll(&pfd, 1, 1000) == 0) {
+			*how = "then it stopped reading";
+			break;
+		}
+	}
+	return sent;
+}
+
 static int
 c_unread_replies(char *why, size_t len)
 {
 	struct ipc_hello_ok ok;
-	struct ipc_ctl c = { CTL_STATUS };
 	char err[WHY_MAX];
 	long before, after;
-	int fd, n, sent = 0;
-	const char *how = "sent them all";
+	int fd, sent;
+	const char *how;
 
 	if (start_pid == -1 || (before = daemon_rss_kb(start_pid)) == -1) {
 		snprintf(why, len, "(skipped: the daemon's /proc is not "
@@ -1479,23 +1510,7 @@ c_unread_replies(char *why, size_t len)
 		snprintf(why, len, "%s", err);
 		return -1;
 	}
-	n = (int)ipc_enc(IPC_CTL, &c, NULL, 0);
-	while (sent < 200000) {
-		struct pollfd pfd = { fd, POLLOUT, 0 };
-
-		if (send(fd, out, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) == n) {
-			sent++;
-			continue;
-		}
-		if (errno != EAGAIN && errno != EINTR) {
-			how = "then it closed the connection";
-			break;
-		}
-		if (poll(&pfd, 1, 1000) == 0) {
-			how = "then it stopped reading";
-			break;
-		}
-	}
+	sent = unread_pump(fd, &how);
 	usleep(300000);
 	after = daemon_rss_kb(start_pid);
 	close(fd);
@@ -2224,6 +2239,39 @@ unauth_mode(void)
 	return 0;
 }
 
+/* ---- unread: many connections of one user leave replies unread ---- */
+
+static int
+unread_mode(int n)
+{
+	const char *how;
+	char err[WHY_MAX];
+	struct ipc_hello_ok ok;
+	int *fds, stopped = 0, sent = 0;
+
+	if ((fds = malloc((size_t)n * sizeof(int))) == NULL)
+		return -1;
+	for (int i = 0; i < n; i++)
+		fds[i] = -1;
+	for (int i = 0; i < n; i++) {
+		if ((fds[i] = conn_open(sock_path, REPLY_MS, &ok, NULL, err,
+		    sizeof(err))) == -1) {
+			printf("FAIL connection %d: %s\n", i, err);
+			nfailed++;
+			break;
+		}
+		sent += unread_pump(fds[i], &how);
+		stopped += strcmp(how, "then it stopped reading") == 0;
+	}
+	printf("%d requests sent on %d connections, %d stopped\n", sent, n,
+	    stopped);
+	for (int i = 0; i < n; i++)
+		if (fds[i] != -1)
+			close(fds[i]);
+	free(fds);
+	return 0;
+}
+
 /* ---- flood: idle connections held open ---- */
 
 /* Open connections until n are open or one fails; returns how many. */
@@ -2289,7 +2337,8 @@ usage(void)
 	fprintf(stderr, "usage: mccl-hostile client SOCKET [LOG]\n"
 	    "       mccl-hostile peer HOST PORT SOCKET [CONNECT_TIMEOUT_MS]\n"
 	    "       mccl-hostile unauth HOST PORT [SOCKET]\n"
-	    "       mccl-hostile flood HOST PORT N MS [reopen]\n");
+	    "       mccl-hostile flood HOST PORT N MS [reopen]\n"
+	    "       mccl-hostile unread SOCKET N\n");
 	exit(2);
 }
 
@@ -2317,6 +2366,9 @@ main(int argc, char **argv)
 		peer_port = argv[3];
 		sock_path = argc == 5 ? argv[4] : NULL;
 		rc = unauth_mode();
+	} else if (argc == 4 && strcmp(argv[1], "unread") == 0) {
+		sock_path = argv[2];
+		return unread_mode(atoi(argv[3])) == 0 && nfailed == 0 ? 0 : 1;
 	} else if ((argc == 6 || (argc == 7 && strcmp(argv[6], "reopen") ==
 	    0)) && strcmp(argv[1], "flood") == 0) {
 		peer_host = argv[2];

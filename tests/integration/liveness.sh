@@ -131,3 +131,67 @@ for i in 0 1 2; do
 	wait "${DAEMON_PIDS[$((50 + i))]}" 2>/dev/null
 	unset "DAEMON_PIDS[$((50 + i))]"
 done
+
+echo "== reload applies every key it names, without failing a running job"
+# r0 and r1 start with slow heartbeats (2000/6000 ms); the reload makes
+# them 300/900: a timeout shorter than the old interval, which fails the
+# peers unless the new interval is applied too.
+rbase=$(free_ports 3)
+rl_conf() {	# I HB_INTERVAL HB_TIMEOUT EXTRA
+	cat >"$T/r$1.conf" <<EOC
+{ "node": "r$1", "socket": "$T/r$1.sock", "log_level": "debug",
+  "nodes": [{"name": "r0", "address": "127.0.0.1:$rbase"},
+            {"name": "r1", "address": "127.0.0.1:$((rbase + 1))"}],
+  $4 "heartbeat_interval_ms": $2, "heartbeat_timeout_ms": $3 }
+EOC
+}
+for i in 0 1; do
+	rl_conf "$i" 2000 6000 ""
+	"$B/mccld" -c "$T/r$i.conf" >>"$T/r$i.log" 2>&1 &
+	DAEMON_PIDS[$((55 + i))]=$!
+done
+deadline=$((SECONDS + 10))
+until "$B/mcclctl" -s "$T/r0.sock" -j status 2>/dev/null |
+    grep -q '"peers_up": 1'; do
+	[ $SECONDS -lt $deadline ] || break
+	sleep 0.1
+done
+MCCL_SOCKET="$T/r0.sock" MCCL_JOB=rlsteady MCCL_NRANKS=2 MCCL_RANK=0 \
+    timeout 60 "$B/mccl-test" steady 5000 >"$T/rlsteady.r0.out" 2>&1 &
+rs0=$!
+MCCL_SOCKET="$T/r1.sock" MCCL_JOB=rlsteady MCCL_NRANKS=2 MCCL_RANK=1 \
+    timeout 60 "$B/mccl-test" steady 5000 >"$T/rlsteady.r1.out" 2>&1 &
+rs1=$!
+CHILD_PIDS+=($rs0 $rs1)
+sleep 1
+for i in 0 1; do
+	rl_conf "$i" 300 900 "\"max_jobs_per_uid\": 1, \"max_connections_per_uid\": 9,
+  \"listen\": [\"127.0.0.1:$((rbase + 2))\"],"
+	out=$("$B/mcclctl" -s "$T/r$i.sock" reload 2>&1) ||
+	    bad "mcclctl reload of r$i: $out"
+done
+MCCL_SOCKET="$T/r0.sock" MCCL_JOB=rlsecond MCCL_NRANKS=1 MCCL_RANK=0 \
+    "$B/mccl-test" expect-init MCCL_ERR_NO_MEMORY "max_jobs_per_uid" \
+    >"$T/rlsecond.out" 2>&1 &&
+    ok "reload: max_jobs_per_uid applied (a second job is refused)" ||
+    { bad "reload: max_jobs_per_uid"; cat "$T/rlsecond.out"; }
+wait "$rs0" && wait "$rs1" &&
+    ok "reload to heartbeats of 300/900 ms: the running job went on" ||
+    { bad "the job across the reload"; cat "$T"/rlsteady.*.out; }
+if grep -q "is down" "$T/r0.log" "$T/r1.log"; then
+	bad "reload: a peer went down"
+	grep -h "is down" "$T/r0.log" "$T/r1.log" | head -n 3
+else
+	ok "reload: no peer went down"
+fi
+grep -q 'reload: "listen" changed: restart mccld' "$T/r0.log" &&
+    ok "reload: a changed listen address is named as needing a restart" ||
+    bad "reload: nothing logged for the listen address"
+grep -q "heartbeat 300/900 ms, max_jobs_per_uid 1, max_connections_per_uid 9" \
+    "$T/r0.log" && ok "reload: the applied values are logged" ||
+    bad "reload: applied values not logged"
+for i in 0 1; do
+	kill -TERM "${DAEMON_PIDS[$((55 + i))]}" 2>/dev/null
+	wait "${DAEMON_PIDS[$((55 + i))]}" 2>/dev/null
+	unset "DAEMON_PIDS[$((55 + i))]"
+done

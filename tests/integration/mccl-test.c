@@ -21,6 +21,11 @@
  *   big                one in-place allreduce of 2 GiB + 16 KiB
  *   idle MS            join, take part in nothing for MS ms, leave
  *   hold MS            join, do one barrier, stay MS ms, leave
+ *   send-hold BYTES MS 2 ranks: rank 0 sends BYTES, rank 1 receives them
+ *                      MS ms later (the daemon keeps them meanwhile)
+ *   send-refused BYTES CODE TEXT
+ *                      2 ranks: rank 0's send of BYTES fails with CODE and
+ *                      TEXT
  *   poll               2 ranks: mccl_test alone completes a receive, and
  *                      an allreduce whose peer died (with its error)
  *
@@ -978,6 +983,48 @@ mode_hold(int ms)
 	return failures != 0;
 }
 
+/*
+ * Rank 0 sends one message of bytes to rank 1, which receives it only
+ * after ms: the daemon keeps it meanwhile.  With code, the send must fail
+ * with code and text instead (rank 1 then only leaves).
+ */
+static int
+mode_send_kept(size_t bytes, int ms, const char *code, const char *text)
+{
+	mccl_comm_t *comm;
+	mccl_result_t rc;
+	uint8_t *buf;
+
+	if ((comm = join()) == NULL)
+		return 1;
+	if ((buf = calloc(1, bytes)) == NULL) {
+		FAIL("out of memory");
+		return 1;
+	}
+	if (my_rank == 0) {
+		rc = mccl_send(buf, bytes, MCCL_UINT8, 1, 7, comm, NULL);
+		if (code != NULL)
+			expect(comm, rc, code_of(code), text, "send");
+		else if (rc != MCCL_SUCCESS)
+			FAIL("send of %zu bytes: %s", bytes,
+			    mccl_last_error(comm));
+		else
+			printf("rank 0: %zu bytes sent\n", bytes);
+	} else {
+		usleep((useconds_t)ms * 1000);
+		if (code == NULL && mccl_recv(buf, bytes, MCCL_UINT8, 0, 7, comm,
+		    NULL) != MCCL_SUCCESS)
+			FAIL("recv: %s", mccl_last_error(comm));
+	}
+	/* The sender stays until the message is taken. */
+	if (code == NULL && failures == 0 && mccl_barrier(comm, NULL) !=
+	    MCCL_SUCCESS)
+		FAIL("barrier: %s", mccl_last_error(comm));
+	free(buf);
+	mccl_comm_destroy(comm);
+	return failures != 0;
+}
+
 /* Poll req with mccl_test alone until it completes (10 s at most). */
 static mccl_result_t
 poll_until_done(mccl_request_t *req, const char *what, long *polls)
@@ -1082,6 +1129,12 @@ main(int argc, char **argv)
 		return mode_hold(atoi(argv[2]));
 	if (argc == 2 && strcmp(argv[1], "poll") == 0)
 		return mode_poll();
+	if (argc == 4 && strcmp(argv[1], "send-hold") == 0)
+		return mode_send_kept(strtoul(argv[2], NULL, 10), atoi(argv[3]),
+		    NULL, NULL);
+	if (argc == 5 && strcmp(argv[1], "send-refused") == 0)
+		return mode_send_kept(strtoul(argv[2], NULL, 10), 100, argv[3],
+		    argv[4]);
 	fprintf(stderr, "usage: mccl-test collectives | expect-init CODE TEXT | "
 	    "hold MS\n");
 	return 2;

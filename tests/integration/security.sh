@@ -72,6 +72,63 @@ hostile_run "keyless n1" unauth 127.0.0.1 $((METRICS_PORT - 3 + 1)) \
     ok "the host key is beside the sockets, 32 bytes, mode 0600" ||
     bad "host key: $(stat -c '%a %s %U' "$T/host.key" 2>&1)"
 
+echo "== per-user caps: messages not yet received, replies not yet read"
+# A 1-node daemon with small caps: 1 MiB of unreceived messages per uid,
+# 3 MiB in all, 1 MiB of unread replies per uid.
+uport=$(free_ports 1)
+sec_conf "$T/u0.conf" u0 "$T/u0.sock" "$uport" \
+    '"max_unreceived_bytes_per_uid": 1048576, "max_unreceived_bytes": 3145728,
+  "max_reply_bytes_per_uid": 1048576, "max_connections_per_uid": 64,'
+"$B/mccld" -c "$T/u0.conf" >>"$T/u0.log" 2>&1 &
+DAEMON_PIDS[25]=$!
+sec_wait_socket "$T/u0.sock" || bad "u0 did not start"
+u_rank() {	# JOB RANK ARGS...: a rank of a 2-rank job on u0
+	local job=$1 rank=$2
+	shift 2
+	MCCL_SOCKET="$T/u0.sock" MCCL_JOB=$job MCCL_NRANKS=2 MCCL_RANK=$rank \
+	    timeout 30 "$B/mccl-test" "$@" >>"$T/$job.r$rank.out" 2>&1 &
+	CHILD_PIDS+=($!)
+	LAST_PID=$!
+}
+# Job A keeps 700 KiB unreceived for 3 s; job B of the same uid cannot
+# add 700 KiB more, though each job alone is far under its own limit.
+u_rank ua 0 send-hold 716800 3000; ua0=$LAST_PID
+u_rank ua 1 send-hold 716800 3000; ua1=$LAST_PID
+sleep 1
+u_rank ub 0 send-refused 716800 MCCL_ERR_NO_MEMORY \
+    "max_unreceived_bytes_per_uid"; ub0=$LAST_PID
+u_rank ub 1 send-refused 716800 MCCL_ERR_NO_MEMORY ""; ub1=$LAST_PID
+wait "$ub0" && ok "a second job of the uid over max_unreceived_bytes_per_uid: \
+the send fails, named" || { bad "max_unreceived_bytes_per_uid"; \
+cat "$T"/ub.r*.out; }
+wait "$ub1"
+wait "$ua0" && wait "$ua1" &&
+    ok "the first job's message is still delivered" ||
+    { bad "the first job"; cat "$T"/ua.r*.out; }
+u_rank uc 0 send-hold 716800 10; uc0=$LAST_PID
+u_rank uc 1 send-hold 716800 10; uc1=$LAST_PID
+wait "$uc0" && wait "$uc1" &&
+    ok "the uid's bytes are given back: a new job sends 700 KiB again" ||
+    { bad "after the caps"; cat "$T"/uc.r*.out; }
+
+# Eight connections of one uid that never read their replies: each is
+# stopped once the uid's queued replies pass 1 MiB, not at 4 MiB apiece.
+"$B/mccl-hostile" unread "$T/u0.sock" 8 >"$T/unread.out" 2>&1
+grep -q "on 8 connections, 8 stopped" "$T/unread.out" &&
+    ok "eight connections that never read are all stopped" ||
+    { bad "unread replies"; cat "$T/unread.out"; }
+uid_max=$(sed -n 's/.*bytes queued, \([0-9]*\) for uid .*/\1/p' "$T/u0.log" |
+    sort -n | tail -n 1)
+if [ -n "$uid_max" ] && [ "$uid_max" -le $((1048576 + 65536)) ]; then
+	ok "the uid's queued replies stay under max_reply_bytes_per_uid \
+($uid_max bytes at most)"
+else
+	bad "the uid's queued replies reached ${uid_max:-?} bytes"
+fi
+kill -0 "${DAEMON_PIDS[25]}" && ok "u0 still running" || bad "u0 died"
+kill -TERM "${DAEMON_PIDS[25]}" 2>/dev/null
+wait "${DAEMON_PIDS[25]}" 2>/dev/null
+
 if [ "$(id -u)" != 0 ] || ! command -v useradd >/dev/null ||
     ! command -v setpriv >/dev/null; then
 	echo "(not root, or no useradd/setpriv: the cross-user tests are skipped)"
