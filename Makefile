@@ -122,8 +122,9 @@ $(B)/test_ring: $(call obj,tests/unit/test_ring.c daemon/ring.c daemon/reduce.c 
 $(B)/mccl-test: $(call obj,tests/integration/mccl-test.c) $(B)/libmccl.a
 	$(CC) $(LDFLAGS) -o $@ $^ -lpthread -lm
 
-$(B)/mccl-hostile: $(call obj,tests/integration/hostile.c libclient/conn.c $(PROTO_SRCS))
-	$(CC) $(LDFLAGS) -o $@ $^
+$(B)/mccl-hostile: $(call obj,tests/integration/hostile.c libclient/conn.c \
+    daemon/auth.c daemon/log.c $(PROTO_SRCS))
+	$(CC) $(LDFLAGS) -o $@ $^ $(SODIUM_LIBS)
 
 $(B)/notify-sink: $(call obj,tests/ops/notify-sink.c)
 	$(CC) $(LDFLAGS) -o $@ $^

@@ -646,8 +646,8 @@ static const struct conf_key conf_keys[] = {
 	KEY_UINT("max_reply_bytes_per_uid", max_reply_bytes_per_uid, 65536,
 	    INT64_MAX),
 	KEY_UINT("max_unreceived_bytes_per_uid", max_unreceived_bytes_per_uid,
-	    0, INT64_MAX),
-	KEY_UINT("max_unreceived_bytes", max_unreceived_bytes, 0, INT64_MAX),
+	    1, INT64_MAX),
+	KEY_UINT("max_unreceived_bytes", max_unreceived_bytes, 1, INT64_MAX),
 };
 
 static const struct conf_key *

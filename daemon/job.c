@@ -50,6 +50,7 @@ struct early_link {
 };
 
 #define NONE	UINT32_MAX
+#define EARLY_LINKS_PER_NODE 64	/* data links of jobs not formed here yet */
 
 static TAILQ_HEAD(, early_link) early_links =
     TAILQ_HEAD_INITIALIZER(early_links);
@@ -746,6 +747,17 @@ early_link_timeout_cb(int fd, short events, void *arg)
 	early_link_free(e, 1);
 }
 
+static int
+early_links_from(uint32_t node)
+{
+	struct early_link *e;
+	int n = 0;
+
+	TAILQ_FOREACH(e, &early_links, entry)
+		n += e->node == node;
+	return n;
+}
+
 void
 job_data_link(int fd, const struct peer_data_hello *m)
 {
@@ -775,6 +787,14 @@ job_data_link(int fd, const struct peer_data_hello *m)
 				return;
 		log_warnx("job %s: unexpected data link from node %s", j->name,
 		    peer_name(m->node));
+		close(fd);
+		return;
+	}
+	if (early_links_from(m->node) >= EARLY_LINKS_PER_NODE) {
+		log_warnx("peer: node %s already has %d data links of jobs not "
+		    "formed here: refusing one more (job %016llx)",
+		    peer_name(m->node), EARLY_LINKS_PER_NODE,
+		    (unsigned long long)m->job_id);
 		close(fd);
 		return;
 	}

@@ -207,7 +207,10 @@ mccl_result_t	mccl_comm_abort(mccl_comm_t *comm);
 mccl_result_t	mccl_wait(mccl_request_t *req, int timeout_ms);
 
 /* *done = 1 and the operation's result once it completed (req is then
- * freed); *done = 0 and MCCL_SUCCESS while it is still pending. */
+ * freed); *done = 0 and MCCL_SUCCESS while it is still pending.  Never
+ * blocks, but takes in what the daemon already sent: polling alone
+ * completes every operation.  A failed communicator completes a pending
+ * request with its error (mccl_wait too). */
 mccl_result_t	mccl_test(mccl_request_t *req, int *done);
 
 /* A static description of a result code. */

@@ -18,6 +18,7 @@
  *                                    connect_timeout_ms (default 3000)
  *   unauth HOST PORT [SOCKET]        a peer without the key gets nothing
  *   unread SOCKET N                  N connections that never read replies
+ *   early HOST PORT KEYFILE NODE N   N authenticated data links of no job
  *   flood HOST PORT N MS [reopen]    hold N idle connections for MS ms,
  *                                    reopening those the daemon closes
  *
@@ -44,6 +45,7 @@
 #include <unistd.h>
 
 #include "mccl.h"
+#include "mccld.h"		/* auth.c: the early links authenticate */
 #include "conn.h"
 #include "ipc.h"
 #include "peer.h"
@@ -817,7 +819,8 @@ static int
 c_size_limit(char *why, size_t len)
 {
 	return seg_case(memfd_make(SEG_SIZE, SEG_SEALS), 1, 1ULL << 62,
-	    "limit", why, len);
+	    "over the limit of 68719476736 bytes per client (max_segment_bytes",
+	    why, len);
 }
 
 static int
@@ -2239,6 +2242,78 @@ unauth_mode(void)
 	return 0;
 }
 
+/* ---- early: an authenticated peer opens data links of no job ---- */
+
+/* Authenticate as node on fd with the key auth_init loaded. */
+static int
+early_auth(int fd, uint32_t node, char *why, size_t len)
+{
+	struct peer_auth_hello ah = { node, { 0 } };
+	struct peer_auth_challenge c;
+	struct peer_auth_response r;
+	const struct wire_type *t;
+	uint8_t buf[WIRE_HDR_LEN + sizeof(c)];
+	size_t want = WIRE_HDR_LEN + 4 + 2 * AUTH_NONCE_LEN, got = 0;
+	struct wire_hdr h;
+	ssize_t n;
+
+	auth_nonce(ah.nonce);
+	if (tcp_send(fd, peer_enc(PEER_AUTH_HELLO, &ah), why, len) == -1)
+		return -1;
+	while (got < want && (n = recv(fd, buf + got, want - got, 0)) > 0)
+		got += (size_t)n;
+	if (got < want || wire_hdr_check(&peer_proto, buf, &h, &t, why,
+	    len) == -1 || wire_decode(t, buf + WIRE_HDR_LEN, h.len, &c, NULL,
+	    NULL, why, len) == -1) {
+		if (got < want)
+			snprintf(why, len, "no challenge");
+		return -1;
+	}
+	auth_mac(r.mac, 'C', c.nonce, ah.nonce, node);
+	return tcp_send(fd, peer_enc(PEER_AUTH_RESPONSE, &r), why, len);
+}
+
+/*
+ * n data links of unknown jobs, authenticated as node: the daemon may
+ * keep some until their jobs form, never all of them.
+ */
+static int
+early_mode(const char *key_file, uint32_t node, int n)
+{
+	char why[WHY_MAX] = "";
+	int *fds, kept = 0, sent = 0;
+
+	if (auth_init(key_file, "", why, sizeof(why)) == -1 ||
+	    (fds = malloc((size_t)n * sizeof(int))) == NULL) {
+		printf("FAIL early: %s\n", why);
+		return -1;
+	}
+	for (int i = 0; i < n; i++) {
+		struct peer_data_hello d = { 0x7e570000ULL + (uint64_t)i, node,
+		    PEER_STREAM_COLL };
+
+		if ((fds[i] = tcp_connect(why, sizeof(why))) == -1 ||
+		    early_auth(fds[i], node, why, sizeof(why)) == -1 ||
+		    tcp_send(fds[i], peer_enc(PEER_DATA_HELLO, &d), why,
+		    sizeof(why)) == -1) {
+			printf("FAIL early: link %d: %s\n", i, why);
+			break;
+		}
+		sent++;
+	}
+	usleep(500000);
+	for (int i = 0; i < sent; i++) {
+		char c;
+
+		kept += recv(fds[i], &c, 1, MSG_DONTWAIT) == -1 &&
+		    errno == EAGAIN;
+		close(fds[i]);
+	}
+	free(fds);
+	printf("%d data links sent, %d kept\n", sent, kept);
+	return sent == n ? 0 : -1;
+}
+
 /* ---- unread: many connections of one user leave replies unread ---- */
 
 static int
@@ -2338,7 +2413,8 @@ usage(void)
 	    "       mccl-hostile peer HOST PORT SOCKET [CONNECT_TIMEOUT_MS]\n"
 	    "       mccl-hostile unauth HOST PORT [SOCKET]\n"
 	    "       mccl-hostile flood HOST PORT N MS [reopen]\n"
-	    "       mccl-hostile unread SOCKET N\n");
+	    "       mccl-hostile unread SOCKET N\n"
+	    "       mccl-hostile early HOST PORT KEYFILE NODE N\n");
 	exit(2);
 }
 
@@ -2366,6 +2442,11 @@ main(int argc, char **argv)
 		peer_port = argv[3];
 		sock_path = argc == 5 ? argv[4] : NULL;
 		rc = unauth_mode();
+	} else if (argc == 7 && strcmp(argv[1], "early") == 0) {
+		peer_host = argv[2];
+		peer_port = argv[3];
+		return early_mode(argv[4], (uint32_t)atoi(argv[5]),
+		    atoi(argv[6])) == 0 ? 0 : 1;
 	} else if (argc == 4 && strcmp(argv[1], "unread") == 0) {
 		sock_path = argv[2];
 		return unread_mode(atoi(argv[3])) == 0 && nfailed == 0 ? 0 : 1;

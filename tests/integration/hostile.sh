@@ -144,6 +144,20 @@ hostile_logged "each peer refusal is logged with its reason" "$T/k1.log" \
     "failed authentication" "refused: unexpected message" \
     "did not authenticate within 2000 ms"
 
+echo "== an authenticated peer's data links of jobs that never form"
+# 100 links claiming node k0, each of a job k1 never heard of: k1 keeps
+# them for the job to form (connect_timeout_ms), 64 at most per node.
+out=$(timeout 60 "$B/mccl-hostile" early 127.0.0.1 $((kbase + 1)) \
+    "$T/cluster.key" 0 100 2>&1)
+kept=$(sed -n 's/^100 data links sent, \([0-9]*\) kept$/\1/p' <<<"$out")
+if [ -n "$kept" ] && [ "$kept" -gt 0 ] && [ "$kept" -le 64 ]; then
+	ok "k1 keeps $kept of 100 early data links (at most 64 per node)"
+else
+	bad "early data links: $out"
+fi
+hostile_logged "the refused early links are logged" "$T/k1.log" \
+    "node k0 already has 64 data links of jobs not formed here"
+
 echo "== unauthenticated peers"
 hostile_run "unauth" unauth 127.0.0.1 $((kbase + 1)) "$T/k1.sock"
 

@@ -126,6 +126,26 @@ warned=$(cat "$T/l0.log" "$T/l1.log" | grep -c "refusals not logged")
     ok "the log stays short: $lines lines, refusals counted not logged" ||
     bad "the flood wrote $lines log lines ($warned summaries)"
 
+echo "== liveness: the coordinator of a forming job dies"
+# Rank 0 of 2 waits on l0 for a rank that never comes; l2 coordinates
+# the job and is killed: l0 fails the job at once, not at the init
+# timeout (20 s here).
+for name in lvcoord lvcoord1 lvcoord2 lvcoord3 lvcoord4 lvcoord5 lvcoord6; do
+	[ "$(lv_coordinator "$name")" != 2 ] || break
+done
+MCCL_INIT_TIMEOUT_MS=20000 lv_spawn 0 "$name" 2 0 expect-init \
+    MCCL_ERR_PEER_FAILED "node l2, which coordinates its formation, is down"
+co=$LAST_PID
+sleep 1
+t0=$SECONDS
+kill -9 "${DAEMON_PIDS[52]}"
+wait "${DAEMON_PIDS[52]}" 2>/dev/null
+wait "$co" && [ $((SECONDS - t0)) -le 3 ] &&
+    ok "the forming job fails at once, naming its coordinator \
+($((SECONDS - t0)) s)" ||
+    { bad "coordinator death during formation ($((SECONDS - t0)) s)"; \
+    cat "$T/$name".r*.out; }
+
 for i in 0 1 2; do
 	kill -TERM "${DAEMON_PIDS[$((50 + i))]}" 2>/dev/null
 	wait "${DAEMON_PIDS[$((50 + i))]}" 2>/dev/null

@@ -646,7 +646,12 @@ bad_arguments(mccl_comm_t *comm, float *buf)
 {
 	int n = mccl_comm_size(comm);
 	mccl_result_t I = MCCL_ERR_INVALID_ARGUMENT;
+	char root_text[64], peer_text[64];
 
+	snprintf(root_text, sizeof(root_text), "root %d is out of range for "
+	    "%d ranks", n, n);
+	snprintf(peer_text, sizeof(peer_text), "peer %d is out of range for "
+	    "%d ranks", n, n);
 	expect(comm, mccl_allreduce(NULL, buf, 5, MCCL_FLOAT32, MCCL_SUM, comm,
 	    NULL), I, "sendbuf is NULL", "NULL sendbuf");
 	expect(comm, mccl_allreduce(buf, buf, 5, (mccl_dtype_t)99, MCCL_SUM,
@@ -656,11 +661,11 @@ bad_arguments(mccl_comm_t *comm, float *buf)
 	expect(comm, mccl_allreduce(buf, buf, 5, MCCL_INT32, MCCL_AVG, comm,
 	    NULL), MCCL_ERR_UNSUPPORTED, "floating-point", "integer avg");
 	expect(comm, mccl_broadcast(buf, 5, MCCL_FLOAT32, n, comm, NULL), I,
-	    "root", "root out of range");
+	    root_text, "root out of range");
 	expect(comm, mccl_reduce(buf, buf, 5, MCCL_FLOAT32, MCCL_SUM, -1, comm,
 	    NULL), I, "root -1", "negative root");
 	expect(comm, mccl_send(buf, 5, MCCL_FLOAT32, n, 0, comm, NULL), I,
-	    "peer", "peer out of range");
+	    peer_text, "peer out of range");
 	expect(comm, mccl_send(buf, 5, MCCL_FLOAT32, 0, MCCL_ANY_TAG, comm,
 	    NULL), I, "tag", "send with any tag");
 	expect(comm, mccl_allreduce(buf, buf + 1, 5, MCCL_FLOAT32, MCCL_SUM,

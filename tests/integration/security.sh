@@ -52,6 +52,18 @@ sec_fails_start "a directory at the socket path: refused, named" \
     "$T/dir.sock exists and is not a socket (a directory)" \
     "$B/mccld" -c "$T/dir.conf"
 
+sec_conf "$T/grp.conf" s0 "$T/grp.sock" "$sport" \
+    '"admin_group": "mccl-no-such-group",'
+out=$("$B/mccld" -n -c "$T/grp.conf" 2>&1)
+case $out in
+*'admin_group "mccl-no-such-group" does not exist: only root may run'*)
+	ok "an admin_group that does not exist is said so" ;;
+*) bad "a missing admin_group: $out" ;;
+esac
+sec_conf "$T/rel.conf" s0 "rel/mccld.sock" "$sport"
+sec_fails_start "a relative socket path is refused" \
+    '"rel/mccld.sock" is not an absolute path' "$B/mccld" -c "$T/rel.conf"
+
 echo "== job names reach the log escaped"
 MCCL_SOCKET="$T/n0.sock" MCCL_JOB=$'x\n<3>mccld: FORGED' MCCL_RANK=0 \
     MCCL_NRANKS=1 "$B/mccl-test" expect-init MCCL_ERR_INVALID_ARGUMENT \

@@ -437,6 +437,31 @@ START_TEST(test_socket_long)
 	snprintf(text, sizeof(text), "{\"socket\": \"%s\"}", path);
 	parse_err(text, "key \"socket\"");
 	parse_err("{\"socket\": \"\"}", "key \"socket\"");
+	/* Relative to whatever directory the daemon was started in: no. */
+	parse_err("{\"socket\": \"run/mccld.sock\"}", "key \"socket\": "
+	    "\"run/mccld.sock\" is not an absolute path");
+}
+END_TEST
+
+/* The per-uid caps: their defaults, and each key read. */
+START_TEST(test_uid_caps)
+{
+	struct config c;
+
+	parse_ok("{}", &c);
+	ck_assert_uint_eq(c.max_reply_bytes_per_uid, 16ULL << 20);
+	ck_assert_uint_eq(c.max_unreceived_bytes_per_uid, 4ULL << 30);
+	ck_assert_uint_eq(c.max_unreceived_bytes, 16ULL << 30);
+	config_free(&c);
+	parse_ok("{\"max_reply_bytes_per_uid\": 65536, "
+	    "\"max_unreceived_bytes_per_uid\": 1, "
+	    "\"max_unreceived_bytes\": 1048576}", &c);
+	ck_assert_uint_eq(c.max_reply_bytes_per_uid, 65536);
+	ck_assert_uint_eq(c.max_unreceived_bytes_per_uid, 1);
+	ck_assert_uint_eq(c.max_unreceived_bytes, 1048576);
+	config_free(&c);
+	parse_err("{\"max_reply_bytes_per_uid\": 100}",
+	    "key \"max_reply_bytes_per_uid\"");
 }
 END_TEST
 
@@ -641,6 +666,7 @@ config_suite(void)
 	    sizeof(bad_addrs) / sizeof(bad_addrs[0]));
 	tcase_add_test(tc, test_listen_bad);
 	tcase_add_test(tc, test_socket_long);
+	tcase_add_test(tc, test_uid_caps);
 	tcase_add_test(tc, test_heartbeat);
 	tcase_add_test(tc, test_syntax);
 	suite_add_tcase(s, tc);
