@@ -1,0 +1,166 @@
+"""What a buffer handed to mccl is: its address, element count and MCCL
+dtype, checked before anything is sent.
+
+Accepted: CPU torch tensors, numpy arrays, and any object with the buffer
+protocol (bytearray, memoryview, array.array; bytes as a source only).
+Each must be contiguous.  A wrong type is a TypeError, a wrong layout or
+size a ValueError, raised here, before the daemon hears of the call.
+"""
+
+import ctypes
+
+# MCCL dtype codes (mccl.h mccl_dtype_t), with their sizes and names.
+INT8, UINT8, INT32, UINT32, INT64, UINT64 = 0, 1, 2, 3, 4, 5
+FLOAT16, BFLOAT16, FLOAT32, FLOAT64 = 6, 7, 8, 9
+DTYPE_NAMES = ("int8", "uint8", "int32", "uint32", "int64", "uint64",
+               "float16", "bfloat16", "float32", "float64")
+DTYPE_SIZES = (1, 1, 4, 4, 8, 8, 2, 2, 4, 8)
+
+_BY_NAME = {n: i for i, n in enumerate(DTYPE_NAMES)}
+_NUMPY = {"|i1": INT8, "|u1": UINT8, "<i4": INT32, "<u4": UINT32,
+          "<i8": INT64, "<u8": UINT64, "<f2": FLOAT16, "<f4": FLOAT32,
+          "<f8": FLOAT64}
+_TORCH = {"torch.int8": INT8, "torch.uint8": UINT8, "torch.int32": INT32,
+          "torch.int64": INT64, "torch.float16": FLOAT16,
+          "torch.bfloat16": BFLOAT16, "torch.float32": FLOAT32,
+          "torch.float64": FLOAT64}
+# struct/memoryview format characters, by item size where it varies.
+_FORMAT = {("b", 1): INT8, ("B", 1): UINT8, ("c", 1): UINT8,
+           ("e", 2): FLOAT16, ("i", 4): INT32,
+           ("I", 4): UINT32, ("l", 8): INT64, ("L", 8): UINT64,
+           ("q", 8): INT64, ("Q", 8): UINT64, ("f", 4): FLOAT32,
+           ("d", 8): FLOAT64}
+
+
+def dtype_code(dtype):
+    """An MCCL dtype code from a code, a name, or a numpy or torch dtype."""
+    if isinstance(dtype, int) and 0 <= dtype < len(DTYPE_NAMES):
+        return dtype
+    if isinstance(dtype, str) and dtype in _BY_NAME:
+        return _BY_NAME[dtype]
+    name = str(dtype)
+    if name in _TORCH:
+        return _TORCH[name]
+    if name in _BY_NAME:		# numpy dtypes print as their names
+        return _BY_NAME[name]
+    raise TypeError("mccl: unknown dtype %r (expected one of %s)" %
+                    (dtype, ", ".join(DTYPE_NAMES)))
+
+
+class Buf:
+    """One checked buffer: the object, kept alive while the daemon may
+    use its memory, its address, element count and dtype."""
+
+    __slots__ = ("obj", "ptr", "count", "dtype", "nbytes", "kind", "keep")
+
+    def __init__(self, obj, ptr, count, dtype, kind, keep=None):
+        self.obj = obj
+        self.ptr = ptr
+        self.count = count
+        self.dtype = dtype
+        self.nbytes = count * DTYPE_SIZES[dtype]
+        self.kind = kind	# "torch", "numpy" or "buffer"
+        self.keep = keep	# what holds the address (an export)
+
+
+def _retype(what, nbytes, want):
+    """How many elements of dtype want nbytes hold."""
+    size = DTYPE_SIZES[want]
+    if nbytes % size:
+        raise ValueError("mccl: %s: %d bytes are not a whole number of %s "
+                         "elements" % (what, nbytes, DTYPE_NAMES[want]))
+    return nbytes // size
+
+
+def _torch(t, what, writable, want):
+    if t.device.type != "cpu":
+        raise ValueError("mccl: %s: a tensor on %s; mccl works on CPU "
+                         "tensors" % (what, t.device))
+    if not t.is_contiguous():
+        raise ValueError("mccl: %s: the tensor is not contiguous (call "
+                         ".contiguous() and copy the result back)" % what)
+    dtype = _TORCH.get(str(t.dtype))
+    if dtype is None and want is None:
+        raise TypeError("mccl: %s: tensor dtype %s is not one of mccl's "
+                        "(%s)" % (what, t.dtype, ", ".join(DTYPE_NAMES)))
+    count = t.numel()
+    if want is not None:
+        count = _retype(what, count * t.element_size(), want)
+        dtype = want
+    return Buf(t, t.data_ptr(), count, dtype, "torch")
+
+
+def _numpy(a, what, writable, want):
+    ai = a.__array_interface__
+    ptr, readonly = ai["data"]
+    if ai.get("strides") is not None and not a.flags.c_contiguous:
+        raise ValueError("mccl: %s: the array is not contiguous (use "
+                         "numpy.ascontiguousarray and copy the result "
+                         "back)" % what)
+    if writable and readonly:
+        raise ValueError("mccl: %s: the array is read-only" % what)
+    dtype = _NUMPY.get(ai["typestr"])
+    count = a.size
+    if want is not None:
+        count = _retype(what, count * a.itemsize, want)
+        dtype = want
+    elif dtype is None:
+        raise TypeError("mccl: %s: array dtype %s is not one of mccl's "
+                        "(%s)" % (what, a.dtype, ", ".join(DTYPE_NAMES)))
+    return Buf(a, ptr, count, dtype, "numpy")
+
+
+def _buffer(obj, what, writable, want):
+    try:
+        m = memoryview(obj)
+    except TypeError:
+        raise TypeError("mccl: %s: %s is not a buffer (expected a CPU "
+                        "torch tensor, a numpy array or an object with the "
+                        "buffer protocol)" % (what, type(obj).__name__)) \
+            from None
+    if not m.c_contiguous:
+        raise ValueError("mccl: %s: the buffer is not contiguous" % what)
+    dtype = _FORMAT.get((m.format.lstrip("@=<"), m.itemsize))
+    count = m.nbytes // m.itemsize if m.itemsize else 0
+    if want is not None:
+        count = _retype(what, m.nbytes, want)
+        dtype = want
+    elif dtype is None:
+        raise TypeError("mccl: %s: buffer format %r is not one of mccl's "
+                        "dtypes" % (what, m.format))
+    if m.readonly:
+        if writable:
+            raise ValueError("mccl: %s: the buffer is read-only" % what)
+        keep = ctypes.create_string_buffer(m.tobytes(), m.nbytes)
+    else:
+        keep = (ctypes.c_char * m.nbytes).from_buffer(m)
+    return Buf(obj, ctypes.addressof(keep), count, dtype, "buffer", keep)
+
+
+def view(obj, what, writable=False, dtype=None):
+    """Check obj and describe its memory; dtype reinterprets its bytes."""
+    want = None if dtype is None else dtype_code(dtype)
+    tname = type(obj).__name__
+    if tname in ("Tensor", "Parameter") and hasattr(obj, "data_ptr"):
+        return _torch(obj, what, writable, want)
+    if hasattr(obj, "__array_interface__") and hasattr(obj, "flags"):
+        return _numpy(obj, what, writable, want)
+    return _buffer(obj, what, writable, want)
+
+
+def like(b, count, shape=None):
+    """A new buffer of count elements of b's kind and dtype (an output)."""
+    if b.kind == "torch":
+        import torch
+        out = torch.empty(count, dtype=b.obj.dtype)
+    elif b.kind == "numpy":
+        import numpy
+        out = numpy.empty(count, dtype=b.obj.dtype)
+    else:
+        return memoryview(bytearray(count * DTYPE_SIZES[b.dtype])).cast(
+            _MEMORYVIEW_FORMAT[b.dtype])
+    return out.reshape(shape) if shape is not None else out
+
+
+# The format of a new memoryview of each dtype (bfloat16: its bits).
+_MEMORYVIEW_FORMAT = ("b", "B", "i", "I", "q", "Q", "e", "H", "f", "d")
