@@ -205,6 +205,18 @@ class Comm:
         self._destroyed = False
         self._segments = weakref.WeakSet()
 
+    @classmethod
+    def create(cls, job, rank, size):
+        """A communicator of its own: rank of size in job (besides the
+        world of init())."""
+        if not isinstance(job, str) or not _pow_ok(rank) or \
+                not _pow_ok(size):
+            raise TypeError("mccl: job must be a str, rank and size ints")
+        handle = ctypes.c_void_p()
+        _check(_lib.load().mccl_comm_init(ctypes.byref(handle), job.encode(),
+                                          size, rank), None)
+        return cls(handle, job)
+
     def __repr__(self):
         return "<mccl.Comm job %r rank %d of %d%s>" % (
             self.job, self.rank, self.size,
@@ -582,20 +594,11 @@ def _make_world(job, rank, size):
                          "none of them")
     if not any(given) and not _launched():
         return Comm(None, "alone")
-    lib = _lib.load()
-    handle = ctypes.c_void_p()
     if all(given):
-        if not isinstance(job, str) or not _pow_ok(rank) or \
-                not _pow_ok(size):
-            raise TypeError("mccl.init: job must be a str, rank and size "
-                            "ints")
-        rc = lib.mccl_comm_init(ctypes.byref(handle), job.encode(), size,
-                                rank)
-    else:
-        rc = lib.mccl_comm_init_env(ctypes.byref(handle))
-    _check(rc, None)
-    return Comm(handle, job if job is not None else
-                os.environ.get("MCCL_JOB", "env"))
+        return Comm.create(job, rank, size)
+    handle = ctypes.c_void_p()
+    _check(_lib.load().mccl_comm_init_env(ctypes.byref(handle)), None)
+    return Comm(handle, os.environ.get("MCCL_JOB", "env"))
 
 
 def finalize():

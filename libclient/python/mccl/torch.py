@@ -1,0 +1,324 @@
+"""torch.distributed backend "mccl".
+
+    import mccl.torch                     # registers the backend
+    torch.distributed.init_process_group("mccl")   # torchrun, mcclrun
+
+A ProcessGroup written in Python (torch's ProcessGroup, subclassed), one
+MCCL job per group: the group's rank 0 names the job in the group's store,
+so the default group and every new_group meet in their own job.  Each
+operation is submitted to the daemon at once and returns a Work made from
+a torch Future (torch's _create_work_from_future, so the Work is torch's
+own and outlives this module's objects); a thread per group waits for the
+operations in the order they were issued, copies results back where a
+tensor could not be used in place, and completes the futures.  DDP's
+gradient allreduces so run on the daemon while backward goes on.
+
+Tensors must be on the CPU.  A non-contiguous tensor is copied into a
+contiguous one and the result copied back.  Reductions: SUM, PRODUCT, MIN,
+MAX, and AVG on floating-point tensors; BAND, BOR, BXOR and PREMUL_SUM are
+refused with a clear error.  recv from any source is refused (MCCL matches
+receives by peer).
+"""
+
+import queue
+import threading
+import uuid
+import weakref
+
+import torch
+import torch.distributed as dist
+from torch._C._distributed_c10d import (ProcessGroup, ReduceOp,
+                                        _create_work_from_future)
+from torch.futures import Future
+
+import mccl
+
+_OPS = {ReduceOp.SUM: mccl.SUM, ReduceOp.PRODUCT: mccl.PROD,
+        ReduceOp.MIN: mccl.MIN, ReduceOp.MAX: mccl.MAX,
+        ReduceOp.AVG: mccl.AVG}
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def _op(reduce_op, dtype):
+    for k, v in _OPS.items():
+        if reduce_op == k:
+            if v == mccl.AVG and dtype not in _FLOATS:
+                raise ValueError("mccl: ReduceOp.AVG needs a floating-point "
+                                 "tensor, not %s" % dtype)
+            return v
+    raise ValueError("mccl: reduce op %s is not supported (SUM, PRODUCT, "
+                     "MIN, MAX, AVG are)" % reduce_op)
+
+
+def _flat(t):
+    """A contiguous tensor to run on: t itself, or a copy (copied back by
+    the caller)."""
+    if t.device.type != "cpu":
+        raise ValueError("mccl: a tensor on %s; the mccl backend works on "
+                         "CPU tensors" % t.device)
+    return t if t.is_contiguous() else t.contiguous()
+
+
+class _Completer(threading.Thread):
+    """Waits for a group's operations in order and completes their
+    futures: first the copies back, then the future, with the tensors as
+    its value (what DDP's communication hooks expect) or the error."""
+
+    def __init__(self, name):
+        super().__init__(name="mccl-" + name, daemon=True)
+        self.queue = queue.SimpleQueue()
+
+    def run(self):
+        while True:
+            item = self.queue.get()
+            if item is None:
+                return
+            req, after, fut, value = item
+            try:
+                if req is not None:
+                    req.wait()
+                if after is not None:
+                    after()
+            except Exception as e:	# noqa: BLE001 (handed to the future)
+                fut.set_exception(e)
+                continue
+            fut.set_result(value)
+
+
+class ProcessGroupMCCL(ProcessGroup):
+    """One MCCL communicator per group (see the module documentation)."""
+
+    def __init__(self, store, rank, size, timeout):
+        super().__init__(rank, size)
+        self._comm = _join(store, rank, size, timeout)
+        self._completer = _Completer(self._comm.job)
+        self._completer.start()
+        weakref.finalize(self, _shutdown, self._completer, self._comm)
+
+    def getBackendName(self):
+        return "mccl"
+
+    def _get_backend_name(self):
+        return "mccl"
+
+    # -- the path every operation takes --
+
+    def _work(self, req, value, after=None):
+        fut = Future()
+        self._completer.queue.put((req, after, fut, value))
+        return _create_work_from_future(fut)
+
+    @staticmethod
+    def _back(pairs):
+        """A closure copying each (work tensor, user tensor) pair back."""
+        pairs = [(w, u) for w, u in pairs if w.data_ptr() != u.data_ptr()]
+        if not pairs:
+            return None
+
+        def copy_back():
+            for w, u in pairs:
+                u.copy_(w.view_as(u) if w.shape != u.shape else w)
+        return copy_back
+
+    def _one(self, tensors, what):
+        if len(tensors) != 1:
+            raise ValueError("mccl: %s takes one tensor per process, got %d"
+                             % (what, len(tensors)))
+        return tensors[0]
+
+    # -- collectives --
+
+    def allreduce(self, tensors, opts=None):
+        t = self._one(tensors, "allreduce")
+        op = _op(opts.reduceOp if opts is not None else ReduceOp.SUM,
+                 t.dtype)
+        w = _flat(t)
+        req = self._comm.iallreduce(w, op=op)
+        return self._work(req, tensors, self._back([(w, t)]))
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        if not tensors:
+            return self._work(None, tensors)
+        op = _op(opts.reduceOp if opts is not None else ReduceOp.SUM,
+                 tensors[0].dtype)
+        flat = torch.cat([_flat(t).view(-1) for t in tensors])
+        req = self._comm.iallreduce(flat, op=op)
+
+        def unflatten():
+            at = 0
+            for t in tensors:
+                t.copy_(flat[at:at + t.numel()].view_as(t))
+                at += t.numel()
+        return self._work(req, tensors, unflatten)
+
+    def broadcast(self, tensors, opts=None):
+        t = self._one(tensors, "broadcast")
+        w = _flat(t)
+        req = self._comm.ibroadcast(w, root=opts.rootRank)
+        return self._work(req, tensors, self._back([(w, t)]))
+
+    def reduce(self, tensors, opts=None):
+        t = self._one(tensors, "reduce")
+        w = _flat(t)
+        req = self._comm.ireduce(w, op=_op(opts.reduceOp, t.dtype),
+                                 root=opts.rootRank)
+        return self._work(req, tensors, self._back([(w, t)]))
+
+    def allgather(self, output_tensors, input_tensors, opts=None):
+        t = self._one(input_tensors, "allgather")
+        outs = self._one(output_tensors, "allgather")
+        if len(outs) != self.size():
+            raise ValueError("mccl: all_gather: %d output tensors for %d "
+                             "ranks" % (len(outs), self.size()))
+        for o in outs:
+            if o.numel() != t.numel() or o.dtype != t.dtype:
+                raise ValueError("mccl: all_gather: every output tensor "
+                                 "must match the input (%d %s)" %
+                                 (t.numel(), t.dtype))
+        flat = torch.empty((self.size(),) + tuple(t.shape), dtype=t.dtype)
+        req = self._comm.iallgather(_flat(t), out=flat)
+
+        def scatter_back():
+            for o, part in zip(outs, flat):
+                o.copy_(part)
+        return self._work(req, output_tensors, scatter_back)
+
+    def _allgather_base(self, output, input, opts=None):
+        if output.numel() != input.numel() * self.size():
+            raise ValueError("mccl: all_gather_into_tensor: the output has "
+                             "%d elements, %d x %d needed" % (
+                                 output.numel(), self.size(),
+                                 input.numel()))
+        w = _flat(output)
+        req = self._comm.iallgather(_flat(input), out=w.view(-1))
+        return self._work(req, [output], self._back([(w, output)]))
+
+    def reduce_scatter(self, output_tensors, input_tensors, opts=None):
+        o = self._one(output_tensors, "reduce_scatter")
+        ins = self._one(input_tensors, "reduce_scatter")
+        if len(ins) != self.size():
+            raise ValueError("mccl: reduce_scatter: %d input tensors for %d "
+                             "ranks" % (len(ins), self.size()))
+        flat = torch.cat([_flat(i).view(-1) for i in ins])
+        w = _flat(o)
+        req = self._comm.ireduce_scatter(flat, out=w.view(-1),
+                                         op=_op(opts.reduceOp, o.dtype))
+        return self._work(req, output_tensors, self._back([(w, o)]))
+
+    def _reduce_scatter_base(self, output, input, opts=None):
+        w = _flat(output)
+        req = self._comm.ireduce_scatter(_flat(input).view(-1),
+                                         out=w.view(-1),
+                                         op=_op(opts.reduceOp,
+                                                output.dtype))
+        return self._work(req, [output], self._back([(w, output)]))
+
+    def alltoall(self, output_tensors, input_tensors, opts=None):
+        n = self.size()
+        if len(output_tensors) != n or len(input_tensors) != n:
+            raise ValueError("mccl: all_to_all: %d output and %d input "
+                             "tensors for %d ranks" % (
+                                 len(output_tensors), len(input_tensors), n))
+        sizes = {t.numel() for t in list(output_tensors) + list(input_tensors)}
+        if len(sizes) != 1:
+            return self._alltoall_uneven(output_tensors, input_tensors)
+        flat = torch.cat([_flat(t).view(-1) for t in input_tensors])
+        req = self._comm.ialltoall(flat)
+
+        def split_back():
+            for o, part in zip(output_tensors, flat.chunk(n)):
+                o.copy_(part.view_as(o))
+        return self._work(req, output_tensors, split_back)
+
+    def alltoall_base(self, output, input, output_split_sizes,
+                      input_split_sizes, opts=None):
+        n = self.size()
+        if not output_split_sizes and not input_split_sizes:
+            if input.numel() % n or output.numel() != input.numel():
+                raise ValueError("mccl: all_to_all_single: %d input and %d "
+                                 "output elements do not split evenly over "
+                                 "%d ranks" % (input.numel(), output.numel(),
+                                               n))
+            w = _flat(output)
+            req = self._comm.ialltoall(_flat(input).view(-1),
+                                       out=w.view(-1))
+            return self._work(req, [output], self._back([(w, output)]))
+        ins = list(_flat(input).split(list(input_split_sizes) or
+                                      [input.shape[0] // n] * n))
+        outs = list(output.split(list(output_split_sizes) or
+                                 [output.shape[0] // n] * n))
+        return self._alltoall_uneven(outs, ins)
+
+    def _alltoall_uneven(self, outs, ins):
+        """Uneven blocks: one send and one receive per pair of ranks, and
+        the block to ourselves copied."""
+        me = self.rank()
+        if outs[me].numel() != ins[me].numel():
+            raise ValueError("mccl: all_to_all: rank %d sends itself %d "
+                             "elements but expects %d" % (
+                                 me, ins[me].numel(), outs[me].numel()))
+        reqs = []
+        for peer in range(self.size()):
+            if peer != me:
+                reqs.append(self._comm.isend(_flat(ins[peer]), peer,
+                                             tag=_A2A_TAG))
+        works = [(_flat(o), o) for o in outs]
+        for peer in range(self.size()):
+            if peer == me:
+                works[peer][0].copy_(ins[peer].view_as(works[peer][0]))
+            else:
+                reqs.append(self._comm.irecv(works[peer][0], peer,
+                                             tag=_A2A_TAG))
+        back = self._back(works)
+
+        def finish():
+            for r in reqs:
+                r.wait()
+            if back is not None:
+                back()
+        return self._work(None, list(outs), finish)
+
+    def barrier(self, opts=None):
+        return self._work(self._comm.ibarrier(), [])
+
+    # -- point to point --
+
+    def send(self, tensors, dstRank, tag):
+        t = _flat(self._one(tensors, "send"))
+        return self._work(self._comm.isend(t, dstRank, tag=tag), tensors)
+
+    def recv(self, tensors, srcRank, tag):
+        t = self._one(tensors, "recv")
+        w = _flat(t)
+        req = self._comm.irecv(w, srcRank, tag=tag)
+        return self._work(req, tensors, self._back([(w, t)]))
+
+    def recv_anysource(self, tensors, tag):
+        raise ValueError("mccl: recv needs a source rank: MCCL matches "
+                         "receives by peer")
+
+
+_A2A_TAG = 0x7fff0a2a	# uneven all_to_all's messages
+
+
+def _join(store, rank, size, timeout):
+    """This group's MCCL job: named by the group's rank 0 in its store."""
+    key = "mccl_job"
+    if rank == 0:
+        store.set(key, "torch-" + uuid.uuid4().hex)
+    job = store.get(key).decode()
+    return mccl.Comm.create(job, rank, size)
+
+
+def _shutdown(completer, comm):
+    completer.queue.put(None)
+    completer.join(timeout=5)
+    comm.destroy(force=True)
+
+
+def _create(store, rank, size, timeout):
+    return ProcessGroupMCCL(store, rank, size, timeout)
+
+
+if not hasattr(dist.Backend, "MCCL"):	# imported twice: registered once
+    dist.Backend.register_backend("mccl", _create)
