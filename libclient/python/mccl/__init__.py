@@ -420,11 +420,12 @@ class Comm:
 
     # -- point to point --
 
-    def _p2p(self, fn, buf, peer, tag, dtype, what, nb):
+    def _p2p(self, buf, peer, tag, dtype, what, nb):
         if self._handle is None:
             raise InvalidArgumentError(
                 "%s to rank %r: a world of one rank has no one to talk to" %
                 (what, peer), InvalidArgumentError.code)
+        fn = getattr(_lib.load(), "mccl_" + what)
         b = view(buf, "buf", what == "recv", dtype)
         peer = self._rank_arg(peer, "peer")
         if not _pow_ok(tag) or tag < (-1 if what == "recv" else 0):
@@ -435,21 +436,21 @@ class Comm:
 
     def send(self, buf, dest, tag=0, *, dtype=None):
         """Send buf to rank dest; returns once the daemon has it."""
-        return self._p2p(_lib.load().mccl_send, buf, dest, tag, dtype,
+        return self._p2p(buf, dest, tag, dtype,
                          "send", False)
 
     def isend(self, buf, dest, tag=0, *, dtype=None):
-        return self._p2p(_lib.load().mccl_send, buf, dest, tag, dtype,
+        return self._p2p(buf, dest, tag, dtype,
                          "send", True)
 
     def recv(self, buf, source, tag=ANY_TAG, *, dtype=None):
         """Receive into buf the first message from rank source whose tag
         matches; returns buf."""
-        return self._p2p(_lib.load().mccl_recv, buf, source, tag, dtype,
+        return self._p2p(buf, source, tag, dtype,
                          "recv", False)
 
     def irecv(self, buf, source, tag=ANY_TAG, *, dtype=None):
-        return self._p2p(_lib.load().mccl_recv, buf, source, tag, dtype,
+        return self._p2p(buf, source, tag, dtype,
                          "recv", True)
 
     # -- the communicator itself --

@@ -19,7 +19,7 @@ DTYPE_SIZES = (1, 1, 4, 4, 8, 8, 2, 2, 4, 8)
 _BY_NAME = {n: i for i, n in enumerate(DTYPE_NAMES)}
 _NUMPY = {"|i1": INT8, "|u1": UINT8, "<i4": INT32, "<u4": UINT32,
           "<i8": INT64, "<u8": UINT64, "<f2": FLOAT16, "<f4": FLOAT32,
-          "<f8": FLOAT64}
+          "<f8": FLOAT64}		# by numpy's dtype.str, little-endian
 _TORCH = {"torch.int8": INT8, "torch.uint8": UINT8, "torch.int32": INT32,
           "torch.int64": INT64, "torch.float16": FLOAT16,
           "torch.bfloat16": BFLOAT16, "torch.float32": FLOAT32,
@@ -72,42 +72,55 @@ def _retype(what, nbytes, want):
     return nbytes // size
 
 
+# dtype objects (numpy's, torch's) to codes, filled as they are met: a
+# dict lookup on the hot path instead of string work.
+_BY_DTYPE = {}
+
+
+def _code_of(dt, table):
+    code = _BY_DTYPE.get(dt)
+    if code is None:
+        key = dt.str if hasattr(dt, "str") else str(dt)
+        code = table.get(key, -1)
+        _BY_DTYPE[dt] = code
+    return code
+
+
 def _torch(t, what, writable, want):
-    if t.device.type != "cpu":
+    if not t.is_cpu:
         raise ValueError("mccl: %s: a tensor on %s; mccl works on CPU "
                          "tensors" % (what, t.device))
     if not t.is_contiguous():
         raise ValueError("mccl: %s: the tensor is not contiguous (call "
                          ".contiguous() and copy the result back)" % what)
-    dtype = _TORCH.get(str(t.dtype))
-    if dtype is None and want is None:
-        raise TypeError("mccl: %s: tensor dtype %s is not one of mccl's "
-                        "(%s)" % (what, t.dtype, ", ".join(DTYPE_NAMES)))
+    dtype = _code_of(t.dtype, _TORCH)
     count = t.numel()
     if want is not None:
         count = _retype(what, count * t.element_size(), want)
         dtype = want
+    elif dtype < 0:
+        raise TypeError("mccl: %s: tensor dtype %s is not one of mccl's "
+                        "(%s)" % (what, t.dtype, ", ".join(DTYPE_NAMES)))
     return Buf(t, t.data_ptr(), count, dtype, "torch")
 
 
 def _numpy(a, what, writable, want):
-    ai = a.__array_interface__
-    ptr, readonly = ai["data"]
-    if ai.get("strides") is not None and not a.flags.c_contiguous:
+    flags = a.flags
+    if not flags.c_contiguous:
         raise ValueError("mccl: %s: the array is not contiguous (use "
                          "numpy.ascontiguousarray and copy the result "
                          "back)" % what)
-    if writable and readonly:
+    if writable and not flags.writeable:
         raise ValueError("mccl: %s: the array is read-only" % what)
-    dtype = _NUMPY.get(ai["typestr"])
+    dtype = _code_of(a.dtype, _NUMPY)
     count = a.size
     if want is not None:
-        count = _retype(what, count * a.itemsize, want)
+        count = _retype(what, a.nbytes, want)
         dtype = want
-    elif dtype is None:
+    elif dtype < 0:
         raise TypeError("mccl: %s: array dtype %s is not one of mccl's "
                         "(%s)" % (what, a.dtype, ", ".join(DTYPE_NAMES)))
-    return Buf(a, ptr, count, dtype, "numpy")
+    return Buf(a, a.__array_interface__["data"][0], count, dtype, "numpy")
 
 
 def _buffer(obj, what, writable, want):
@@ -137,15 +150,27 @@ def _buffer(obj, what, writable, want):
     return Buf(obj, ctypes.addressof(keep), count, dtype, "buffer", keep)
 
 
+def _handler(cls):
+    """How objects of class cls are read, found once per class."""
+    names = {c.__name__ for c in cls.__mro__}
+    if "Tensor" in names and hasattr(cls, "data_ptr"):
+        return _torch
+    if "ndarray" in names and hasattr(cls, "__array_interface__"):
+        return _numpy
+    return _buffer
+
+
+_HANDLERS = {}
+
+
 def view(obj, what, writable=False, dtype=None):
     """Check obj and describe its memory; dtype reinterprets its bytes."""
-    want = None if dtype is None else dtype_code(dtype)
-    tname = type(obj).__name__
-    if tname in ("Tensor", "Parameter") and hasattr(obj, "data_ptr"):
-        return _torch(obj, what, writable, want)
-    if hasattr(obj, "__array_interface__") and hasattr(obj, "flags"):
-        return _numpy(obj, what, writable, want)
-    return _buffer(obj, what, writable, want)
+    cls = type(obj)
+    h = _HANDLERS.get(cls)
+    if h is None:
+        h = _HANDLERS[cls] = _handler(cls)
+    return h(obj, what, writable, None if dtype is None else
+             dtype_code(dtype))
 
 
 def like(b, count, shape=None):
