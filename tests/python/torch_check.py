@@ -1,0 +1,156 @@
+"""torch_check.py: torch.distributed on backend "mccl", as one rank (run
+under torchrun or mcclrun by tests/python/run.sh).  Each collective of
+torch.distributed, its async form, non-contiguous tensors, new_group,
+send/recv and the refusals, each checked against a reference.  Prints
+"ok NAME" or "FAIL NAME: why"; exits 1 if any failed.
+"""
+
+import sys
+
+import torch
+import torch.distributed as dist
+
+import mccl.torch  # noqa: F401 (registers the backend)
+
+dist.init_process_group("mccl")
+R, N = dist.get_rank(), dist.get_world_size()
+failed = 0
+RO = dist.ReduceOp
+
+
+def check(name, cond, why=""):
+    global failed
+    if cond:
+        print("ok   %s" % name)
+    else:
+        failed += 1
+        print("FAIL %s: %s" % (name, why))
+    sys.stdout.flush()
+
+
+def raises(name, cls, fn, text):
+    try:
+        fn()
+    except cls as e:
+        check(name, text in str(e), "message %r lacks %r" % (str(e), text))
+        return
+    except Exception as e:		# noqa: BLE001 (reported)
+        check(name, False, "raised %s: %s" % (type(e).__name__, e))
+        return
+    check(name, False, "no exception")
+
+
+check("backend", dist.get_backend() == "mccl", dist.get_backend())
+S = float(N * (N + 1) // 2)		# the sum of rank + 1 over the ranks
+
+# all_reduce: every ReduceOp the dtype allows
+for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16,
+              torch.int32, torch.int64, torch.int8, torch.uint8):
+    cases = [(RO.SUM, S), (RO.PRODUCT, float(torch.arange(1, N + 1).prod())),
+             (RO.MIN, 1.0), (RO.MAX, float(N))]
+    if dtype.is_floating_point:
+        cases.append((RO.AVG, S / N))
+    for op, want in cases:
+        t = torch.full((7,), R + 1, dtype=dtype)
+        dist.all_reduce(t, op=op)
+        check("all_reduce %s %s" % (dtype, op),
+              bool((t.double() == want).all()), t)
+raises("all_reduce BAND is refused, named", ValueError,
+       lambda: dist.all_reduce(torch.ones(2, dtype=torch.int32),
+                               op=RO.BAND), "not supported")
+raises("all_reduce AVG on integers is refused", ValueError,
+       lambda: dist.all_reduce(torch.ones(2, dtype=torch.int64),
+                               op=RO.AVG), "floating-point")
+
+# async_op: Work.wait, is_completed, get_future
+t = torch.full((1000,), float(R))
+w = dist.all_reduce(t, async_op=True)
+check("async all_reduce: wait()", w.wait() is True)
+check("async all_reduce: is_completed() after wait", w.is_completed())
+fut = dist.all_reduce(torch.ones(3), async_op=True).get_future()
+check("async all_reduce: get_future().wait() gives the tensors",
+      bool((fut.wait()[0] == N).all()))
+check("async all_reduce: the result", bool((t == S - N).all()))
+
+# broadcast, reduce
+b = torch.arange(5.) * (R + 1)
+dist.broadcast(b, src=N - 1)
+check("broadcast from the last rank", bool((b == torch.arange(5.) * N).all()))
+r = torch.full((4,), float(R + 1))
+dist.reduce(r, dst=0, op=RO.MAX)
+check("reduce MAX to rank 0", R != 0 or bool((r == N).all()), r)
+
+# all_gather, all_gather_into_tensor
+outs = [torch.zeros(2, 3) for _ in range(N)]
+dist.all_gather(outs, torch.full((2, 3), float(R)))
+check("all_gather into a list", all(bool((o == k).all())
+                                    for k, o in enumerate(outs)))
+o = torch.zeros(N * 3)
+dist.all_gather_into_tensor(o, torch.full((3,), float(R)))
+check("all_gather_into_tensor", bool((o == torch.arange(N).repeat_interleave(
+    3).float()).all()), o)
+
+# reduce_scatter, reduce_scatter_tensor
+o = torch.zeros(3)
+dist.reduce_scatter(o, [torch.full((3,), float(k + R)) for k in range(N)])
+check("reduce_scatter of a list", bool((o == N * R + S - N).all()), o)
+o = torch.zeros(2)
+dist.reduce_scatter_tensor(o, torch.arange(N * 2.))
+check("reduce_scatter_tensor", bool((o == N * torch.arange(
+    R * 2., R * 2. + 2)).all()), o)
+
+# all_to_all, all_to_all_single: even and uneven
+outs = [torch.zeros(2) for _ in range(N)]
+dist.all_to_all(outs, [torch.full((2,), float(R * 10 + k)) for k in range(N)])
+check("all_to_all", all(bool((o == k * 10 + R).all())
+                        for k, o in enumerate(outs)))
+o = torch.zeros(N)
+dist.all_to_all_single(o, torch.arange(N).float() + 100 * R)
+check("all_to_all_single, even", bool((o == torch.arange(N).float() * 100 +
+                                       R).all()), o)
+# rank r sends r + 1 elements to each rank
+ins = torch.full(((R + 1) * N,), float(R))
+o = torch.zeros(sum(k + 1 for k in range(N)))
+dist.all_to_all_single(o, ins, output_split_sizes=[k + 1 for k in range(N)],
+                       input_split_sizes=[R + 1] * N)
+want = torch.cat([torch.full((k + 1,), float(k)) for k in range(N)])
+check("all_to_all_single, uneven splits", torch.equal(o, want), o)
+
+# non-contiguous tensors: results copied back
+nc = torch.zeros(4, 6).t()
+nc += R + 1
+dist.all_reduce(nc)
+check("all_reduce of a non-contiguous tensor, copied back",
+      not nc.is_contiguous() and bool((nc == S).all()))
+nc = torch.zeros(3, 4)[:, 1]
+dist.broadcast(nc if R else nc.fill_(7), src=0)
+check("broadcast into a non-contiguous view", bool((nc == 7).all()), nc)
+
+# barrier, send/recv, new_group
+dist.barrier()
+check("barrier", True)
+if N > 1:
+    if R == 0:
+        dist.send(torch.arange(4.), dst=1, tag=3)
+    elif R == 1:
+        x = torch.zeros(4)
+        dist.recv(x, src=0, tag=3)
+        check("send/recv", torch.equal(x, torch.arange(4.)), x)
+    evens = list(range(0, N, 2))
+    g = dist.new_group(evens)
+    if R in evens:
+        t = torch.ones(2)
+        dist.all_reduce(t, group=g)
+        check("new_group of the even ranks", bool((t == len(evens)).all()),
+              t)
+    req = dist.isend(torch.ones(2), (R + 1) % N)
+    x = torch.zeros(2)
+    dist.recv(x, (R - 1) % N)
+    req.wait()
+    check("isend/recv around the ring", bool((x == 1).all()))
+raises("recv from any source is refused", ValueError,
+       lambda: dist.recv(torch.zeros(1)), "source rank")
+
+print("rank %d: %d checks failed" % (R, failed))
+dist.destroy_process_group()
+sys.exit(1 if failed else 0)
