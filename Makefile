@@ -11,13 +11,16 @@ MANDIR	 = $(PREFIX)/share/man
 
 CC	?= cc
 B	 = build
+# Debian's python3 (the one python3-numpy and python3-torch are for).
+PYTHON	?= /usr/bin/python3
 SONAME	 = libmccl.so.0
 LIBVER	 = 0.1.0
 
 # Debian packages the build and the tests need: pkg-config module or
 # command -> package.
 DEB_PKGS = libevent-dev libjansson-dev libsystemd-dev check libsodium-dev \
-	   libibverbs-dev pkg-config mandoc iproute2 clang systemd man-db
+	   libibverbs-dev pkg-config mandoc iproute2 clang systemd man-db \
+	   python3 python3-numpy python3-torch
 PC_MODS	 = libevent libevent_pthreads jansson libsystemd check libsodium
 
 # Messages are cut to fixed buffers on purpose: no -Wformat-truncation.
@@ -149,7 +152,12 @@ check-tsan:
 	$(MAKE) B=build-tsan OPT="-O1 -g" SAN="$(TSAN_FLAGS)" \
 	    UNIT_TESTS=build-tsan/test_ring SECTIONS="api faults" unit integration
 
-check: all unit integration fuzz-regress fuzz check-ops check-asan check-tsan
+# The Python package, the torch backend and mcclrun (tests/python).
+check-python: all
+	tests/python/run.sh $(B)
+
+check: all unit integration check-python fuzz-regress fuzz check-ops \
+	check-asan check-tsan
 
 demo: all
 	tools/demo.sh $(B)
@@ -212,9 +220,14 @@ SYSCONFDIR  = /etc
 DOCDIR	    = $(PREFIX)/share/doc/mccl
 PCDIR	    = $(LIBDIR)/pkgconfig
 UNITDIR	    = $(PREFIX)/lib/systemd/system
+# Where Debian's python3 looks for packages under PREFIX.
+PYVER	    = $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
+PYDIR	    = $(PREFIX)/lib/python$(PYVER)/dist-packages
+PYFILES	    = libclient/python/mccl/__init__.py libclient/python/mccl/_lib.py \
+	      libclient/python/mccl/_buffers.py libclient/python/mccl/torch.py
 SYSUSERSDIR = $(PREFIX)/lib/sysusers.d
-MAN1	    = man/mccl-perf.1
-MAN3	    = man/libmccl.3
+MAN1	    = man/mccl-perf.1 man/mcclrun.1
+MAN3	    = man/libmccl.3 man/mccl-python.3
 MAN5	    = man/mccld.conf.5
 MAN8	    = man/mccld.8 man/mcclctl.8
 MANPAGES    = $(MAN1) $(MAN3) $(MAN5) $(MAN8)
@@ -245,9 +258,14 @@ install: all $(B)/mccl.pc $(B)/mccld.service
 	    $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 \
 	    $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8 \
 	    $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) \
-	    $(DESTDIR)$(DOCDIR) $(DESTDIR)$(SYSCONFDIR)/mccl
+	    $(DESTDIR)$(DOCDIR) $(DESTDIR)$(SYSCONFDIR)/mccl \
+	    $(DESTDIR)$(PYDIR)/mccl $(DESTDIR)$(DOCDIR)/examples
 	install -m 0755 $(B)/mccld $(DESTDIR)$(SBINDIR)/mccld
-	install -m 0755 $(B)/mcclctl $(B)/mccl-perf $(DESTDIR)$(BINDIR)/
+	install -m 0755 $(B)/mcclctl $(B)/mccl-perf tools/mcclrun \
+	    $(DESTDIR)$(BINDIR)/
+	install -m 0644 $(PYFILES) $(DESTDIR)$(PYDIR)/mccl/
+	install -m 0644 libclient/python/examples/allreduce.py \
+	    libclient/python/examples/ddp.py $(DESTDIR)$(DOCDIR)/examples/
 	install -m 0755 $(B)/$(SONAME) $(DESTDIR)$(LIBDIR)/libmccl.so.$(LIBVER)
 	ln -sf libmccl.so.$(LIBVER) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libmccl.so
@@ -291,4 +309,5 @@ FORCE:
 clean:
 	rm -rf $(B) build-asan build-tsan
 
-.PHONY: all deps unit integration check check-asan check-tsan demo bench clean
+.PHONY: all deps unit integration check check-asan check-tsan check-python \
+	demo bench clean

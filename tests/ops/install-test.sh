@@ -73,6 +73,7 @@ fi
 
 d=$tmp/root
 p=$d$PREFIX
+pydir=lib/python$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')/dist-packages
 if make_install "$d" "$PREFIX" >"$tmp/install.log" 2>&1; then
 	ok "make install DESTDIR=\$tmp PREFIX=$PREFIX"
 else
@@ -91,6 +92,9 @@ files=(
 	lib/systemd/system/mccld.service lib/systemd/system/mccld.socket
 	lib/sysusers.d/mccl.conf
 	share/doc/mccl/mccld.conf.example share/doc/mccl/mccld.conf.keys
+	bin/mcclrun share/man/man1/mcclrun.1 share/man/man3/mccl-python.3
+	"$pydir/mccl/__init__.py" "$pydir/mccl/torch.py"
+	share/doc/mccl/examples/allreduce.py share/doc/mccl/examples/ddp.py
 )
 missing=""
 for f in "${files[@]}"; do
@@ -106,7 +110,7 @@ fi
 [ -e "$d/etc/mccl/mccld.conf" ] && bad "install wrote /etc/mccl/mccld.conf"
 
 modes=""
-for f in sbin/mccld bin/mcclctl bin/mccl-perf lib/libmccl.so.0.1.0; do
+for f in sbin/mccld bin/mcclctl bin/mccl-perf bin/mcclrun lib/libmccl.so.0.1.0; do
 	[ "$(stat -c %a "$p/$f" 2>/dev/null)" = 755 ] || modes="$modes $f"
 done
 for f in include/mccl.h lib/libmccl.a lib/pkgconfig/mccl.pc \
@@ -264,9 +268,23 @@ else
 	tail -n 5 "$tmp/mccld.log" | sed 's/^/     /'
 fi
 
+# The README's Python example: the installed package (through the
+# dynamic linker's search, given the installed lib directory) under the
+# installed mcclrun, 2 ranks on the installed daemon.
+out=$(PYTHONPATH="$p/$pydir" LD_LIBRARY_PATH="$p/lib" timeout 60 \
+    /usr/bin/python3 "$p/bin/mcclrun" --mcclctl "$p/bin/mcclctl" \
+    --socket "$sock" -n 2 /usr/bin/python3 \
+    "$p/share/doc/mccl/examples/allreduce.py" 2>&1)
+if [ "$(grep -c 'of 2: 3 (expected 3)' <<<"$out")" = 2 ]; then
+	ok "the installed Python package under the installed mcclrun"
+else
+	bad "installed Python package: $out"
+fi
+
 # ---- man pages ----
 
-for f in man1/mccl-perf.1 man3/libmccl.3 man3/mccl_allreduce.3 \
+for f in man1/mccl-perf.1 man1/mcclrun.1 man3/mccl-python.3 \
+    man3/libmccl.3 man3/mccl_allreduce.3 \
     man5/mccld.conf.5 man8/mccld.8 man8/mcclctl.8; do
 	page=$p/share/man/$f
 	if [ ! -e "$page" ]; then

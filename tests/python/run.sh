@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# run.sh BUILD_DIR: the Python package, the torch backend and mcclrun,
+# against a 2-node cluster on loopback (tests/integration/lib.sh: every
+# process and file is cleaned up, also on failure).  Ranks reach "their"
+# node through mcclrun --ssh tests/python/fakessh, which plays ssh: node
+# nI's ranks get nI's socket.  Debian's python3, numpy and torch.
+set -u
+B=$(cd "${1:-build}" && pwd)
+HERE=$(cd "$(dirname "$0")" && pwd)
+TOP=$(cd "$HERE/../.." && pwd)
+PY=${PYTHON:-/usr/bin/python3}
+. "$TOP/tests/integration/lib.sh"
+
+export PYTHONPATH="$TOP/libclient/python"
+export MCCL_LIBRARY="$B/libmccl.so.0"
+export GLOO_SOCKET_IFNAME=lo
+unset MCCL_SOCKET MCCL_JOB MCCL_RANK MCCL_NRANKS RANK WORLD_SIZE
+MCCLRUN=("$PY" "$TOP/tools/mcclrun" --mcclctl "$B/mcclctl")
+REMOTE=(--ssh "$HERE/fakessh $T" --hosts n0,n1 --master-addr 127.0.0.1)
+
+# Lines of a rank: mcclrun's "[3] " or torchrun's "[default1]:" first.
+PREFIX_RE='(\[[0-9]+\] |\[default[0-9]+\]:)?'
+
+# report NAME OUTPUT_FILE STATUS: one ok/bad per "ok"/"FAIL" line of a
+# checking script, and the script's own exit status.
+report() {
+	local name=$1 out=$2 rc=$3 nok nfail
+	nok=$(grep -cE "^$PREFIX_RE"'ok ' "$out")
+	nfail=$(grep -cE "^$PREFIX_RE"'FAIL ' "$out")
+	if [ "$rc" = 0 ] && [ "$nfail" = 0 ] && [ "$nok" -gt 0 ]; then
+		ok "$name ($nok checks)"
+	else
+		bad "$name: exit $rc, $nok ok, $nfail failed"
+		grep -vE "^$PREFIX_RE"'ok ' "$out" | tail -n 25
+	fi
+}
+
+echo "== a world of one: no launcher, no daemon, no C library"
+out=$(MCCL_LIBRARY=/nonexistent/libmccl.so.0 "$PY" -m unittest \
+    "$HERE/test_alone.py" 2>&1)
+rc=$?
+if [ $rc = 0 ]; then
+	ok "test_alone.py: $(echo "$out" | grep -o 'Ran [0-9]* tests')"
+else
+	bad "test_alone.py"
+	echo "$out" | tail -n 20
+fi
+out=$(MCCL_LIBRARY=/nonexistent "$PY" "$TOP/libclient/python/examples/allreduce.py" 2>&1)
+[ "$out" = "rank 0 of 1: 1 (expected 1)" ] &&
+    ok "the README's example, alone" || bad "the example alone: $out"
+
+cluster_up 2 || { bad "cluster start"; summary; exit 1; }
+
+echo "== the README's example under mcclrun -n 4 (one node)"
+out=$("${MCCLRUN[@]}" --socket "$T/n0.sock" -n 4 "$PY" \
+    "$TOP/libclient/python/examples/allreduce.py" 2>&1)
+rc=$?
+[ $rc = 0 ] && [ "$(grep -c 'of 4: 10 (expected 10)' <<<"$out")" = 4 ] &&
+    ok "4 ranks, each prints 10, prefixed by its rank" ||
+    { bad "the example under mcclrun: exit $rc"; echo "$out"; }
+grep -q '^\[3\] rank 3 of 4' <<<"$out" &&
+    ok "mcclrun prefixes each line with its rank" || bad "no rank prefix"
+
+echo "== mccl on 2 nodes x 2 ranks: every collective, dtype and op"
+"${MCCLRUN[@]}" "${REMOTE[@]}" -N 2 "$PY" "$HERE/dist_check.py" \
+    >"$T/dist.out" 2>&1
+report "dist_check.py under mcclrun --hosts n0,n1 -N 2" "$T/dist.out" $?
+
+echo "== torch.distributed on backend mccl, 2 nodes x 2 ranks"
+"${MCCLRUN[@]}" "${REMOTE[@]}" -N 2 "$PY" "$HERE/torch_check.py" \
+    >"$T/torch.out" 2>&1
+report "torch_check.py under mcclrun" "$T/torch.out" $?
+
+# torchrun_2x2 PORT SCRIPT ARGS...: 2 nodes x 2 ranks, one torchrun per
+# node, each rank on its node's daemon.  Debian 12's torchrun (torch
+# 1.13 on Python 3.11) cannot parse its own default --redirects 0: give 1.
+torchrun_2x2() {
+	local port=$1 i pids=() rc=0
+	shift
+	for i in 0 1; do
+		MCCL_SOCKET="$T/n$i.sock" timeout 300 "$PY" -m \
+		    torch.distributed.run --redirects 1 --tee 1 \
+		    --log_dir "$T/torchrun.$port.$i" --nnodes 2 \
+		    --nproc_per_node 2 --node_rank $i --master_addr 127.0.0.1 \
+		    --master_port "$port" "$@" >>"$T/torchrun.$port.out" 2>&1 &
+		pids+=($!)
+		CHILD_PIDS+=($!)
+	done
+	for i in "${pids[@]}"; do
+		wait "$i" || rc=1
+	done
+	return $rc
+}
+
+echo "== torch checks under torchrun"
+p=$(free_ports 3)
+torchrun_2x2 "$p" "$HERE/torch_check.py"
+report "torch_check.py under torchrun, 2 nodes x 2 ranks" \
+    "$T/torchrun.$p.out" $?
+
+echo "== DDP on mccl against DDP on gloo, 2 nodes x 2 ranks"
+torchrun_2x2 $((p + 1)) "$HERE/ddp_train.py" mccl "$T/ddp_mccl" &&
+    torchrun_2x2 $((p + 2)) "$HERE/ddp_train.py" gloo "$T/ddp_gloo" &&
+    "$PY" "$HERE/ddp_compare.py" "$T/ddp_mccl" "$T/ddp_gloo" 4 \
+    >"$T/ddp.out" 2>&1
+report "DDP: broadcast at construction, buckets, no_sync, a short last \
+batch" "$T/ddp.out" $?
+[ -s "$T/ddp.out" ] || tail -n 20 "$T/torchrun.$((p + 1)).out" \
+    "$T/torchrun.$((p + 2)).out"
+
+echo "== mcclrun's failure paths"
+out=$("${MCCLRUN[@]}" --socket "$T/none.sock" -n 2 true 2>&1)
+rc=$?
+[ $rc = 2 ] && grep -q "the daemon on this host does not answer.*$T/none.sock.*nothing started" <<<"$out" &&
+    ok "a daemon that does not answer: named, nothing started (exit 2)" ||
+    bad "no daemon: exit $rc: $out"
+out=$("${MCCLRUN[@]}" --ssh "$HERE/fakessh $T" --hosts n0,n9 true 2>&1)
+rc=$?
+[ $rc = 2 ] && grep -q "the daemon on n9 does not answer" <<<"$out" &&
+    ok "the host whose daemon does not answer is named" ||
+    bad "a host without a daemon: exit $rc: $out"
+start=$SECONDS
+out=$("${MCCLRUN[@]}" --socket "$T/n0.sock" -n 3 sh -c \
+    'if [ $MCCL_RANK = 1 ]; then exit 7; fi; trap "exit 0" TERM; sleep 30 & wait' 2>&1)
+rc=$?
+[ $rc = 7 ] && [ $((SECONDS - start)) -lt 10 ] &&
+    grep -q "rank 1 exited with status 7; stopping the other ranks" <<<"$out" &&
+    ok "a failed rank: the others stopped, its status returned (7)" ||
+    bad "a failed rank: exit $rc after $((SECONDS - start)) s: $out"
+out=$("${MCCLRUN[@]}" --socket "$T/n0.sock" -n 2 sh -c 'kill -KILL $$' 2>&1)
+rc=$?
+[ $rc = 137 ] && grep -q "was killed by SIGKILL" <<<"$out" &&
+    ok "a rank killed by a signal: named, exit 128 + 9" ||
+    bad "a killed rank: exit $rc: $out"
+out=$(printf 'line one\nline two\n' | "${MCCLRUN[@]}" --socket "$T/n0.sock" \
+    -n 2 sh -c 'cat; echo "end $MCCL_RANK"' 2>&1)
+[ "$(grep -c '^\[0\] line' <<<"$out")" = 2 ] &&
+    ! grep -q '^\[1\] line' <<<"$out" && grep -q '^\[1\] end 1' <<<"$out" &&
+    ok "stdin goes to rank 0 only" || bad "stdin: $out"
+"${MCCLRUN[@]}" --socket "$T/n0.sock" -n 2 sh -c \
+    'trap "echo got TERM; exit 3" TERM; echo ready; sleep 30 & wait' \
+    >"$T/sig.out" 2>&1 &
+mr=$!
+CHILD_PIDS+=($mr)
+for _ in $(seq 50); do
+	[ "$(grep -c ready "$T/sig.out")" = 2 ] && break
+	sleep 0.1
+done
+kill -TERM $mr
+wait $mr
+rc=$?
+[ "$(grep -c 'got TERM' "$T/sig.out")" = 2 ] && [ $rc = 3 ] &&
+    ok "SIGTERM to mcclrun reaches every rank" ||
+    { bad "signals: exit $rc"; cat "$T/sig.out"; }
+out=$("${MCCLRUN[@]}" --socket "$T/n0.sock" --job fixedname -n 1 sh -c \
+    'echo "$MCCL_JOB $MCCL_RANK $MCCL_NRANKS $RANK $WORLD_SIZE $LOCAL_RANK"' 2>&1)
+[ "$out" = "[0] fixedname 0 1 0 1 0" ] &&
+    ok "--job, and the MCCL and torchrun variables" || bad "variables: $out"
+cat >"$T/hosts.json" <<EOF
+[{"host": "n0", "ranks": 1}, {"host": "n1", "ranks": 2}]
+EOF
+out=$("${MCCLRUN[@]}" --ssh "$HERE/fakessh $T" --hostfile "$T/hosts.json" \
+    --env EXTRA=yes sh -c 'echo "$MCCL_RANK $MCCL_SOCKET $EXTRA"' 2>&1)
+[ "$(sort <<<"$out")" = "[0] 0 $T/n0.sock yes
+[1] 1 $T/n1.sock yes
+[2] 2 $T/n1.sock yes" ] && ok "--hostfile with ranks per host, --env" ||
+    bad "hostfile: $out"
+out=$("${MCCLRUN[@]}" -n 1 2>&1)
+[ $? = 2 ] && grep -q "no command to run" <<<"$out" &&
+    ok "no command: a usage error" || bad "no command: $out"
+
+echo "== per-call overhead over the C call"
+out=$(MCCL_SOCKET="$T/n0.sock" MCCL_JOB=pyoverhead MCCL_RANK=0 \
+    MCCL_NRANKS=1 "$PY" "$TOP/tools/bench/pyoverhead.py" 5 2000 2>&1)
+echo "$out" | sed 's/^/    /'
+grep -q "overhead over the C call, numpy" <<<"$out" &&
+    ok "measured (tools/bench/pyoverhead.py; the README has the figures)" ||
+    bad "pyoverhead.py: $out"
+
+cluster_down
+summary
