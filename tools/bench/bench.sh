@@ -25,7 +25,7 @@ QUICK=0
 ONLY_MCCL=0
 POLL_NS=		# -H: the guest's halt polling during the run
 HALTPOLL=/sys/module/haltpoll/parameters/guest_halt_poll_ns
-ALL_CASES="1 2 3 4 5"
+ALL_CASES="1 2 3 4 5 6"
 
 NS_PREFIX=mccl-bench-h		# namespace (and Open MPI host) names
 LO_NS=mccl-bench-lo		# loopback only, for cases 4 and 5 as root
@@ -50,6 +50,8 @@ GLOO_PORT=29500
 HAVE_MCCL=0
 HAVE_OMPI=0
 HAVE_GLOO=0
+HAVE_TORCH=0		# case 6: torch.distributed in $PY
+WHY_TORCH="no torch.distributed in $PY (apt-get install -y python3-torch)"
 HAVE_PLOT=0
 WHY_MCCL="not built"	# why a system is skipped
 WHY_OMPI="not installed"
@@ -62,7 +64,8 @@ usage: bench.sh [-mq] [-o dir] [-B build] [-a anchors] [-r rate] [-H ns]
                 [case ...]
        bench.sh clean
 cases: 1 (4 hosts, bandwidth)  2 (2 hosts x 2 ranks)  3 (latency)
-       4 (1 host, shared memory)  5 (loopback, every size); default: all
+       4 (1 host, shared memory)  5 (loopback, every size)
+       6 (DDP training, 2 hosts x 2 ranks); default: all
   -o dir      tables, summary.md, plots and raw logs (default BUILD/bench)
   -B build    MCCL build directory (default $TOP/build)
   -a anchors  baseline scripts (default $ANCHORS)
@@ -574,6 +577,30 @@ gloo_ns() {
 	return $rc
 }
 
+# torch_ns TAG TIMEOUT NHOSTS NPER BACKEND ARGS...: tools/bench/ddp_bench.py
+# as a torch.distributed job, NPER ranks in each host; with mccl, each
+# rank on its host's daemon of the current cluster.
+torch_ns() {
+	local tag=$1 tmo=$2 nh=$3 nper=$4 backend=$5 r h pids=()
+	shift 5
+	GLOO_PORT=$((GLOO_PORT + 1))
+	for ((r = 0; r < nh * nper; r++)); do
+		h=$((r / nper))
+		bg_run "$RAW/$tag.r$r.log" "$(ns_name $h)" \
+		    env RANK=$r WORLD_SIZE=$((nh * nper)) \
+		    MASTER_ADDR="$(ns_addr 0)" MASTER_PORT=$GLOO_PORT \
+		    GLOO_SOCKET_IFNAME=eth0 OMP_NUM_THREADS=1 \
+		    MCCL_SOCKET="${CL_SOCK[$h]:-}" MCCL_LIBRARY="$B/libmccl.so.0" \
+		    PYTHONPATH="$TOP/libclient/python" \
+		    "$PY" "$HERE/ddp_bench.py" "$backend" "$@"
+		pids+=("$LAST")
+	done
+	wait_all "$tmo" "${pids[@]}"
+	local rc=$?
+	cp "$RAW/$tag.r0.log" "$RAW/$tag.log" 2>/dev/null
+	return $rc
+}
+
 # ---- helpers and detection ----
 
 WARN="-Wall -Wextra -Werror -Wshadow -Wpointer-arith -Wstrict-prototypes \
@@ -663,12 +690,12 @@ set_params() {
 		BIG=4M BIGB=$((4 << 20)) C5MAX=4M C5MAXB=$((4 << 20))
 		C5SMALL=1M C5BIG=2M
 		SMALL_N="-n 5 -w 1" BIG_N="-n 2 -w 1" BIG_IT=2 SMALL_IT=5
-		LAT_N=200 PING_N=2000 LINK_S=1
+		LAT_N=200 PING_N=2000 LINK_S=1 DDP_STEPS=2
 	else
 		BIG=64M BIGB=$((64 << 20)) C5MAX=256M C5MAXB=$((256 << 20))
 		C5SMALL=4M C5BIG=8M
 		SMALL_N="-n 20 -w 5" BIG_N="-n 5 -w 2" BIG_IT=5 SMALL_IT=20
-		LAT_N=1000 PING_N=10000 LINK_S=3
+		LAT_N=1000 PING_N=10000 LINK_S=3 DDP_STEPS=8
 	fi
 }
 
@@ -793,6 +820,45 @@ case2() {
 	else
 		status 2 ompi skipped "$WHY_OMPI"
 	fi
+}
+
+# The seed's headline: DDP training of a 25 M-parameter MLP, samples/s,
+# one process alone against 2 hosts x 2 ranks on mccl and on gloo.
+case6() {
+	local args=(64 "$DDP_STEPS" 2)
+	echo "== case 6: DDP training, 25 M parameters, 2 hosts x 2 ranks," \
+	    "$RATE links"
+	if [ $HAVE_TORCH = 0 ]; then
+		status 6 all skipped "$WHY_TORCH"
+		return
+	fi
+	record 6 alone case6.alone bg_wait 600 "$RAW/case6.alone.log" "$LO" \
+	    env OMP_NUM_THREADS=1 "$PY" "$HERE/ddp_bench.py" none "${args[@]}"
+	if [ $HAVE_MCCL = 1 ]; then
+		if cluster_up case6 2 ns; then
+			record 6 mccl case6.mccl torch_ns case6.mccl 900 2 2 \
+			    mccl "${args[@]}"
+		else
+			status 6 mccl failed "cluster did not come up"
+		fi
+		cluster_down
+	else
+		status 6 mccl skipped "$WHY_MCCL"
+	fi
+	if [ "$ONLY_MCCL" = 1 ]; then
+		status 6 gloo skipped "not asked for (-m)"
+	else
+		record 6 gloo case6.gloo torch_ns case6.gloo 900 2 2 gloo \
+		    "${args[@]}"
+	fi
+}
+
+# bg_wait TIMEOUT LOG NS CMD...: one command, waited for.
+bg_wait() {
+	local tmo=$1
+	shift
+	bg_run "$@"
+	wait_all "$tmo" "$LAST"
 }
 
 case3() {
@@ -975,7 +1041,7 @@ main() {
 	for c in $(printf '%s\n' "${@:-$ALL_CASES}"); do
 		c=${c#case}
 		case $c in
-		[1-5]) cases="$cases $c" ;;
+		[1-6]) cases="$cases $c" ;;
 		*) usage ;;
 		esac
 	done
@@ -1005,6 +1071,7 @@ main() {
 		haltpoll_set "$POLL_NS" || exit 2
 	fi
 	build_helpers || exit 2
+	"$PY" -c 'import torch.distributed' >/dev/null 2>&1 && HAVE_TORCH=1
 	if [ "$ONLY_MCCL" = 1 ]; then
 		WHY_OMPI="not asked for (-m)" WHY_GLOO="not asked for (-m)"
 	else
@@ -1019,7 +1086,7 @@ main() {
 	fi
 
 	for c in $cases; do
-		case $c in 1|2|3) ns_cases="$ns_cases $c" ;; esac
+		case $c in 1|2|3|6) ns_cases="$ns_cases $c" ;; esac
 	done
 	if [ -n "$ns_cases" ] && ! is_root; then
 		note "not root: case(s)$ns_cases need root (network" \

@@ -416,6 +416,36 @@ class Report:
         self.emit("2", "2 hosts x 2 ranks (4 ranks), allreduce float32 sum, "
                   f"{self.meta.get('rate', '?')} links", [t], lines)
 
+    def case6(self):
+        """DDP training throughput: rank 0's "ddp ..." line of each run."""
+        runs = {s: read_kv(self.raw, f"case6.{s}.log", "ddp")
+                for s in ("alone", "mccl", "gloo")}
+        sps = {s: float(kv["samples_per_s"]) if kv else None
+               for s, kv in runs.items()}
+        t = Table(["system", "ranks", "samples/s", "x alone", "x gloo"])
+        for s, label in (("alone", "one process"), ("mccl", "MCCL"),
+                         ("gloo", "Gloo")):
+            kv = runs[s]
+            if kv is None:
+                continue
+            t.add([label, kv.get("ranks", "?"), f"{sps[s]:.1f}",
+                   fratio(sps[s], sps["alone"]),
+                   fratio(sps[s], sps["gloo"]) if s == "mccl" else "-"])
+        lines = [f"no result: {s}: " + self.missing("6", s)
+                 for s in ("alone", "mccl", "gloo") if runs[s] is None]
+        kv = runs["mccl"] or runs["gloo"] or runs["alone"] or {}
+        lines.append(f"model: {kv.get('params', '?')} parameters, global "
+                     f"batch {kv.get('batch', '?')}, {kv.get('steps', '?')} "
+                     "timed steps, one torch thread a rank")
+        m, g = sps["mccl"], sps["gloo"]
+        checks = [(f"MCCL {m} samples/s >= 1.3 x Gloo {g}",
+                   None if m is None or g is None else m >= 1.3 * g)]
+        v = self.verdict("6", "DDP samples/s >= 1.3 x Gloo", checks,
+                         self.state("6", "mccl"))
+        lines.append(f"target: {v}")
+        self.emit("6", "DDP training, 2 hosts x 2 ranks, "
+                  f"{self.meta.get('rate', '?')} links", [t], lines)
+
     def case3(self):
         systems = ["mccl", "ompi", "ompi-yield", "gloo"]
         lat = {s: read_kv(self.raw, f"case3.{s}.log", "lat") for s in systems}
@@ -582,7 +612,7 @@ plot {", ".join(curves)}
     # ---- output ----
 
     def write(self):
-        for c in ("1", "2", "3", "4", "5"):
+        for c in ("1", "2", "3", "4", "5", "6"):
             if c in self.cases:
                 getattr(self, "case" + c)()
             else:

@@ -1,0 +1,68 @@
+"""ddp_bench.py BACKEND [GLOBAL_BATCH [STEPS [WARMUP]]]: DDP training
+throughput, in samples per second, of a fixed MLP of 25.2 M parameters
+(1024 -> 4096 -> 4096 -> 1024 -> 16) on random data, one torch thread a
+rank.  BACKEND "none" trains in this one process alone (no DDP); "mccl"
+or "gloo" run as one rank of a torch.distributed job (RANK, WORLD_SIZE,
+MASTER_ADDR, MASTER_PORT as torchrun sets them), each rank taking its
+share of the global batch.  Rank 0 prints one line,
+    ddp backend=B ranks=N batch=G params=P steps=S samples_per_s=X
+for tools/bench/report.py.
+"""
+
+import os
+import sys
+import time
+
+import torch
+
+
+def model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Linear(1024, 4096), torch.nn.ReLU(),
+        torch.nn.Linear(4096, 4096), torch.nn.ReLU(),
+        torch.nn.Linear(4096, 1024), torch.nn.ReLU(),
+        torch.nn.Linear(1024, 16))
+
+
+def main():
+    backend = sys.argv[1]
+    batch = int(sys.argv[2]) if len(sys.argv) > 2 else 64
+    steps = int(sys.argv[3]) if len(sys.argv) > 3 else 8
+    warmup = int(sys.argv[4]) if len(sys.argv) > 4 else 2
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    rank, size = 0, 1
+    net = model()
+    if backend != "none":
+        import torch.distributed as dist
+        import mccl.torch  # noqa: F401 (registers "mccl")
+        dist.init_process_group(backend)
+        rank, size = dist.get_rank(), dist.get_world_size()
+        net = torch.nn.parallel.DistributedDataParallel(net)
+    if batch % size:
+        raise SystemExit("ddp_bench: global batch %d over %d ranks" %
+                         (batch, size))
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+    gen = torch.Generator().manual_seed(1 + rank)
+    x = torch.randn(batch // size, 1024, generator=gen)
+    y = torch.randint(0, 16, (batch // size,), generator=gen)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    for step in range(warmup + steps):
+        if step == warmup:
+            t0 = time.perf_counter()
+        opt.zero_grad()
+        loss_fn(net(x), y).backward()
+        opt.step()
+    elapsed = time.perf_counter() - t0
+    if rank == 0:
+        params = sum(p.numel() for p in net.parameters())
+        print("ddp backend=%s ranks=%d batch=%d params=%d steps=%d "
+              "samples_per_s=%.2f" % (backend, size, batch, params, steps,
+                                      batch * steps / elapsed))
+        sys.stdout.flush()
+    if backend != "none":
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
