@@ -9,8 +9,14 @@ rounds, three loops of small in-place allreduces on the same buffer:
          what crossing into C costs;
   numpy  world.allreduce(array), the whole Python path;
   torch  world.allreduce(tensor), likewise.
-Prints per-op medians over the rounds and the overhead over the C call:
-(Python path - raw call) + one crossing into C.
+Prints per-op medians over the rounds and the overhead over the C call
+two ways:
+  by difference: (Python path - raw call) + one crossing into C.  The
+      daemon's round trip (tens of us) is in both terms, and so is the way
+      a longer gap between calls changes it (a daemon thread that slept
+      wakes slower): an upper bound that moves with the machine's load;
+  by parts: the same Python path on a world of one (every check, no C
+      call) + one crossing into C: what the package itself costs.
 """
 
 import ctypes
@@ -51,6 +57,10 @@ def main():
         loops["mccl.allreduce(torch)"] = lambda: world.allreduce(t)
     except ImportError:
         pass
+    alone = mccl.Comm(None, "alone")
+    loops["python path alone (numpy)"] = lambda: alone.allreduce(x)
+    if "mccl.allreduce(torch)" in loops:
+        loops["python path alone (torch)"] = lambda: alone.allreduce(t)
     times = {k: [] for k in loops}
     for _ in range(rounds):
         for k, fn in loops.items():
@@ -60,11 +70,13 @@ def main():
     for k, v in med.items():
         print("%-24s %8.2f us/op (min %.2f)" % (k, v, min(times[k])))
     crossing = med["no-op ctypes call"]
-    for k in ("mccl.allreduce(numpy)", "mccl.allreduce(torch)"):
+    for kind in ("numpy", "torch"):
+        k = "mccl.allreduce(%s)" % kind
         if k in med:
-            print("overhead over the C call, %s: %.2f us" % (
-                k.split("(")[1].rstrip(")"),
-                med[k] - med["raw ctypes allreduce"] + crossing))
+            print("overhead over the C call, %s: %.2f us by parts, %.2f us "
+                  "by difference" % (
+                      kind, med["python path alone (%s)" % kind] + crossing,
+                      med[k] - med["raw ctypes allreduce"] + crossing))
 
 
 if __name__ == "__main__":
