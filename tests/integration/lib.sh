@@ -93,11 +93,13 @@ cluster_down() {
 	DAEMON_PIDS=()
 }
 
-# spawn NODE JOB NRANKS RANK ARGS...: one rank in the background.
+# spawn NODE JOB NRANKS RANK ARGS...: one rank in the background, on the
+# daemon $T/${NODE_PREFIX}NODE.sock (NODE_PREFIX: n, the cluster's).
 spawn() {
 	local node=$1 job=$2 nranks=$3 rank=$4
 	shift 4
-	MCCL_SOCKET="$T/n$node.sock" MCCL_JOB=$job MCCL_NRANKS=$nranks \
+	MCCL_SOCKET="$T/${NODE_PREFIX:-n}$node.sock" MCCL_JOB=$job \
+	    MCCL_NRANKS=$nranks \
 	    MCCL_RANK=$rank timeout 120 "$B/mccl-test" "$@" \
 	    >>"$T/$job.r$rank.out" 2>&1 &
 	CHILD_PIDS+=($!)

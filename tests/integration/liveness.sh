@@ -30,15 +30,9 @@ lv_up() {
 	done
 }
 
-# lv_spawn NODE JOB NRANKS RANK ARGS...: like spawn, on an l daemon.
+# lv_spawn NODE JOB NRANKS RANK ARGS...: spawn, on an l daemon.
 lv_spawn() {
-	local node=$1 job=$2 nranks=$3 rank=$4
-	shift 4
-	MCCL_SOCKET="$T/l$node.sock" MCCL_JOB=$job MCCL_NRANKS=$nranks \
-	    MCCL_RANK=$rank timeout 60 "$B/mccl-test" "$@" \
-	    >>"$T/$job.r$rank.out" 2>&1 &
-	CHILD_PIDS+=($!)
-	LAST_PID=$!
+	NODE_PREFIX=l spawn "$@"
 }
 
 # lv_coordinator NAME: the node index that coordinates root's job NAME

@@ -19,6 +19,9 @@ import sys
 
 import torch
 
+from checklib import check
+import checklib
+
 
 def load(prefix, rank):
     return torch.load("%s.%d.pt" % (prefix, rank))
@@ -26,13 +29,6 @@ def load(prefix, rank):
 
 def main():
     mccl_out, gloo_out, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    failed = 0
-
-    def check(name, cond, why=""):
-        nonlocal failed
-        print("%s %s%s" % ("ok  " if cond else "FAIL", name,
-                           "" if cond else ": " + why))
-        failed += not cond
 
     m = [load(mccl_out, r) for r in range(n)]
     g = [load(gloo_out, r) for r in range(n)]
@@ -53,7 +49,7 @@ def main():
     moved = max((m[0][k] - init[k]).abs().max().item() for k in init)
     check("training moved the parameters (by up to %.3g)" % moved,
           moved > 1e-3)
-    sys.exit(1 if failed else 0)
+    sys.exit(1 if checklib.failed else 0)
 
 
 if __name__ == "__main__":

@@ -14,34 +14,11 @@ import numpy
 import torch
 
 import mccl
+import checklib
+from checklib import check, raises
 
 world = mccl.init()
 R, N = world.rank, world.size
-failed = 0
-
-
-def check(name, cond, why=""):
-    global failed
-    if cond:
-        print("ok   %s" % name)
-    else:
-        failed += 1
-        print("FAIL %s: %s" % (name, why))
-    sys.stdout.flush()
-
-
-def raises(name, cls, fn, text=""):
-    try:
-        fn()
-    except cls as e:
-        check(name, text in str(e), "message %r lacks %r" % (str(e), text))
-        return e
-    except Exception as e:		# noqa: BLE001 (reported)
-        check(name, False, "raised %s: %s" % (type(e).__name__, e))
-        return None
-    check(name, False, "no exception")
-    return None
-
 
 def values(rank, count, op):
     """Rank rank's input: small integers, exact in every dtype, and products
@@ -245,5 +222,5 @@ world.allreduce(x)
 check("the world is untouched by the sub-job's failure", numpy.all(
     x == 2 * N))
 
-print("rank %d: %d checks failed" % (R, failed))
-sys.exit(1 if failed else 0)
+print("rank %d: %d checks failed" % (R, checklib.failed))
+sys.exit(1 if checklib.failed else 0)

@@ -149,7 +149,8 @@ done
 kill -TERM $mr
 wait $mr
 rc=$?
-[ "$(grep -c 'got TERM' "$T/sig.out")" = 2 ] && [ $rc = 3 ] &&
+grep -q '^\[0\] got TERM' "$T/sig.out" &&
+    grep -q '^\[1\] got TERM' "$T/sig.out" && [ $rc = 3 ] &&
     ok "SIGTERM to mcclrun reaches every rank" ||
     { bad "signals: exit $rc"; cat "$T/sig.out"; }
 out=$("${MCCLRUN[@]}" --socket "$T/n0.sock" --job fixedname -n 1 sh -c \

@@ -11,34 +11,12 @@ import torch
 import torch.distributed as dist
 
 import mccl.torch  # noqa: F401 (registers the backend)
+import checklib
+from checklib import check, raises
 
 dist.init_process_group("mccl")
 R, N = dist.get_rank(), dist.get_world_size()
-failed = 0
 RO = dist.ReduceOp
-
-
-def check(name, cond, why=""):
-    global failed
-    if cond:
-        print("ok   %s" % name)
-    else:
-        failed += 1
-        print("FAIL %s: %s" % (name, why))
-    sys.stdout.flush()
-
-
-def raises(name, cls, fn, text):
-    try:
-        fn()
-    except cls as e:
-        check(name, text in str(e), "message %r lacks %r" % (str(e), text))
-        return
-    except Exception as e:		# noqa: BLE001 (reported)
-        check(name, False, "raised %s: %s" % (type(e).__name__, e))
-        return
-    check(name, False, "no exception")
-
 
 check("backend", dist.get_backend() == "mccl", dist.get_backend())
 S = float(N * (N + 1) // 2)		# the sum of rank + 1 over the ranks
@@ -151,6 +129,6 @@ if N > 1:
 raises("recv from any source is refused", ValueError,
        lambda: dist.recv(torch.zeros(1)), "source rank")
 
-print("rank %d: %d checks failed" % (R, failed))
+print("rank %d: %d checks failed" % (R, checklib.failed))
 dist.destroy_process_group()
-sys.exit(1 if failed else 0)
+sys.exit(1 if checklib.failed else 0)
