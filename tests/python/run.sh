@@ -31,7 +31,8 @@ report() {
 		ok "$name ($nok checks)"
 	else
 		bad "$name: exit $rc, $nok ok, $nfail failed"
-		grep -vE "^$PREFIX_RE"'ok ' "$out" | tail -n 25
+		grep -E "^$PREFIX_RE"'FAIL ' "$out" | head -n 10
+		grep -vE "^$PREFIX_RE"'(ok|FAIL) ' "$out" | tail -n 15
 	fi
 }
 

@@ -10,6 +10,7 @@ import sys
 import torch
 import torch.distributed as dist
 
+import mccl
 import mccl.torch  # noqa: F401 (registers the backend)
 import checklib
 from checklib import check, raises
@@ -128,6 +129,19 @@ if N > 1:
     check("isend/recv around the ring", bool((x == 1).all()))
 raises("recv from any source is refused", ValueError,
        lambda: dist.recv(torch.zeros(1)), "source rank")
+
+# An error reaches Work.wait(): a receive of 3 elements meets a send of 2
+# (the job fails: the last check, once every rank is done with the others).
+dist.barrier()
+if N > 1 and R < 2:
+    if R == 0:
+        try:		# the send may see the job fail, or not: a race
+            dist.send(torch.ones(2), dst=1, tag=77)
+        except mccl.Error:
+            pass
+    else:
+        raises("an operation's error is raised by Work.wait()", Exception,
+               lambda: dist.recv(torch.zeros(3), src=0, tag=77), "bytes")
 
 print("rank %d: %d checks failed" % (R, checklib.failed))
 dist.destroy_process_group()

@@ -6,11 +6,11 @@
 A ProcessGroup written in Python (torch's ProcessGroup, subclassed), one
 MCCL job per group: the group's rank 0 names the job in the group's store,
 so the default group and every new_group meet in their own job.  Each
-operation is submitted to the daemon at once and returns a Work made from
-a torch Future (torch's _create_work_from_future, so the Work is torch's
-own and outlives this module's objects); a thread per group waits for the
-operations in the order they were issued, copies results back where a
-tensor could not be used in place, and completes the futures.  DDP's
+operation is submitted to the daemon at once and returns a Work over a
+torch Future, whose wait() raises the operation's error; a thread per
+group waits for the operations in the order they were issued, copies
+results back where a tensor could not be used in place, and completes the
+futures.  DDP's
 gradient allreduces so run on the daemon while backward goes on.
 
 Tensors must be on the CPU.  A non-contiguous tensor is copied into a
@@ -20,6 +20,7 @@ refused with a clear error.  recv from any source is refused (MCCL matches
 receives by peer).
 """
 
+import collections
 import queue
 import threading
 import uuid
@@ -27,8 +28,7 @@ import weakref
 
 import torch
 import torch.distributed as dist
-from torch._C._distributed_c10d import (ProcessGroup, ReduceOp,
-                                        _create_work_from_future)
+from torch._C._distributed_c10d import ProcessGroup, ReduceOp, Work
 from torch.futures import Future
 
 import mccl
@@ -59,6 +59,65 @@ def _flat(t):
     return t if t.is_contiguous() else t.contiguous()
 
 
+class _Work(Work):
+    """A Work over a torch Future: wait() raises the operation's error
+    (the Work torch makes from a future only waits).  torch's C++ reaches
+    these methods only while this Python object lives, so its group keeps
+    it (_Keep) until long after it completed."""
+
+    def __init__(self, fut):
+        super().__init__()
+        self._fut = fut
+
+    def wait(self, timeout=None):
+        self._fut.wait()		# raises the operation's error
+        return True
+
+    def is_completed(self):
+        return self._fut.done()
+
+    def is_success(self):
+        if not self._fut.done():
+            return False
+        try:
+            self._fut.value()
+        except Exception:		# noqa: BLE001 (that is the answer)
+            return False
+        return True
+
+    def get_future(self):
+        return self._fut
+
+    def result(self):
+        return self._fut.value()
+
+    def synchronize(self):
+        pass
+
+
+class _Keep:
+    """The group's Works: each pending one, and the last KEEP completed
+    (C++ callers wait on or take the future of a Work as soon as they
+    get it, so a completed Work is soon needed by no one but its own
+    Python holder, who keeps it alive anyway)."""
+
+    KEEP = 4096
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._pending = set()
+        self._done = collections.deque(maxlen=self.KEEP)
+
+    def add(self, work):
+        with self._lock:
+            self._pending.add(work)
+
+    def completed(self, work):
+        with self._lock:
+            self._pending.discard(work)
+            self._done.append(work)
+
+
 class _Completer(threading.Thread):
     """Waits for a group's operations in order and completes their
     futures: first the copies back, then the future, with the tensors as
@@ -73,7 +132,7 @@ class _Completer(threading.Thread):
             item = self.queue.get()
             if item is None:
                 return
-            req, after, fut, value = item
+            req, after, fut, value, done = item
             try:
                 if req is not None:
                     req.wait()
@@ -81,8 +140,9 @@ class _Completer(threading.Thread):
                     after()
             except Exception as e:	# noqa: BLE001 (handed to the future)
                 fut.set_exception(e)
-                continue
-            fut.set_result(value)
+            else:
+                fut.set_result(value)
+            done()
 
 
 class ProcessGroupMCCL(ProcessGroup):
@@ -91,6 +151,7 @@ class ProcessGroupMCCL(ProcessGroup):
     def __init__(self, store, rank, size, timeout):
         super().__init__(rank, size)
         self._comm = _join(store, rank, size, timeout)
+        self._keep = _Keep()
         self._completer = _Completer(self._comm.job)
         self._completer.start()
         weakref.finalize(self, _shutdown, self._completer, self._comm)
@@ -105,8 +166,11 @@ class ProcessGroupMCCL(ProcessGroup):
 
     def _work(self, req, value, after=None):
         fut = Future()
-        self._completer.queue.put((req, after, fut, value))
-        return _create_work_from_future(fut)
+        work = _Work(fut)
+        self._keep.add(work)
+        self._completer.queue.put((req, after, fut, value,
+                                   lambda: self._keep.completed(work)))
+        return work
 
     @staticmethod
     def _back(pairs):
