@@ -559,16 +559,20 @@ mpi_hosts() {
 }
 
 # gloo_ns TAG TIMEOUT NHOSTS NPER SCRIPT ARGS...: one python process per
-# rank, NPER in each host, rank 0's master on h0.
+# rank, NPER in each host, rank 0's master on h0; with a cluster up, each
+# rank on its host's daemon (for backend mccl, from this tree).
 gloo_ns() {
-	local tag=$1 tmo=$2 nh=$3 nper=$4 r pids=()
+	local tag=$1 tmo=$2 nh=$3 nper=$4 r h pids=()
 	shift 4
 	GLOO_PORT=$((GLOO_PORT + 1))
 	for ((r = 0; r < nh * nper; r++)); do
-		bg_run "$RAW/$tag.r$r.log" "$(ns_name $((r / nper)))" \
+		h=$((r / nper))
+		bg_run "$RAW/$tag.r$r.log" "$(ns_name $h)" \
 		    env RANK=$r WORLD_SIZE=$((nh * nper)) \
 		    MASTER_ADDR="$(ns_addr 0)" MASTER_PORT=$GLOO_PORT \
-		    GLOO_SOCKET_IFNAME=eth0 OMP_NUM_THREADS=1 "$PY" "$@"
+		    GLOO_SOCKET_IFNAME=eth0 OMP_NUM_THREADS=1 \
+		    MCCL_SOCKET="${CL_SOCK[$h]:-}" MCCL_LIBRARY="$B/libmccl.so.0" \
+		    PYTHONPATH="$TOP/libclient/python" "$PY" "$@"
 		pids+=("$LAST")
 	done
 	wait_all "$tmo" "${pids[@]}"
@@ -578,27 +582,11 @@ gloo_ns() {
 }
 
 # torch_ns TAG TIMEOUT NHOSTS NPER BACKEND ARGS...: tools/bench/ddp_bench.py
-# as a torch.distributed job, NPER ranks in each host; with mccl, each
-# rank on its host's daemon of the current cluster.
+# as a torch.distributed job (gloo_ns), on BACKEND.
 torch_ns() {
-	local tag=$1 tmo=$2 nh=$3 nper=$4 backend=$5 r h pids=()
+	local tag=$1 tmo=$2 nh=$3 nper=$4 backend=$5
 	shift 5
-	GLOO_PORT=$((GLOO_PORT + 1))
-	for ((r = 0; r < nh * nper; r++)); do
-		h=$((r / nper))
-		bg_run "$RAW/$tag.r$r.log" "$(ns_name $h)" \
-		    env RANK=$r WORLD_SIZE=$((nh * nper)) \
-		    MASTER_ADDR="$(ns_addr 0)" MASTER_PORT=$GLOO_PORT \
-		    GLOO_SOCKET_IFNAME=eth0 OMP_NUM_THREADS=1 \
-		    MCCL_SOCKET="${CL_SOCK[$h]:-}" MCCL_LIBRARY="$B/libmccl.so.0" \
-		    PYTHONPATH="$TOP/libclient/python" \
-		    "$PY" "$HERE/ddp_bench.py" "$backend" "$@"
-		pids+=("$LAST")
-	done
-	wait_all "$tmo" "${pids[@]}"
-	local rc=$?
-	cp "$RAW/$tag.r0.log" "$RAW/$tag.log" 2>/dev/null
-	return $rc
+	gloo_ns "$tag" "$tmo" "$nh" "$nper" "$HERE/ddp_bench.py" "$backend" "$@"
 }
 
 # ---- helpers and detection ----
