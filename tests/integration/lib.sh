@@ -147,6 +147,17 @@ hostile_run() {
 	HOSTILE_OUT=$out
 }
 
+# daemons_stop FIRST N: SIGTERM the daemons DAEMON_PIDS[FIRST..FIRST+N-1]
+# of a test's own cluster, wait for them, and forget them.
+daemons_stop() {
+	local i
+	for ((i = $1; i < $1 + $2; i++)); do
+		kill -TERM "${DAEMON_PIDS[$i]:-}" 2>/dev/null
+		wait "${DAEMON_PIDS[$i]:-}" 2>/dev/null
+		unset "DAEMON_PIDS[$i]"
+	done
+}
+
 summary() {
 	echo "$PASS passed, $FAIL failed"
 	[ "$FAIL" -eq 0 ]

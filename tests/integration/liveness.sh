@@ -140,11 +140,7 @@ wait "$co" && [ $((SECONDS - t0)) -le 3 ] &&
     { bad "coordinator death during formation ($((SECONDS - t0)) s)"; \
     cat "$T/$name".r*.out; }
 
-for i in 0 1 2; do
-	kill -TERM "${DAEMON_PIDS[$((50 + i))]}" 2>/dev/null
-	wait "${DAEMON_PIDS[$((50 + i))]}" 2>/dev/null
-	unset "DAEMON_PIDS[$((50 + i))]"
-done
+daemons_stop 50 3
 
 echo "== reload applies every key it names, without failing a running job"
 # r0 and r1 start with slow heartbeats (2000/6000 ms); the reload makes
@@ -170,13 +166,8 @@ until "$B/mcclctl" -s "$T/r0.sock" -j status 2>/dev/null |
 	[ $SECONDS -lt $deadline ] || break
 	sleep 0.1
 done
-MCCL_SOCKET="$T/r0.sock" MCCL_JOB=rlsteady MCCL_NRANKS=2 MCCL_RANK=0 \
-    timeout 60 "$B/mccl-test" steady 5000 >"$T/rlsteady.r0.out" 2>&1 &
-rs0=$!
-MCCL_SOCKET="$T/r1.sock" MCCL_JOB=rlsteady MCCL_NRANKS=2 MCCL_RANK=1 \
-    timeout 60 "$B/mccl-test" steady 5000 >"$T/rlsteady.r1.out" 2>&1 &
-rs1=$!
-CHILD_PIDS+=($rs0 $rs1)
+NODE_PREFIX=r spawn 0 rlsteady 2 0 steady 5000; rs0=$LAST_PID
+NODE_PREFIX=r spawn 1 rlsteady 2 1 steady 5000; rs1=$LAST_PID
 sleep 1
 for i in 0 1; do
 	rl_conf "$i" 300 900 "\"max_jobs_per_uid\": 1, \"max_connections_per_uid\": 9,
@@ -204,8 +195,4 @@ grep -q 'reload: "listen" changed: restart mccld' "$T/r0.log" &&
 grep -q "heartbeat 300/900 ms, max_jobs_per_uid 1, max_connections_per_uid 9" \
     "$T/r0.log" && ok "reload: the applied values are logged" ||
     bad "reload: applied values not logged"
-for i in 0 1; do
-	kill -TERM "${DAEMON_PIDS[$((55 + i))]}" 2>/dev/null
-	wait "${DAEMON_PIDS[$((55 + i))]}" 2>/dev/null
-	unset "DAEMON_PIDS[$((55 + i))]"
-done
+daemons_stop 55 2

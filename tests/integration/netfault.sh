@@ -96,9 +96,5 @@ EOC
 	nf_rank 1 jlink2 1 hold 10; h1=$LAST_PID
 	expect_exit "link up: a new job works" "$h0"
 	wait "$h1"
-	for i in 0 1; do
-		kill -TERM "${DAEMON_PIDS[$((20 + i))]}" 2>/dev/null
-		wait "${DAEMON_PIDS[$((20 + i))]}" 2>/dev/null
-		unset "DAEMON_PIDS[$((20 + i))]"
-	done
+	daemons_stop 20 2
 fi
