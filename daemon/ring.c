@@ -926,11 +926,38 @@ ring_allreduce(struct xfer *x, const void *src, void *buf, size_t count,
 	return lanes_run(x, l, nl);
 }
 
-/* A chain from the root; the node left of the root passes nothing on. */
+/*
+ * The operation header alone (an empty block) to every node but `skip`
+ * (sends), or from every node but `skip` (checks): one frame per link.
+ */
+static int
+headers_run(struct xfer *x, uint32_t skip, int sends)
+{
+	struct plan p;
+
+	if (plan_init(x, &p, NULL, 1) == -1)
+		return -1;
+	p.block = whole_block;
+	for (uint32_t q = 0; q < x->nnodes; q++)
+		if (q != x->me && q != skip && duplex_run(x, &p, &p, sends,
+		    sends, !sends, q, q) == -1)
+			return -1;
+	return 0;
+}
+
+/*
+ * A chain from the root; the node left of the root passes nothing on.  In
+ * a chain a node's data depends on the nodes upstream alone, so a node
+ * could return before a node downstream finds that the collectives differ.
+ * Each node therefore also sends its operation header to every node its
+ * data does not go to, and checks one from every node its data does not
+ * come from: a node returns only once every node's header matched its own,
+ * and a mismatched broadcast fails on every node, never on some.
+ */
 int
 ring_broadcast(struct xfer *x, void *buf, size_t bytes, uint32_t root)
 {
-	uint32_t n = x->nnodes;
+	uint32_t n = x->nnodes, last = (root + n - 1) % n, none = UINT32_MAX;
 	struct plan p;
 
 	if (n <= 1)
@@ -942,9 +969,12 @@ ring_broadcast(struct xfer *x, void *buf, size_t bytes, uint32_t root)
 		return -1;
 	p.block = whole_block;
 	p.total = bytes;
-	if (x->me == root)
-		return ring_run(x, &p, 1, 1, 0);
-	return ring_run(x, &p, 0, x->me == (root + n - 1) % n ? 0 : 1, 1);
+	if (headers_run(x, x->me == last ? none : (x->me + 1) % n, 1) == -1)
+		return -1;
+	if ((x->me == root ? ring_run(x, &p, 1, 1, 0) : ring_run(x, &p, 0,
+	    x->me == last ? 0 : 1, 1)) == -1)
+		return -1;
+	return headers_run(x, x->me == root ? none : (x->me + n - 1) % n, 0);
 }
 
 int

@@ -33,24 +33,26 @@ bad() { FAIL=$((FAIL + 1)); echo "FAIL $*"; }
 # free_ports N: a base port with N free consecutive ports.
 . "$(dirname "${BASH_SOURCE[0]}")/../../tools/ports.sh"
 
-# cluster_up N: N daemons n0..n(N-1) on 127.0.0.1, sockets $T/nI.sock.
+# cluster_up N [PREFIX PIDBASE]: N daemons PREFIX0..PREFIX(N-1) (PREFIX n,
+# the main cluster, by default) on 127.0.0.1, sockets $T/PREFIXi.sock, pids
+# in DAEMON_PIDS from PIDBASE (0).  Node n0 alone serves /metrics.
 cluster_up() {
-	local n=$1 base i nodes="" sep="" metrics
+	local n=$1 pre=${2:-n} pid0=${3:-0} base i nodes="" sep="" metrics
 	base=$(free_ports $((n + 1)))
-	METRICS_PORT=$((base + n))	# node 0 serves /metrics there
+	[ "$pre" != n ] || METRICS_PORT=$((base + n))
 	for i in $(seq 0 $((n - 1))); do
-		nodes="$nodes$sep{\"name\": \"n$i\", \"address\": \"127.0.0.1:$((base + i))\"}"
+		nodes="$nodes$sep{\"name\": \"$pre$i\", \"address\": \"127.0.0.1:$((base + i))\"}"
 		sep=", "
 	done
 	for i in $(seq 0 $((n - 1))); do
 		metrics=""
-		[ "$i" != 0 ] ||
+		[ "$pre$i" != n0 ] ||
 		    metrics="\"metrics_listen\": \"127.0.0.1:$METRICS_PORT\","
-		cat >"$T/n$i.conf" <<EOC
+		cat >"$T/$pre$i.conf" <<EOC
 {
   $metrics
-  "node": "n$i",
-  "socket": "$T/n$i.sock",
+  "node": "$pre$i",
+  "socket": "$T/$pre$i.sock",
   "nodes": [$nodes],
   "log_level": "${LOG_LEVEL:-debug}",
   "init_timeout_ms": 10000,
@@ -60,21 +62,22 @@ cluster_up() {
   "heartbeat_timeout_ms": 1500
 }
 EOC
-		"$B/mccld" -c "$T/n$i.conf" >>"$T/n$i.log" 2>&1 &
-		DAEMON_PIDS[$i]=$!
+		"$B/mccld" -c "$T/$pre$i.conf" >>"$T/$pre$i.log" 2>&1 &
+		DAEMON_PIDS[$((pid0 + i))]=$!
 	done
-	wait_cluster "$n"
+	wait_cluster "$n" "$pre"
 }
 
-# Wait (at most 10 s) until every daemon sees every other one up.
+# wait_cluster N [PREFIX]: wait (at most 10 s) until every daemon sees
+# every other one up.
 wait_cluster() {
-	local n=$1 i deadline=$((SECONDS + 10))
+	local n=$1 pre=${2:-n} i deadline=$((SECONDS + 10))
 	for i in $(seq 0 $((n - 1))); do
-		while ! "$B/mcclctl" -s "$T/n$i.sock" -j status 2>/dev/null |
+		while ! "$B/mcclctl" -s "$T/$pre$i.sock" -j status 2>/dev/null |
 		    grep -q "\"peers_up\": $((n - 1))"; do
 			if [ $SECONDS -ge $deadline ]; then
 				echo "cluster of $n did not come up; logs:"
-				tail -n 20 "$T"/n*.log
+				tail -n 20 "$T/$pre"*.log
 				return 1
 			fi
 			sleep 0.1

@@ -15,6 +15,8 @@
  *                      changes), 100 operations in flight, comm_split, two
  *                      threads on two communicators, use after destroy
  *   mismatch           rank 0 issues another count: every rank fails
+ *   mismatch-coll KIND rank 0 issues another collective or root: every
+ *                      rank fails with INVALID_ARGUMENT naming both
  *   abort              rank 0 aborts: every other rank's op fails
  *   loop CODE TEXT     allreduce until an op fails with CODE and TEXT
  *   steady MS          allreduce for MS ms, every one must succeed
@@ -812,6 +814,44 @@ mode_mismatch(void)
 	return failures != 0;
 }
 
+/*
+ * Rank 0 calls another collective than the rest on the same op: KIND 0,
+ * rank 0 broadcasts (root 0) while the others allreduce; 1, the reverse
+ * with root 1; 2, all broadcast but rank 0 names root 0 and the others
+ * root 1.  Every rank, every time, must fail with INVALID_ARGUMENT and a
+ * message naming both collectives (or both roots): never success, never
+ * PEER_FAILED.  A barrier first makes the links hot, as in a real job.
+ */
+static int
+mode_mismatch_coll(int kind)
+{
+	static const char *names[3][2] = { { "broadcast", "allreduce" },
+	    { "allreduce", "broadcast" }, { "root 0", "root 1" } };
+	mccl_comm_t *comm;
+	float buf[12] = { 0 };
+	mccl_result_t rc;
+	int odd = my_rank == 0;
+
+	if ((comm = join()) == NULL)
+		return 1;
+	expect(comm, mccl_barrier(comm, NULL), MCCL_SUCCESS, NULL, "barrier");
+	if (kind == 2)
+		rc = mccl_broadcast(buf, 12, MCCL_FLOAT32, odd ? 0 : 1, comm,
+		    NULL);
+	else if ((kind == 0) == odd)
+		rc = mccl_broadcast(buf, 12, MCCL_FLOAT32, kind, comm, NULL);
+	else
+		rc = mccl_allreduce(buf, buf, 12, MCCL_FLOAT32, MCCL_SUM, comm,
+		    NULL);
+	expect(comm, rc, MCCL_ERR_INVALID_ARGUMENT, names[kind][0],
+	    "mismatched collective");
+	if (rc == MCCL_ERR_INVALID_ARGUMENT)
+		expect(comm, rc, MCCL_ERR_INVALID_ARGUMENT, names[kind][1],
+		    "mismatched collective, the other name");
+	mccl_comm_destroy(comm);
+	return failures != 0;
+}
+
 /* Rank 0 aborts while the others wait in an allreduce. */
 static int
 mode_abort(void)
@@ -1120,6 +1160,8 @@ main(int argc, char **argv)
 		return mode_api();
 	if (argc == 2 && strcmp(argv[1], "mismatch") == 0)
 		return mode_mismatch();
+	if (argc == 3 && strcmp(argv[1], "mismatch-coll") == 0)
+		return mode_mismatch_coll(atoi(argv[2]) % 3);
 	if (argc == 2 && strcmp(argv[1], "abort") == 0)
 		return mode_abort();
 	if (argc == 3 && strcmp(argv[1], "steady") == 0)

@@ -44,6 +44,22 @@ run_job "API: bad arguments, 100 in flight, split, threads" japi "0 0 1 2 2" api
 run_job "API on one node x 4 ranks" japi1 "1 1 1 1" api
 run_job "mismatched counts fail every rank" jmis "0 1 1" mismatch
 run_job "abort reaches every rank" jab "0 1 2" abort
+echo "== mismatched collectives: the same error on every rank, every time"
+# Its own 4 nodes m0..m3 (DAEMON_PIDS 60..63), one rank on each.
+if cluster_up 4 m 60; then
+	for rep in 1 2 3 4; do
+		for kind in 0 1 2; do
+			NODE_PREFIX=m run_job "4 nodes, mismatch kind $kind, run \
+$rep: every rank INVALID_ARGUMENT naming both" "jmc$kind$rep" "0 1 2 3" \
+			    mismatch-coll "$kind"
+		done
+	done
+	run_job "2 nodes: broadcast against allreduce, both named" jmc2n \
+	    "0 1" mismatch-coll 0
+else
+	bad "the 4-node cluster did not come up"
+fi
+daemons_stop 60 4
 run_job "mccl_test alone completes a receive, and an allreduce whose peer \
 died (PEER_FAILED)" jpoll "0 1" poll
 MCCL_ALGO=fastest spawn 0 jalgo 1 0 expect-init MCCL_ERR_INVALID_ARGUMENT \

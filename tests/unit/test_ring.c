@@ -961,6 +961,42 @@ START_TEST(test_mismatch)
 }
 END_TEST
 
+/*
+ * Every node but the last broadcasts from node 0; the last runs an
+ * allreduce.  The chain's data reaches nodes 1..n-2 before the last node
+ * can tell: none of them may succeed.  The root and the last node see the
+ * mismatch themselves; the others wait for the last node's header, which
+ * its allreduce never sends (in mccld the abort of the nodes that saw it
+ * reaches them instead, with the reason).
+ */
+START_TEST(test_mismatch_bcast_last)
+{
+	int n = 3 + _i;
+	struct node nd[MAXN];
+	struct mesh m;
+
+	mesh_open(&m, n);
+	alloc_allreduce(nd, n, 12);
+	for (int k = 0; k < n - 1; k++) {
+		nd[k].coll = COLL_BROADCAST;
+		nd[k].count = 12 * sizeof(float);
+		nd[k].root = 0;
+	}
+	run_nodes(&m, nd, 4096, 2000, -1);
+	mesh_close(&m);
+	for (int k = 0; k < n; k += n - 1) {
+		assert_failed(nd, k, MCCL_ERR_INVALID_ARGUMENT, NULL);
+		ck_assert_msg(strstr(nd[k].x.err, "broadcast") != NULL &&
+		    strstr(nd[k].x.err, "allreduce") != NULL, "node %d: %s", k,
+		    nd[k].x.err);
+		ck_assert_uint_lt(took_ms(&nd[k]), 1500);
+	}
+	for (int k = 1; k < n - 1; k++)
+		assert_failed(nd, k, MCCL_ERR_TIMEOUT, names[n - 1]);
+	free_bufs(nd, n);
+}
+END_TEST
+
 /* Node 0 broadcasts from itself while node 1 runs an allreduce. */
 START_TEST(test_mismatch_coll)
 {
@@ -973,12 +1009,13 @@ START_TEST(test_mismatch_coll)
 	nd[0].count = 10;
 	run_nodes(&m, nd, 4096, 2000, -1);
 	mesh_close(&m);
-	/* The root receives nothing, so only node 1 can tell. */
-	ck_assert_msg(nd[0].rc == 0 || nd[0].x.code == MCCL_ERR_PEER_FAILED,
-	    "root: %s", nd[0].x.err);
-	assert_failed(nd, 1, MCCL_ERR_INVALID_ARGUMENT, "n0");
-	ck_assert_msg(strstr(nd[1].x.err, "broadcast") != NULL &&
-	    strstr(nd[1].x.err, "allreduce") != NULL, "%s", nd[1].x.err);
+	/* The root checks node 1's header too: both fail, naming both. */
+	for (int k = 0; k < 2; k++) {
+		assert_failed(nd, k, MCCL_ERR_INVALID_ARGUMENT, k ? "n0" : "n1");
+		ck_assert_msg(strstr(nd[k].x.err, "broadcast") != NULL &&
+		    strstr(nd[k].x.err, "allreduce") != NULL, "%s",
+		    nd[k].x.err);
+	}
 	free_bufs(nd, 2);
 }
 END_TEST
@@ -1179,6 +1216,7 @@ main(void)
 	tcase(s, "back_to_back", test_back_to_back, 3);
 	tcase(s, "mismatch", test_mismatch, 2);
 	tcase(s, "mismatch_coll", test_mismatch_coll, 1);
+	tcase(s, "mismatch_bcast_last", test_mismatch_bcast_last, 2);
 	tcase(s, "mismatch_algo", test_mismatch_algo, 2);
 	tcase(s, "peer_death", test_peer_death, 2);
 	tcase(s, "timeout", test_timeout, 1);
