@@ -18,14 +18,13 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 TOP=$(cd "$HERE/../.." && pwd)
 B=$TOP/build
 OUT=
-ANCHORS=${MCCL_BENCH_ANCHORS:-/work/shared/anchors}
 PY=${MCCL_BENCH_PYTHON:-/usr/bin/python3}
 RATE=1gbit
 QUICK=0
 ONLY_MCCL=0
 POLL_NS=		# -H: the guest's halt polling during the run
 HALTPOLL=/sys/module/haltpoll/parameters/guest_halt_poll_ns
-ALL_CASES="1 2 3 4 5 6"
+ALL_CASES="1 2 3 4 5 6 7"
 
 NS_PREFIX=mccl-bench-h		# namespace (and Open MPI host) names
 LO_NS=mccl-bench-lo		# loopback only, for cases 4 and 5 as root
@@ -60,15 +59,15 @@ OMPI_SHM=vader
 
 usage() {
 	cat >&2 <<EOF
-usage: bench.sh [-mq] [-o dir] [-B build] [-a anchors] [-r rate] [-H ns]
+usage: bench.sh [-mq] [-o dir] [-B build] [-r rate] [-H ns]
                 [case ...]
        bench.sh clean
 cases: 1 (4 hosts, bandwidth)  2 (2 hosts x 2 ranks)  3 (latency)
        4 (1 host, shared memory)  5 (loopback, every size)
-       6 (DDP training, 2 hosts x 2 ranks); default: all
+       6 (DDP training, 2 hosts x 2 ranks)  7 (1 host x 8 ranks, latency)
+       default: all
   -o dir      tables, summary.md, plots and raw logs (default BUILD/bench)
   -B build    MCCL build directory (default $TOP/build)
-  -a anchors  baseline scripts (default $ANCHORS)
   -r rate     link rate for tc tbf (default $RATE)
   -q          quick: small sizes and few iterations, to check the harness
   -m          MCCL only: no Open MPI, no Gloo (to compare MCCL's settings)
@@ -488,17 +487,22 @@ mccl_perf() {
 	wait_all "$tmo" "${pids[@]}"
 }
 
-# mccl_lat TAG TIMEOUT ARGS...: lat, one rank at every daemon.
+# mccl_lat TAG TIMEOUT NPER ARGS...: lat, NPER ranks at every daemon; rank
+# 0's report in raw/TAG.log.
 mccl_lat() {
-	local tag=$1 tmo=$2 i n=${#CL_SOCK[@]} pids=()
-	shift 2
-	for ((i = 0; i < n; i++)); do
-		bg_run "$RAW/$tag.h$i.log" "${CL_NS[$i]}" \
+	local tag=$1 tmo=$2 nper=$3 i n=${#CL_SOCK[@]} r pids=()
+	shift 3
+	for ((r = 0; r < n * nper; r++)); do
+		i=$((r / nper))
+		bg_run "$RAW/$tag.r$r.log" "${CL_NS[$i]}" \
 		    env MCCL_SOCKET="${CL_SOCK[$i]}" MCCL_JOB="bench-$tag-$$" \
-		    MCCL_RANK=$i MCCL_NRANKS="$n" "$RUN/bin/lat" "$@"
+		    MCCL_RANK=$r MCCL_NRANKS=$((n * nper)) "$RUN/bin/lat" "$@"
 		pids+=("$LAST")
 	done
 	wait_all "$tmo" "${pids[@]}"
+	local rc=$?
+	cp "$RAW/$tag.r0.log" "$RAW/$tag.log" 2>/dev/null
+	return $rc
 }
 
 # record CASE SYSTEM TAG FUNC ARGS...: FUNC ARGS, recorded in status.tsv as
@@ -513,6 +517,9 @@ record() {
 	    "$((SECONDS - t0)) s" >&2
 	if [ $rc = 0 ]; then
 		status "$c" "$sys" ok
+	elif [ -s "$RAW/$tag.refused" ]; then
+		status "$c" "$sys" failed "$(cat "$RAW/$tag.refused")"
+		return 1
 	else
 		status "$c" "$sys" failed "exit $rc (logs: raw/$tag.*)"
 		return 1
@@ -523,19 +530,59 @@ record() {
 
 MPI_BASE=(--mca pml ob1)
 
-# mpi_ns TAG TIMEOUT HOSTS NP [MPIRUN ARGS...] -- PROGRAM ARGS...: mpirun
-# from h0 into the namespaces through the rsh agent.
+# placement_check TAG HOST...: the baseline's ranks (its "# placement" line
+# in raw/TAG.log) ran on these hosts, as many on each, in any order.  A
+# result from ranks placed otherwise measures something else: refused,
+# with the reason in raw/TAG.refused.
+placement_check() {
+	local tag=$1 got want
+	shift
+	got=$(awk '$1 == "#" && $2 == "placement" { $1 = $2 = ""; print; exit }' \
+	    "$RAW/$tag.log" 2>/dev/null | tr ' ' '\n' | sed '/^$/d' | sort |
+	    tr '\n' ' ')
+	want=$(printf '%s\n' "$@" | sort | tr '\n' ' ')
+	[ "$got" = "$want" ] && return 0
+	echo "refused: its ranks ran on ${got:-unknown hosts}, not on $want" \
+	    >"$RAW/$tag.refused"
+	note "$tag: $(cat "$RAW/$tag.refused")"
+	return 3
+}
+
+# hosts_of NHOSTS NPER: each host's name NPER times.
+hosts_of() {
+	local i k
+	for ((i = 0; i < $1; i++)); do
+		for ((k = 0; k < $2; k++)); do
+			ns_name "$i"
+		done
+	done
+}
+
+# mpi_ns TAG TIMEOUT NHOSTS NPER [MPIRUN ARGS...] PROGRAM ARGS...: mpirun
+# from h0 into the namespaces through the rsh agent, NPER ranks on each of
+# the first NHOSTS hosts, checked.  The launcher's parameters go by
+# environment, under both names: Open MPI 4's (OMPI_MCA_plm_rsh_*) and
+# Open MPI 5's runtime's (PRTE_MCA_plm_ssh_*); each ignores the other's.
 mpi_ns() {
-	local tag=$1 tmo=$2 hosts=$3 np=$4
+	local tag=$1 tmo=$2 nh=$3 nper=$4 i hosts=""
 	shift 4
-	bg_run "$RAW/$tag.log" "$(ns_name 0)" mpirun "${MPI_BASE[@]}" \
-	    --mca plm_rsh_agent "$RUN/rsh-agent" \
-	    --mca plm_rsh_no_tree_spawn 1 \
-	    --mca oob_tcp_if_include 198.18.0.0/24 \
+	for ((i = 0; i < nh; i++)); do
+		hosts="$hosts${hosts:+,}$(ns_name "$i"):$nper"
+	done
+	bg_run "$RAW/$tag.log" "$(ns_name 0)" env \
+	    OMPI_MCA_plm_rsh_agent="$RUN/rsh-agent" \
+	    OMPI_MCA_plm_rsh_no_tree_spawn=1 \
+	    OMPI_MCA_oob_tcp_if_include=198.18.0.0/24 \
+	    PRTE_MCA_plm_ssh_agent="$RUN/rsh-agent" \
+	    PRTE_MCA_plm_ssh_no_tree_spawn=1 \
+	    PRTE_MCA_oob_tcp_if_include=198.18.0.0/24 \
+	    mpirun "${MPI_BASE[@]}" \
 	    --mca btl_tcp_if_include 198.18.0.0/24 \
 	    --mca btl "tcp,$OMPI_SHM,self" --bind-to none \
-	    --host "$hosts" -np "$np" "$@"
-	wait_all "$tmo" "$LAST"
+	    --host "$hosts" -np $((nh * nper)) "$@"
+	wait_all "$tmo" "$LAST" || return
+	# shellcheck disable=SC2046
+	placement_check "$tag" $(hosts_of "$nh" "$nper")
 }
 
 # mpi_lo TAG TIMEOUT NP [MPIRUN ARGS...] PROGRAM ARGS...: on this host, its
@@ -547,15 +594,6 @@ mpi_lo() {
 	bg_run "$RAW/$tag.log" "$LO" mpirun "${MPI_BASE[@]}" \
 	    --mca oob_tcp_if_include lo -np "$np" "$@"
 	wait_all "$tmo" "$LAST"
-}
-
-# mpi_hosts NHOSTS NPER: "mccl-bench-h0:NPER,..."
-mpi_hosts() {
-	local i s=""
-	for ((i = 0; i < $1; i++)); do
-		s="$s${s:+,}$(ns_name $i):$2"
-	done
-	echo "$s"
 }
 
 # gloo_ns TAG TIMEOUT NHOSTS NPER SCRIPT ARGS...: one python process per
@@ -578,7 +616,10 @@ gloo_ns() {
 	wait_all "$tmo" "${pids[@]}"
 	local rc=$?
 	cp "$RAW/$tag.r0.log" "$RAW/$tag.log" 2>/dev/null
-	return $rc
+	[ $rc = 0 ] || return $rc
+	grep -q '^# placement' "$RAW/$tag.log" || return 0	# DDP: by launch
+	# shellcheck disable=SC2046
+	placement_check "$tag" $(hosts_of "$nh" "$nper")
 }
 
 # torch_ns TAG TIMEOUT NHOSTS NPER BACKEND ARGS...: tools/bench/ddp_bench.py
@@ -629,16 +670,12 @@ detect_ompi() {
 		note "Open MPI skipped: $WHY_OMPI"
 		return
 	fi
-	if [ ! -f "$ANCHORS/mpi_allreduce_perf.c" ]; then
-		WHY_OMPI="no $ANCHORS/mpi_allreduce_perf.c"
-		note "Open MPI skipped: $WHY_OMPI"
-		return
-	fi
 	mkdir -p "$OUT/bin"
-	if mpicc -O2 -o "$OUT/bin/mpi_allreduce_perf" \
-	    "$ANCHORS/mpi_allreduce_perf.c" >>"$log" 2>&1 &&
-	    mpicc -std=c11 -O2 -o "$OUT/bin/mpi_lat" "$HERE/mpi_lat.c" \
-	    >>"$log" 2>&1; then
+	# shellcheck disable=SC2086
+	if mpicc -std=c11 -D_GNU_SOURCE -O2 $WARN \
+	    -o "$OUT/bin/mpi_allreduce" "$HERE/mpi_allreduce.c" >>"$log" 2>&1 &&
+	    mpicc -std=c11 -D_GNU_SOURCE -O2 $WARN -o "$OUT/bin/mpi_lat" \
+	    "$HERE/mpi_lat.c" >>"$log" 2>&1; then
 		HAVE_OMPI=1
 	else
 		WHY_OMPI="the MPI programs do not build (see raw/build.log)"
@@ -656,11 +693,6 @@ detect_ompi() {
 }
 
 detect_gloo() {
-	if [ ! -f "$ANCHORS/gloo_allreduce_perf.py" ]; then
-		WHY_GLOO="no $ANCHORS/gloo_allreduce_perf.py"
-		note "Gloo skipped: $WHY_GLOO"
-		return
-	fi
 	if "$PY" -c 'import torch.distributed as d; assert d.is_available();
 import torch; print(torch.__version__)' >"$RAW/gloo.version" 2>/dev/null; then
 		HAVE_GLOO=1
@@ -757,14 +789,14 @@ case1() {
 	fi
 	if [ $HAVE_GLOO = 1 ]; then
 		record 1 gloo case1.gloo gloo_ns case1.gloo 600 4 1 \
-		    "$ANCHORS/gloo_allreduce_perf.py" 4 1024 "$BIGB" "$SMALL_IT"
+		    "$HERE/gloo_allreduce.py" 4 1024 "$BIGB" "$SMALL_IT"
 	else
 		status 1 gloo skipped "$WHY_GLOO"
 	fi
 	if [ $HAVE_OMPI = 1 ]; then
 		record 1 ompi case1.ompi mpi_ns case1.ompi 600 \
-		    "$(mpi_hosts 4 1)" 4 --mca mpi_yield_when_idle 1 \
-		    "$OUT/bin/mpi_allreduce_perf" 1024 "$BIGB" "$SMALL_IT"
+		    4 1 --mca mpi_yield_when_idle 1 \
+		    "$OUT/bin/mpi_allreduce" 1024 "$BIGB" "$SMALL_IT"
 	else
 		status 1 ompi skipped "$WHY_OMPI"
 	fi
@@ -797,14 +829,14 @@ case2() {
 	fi
 	if [ $HAVE_GLOO = 1 ]; then
 		record 2 gloo case2.gloo gloo_ns case2.gloo 600 2 2 \
-		    "$ANCHORS/gloo_allreduce_perf.py" 4 "$BIGB" "$BIGB" "$BIG_IT"
+		    "$HERE/gloo_allreduce.py" 4 "$BIGB" "$BIGB" "$BIG_IT"
 	else
 		status 2 gloo skipped "$WHY_GLOO"
 	fi
 	if [ $HAVE_OMPI = 1 ]; then
 		record 2 ompi case2.ompi mpi_ns case2.ompi 600 \
-		    "$(mpi_hosts 2 2)" 4 --mca mpi_yield_when_idle 1 \
-		    "$OUT/bin/mpi_allreduce_perf" "$BIGB" "$BIGB" "$BIG_IT"
+		    2 2 --mca mpi_yield_when_idle 1 \
+		    "$OUT/bin/mpi_allreduce" "$BIGB" "$BIGB" "$BIG_IT"
 	else
 		status 2 ompi skipped "$WHY_OMPI"
 	fi
@@ -864,9 +896,8 @@ case3() {
 	fi
 	if [ $HAVE_MCCL = 1 ]; then
 		if cluster_up case3 4 ns; then
-			record 3 mccl case3.mccl mccl_lat case3.mccl 300 \
+			record 3 mccl case3.mccl mccl_lat case3.mccl 300 1 \
 			    -b 8 -n "$LAT_N" -w 100
-			cp "$RAW/case3.mccl.h0.log" "$RAW/case3.mccl.log"
 		else
 			status 3 mccl failed "cluster did not come up"
 		fi
@@ -876,9 +907,9 @@ case3() {
 	fi
 	if [ $HAVE_OMPI = 1 ]; then
 		record 3 ompi case3.ompi mpi_ns case3.ompi 300 \
-		    "$(mpi_hosts 4 1)" 4 "$OUT/bin/mpi_lat" 8 "$LAT_N" 100
+		    4 1 "$OUT/bin/mpi_lat" 8 "$LAT_N" 100
 		record 3 ompi-yield case3.ompi-yield mpi_ns case3.ompi-yield \
-		    300 "$(mpi_hosts 4 1)" 4 --mca mpi_yield_when_idle 1 \
+		    300 4 1 --mca mpi_yield_when_idle 1 \
 		    "$OUT/bin/mpi_lat" 8 "$LAT_N" 100
 	else
 		status 3 ompi skipped "$WHY_OMPI"
@@ -919,7 +950,7 @@ case4() {
 	if [ $HAVE_OMPI = 1 ]; then
 		record 4 ompi case4.ompi mpi_lo case4.ompi 300 2 \
 		    --mca btl "$OMPI_SHM,self" \
-		    "$OUT/bin/mpi_allreduce_perf" "$size" "$size" "$it"
+		    "$OUT/bin/mpi_allreduce" "$size" "$size" "$it"
 	else
 		status 4 ompi skipped "$WHY_OMPI"
 	fi
@@ -944,19 +975,47 @@ case5() {
 	if [ $HAVE_OMPI = 1 ]; then
 		record 5 ompi case5.ompi mpi_lo case5.ompi 600 2 \
 		    --mca btl tcp,self --mca btl_tcp_if_include lo \
-		    "$OUT/bin/mpi_allreduce_perf" 1024 "$C5MAXB" "$SMALL_IT"
+		    "$OUT/bin/mpi_allreduce" 1024 "$C5MAXB" "$SMALL_IT"
 	else
 		status 5 ompi skipped "$WHY_OMPI"
 	fi
 	if [ $HAVE_GLOO = 1 ]; then
 		record 5 gloo case5.gloo bg_gloo_lo case5.gloo 600 \
-		    "$ANCHORS/gloo_allreduce_perf.py" 2 1024 "$C5MAXB" "$SMALL_IT"
+		    "$HERE/gloo_allreduce.py" 2 1024 "$C5MAXB" "$SMALL_IT"
 	else
 		status 5 gloo skipped "$WHY_GLOO"
 	fi
 }
 
-# The anchor spawns its local ranks itself; gloo on the loopback device.
+# The issue's "1 host x 8 ranks" latency case: no network, so Open MPI over
+# its shared-memory transport against MCCL's one daemon.
+case7() {
+	echo "== case 7: 1 host x 8 ranks, 8-byte allreduce latency, no network"
+	if [ $HAVE_MCCL = 1 ]; then
+		if cluster_up case7 1 lo; then
+			record 7 mccl case7.mccl mccl_lat case7.mccl 300 8 \
+			    -b 8 -n "$LAT_N" -w 100
+		else
+			status 7 mccl failed "daemon did not come up"
+		fi
+		cluster_down
+	else
+		status 7 mccl skipped "$WHY_MCCL"
+	fi
+	if [ $HAVE_OMPI = 1 ]; then
+		record 7 ompi case7.ompi mpi_lo case7.ompi 300 8 \
+		    --mca btl "$OMPI_SHM,self" --bind-to none --oversubscribe \
+		    "$OUT/bin/mpi_lat" 8 "$LAT_N" 100
+		record 7 ompi-yield case7.ompi-yield mpi_lo case7.ompi-yield 300 \
+		    8 --mca btl "$OMPI_SHM,self" --bind-to none --oversubscribe \
+		    --mca mpi_yield_when_idle 1 "$OUT/bin/mpi_lat" 8 "$LAT_N" 100
+	else
+		status 7 ompi skipped "$WHY_OMPI"
+		status 7 ompi-yield skipped "$WHY_OMPI"
+	fi
+}
+
+# The script spawns its local ranks itself; gloo on the loopback device.
 bg_gloo_lo() {
 	local tag=$1 tmo=$2
 	shift 2
@@ -1002,9 +1061,8 @@ write_meta() {
 
 main() {
 	local ch c cases="" ns_cases="" rc=0
-	while getopts "a:B:H:hmo:qr:" ch; do
+	while getopts "B:H:hmo:qr:" ch; do
 		case $ch in
-		a) ANCHORS=$OPTARG ;;
 		B) B=$OPTARG ;;
 		H) POLL_NS=$OPTARG
 		   [[ $POLL_NS =~ ^[0-9]+$ ]] || usage ;;
@@ -1029,7 +1087,7 @@ main() {
 	for c in $(printf '%s\n' "${@:-$ALL_CASES}"); do
 		c=${c#case}
 		case $c in
-		[1-6]) cases="$cases $c" ;;
+		[1-7]) cases="$cases $c" ;;
 		*) usage ;;
 		esac
 	done

@@ -1,12 +1,14 @@
 """gloo_lat.py: latency of small torch.distributed (gloo) all_reduce calls,
 the Gloo side of the harness's latency case, timed as lat.c times MCCL:
 each of ITERS float32 sum all_reduces is timed, each iteration counts as
-its slowest rank, and rank 0 prints median, p99, mean and minimum.
+its slowest rank, and rank 0 prints median, p99, mean and minimum, and
+where each rank ran ("# placement HOST...").
 One process per rank: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (and
 GLOO_SOCKET_IFNAME) from the environment.
 Usage: gloo_lat.py [BYTES [ITERS [WARMUP]]]   (default 8 1000 100)"""
 import math
 import os
+import socket
 import sys
 import time
 
@@ -27,6 +29,10 @@ def main():
     rank = int(os.environ["RANK"])
     n = int(os.environ["WORLD_SIZE"])
     dist.init_process_group("gloo", rank=rank, world_size=n)
+    hosts = [None] * n
+    dist.all_gather_object(hosts, socket.gethostname())
+    if rank == 0:
+        print(f"# ranks {n}\n# placement {' '.join(hosts)}", flush=True)
     src = torch.ones(max(1, nbytes // 4), dtype=torch.float32)
     for _ in range(warmup):
         y = src.clone()

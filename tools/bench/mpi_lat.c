@@ -3,11 +3,14 @@
  * harness's latency case, timed exactly as lat.c times MCCL: every one of
  * ITERS out-of-place float32 sum allreduces is timed, each iteration counts
  * as its slowest rank, and rank 0 prints median, p99, mean and minimum.
+ * Rank 0 also prints where each rank ran (placement.h).
  * Usage: mpi_lat [BYTES [ITERS [WARMUP]]] (default 8 1000 100).
  */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+#include "placement.h"
 
 static int
 mpilat_cmp(const void *a, const void *b)
@@ -49,6 +52,7 @@ main(int argc, char **argv)
 	tmax = calloc((size_t)iters, sizeof(*tmax));
 	if (t == NULL || tmax == NULL)
 		MPI_Abort(MPI_COMM_WORLD, 1);
+	placement_print(rank, n);
 	for (i = 0; i < count; i++)
 		src[i] = 1;
 	for (i = 0; i < warmup; i++)

@@ -1,0 +1,94 @@
+"""gloo_allreduce.py: torch.distributed (gloo) all_reduce bandwidth, the
+Gloo side of the harness's bandwidth cases, in the table mccl-perf and
+nccl-tests print: for each size from MINB to MAXB (doubling), ITERS float32
+sum all_reduces (at most 5 from 8 MiB) timed as one span whose slowest rank
+counts, and every element of the last result checked.  Rank 0 also prints
+where each rank ran ("# placement HOST..."), for the harness to check.
+
+With RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set it is one rank of a
+job launched elsewhere; without, it starts NRANKS local ranks itself (on
+127.0.0.1) and waits for them.
+Usage: gloo_allreduce.py NRANKS MINB MAXB ITERS"""
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+
+def values(rank, count):
+    """Rank r's elements: small integers, so every sum is exact."""
+    return (torch.arange(count) % 7 + 1).float() * (rank + 1)
+
+
+def time_allreduce(x, iters):
+    """Seconds per all_reduce, the slowest rank's."""
+    dist.barrier()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        y = x.clone()
+        dist.all_reduce(y)
+    took = torch.tensor([(time.perf_counter() - t0) / iters],
+                        dtype=torch.float64)
+    dist.all_reduce(took, op=dist.ReduceOp.MAX)
+    return took.item(), y
+
+
+def print_placement(rank, n):
+    hosts = [None] * n
+    dist.all_gather_object(hosts, socket.gethostname())
+    if rank == 0:
+        print(f"# ranks {n}\n# placement {' '.join(hosts)}", flush=True)
+
+
+def run_rank(minb, maxb, iters):
+    rank = int(os.environ["RANK"])
+    n = int(os.environ["WORLD_SIZE"])
+    dist.init_process_group("gloo", rank=rank, world_size=n)
+    print_placement(rank, n)
+    if rank == 0:
+        print(f"#{'size':>11} {'count':>10} {'time(us)':>10} {'algbw':>8} "
+              f"{'busbw':>8} {'wrong':>6}", flush=True)
+    b = minb
+    while b <= maxb:
+        count = b // 4
+        x = values(rank, count)
+        dist.all_reduce(x.clone())  # warm-up
+        t, y = time_allreduce(x, min(iters, 5) if b >= 8 << 20 else iters)
+        wrong = int((y != values(0, count) * (n * (n + 1) // 2)).sum())
+        alg = b / t / 1e9
+        if rank == 0:
+            print(f"{b:12d} {count:10d} {t * 1e6:10.1f} {alg:8.3f} "
+                  f"{alg * 2 * (n - 1) / n:8.3f} {wrong:6d}", flush=True)
+        b *= 2
+    dist.destroy_process_group()
+
+
+def spawn_ranks(n):
+    """Run this script as n local ranks; the first failure is the result."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = []
+    for r in range(n):
+        env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(n),
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        procs.append(subprocess.Popen([sys.executable] + sys.argv, env=env))
+    codes = [p.wait() for p in procs]
+    return next((c for c in codes if c != 0), 0)
+
+
+def main():
+    if len(sys.argv) != 5:
+        sys.exit(__doc__.split("Usage: ")[1])
+    n, minb, maxb, iters = (int(a) for a in sys.argv[1:])
+    if "RANK" not in os.environ:
+        sys.exit(spawn_ranks(n))
+    run_rank(minb, maxb, iters)
+
+
+if __name__ == "__main__":
+    main()
