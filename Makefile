@@ -41,7 +41,7 @@ CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null)
 SODIUM_LIBS = $(shell pkg-config --libs libsodium 2>/dev/null)
 CFLAGS	+= $(PKG_CFLAGS)
 
-PROTO_SRCS  = proto/proto.c
+PROTO_SRCS  = proto/proto.c proto/spin.c
 CORE_SRCS   = daemon/log.c daemon/config.c daemon/reduce.c daemon/ring.c
 DAEMON_SRCS = daemon/mccld.c daemon/control.c daemon/peer.c daemon/job.c daemon/p2p.c \
 	      daemon/engine.c daemon/auth.c daemon/metrics.c $(CORE_SRCS) \

@@ -116,6 +116,7 @@ conf_scalars(struct config *c)
 	c->heartbeat_timeout_ms = 5000;
 	c->chunk_bytes = 1024 * 1024;
 	c->streams_per_peer = 2;
+	c->spin_us = SPIN_AUTO;
 	c->max_clients = 1024;
 	c->max_segments = 64;
 	c->max_pending_ops = 4096;
@@ -474,6 +475,26 @@ conf_algo(struct pctx *p, const struct conf_key *k, json_t *v,
 	return 0;
 }
 
+/* "auto", or microseconds as a number or a string (spin.h). */
+static int
+conf_spin(struct pctx *p, const struct conf_key *k, json_t *v,
+    struct config *c)
+{
+	char num[32], why[128];
+	const char *s = num;
+
+	if (json_is_integer(v))
+		snprintf(num, sizeof(num), "%lld", (long long)
+		    json_integer_value(v));
+	else if ((s = conf_string(p, k->name, v)) == NULL)
+		return -1;
+	if (spin_parse(s, &c->spin_us, why, sizeof(why)) == -1) {
+		conf_err(p, "key \"%s\": %s", k->name, why);
+		return -1;
+	}
+	return 0;
+}
+
 /* One element of "nodes": {"name": ..., "address": ...}, exactly. */
 static int
 conf_node_entry(struct pctx *p, const char *key, size_t i, json_t *e,
@@ -622,6 +643,7 @@ static const struct conf_key conf_keys[] = {
 	KEY("listen", conf_listen),
 	KEY("log_level", conf_log_level),
 	KEY("algo", conf_algo),
+	KEY("spin_us", conf_spin),
 	KEY("nodes", conf_nodes),
 	KEY("key_file", conf_key_file),
 	KEY("admin_group", conf_admin_group),

@@ -535,6 +535,8 @@ engine_run(struct job *j, struct op *op, uint8_t *scratch)
 	x.chunk = md.conf.chunk_bytes;
 	x.algo = op->desc.algo;
 	x.small_bytes = SMALL_BYTES;
+	x.spin_ns = spin_budget_ns(__atomic_load_n(&md.conf.spin_us,
+	    __ATOMIC_RELAXED));
 	x.scratch = scratch;
 	x.node_index = j->node_index;
 	x.tx_ctr = md.data_tx;
@@ -560,8 +562,32 @@ engine_run(struct job *j, struct op *op, uint8_t *scratch)
 }
 
 /*
- * Wait for work with eng_mtx held.  Ops the doorbells answered are handed
- * back quietly: the main thread collects them with the next submission
+ * Before sleeping for work, spin a while (spin.h): the next op of a tight
+ * loop then starts without a wake-up.  Called and returns with eng_mtx
+ * held; engine_submit and engine_quit bump eng_kicks, which it watches.
+ */
+static void
+engine_spin(struct job *j)
+{
+	uint64_t budget, until;
+	uint32_t seen;
+
+	if (!TAILQ_EMPTY(&j->eng_in) || j->eng_quit ||
+	    (budget = spin_budget_ns(__atomic_load_n(&md.conf.spin_us,
+	    __ATOMIC_RELAXED))) == 0)
+		return;
+	seen = __atomic_load_n(&j->eng_kicks, __ATOMIC_ACQUIRE);
+	pthread_mutex_unlock(&j->eng_mtx);
+	until = now_ns() + budget;
+	while (__atomic_load_n(&j->eng_kicks, __ATOMIC_ACQUIRE) == seen &&
+	    now_ns() < until)
+		spin_pause();
+	pthread_mutex_lock(&j->eng_mtx);
+}
+
+/*
+ * Wait for work with eng_mtx held, after a spin.  Ops the doorbells
+ * answered are handed back quietly: the main thread collects them with the next submission
  * (job_client_op), so a tight loop of small collectives costs it no extra
  * wake-up.  If no submission comes within LAZY_NS, wake it to free them.
  */
@@ -571,6 +597,7 @@ engine_idle(struct job *j)
 	struct timespec ts;
 	uint64_t until;
 
+	engine_spin(j);
 	if (j->eng_out_quiet) {
 		until = now_ns() + LAZY_NS;
 		ts = (struct timespec){ (time_t)(until / 1000000000),
@@ -737,6 +764,7 @@ engine_submit(struct job *j, struct op *op)
 {
 	pthread_mutex_lock(&j->eng_mtx);
 	TAILQ_INSERT_TAIL(&j->eng_in, op, entry);
+	__atomic_add_fetch(&j->eng_kicks, 1, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&j->eng_mtx);
 	/* After unlocking: woken, the engine finds the mutex free. */
 	pthread_cond_signal(&j->eng_cond);
@@ -842,6 +870,7 @@ engine_quit(struct job *j)
 		return;
 	pthread_mutex_lock(&j->eng_mtx);
 	j->eng_quit = 1;
+	__atomic_add_fetch(&j->eng_kicks, 1, __ATOMIC_RELEASE);
 	pthread_cond_broadcast(&j->eng_cond);
 	pthread_mutex_unlock(&j->eng_mtx);
 	/* Also gives up a data link being connected (peer_data_connect). */

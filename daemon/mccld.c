@@ -207,6 +207,7 @@ reload(char *err, size_t errlen)
 	md.conf.init_timeout_ms = nc.init_timeout_ms;
 	md.conf.op_timeout_ms = nc.op_timeout_ms;
 	md.conf.algo = nc.algo;
+	__atomic_store_n(&md.conf.spin_us, nc.spin_us, __ATOMIC_RELAXED);
 	md.conf.streams_per_peer = nc.streams_per_peer;	/* new jobs */
 	md.conf.connect_timeout_ms = nc.connect_timeout_ms;
 	md.conf.heartbeat_interval_ms = nc.heartbeat_interval_ms;

@@ -18,6 +18,7 @@
 #include "mccl.h"
 #include "ipc.h"
 #include "peer.h"
+#include "spin.h"
 
 #define MCCLD_VERSION		"0.1.0"
 #define MCCLD_DEFAULT_CONF	"/etc/mccl/mccld.conf"
@@ -55,6 +56,7 @@ struct config {
 	uint32_t	 heartbeat_timeout_ms;	/* silence after which a peer is dead */
 	uint64_t	 chunk_bytes;		/* pipeline chunk */
 	int		 algo;			/* enum algo_type for allreduce */
+	int32_t		 spin_us;		/* engine's spin; SPIN_AUTO */
 	uint32_t	 streams_per_peer;	/* collective lanes of new jobs */
 	uint32_t	 max_clients;		/* connections on the Unix socket */
 	uint32_t	 max_segments;		/* per client */
@@ -145,6 +147,7 @@ struct xfer {
 	size_t		  chunk;	/* pipeline chunk in bytes */
 	int		  algo;		/* allreduce: enum algo_type asked for */
 	size_t		  small_bytes;	/* up to this, AUTO is latency-bound */
+	uint64_t	  spin_ns;	/* spin on the links before sleeping */
 	uint8_t		 *scratch;	/* at least 2 * chunk * nlanes bytes */
 	struct peer_ophdr hdr;		/* this operation, checked against the peers' */
 	const uint32_t	 *node_index;	/* cluster index of each position */
@@ -348,6 +351,8 @@ struct job {
 	int		 eng_aborted;
 	int		 eng_abort_fd;	/* eventfd: wakes the engine out of poll */
 	struct op_list	 eng_in;	/* ready to run */
+	uint32_t	 eng_kicks;	/* bumped at each submission and at
+					   quit (atomic): engine_spin's signal */
 	struct op_list	 eng_out;	/* done, for the main thread */
 	int		 eng_out_quiet;	/* it holds ops the main thread was
 					   not woken for (engine_idle) */

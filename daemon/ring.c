@@ -706,6 +706,27 @@ wait_timeout(struct xfer *x, const struct lane *lanes, size_t nl,
 }
 
 /*
+ * poll, after spinning for up to x->spin_ns on polls that do not wait: a
+ * frame that arrives meanwhile is taken without a wake-up (spin.h).
+ */
+static int
+links_poll(const struct xfer *x, struct pollfd *pfd, nfds_t n, int timeout)
+{
+	uint64_t until;
+	int rc;
+
+	if (x->spin_ns > 0) {
+		until = now_ns() + x->spin_ns;
+		do {
+			if ((rc = poll(pfd, n, 0)) != 0)
+				return rc;
+			spin_pause();
+		} while (now_ns() < until);
+	}
+	return poll(pfd, n, timeout);
+}
+
+/*
  * Sleep until a link can move, the job is aborted or the deadline passes.
  * A sending link is watched for a hang-up even when nothing is queued for
  * it: its node can't finish this operation before taking all we send.
@@ -729,7 +750,7 @@ io_wait(struct xfer *x, const struct lane *lanes, size_t nl)
 		pfd[2 + 2 * k] = (struct pollfd){ rx_complete(rx) ? -1 : rx->fd,
 		    POLLIN, 0 };
 	}
-	if (poll(pfd, 1 + 2 * nl, timeout) == -1)
+	if (links_poll(x, pfd, 1 + 2 * nl, timeout) == -1)
 		return errno == EINTR ? 0 : ring_fail(x, MCCL_ERR_INTERNAL,
 		    "poll: %s", strerror_r(errno, buf, sizeof(buf)));
 	if (pfd[0].revents != 0)

@@ -27,6 +27,7 @@
 
 #include "mccl.h"
 #include "conn.h"
+#include "spin.h"
 
 #define ERRLEN			1024
 #define CONNECT_TIMEOUT_MS	5000
@@ -79,6 +80,7 @@ struct mccl_comm {
 	struct ipc_joined joined;
 	uint32_t	 op_timeout_ms;
 	uint8_t		 algo;		/* MCCL_ALGO, for every op */
+	int32_t		 spin_us;	/* MCCL_SPIN_US; SPIN_AUTO */
 	uint64_t	 next_seq;
 	uint64_t	 nsplits;
 	uint32_t	 next_seg_id;
@@ -199,6 +201,23 @@ env_algo(char *err, size_t len)
 	return algo;
 }
 
+/* MCCL_SPIN_US: the doorbell spin (spin.h); unset or empty is auto. */
+static int
+env_spin(int32_t *us, char *err, size_t len)
+{
+	const char *s = getenv("MCCL_SPIN_US");
+	char why[128];
+
+	*us = SPIN_AUTO;
+	if (s == NULL || *s == '\0')
+		return 0;
+	if (spin_parse(s, us, why, sizeof(why)) == -1) {
+		snprintf(err, len, "MCCL_SPIN_US=%s", why);
+		return -1;
+	}
+	return 0;
+}
+
 /* ---- receiving ---- */
 
 /* Unlink r from the pending list, whatever its place, and complete it. */
@@ -296,6 +315,37 @@ bell_collect(mccl_comm_t *comm)
 }
 
 /*
+ * Spin on the doorbell for its word to move past `word`, for the spin
+ * budget (spin.h) or timeout_ms, whichever is shorter: 1 if it moved.
+ * Records move the word too, so a reply is seen as soon as a completion.
+ */
+static int
+bell_spin(const struct ipc_doorbell *b, uint32_t word, uint64_t timeout_ms,
+    int32_t spin_us)
+{
+	uint64_t budget = spin_budget_ns(spin_us), until;
+	struct timespec ts;
+
+	if (budget == 0 || timeout_ms == 0)
+		return 0;
+	if (budget > timeout_ms * 1000000)
+		budget = timeout_ms * 1000000;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	until = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec +
+	    budget;
+	do {
+		for (int k = 0; k < 64; k++) {
+			if (__atomic_load_n(&b->word, __ATOMIC_ACQUIRE) != word)
+				return 1;
+			spin_pause();
+		}
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+	} while ((uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec <
+	    until);
+	return 0;
+}
+
+/*
  * Wait for the daemon (without comm->lock): for a record, or, with a
  * doorbell, for its word to move past `word` (read before the caller last
  * looked at done_seq), for at most timeout_ms.  Records also move the word,
@@ -317,13 +367,15 @@ comm_wait_daemon(mccl_comm_t *comm, uint32_t word, uint64_t timeout_ms,
 	if ((rc = conn_recv(comm->fd, 0, comm->msg, err, errlen)) !=
 	    MCCL_ERR_TIMEOUT)
 		return rc;
+	snprintf(err, errlen, "no answer from the daemon yet");
+	if (bell_spin(b, word, timeout_ms, comm->spin_us))
+		return MCCL_ERR_TIMEOUT;	/* rung: the caller collects */
 	nap = timeout_ms < BELL_NAP_MS ? timeout_ms : BELL_NAP_MS;
 	ts = (struct timespec){ (time_t)(nap / 1000),
 	    (long)(nap % 1000) * 1000000 };
 	__atomic_add_fetch(&b->sleepers, 1, __ATOMIC_SEQ_CST);
 	syscall(SYS_futex, &b->word, FUTEX_WAIT, word, &ts, NULL, 0);
 	__atomic_sub_fetch(&b->sleepers, 1, __ATOMIC_SEQ_CST);
-	snprintf(err, errlen, "no answer from the daemon yet");
 	return MCCL_ERR_TIMEOUT;
 }
 
@@ -528,6 +580,7 @@ mccl_comm_init(mccl_comm_t **commp, const char *job, int nranks, int rank)
 	char path[108], err[ERRLEN];
 	mccl_comm_t *comm;
 	mccl_result_t rc;
+	int32_t spin_us;
 	int algo, code;
 
 	if (commp == NULL)
@@ -543,10 +596,12 @@ mccl_comm_init(mccl_comm_t **commp, const char *job, int nranks, int rank)
 		    "%d", rank, nranks);
 		return init_fail(NULL, MCCL_ERR_INVALID_ARGUMENT, err);
 	}
-	if ((algo = env_algo(err, sizeof(err))) == -1)
+	if ((algo = env_algo(err, sizeof(err))) == -1 ||
+	    env_spin(&spin_us, err, sizeof(err)) == -1)
 		return init_fail(NULL, MCCL_ERR_INVALID_ARGUMENT, err);
 	if ((comm = comm_new()) == NULL)
 		return init_fail(NULL, MCCL_ERR_NO_MEMORY, "out of memory");
+	comm->spin_us = spin_us;
 	conn_socket_path(path, sizeof(path));
 	if ((comm->fd = conn_open(path, CONNECT_TIMEOUT_MS, &comm->hello, &code,
 	    err, sizeof(err))) == -1)

@@ -33,11 +33,13 @@ bad() { FAIL=$((FAIL + 1)); echo "FAIL $*"; }
 # free_ports N: a base port with N free consecutive ports.
 . "$(dirname "${BASH_SOURCE[0]}")/../../tools/ports.sh"
 
-# cluster_up N [PREFIX PIDBASE]: N daemons PREFIX0..PREFIX(N-1) (PREFIX n,
-# the main cluster, by default) on 127.0.0.1, sockets $T/PREFIXi.sock, pids
-# in DAEMON_PIDS from PIDBASE (0).  Node n0 alone serves /metrics.
+# cluster_up N [PREFIX PIDBASE [KEYS]]: N daemons PREFIX0..PREFIX(N-1)
+# (PREFIX n, the main cluster, by default) on 127.0.0.1, sockets
+# $T/PREFIXi.sock, pids in DAEMON_PIDS from PIDBASE (0), KEYS (JSON, each
+# followed by a comma) added to their configuration.  Node n0 alone
+# serves /metrics.
 cluster_up() {
-	local n=$1 pre=${2:-n} pid0=${3:-0} base i nodes="" sep="" metrics
+	local n=$1 pre=${2:-n} pid0=${3:-0} keys=${4:-} base i nodes="" sep="" metrics
 	base=$(free_ports $((n + 1)))
 	[ "$pre" != n ] || METRICS_PORT=$((base + n))
 	for i in $(seq 0 $((n - 1))); do
@@ -50,7 +52,7 @@ cluster_up() {
 		    metrics="\"metrics_listen\": \"127.0.0.1:$METRICS_PORT\","
 		cat >"$T/$pre$i.conf" <<EOC
 {
-  $metrics
+  $metrics $keys
   "node": "$pre$i",
   "socket": "$T/$pre$i.sock",
   "nodes": [$nodes],

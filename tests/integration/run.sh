@@ -18,6 +18,8 @@ echo "== every collective x dtype x op x placement x count"
 run_job "3 nodes x 2 ranks" j3x2 "0 0 1 1 2 2" collectives
 run_job "1 node x 4 ranks" j1x4 "1 1 1 1" collectives
 run_job "3 nodes x 1 rank" j3x1 "0 1 2" collectives
+MCCL_SPIN_US=40 run_job "3 nodes x 1 rank, clients spinning on their \
+doorbells (MCCL_SPIN_US=40)" j3x1s "0 1 2" collectives
 run_job "2 nodes x 3 ranks, 2 + 1, out of rank order" j2u "2 0 2" collectives
 run_job "an allreduce of more than 2 GiB across 2 nodes" jbig "0 1" big
 echo "== the allreduce algorithms of MCCL_ALGO (3 nodes: folded)"
@@ -45,8 +47,9 @@ run_job "API on one node x 4 ranks" japi1 "1 1 1 1" api
 run_job "mismatched counts fail every rank" jmis "0 1 1" mismatch
 run_job "abort reaches every rank" jab "0 1 2" abort
 echo "== mismatched collectives: the same error on every rank, every time"
-# Its own 4 nodes m0..m3 (DAEMON_PIDS 60..63), one rank on each.
-if cluster_up 4 m 60; then
+# Its own 4 nodes m0..m3 (DAEMON_PIDS 60..63), one rank on each; their
+# engines spin a while before they sleep, whatever the machine's load.
+if cluster_up 4 m 60 '"spin_us": 30,'; then
 	for rep in 1 2 3 4; do
 		for kind in 0 1 2; do
 			NODE_PREFIX=m run_job "4 nodes, mismatch kind $kind, run \
@@ -66,6 +69,10 @@ MCCL_ALGO=fastest spawn 0 jalgo 1 0 expect-init MCCL_ERR_INVALID_ARGUMENT \
     "MCCL_ALGO=fastest: expected auto, ring, doubling or rabenseifner"
 wait "$LAST_PID" && ok "an unknown MCCL_ALGO fails mccl_comm_init, named" ||
     { bad "an unknown MCCL_ALGO"; cat "$T"/jalgo.*.out; }
+MCCL_SPIN_US=-5 spawn 0 jspinbad 1 0 expect-init MCCL_ERR_INVALID_ARGUMENT \
+    "MCCL_SPIN_US=\"-5\": expected auto or microseconds from 0 to 100000"
+wait "$LAST_PID" && ok "a bad MCCL_SPIN_US fails mccl_comm_init, named" ||
+    { bad "a bad MCCL_SPIN_US"; cat "$T"/jspinbad.*.out; }
 # Two ranks of one node ask for different algorithms: both fail, named.
 MCCL_ALGO=ring spawn 1 jalgo2 2 0 loop MCCL_ERR_INVALID_ARGUMENT "by doubling"
 a=$LAST_PID

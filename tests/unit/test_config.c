@@ -79,6 +79,7 @@ check_defaults(const struct config *c)
 	ck_assert_uint_eq(c->heartbeat_timeout_ms, 5000);
 	ck_assert_uint_eq(c->chunk_bytes, 1048576);
 	ck_assert_int_eq(c->algo, ALGO_AUTO);
+	ck_assert_int_eq(c->spin_us, SPIN_AUTO);
 	ck_assert_uint_eq(c->streams_per_peer, 2);
 	ck_assert_uint_eq(c->max_clients, 1024);
 	ck_assert_uint_eq(c->max_segments, 64);
@@ -157,6 +158,19 @@ START_TEST(test_full)
 	config_free(&c);
 	parse_ok("{\"streams_per_peer\": 8}", &c);
 	ck_assert_uint_eq(c.streams_per_peer, 8);
+	config_free(&c);
+	/* The spin: a number, its string, auto, never. */
+	parse_ok("{\"spin_us\": 200}", &c);
+	ck_assert_int_eq(c.spin_us, 200);
+	config_free(&c);
+	parse_ok("{\"spin_us\": \"35\"}", &c);
+	ck_assert_int_eq(c.spin_us, 35);
+	config_free(&c);
+	parse_ok("{\"spin_us\": 0}", &c);
+	ck_assert_int_eq(c.spin_us, 0);
+	config_free(&c);
+	parse_ok("{\"spin_us\": \"auto\"}", &c);
+	ck_assert_int_eq(c.spin_us, SPIN_AUTO);
 	config_free(&c);
 	/* Every algorithm by its name. */
 	for (int a = ALGO_AUTO; a <= ALGO_MAX; a++) {
@@ -321,6 +335,11 @@ START_TEST(test_bounds)
 	parse_err("{\"algo\": \"tree\"}", "key \"algo\": unknown algorithm "
 	    "\"tree\" (expected auto, ring, doubling or rabenseifner)");
 	parse_err("{\"algo\": 2}", "key \"algo\"");
+	parse_err("{\"spin_us\": -1}", "key \"spin_us\": \"-1\": expected "
+	    "auto or microseconds from 0 to 100000");
+	parse_err("{\"spin_us\": 100001}", "key \"spin_us\": \"100001\"");
+	parse_err("{\"spin_us\": \"fast\"}", "key \"spin_us\": \"fast\"");
+	parse_err("{\"spin_us\": 1.5}", "key \"spin_us\"");
 	parse_err("{\"streams_per_peer\": 0}", "key \"streams_per_peer\": "
 	    "expected a positive integer, got 0");
 	parse_err("{\"streams_per_peer\": 9}", "key \"streams_per_peer\": 9 "

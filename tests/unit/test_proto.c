@@ -16,6 +16,7 @@
 #include "mccl.h"
 #include "ipc.h"
 #include "peer.h"
+#include "spin.h"
 
 #define NELEM(a)	(sizeof(a) / sizeof((a)[0]))
 
@@ -1041,6 +1042,34 @@ START_TEST(test_dir_check)
 }
 END_TEST
 
+/* spin_parse's forms and bounds; a fixed budget is what was set. */
+START_TEST(test_spin)
+{
+	char err[128];
+	int32_t us = 7;
+	uint64_t b;
+
+	ck_assert_int_eq(spin_parse("auto", &us, err, sizeof(err)), 0);
+	ck_assert_int_eq(us, SPIN_AUTO);
+	ck_assert_int_eq(spin_parse("0", &us, err, sizeof(err)), 0);
+	ck_assert_int_eq(us, 0);
+	ck_assert_int_eq(spin_parse("100000", &us, err, sizeof(err)), 0);
+	ck_assert_int_eq(us, 100000);
+	us = 7;
+	ck_assert_int_eq(spin_parse("100001", &us, err, sizeof(err)), -1);
+	ck_assert_str_eq(err, "\"100001\": expected auto or microseconds "
+	    "from 0 to 100000");
+	ck_assert_int_eq(spin_parse("-3", &us, err, sizeof(err)), -1);
+	ck_assert_int_eq(spin_parse("", &us, err, sizeof(err)), -1);
+	ck_assert_int_eq(spin_parse("12us", &us, err, sizeof(err)), -1);
+	ck_assert_int_eq(us, 7);	/* refused: unchanged */
+	ck_assert_uint_eq(spin_budget_ns(0), 0);
+	ck_assert_uint_eq(spin_budget_ns(25), 25000);
+	b = spin_budget_ns(SPIN_AUTO);
+	ck_assert(b == 0 || b == SPIN_AUTO_US * 1000ULL);
+}
+END_TEST
+
 static Suite *
 proto_suite(void)
 {
@@ -1095,6 +1124,7 @@ proto_suite(void)
 	tcase_add_test(tc, test_strings);
 	tcase_add_test(tc, test_job_names);
 	tcase_add_test(tc, test_dir_check);
+	tcase_add_test(tc, test_spin);
 	suite_add_tcase(s, tc);
 	return s;
 }
