@@ -566,8 +566,10 @@ hosts_of() {
 mpi_ns() {
 	local tag=$1 tmo=$2 nh=$3 nper=$4 i hosts=""
 	shift 4
+	# Addresses, not names: mpirun then needs no name service, and the
+	# agent maps each address back to its host.
 	for ((i = 0; i < nh; i++)); do
-		hosts="$hosts${hosts:+,}$(ns_name "$i"):$nper"
+		hosts="$hosts${hosts:+,}$(ns_addr "$i"):$nper"
 	done
 	bg_run "$RAW/$tag.log" "$(ns_name 0)" env \
 	    OMPI_MCA_plm_rsh_agent="$RUN/rsh-agent" \
@@ -1034,6 +1036,7 @@ h=\$1
 shift
 case \$h in
 ${NS_PREFIX}[0-9]*) ;;
+198.18.0.[0-9]*) h=${NS_PREFIX}\$((\${h##*.} - 10)) ;;
 *) echo "rsh-agent: unknown host \$h" >&2; exit 1 ;;
 esac
 exec ip netns exec "\$h" unshare --uts sh -c '$HOST_SH' "\$h" sh -c "\$*"
