@@ -79,7 +79,7 @@ compile() {
 
 build_all() {
 	mkdir -p "$out/obj" "$out/logs" "$out/artifacts"
-	for s in proto/proto.c daemon/config.c daemon/log.c; do
+	for s in proto/proto.c proto/spin.c daemon/config.c daemon/log.c; do
 		compile "$s" "$out/obj/$(basename "$s" .c).o" lax
 	done
 	for t in fuzz_wire fuzz_ipc fuzz_peer fuzz_config; do
@@ -91,7 +91,7 @@ build_all() {
 	"$cc" $SAN -o "$out/fuzz_peer" "$o/fuzz_peer.o" "$o/fuzz_wire.o" \
 	    "$o/proto.o"
 	"$cc" $SAN -o "$out/fuzz_config" "$o/fuzz_config.o" "$o/config.o" "$o/proto.o" \
-	    "$o/log.o" $JSON_LIBS
+	    "$o/spin.o" "$o/log.o" $JSON_LIBS
 }
 
 # run TARGET CORPUS MAX_LEN [libFuzzer options]: 0 if it found nothing.

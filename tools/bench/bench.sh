@@ -571,7 +571,16 @@ mpi_ns() {
 	for ((i = 0; i < nh; i++)); do
 		hosts="$hosts${hosts:+,}$(ns_addr "$i"):$nper"
 	done
-	bg_run "$RAW/$tag.log" "$(ns_name 0)" env \
+	# A resource manager's variables (a batch job's) would make mpirun
+	# take that allocation instead of --host; and the launcher must be
+	# rsh (the 16-core machine sets OMPI_MCA_plm=isolated, which starts
+	# every rank on h0, or finds too few slots).
+	local rm_vars
+	rm_vars=$(compgen -e | grep -E '^(SLURM|PBS|LSB|LSF|FLUX|SGE|PE)_' |
+	    sed 's/^/-u /')
+	# shellcheck disable=SC2086
+	bg_run "$RAW/$tag.log" "$(ns_name 0)" env $rm_vars \
+	    OMPI_MCA_plm=rsh PRTE_MCA_plm=ssh \
 	    OMPI_MCA_plm_rsh_agent="$RUN/rsh-agent" \
 	    OMPI_MCA_plm_rsh_no_tree_spawn=1 \
 	    OMPI_MCA_oob_tcp_if_include=198.18.0.0/24 \
@@ -581,7 +590,7 @@ mpi_ns() {
 	    mpirun "${MPI_BASE[@]}" \
 	    --mca btl_tcp_if_include 198.18.0.0/24 \
 	    --mca btl "tcp,$OMPI_SHM,self" --bind-to none \
-	    --host "$hosts" -np $((nh * nper)) "$@"
+	    --display-allocation --host "$hosts" -np $((nh * nper)) "$@"
 	wait_all "$tmo" "$LAST" || return
 	# shellcheck disable=SC2046
 	placement_check "$tag" $(hosts_of "$nh" "$nper")
