@@ -44,7 +44,7 @@ CFLAGS	+= $(PKG_CFLAGS)
 PROTO_SRCS  = proto/proto.c proto/spin.c
 CORE_SRCS   = daemon/log.c daemon/config.c daemon/reduce.c daemon/ring.c
 DAEMON_SRCS = daemon/mccld.c daemon/control.c daemon/peer.c daemon/job.c daemon/p2p.c \
-	      daemon/engine.c daemon/auth.c daemon/metrics.c $(CORE_SRCS) \
+	      daemon/engine.c daemon/subq.c daemon/seg.c daemon/auth.c daemon/metrics.c $(CORE_SRCS) \
 	      $(PROTO_SRCS)
 LIB_SRCS    = libclient/mccl.c libclient/conn.c $(PROTO_SRCS)
 CTL_SRCS    = tools/mcclctl.c tools/output.c libclient/conn.c $(PROTO_SRCS)

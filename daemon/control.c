@@ -249,8 +249,10 @@ control_accept_cb(int fd, short events, void *arg)
 	}
 	if (control_refuse(cfd, &cred))
 		return;
-	if ((c = calloc(1, sizeof(*c))) == NULL) {
+	if ((c = calloc(1, sizeof(*c))) == NULL ||
+	    (c->segs = segtab_new()) == NULL) {
 		log_warn("control: calloc");
+		free(c);
 		close(cfd);
 		return;
 	}
@@ -260,7 +262,6 @@ control_accept_cb(int fd, short events, void *arg)
 	c->pid = cred.pid;
 	snprintf(c->desc, sizeof(c->desc), "pid %d uid %u", (int)cred.pid,
 	    (unsigned)cred.uid);
-	TAILQ_INIT(&c->segs);
 	TAILQ_INIT(&c->outq);
 	c->ev_read = event_new(md.base, cfd, EV_READ | EV_PERSIST,
 	    client_read_cb, c);
@@ -326,55 +327,6 @@ control_close(void)
 
 /* ---- segments ---- */
 
-void
-seg_unref(struct seg *s)
-{
-	if (--s->refs > 0)
-		return;
-	munmap(s->base, s->size);
-	free(s);
-}
-
-static struct seg *
-seg_find(struct client *c, uint32_t id)
-{
-	struct seg *s;
-
-	TAILQ_FOREACH(s, &c->segs, entry)
-		if (s->id == id)
-			return s;
-	return NULL;
-}
-
-/*
- * Resolve a buffer [off, off + len) of segment id for an operation: a
- * reference on the segment and the mapped address.  Segment 0 with length
- * 0 is "no buffer".
- */
-struct seg *
-client_seg(struct client *c, uint32_t id, uint64_t off, uint64_t len,
-    uint8_t **ptr, char *err, size_t errlen)
-{
-	struct seg *s;
-
-	*ptr = NULL;
-	if (id == 0 && len == 0)
-		return NULL;
-	if ((s = seg_find(c, id)) == NULL) {
-		snprintf(err, errlen, "segment %u is not registered", id);
-		return NULL;
-	}
-	if (off > s->size || len > s->size - off) {
-		snprintf(err, errlen, "buffer [%llu, +%llu) lies outside "
-		    "segment %u of %llu bytes", (unsigned long long)off,
-		    (unsigned long long)len, id, (unsigned long long)s->size);
-		return NULL;
-	}
-	s->refs++;
-	*ptr = s->base + off;
-	return s;
-}
-
 static int
 seg_check_fd(int fd, uint64_t size, char *err, size_t errlen)
 {
@@ -404,35 +356,29 @@ static void
 client_seg_add(struct client *c, const struct ipc_seg_add *m, int fd)
 {
 	struct ipc_seg_ok ok = { m->seg_id };
+	struct segtab *t = c->segs;
 	char err[ERR_MAX];
-	struct seg *s;
 	void *base;
 
-	if (m->seg_id == 0 || seg_find(c, m->seg_id) != NULL)
+	if (m->seg_id == 0 || segtab_find(t, m->seg_id) != NULL)
 		snprintf(err, sizeof(err), "segment id %u is %s", m->seg_id,
 		    m->seg_id == 0 ? "reserved" : "already registered");
 	else if (m->size == 0)
 		snprintf(err, sizeof(err), "segment %u is empty", m->seg_id);
-	else if (c->nsegs >= md.conf.max_segments)
+	else if (t->nsegs >= md.conf.max_segments)
 		snprintf(err, sizeof(err), "segment %u: the client already has "
-		    "%u segments (max_segments)", m->seg_id, c->nsegs);
-	else if (m->size > md.conf.max_segment_bytes - c->seg_bytes)
+		    "%u segments (max_segments)", m->seg_id, t->nsegs);
+	else if (m->size > md.conf.max_segment_bytes - t->bytes)
 		snprintf(err, sizeof(err), "segment %u of %llu bytes: over the "
 		    "limit of %llu bytes per client (max_segment_bytes; %llu "
 		    "in use)", m->seg_id, (unsigned long long)m->size,
 		    (unsigned long long)md.conf.max_segment_bytes,
-		    (unsigned long long)c->seg_bytes);
+		    (unsigned long long)t->bytes);
 	else if (seg_check_fd(fd, m->size, err, sizeof(err)) == 0) {
 		base = mmap(NULL, m->size, PROT_READ | PROT_WRITE, MAP_SHARED,
 		    fd, 0);
-		if (base != MAP_FAILED && (s = calloc(1, sizeof(*s))) != NULL) {
-			s->id = m->seg_id;
-			s->base = base;
-			s->size = m->size;
-			s->refs = 1;
-			TAILQ_INSERT_TAIL(&c->segs, s, entry);
-			c->nsegs++;
-			c->seg_bytes += m->size;
+		if (base != MAP_FAILED && segtab_add(t, m->seg_id, base,
+		    m->size) == 0) {
 			close(fd);
 			client_send(c, IPC_SEG_OK, &ok, NULL, 0);
 			return;
@@ -447,24 +393,6 @@ client_seg_add(struct client *c, const struct ipc_seg_add *m, int fd)
 	client_error(c, MCCL_ERR_INVALID_ARGUMENT, IPC_SEG_ADD, err);
 }
 
-/*
- * Any thread: tell the client of a doorbell that something happened; with
- * done_seq > 0, that its collectives up to done_seq ended well.  The
- * caller holds a reference on bell, so the page stays mapped.
- */
-void
-bell_ring(struct seg *bell, uint64_t done_seq)
-{
-	struct ipc_doorbell *b = (struct ipc_doorbell *)(void *)bell->base;
-
-	if (done_seq > 0)
-		__atomic_store_n(&b->done_seq, done_seq, __ATOMIC_RELEASE);
-	__atomic_add_fetch(&b->word, 1, __ATOMIC_SEQ_CST);
-	/* Ordered after the bump: a sleeper that raced us sees a new word. */
-	if (__atomic_load_n(&b->sleepers, __ATOMIC_SEQ_CST) != 0)
-		syscall(SYS_futex, &b->word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-}
-
 /* A registered segment becomes the connection's doorbell. */
 static void
 client_bell(struct client *c, const struct ipc_bell *m)
@@ -473,7 +401,7 @@ client_bell(struct client *c, const struct ipc_bell *m)
 	char err[ERR_MAX];
 	struct seg *s;
 
-	if ((s = seg_find(c, m->seg_id)) == NULL)
+	if ((s = segtab_find(c->segs, m->seg_id)) == NULL)
 		snprintf(err, sizeof(err), "doorbell: segment %u is not "
 		    "registered", m->seg_id);
 	else if (s->size < IPC_BELL_SIZE)
@@ -483,7 +411,7 @@ client_bell(struct client *c, const struct ipc_bell *m)
 	else if (c->bell != NULL)
 		snprintf(err, sizeof(err), "this connection has a doorbell");
 	else {
-		s->refs++;
+		seg_ref(s);
 		c->bell = s;
 		client_send(c, IPC_SEG_OK, &ok, NULL, 0);
 		return;
@@ -494,14 +422,7 @@ client_bell(struct client *c, const struct ipc_bell *m)
 static void
 client_seg_del(struct client *c, const struct ipc_seg_del *m)
 {
-	struct seg *s;
-
-	if ((s = seg_find(c, m->seg_id)) == NULL)
-		return;
-	TAILQ_REMOVE(&c->segs, s, entry);
-	c->nsegs--;
-	c->seg_bytes -= s->size;
-	seg_unref(s);
+	segtab_del(c->segs, m->seg_id);
 }
 
 /* ---- output ---- */
@@ -932,7 +853,6 @@ client_read_cb(int fd, short events, void *arg)
 static void
 client_close(struct client *c, const char *why)
 {
-	struct seg *s;
 	struct outmsg *o;
 
 	if (why != NULL)
@@ -944,10 +864,9 @@ client_close(struct client *c, const char *why)
 	if (c->bell != NULL)
 		seg_unref(c->bell);
 	c->bell = NULL;
-	while ((s = TAILQ_FIRST(&c->segs)) != NULL) {
-		TAILQ_REMOVE(&c->segs, s, entry);
-		seg_unref(s);
-	}
+	/* Emptied, not only released: its job's engine may hold it still. */
+	segtab_clear(c->segs);
+	segtab_unref(c->segs);
 	while ((o = TAILQ_FIRST(&c->outq)) != NULL) {
 		TAILQ_REMOVE(&c->outq, o, entry);
 		free(o);

@@ -4,8 +4,9 @@
  * operations in order: combine the local ranks' buffers in shared memory,
  * run the inter-node part (ring.c) on one buffer for the whole node, and
  * write the result into every local rank's buffer.  It never touches the
- * main thread's structures: operations come in through eng_in and go back
- * through eng_out, under eng_mtx, and ev_engine tells the main loop.
+ * main thread's structures: operations come in from the local ranks'
+ * submission rings (subq.c) and go back through eng_out, under eng_mtx,
+ * and ev_engine tells the main loop.
  */
 #include <sys/eventfd.h>
 
@@ -22,8 +23,8 @@
 
 #define LINGER_MS	3000	/* a failed job's links, before closing */
 #define SMALL_BYTES	65536	/* allreduce up to: recursive doubling */
-#define LAZY_NS		2000000	/* ops answered by doorbell wait this long
-				   for the main thread to free them */
+#define LAZY_NS		2000000	/* ops answered by doorbell: see */
+#define QUIET_BATCH	32	/* engine_lazy */
 
 static void	engine_report_links(struct job *, int, int, const char *);
 
@@ -563,114 +564,123 @@ engine_run(struct job *j, struct op *op, uint8_t *scratch)
 
 /*
  * Before sleeping for work, spin a while (spin.h): the next op of a tight
- * loop then starts without a wake-up.  Called and returns with eng_mtx
- * held; engine_submit and engine_quit bump eng_kicks, which it watches.
+ * loop then starts without a wake-up.  1 if there is work, or the main
+ * thread kicked us (its kicks moved past `kicks`).
  */
-static void
-engine_spin(struct job *j)
+static int
+engine_spin(struct job *j, uint32_t kicks)
 {
 	uint64_t budget, until;
-	uint32_t seen;
 
-	if (!TAILQ_EMPTY(&j->eng_in) || j->eng_quit ||
-	    (budget = spin_budget_ns(__atomic_load_n(&md.conf.spin_us,
+	if ((budget = spin_budget_ns(__atomic_load_n(&md.conf.spin_us,
 	    __ATOMIC_RELAXED))) == 0)
-		return;
-	seen = __atomic_load_n(&j->eng_kicks, __ATOMIC_ACQUIRE);
-	pthread_mutex_unlock(&j->eng_mtx);
+		return 0;
 	until = now_ns() + budget;
-	while (__atomic_load_n(&j->eng_kicks, __ATOMIC_ACQUIRE) == seen &&
-	    now_ns() < until)
-		spin_pause();
-	pthread_mutex_lock(&j->eng_mtx);
+	do {
+		for (int k = 0; k < 16; k++) {
+			if (subq_ready(j) || __atomic_load_n(&j->eng_kicks,
+			    __ATOMIC_ACQUIRE) != kicks)
+				return 1;
+			spin_pause();
+		}
+	} while (now_ns() < until);
+	return 0;
 }
 
 /*
- * Wait for work with eng_mtx held, after a spin.  Ops the doorbells
- * answered are handed back quietly: the main thread collects them with the next submission
- * (job_client_op), so a tight loop of small collectives costs it no extra
- * wake-up.  If no submission comes within LAZY_NS, wake it to free them.
+ * Ops the doorbells answered wait on eng_out for the main thread to free
+ * them, which it is woken for once QUIET_BATCH of them are there, or when
+ * the engine has had nothing to do for LAZY_NS: a tight loop of small
+ * collectives costs it a wake-up per batch, not per op.
  */
-static void
-engine_idle(struct job *j)
+static uint64_t
+engine_lazy(struct job *j, uint64_t lazy)
 {
-	struct timespec ts;
-	uint64_t until;
+	uint64_t now = now_ns();
+	int notify = 0;
 
-	engine_spin(j);
-	if (j->eng_out_quiet) {
-		until = now_ns() + LAZY_NS;
-		ts = (struct timespec){ (time_t)(until / 1000000000),
-		    (long)(until % 1000000000) };
-		while (!j->eng_quit && TAILQ_EMPTY(&j->eng_in) &&
-		    pthread_cond_timedwait(&j->eng_cond, &j->eng_mtx, &ts) == 0)
-			;
-		if (!TAILQ_EMPTY(&j->eng_in) || j->eng_quit)
-			return;
-		if (j->eng_out_quiet && !TAILQ_EMPTY(&j->eng_out))
-			engine_notify(j);
+	pthread_mutex_lock(&j->eng_mtx);
+	if (j->eng_out_quiet == 0)
+		lazy = 0;
+	else if (lazy == 0)
+		lazy = now + LAZY_NS;
+	else if (now >= lazy) {
 		j->eng_out_quiet = 0;
+		notify = 1;
+		lazy = 0;
 	}
-	while (!j->eng_quit && TAILQ_EMPTY(&j->eng_in))
-		pthread_cond_wait(&j->eng_cond, &j->eng_mtx);
+	pthread_mutex_unlock(&j->eng_mtx);
+	if (notify)
+		engine_notify(j);
+	return lazy;
 }
 
-/* Next operation to run, or NULL when told to quit. */
+static uint64_t
+earliest(uint64_t a, uint64_t b)
+{
+	return a == 0 ? b : b == 0 ? a : a < b ? a : b;
+}
+
+/*
+ * The next operation to run: one the submission rings assembled, or one
+ * that failed there (code set); NULL when told to quit.  A failed or
+ * aborted job takes no more.
+ */
 static struct op *
 engine_next(struct job *j)
 {
+	uint64_t until, lazy = 0;
+	uint32_t kicks;
 	struct op *op;
+	int quit, take;
 
-	pthread_mutex_lock(&j->eng_mtx);
-	engine_idle(j);
-	if ((op = TAILQ_FIRST(&j->eng_in)) != NULL && !j->eng_quit) {
-		TAILQ_REMOVE(&j->eng_in, op, entry);
-		j->eng_current = op;
-		if (j->eng_aborted) {
-			op->code = MCCL_ERR_ABORTED;
-			wire_strlcpy(op->err, "job aborted", sizeof(op->err));
+	for (;;) {
+		kicks = __atomic_load_n(&j->eng_kicks, __ATOMIC_ACQUIRE);
+		pthread_mutex_lock(&j->eng_mtx);
+		quit = j->eng_quit;
+		take = !j->eng_aborted;
+		pthread_mutex_unlock(&j->eng_mtx);
+		if (quit)
+			return NULL;
+		until = 0;
+		if (take && (op = subq_take(j, &until)) != NULL) {
+			pthread_mutex_lock(&j->eng_mtx);
+			j->eng_current = op;
+			pthread_mutex_unlock(&j->eng_mtx);
+			return op;
 		}
-	} else
-		op = NULL;
-	pthread_mutex_unlock(&j->eng_mtx);
-	return op;
+		if (engine_spin(j, kicks))
+			continue;
+		lazy = engine_lazy(j, lazy);
+		subq_sleep(j, kicks, earliest(until, lazy));
+	}
 }
 
 /*
- * Answer the ranks of an op that ended well through their doorbells, at
- * once: the main thread frees the op later, without a hop on the path.
- */
-static int
-engine_ring(const struct job *j, struct op *op)
-{
-	int all = 1;
-
-	for (uint32_t i = 0; i < j->nlocal; i++)
-		if (op->parts[i].bell != NULL) {
-			bell_ring(op->parts[i].bell, op->parts[i].req);
-			op->parts[i].rung = 1;
-		} else
-			all = 0;
-	return all;
-}
-
-/*
- * Ring under eng_mtx, with op already on eng_out: a rank that wakes and
- * leaves at once finds it there (job_collect), and the main thread can't
- * free op, and the doorbells with it, before the ringing is over.
+ * Hand op back to the main thread.  One that ended well is answered at
+ * once through its ranks' doorbells, under eng_mtx with op already on
+ * eng_out: a rank that wakes and leaves at once finds its descriptors
+ * completed (subq_pending), and the main thread can't free op before the
+ * ringing is over.  One that failed stops the engine taking more.
  */
 static void
 engine_done(struct job *j, struct op *op)
 {
-	int quiet;
+	int notify = 1;
 
 	pthread_mutex_lock(&j->eng_mtx);
 	j->eng_current = NULL;
 	TAILQ_INSERT_TAIL(&j->eng_out, op, entry);
-	if ((quiet = op->code == 0 && engine_ring(j, op)))
-		j->eng_out_quiet = 1;
+	subq_completed(j);
+	if (op->code == 0) {
+		for (uint32_t i = 0; i < j->nlocal; i++)
+			bell_ring(j->sq[i].bell, op->parts[i].req);
+		if ((notify = ++j->eng_out_quiet >= QUIET_BATCH))
+			j->eng_out_quiet = 0;
+	} else
+		j->eng_aborted = 1;
 	pthread_mutex_unlock(&j->eng_mtx);
-	if (!quiet)
+	if (notify)
 		engine_notify(j);
 }
 
@@ -739,6 +749,8 @@ engine_start(struct job *j, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
+	if (subq_attach(j, err, errlen) == -1)
+		return -1;
 	for (uint32_t p = 0; p < j->nlanes * j->nnodes; p++)
 		j->eng_fds[p] = -1;
 	if ((j->eng_abort_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) == -1) {
@@ -757,17 +769,6 @@ engine_start(struct job *j, char *err, size_t errlen)
 	}
 	j->eng_running = 1;
 	return 0;
-}
-
-void
-engine_submit(struct job *j, struct op *op)
-{
-	pthread_mutex_lock(&j->eng_mtx);
-	TAILQ_INSERT_TAIL(&j->eng_in, op, entry);
-	__atomic_add_fetch(&j->eng_kicks, 1, __ATOMIC_RELEASE);
-	pthread_mutex_unlock(&j->eng_mtx);
-	/* After unlocking: woken, the engine finds the mutex free. */
-	pthread_cond_signal(&j->eng_cond);
 }
 
 /* Hand an accepted link of a lane, from the node at position pos, over. */
@@ -789,11 +790,14 @@ engine_adopt_link(struct job *j, uint32_t pos, uint32_t lane, int fd)
 	return rc;
 }
 
+/* Wake the engine to look again (a rank left, say). */
 void
 engine_wake(struct job *j)
 {
+	if (!j->eng_running)
+		return;
 	pthread_mutex_lock(&j->eng_mtx);
-	pthread_cond_broadcast(&j->eng_cond);
+	subq_wake(j);
 	pthread_mutex_unlock(&j->eng_mtx);
 }
 
@@ -870,8 +874,7 @@ engine_quit(struct job *j)
 		return;
 	pthread_mutex_lock(&j->eng_mtx);
 	j->eng_quit = 1;
-	__atomic_add_fetch(&j->eng_kicks, 1, __ATOMIC_RELEASE);
-	pthread_cond_broadcast(&j->eng_cond);
+	subq_wake(j);
 	pthread_mutex_unlock(&j->eng_mtx);
 	/* Also gives up a data link being connected (peer_data_connect). */
 	if (write(j->eng_abort_fd, &one, sizeof(one)) == -1)
@@ -904,7 +907,6 @@ engine_finish(struct job *j)
 		return;
 	pthread_join(j->eng_thread, NULL);
 	j->eng_running = 0;
-	TAILQ_CONCAT(&j->eng_out, &j->eng_in, entry);
 	if (j->eng_aborted)
 		engine_linger(j->eng_fds, j->nlanes * j->nnodes);
 	else {

@@ -185,8 +185,6 @@ job_new(const struct client *c, const struct ipc_join *m)
 	j->timeout_ms = m->timeout_ms ? m->timeout_ms : md.conf.init_timeout_ms;
 	j->coordinator = coordinator_of(j->uid, j->name);
 	j->eng_abort_fd = -1;
-	TAILQ_INIT(&j->ops);
-	TAILQ_INIT(&j->eng_in);
 	TAILQ_INIT(&j->eng_out);
 	j->ev_timeout = evtimer_new(md.base, job_form_timeout_cb, j);
 	ms_to_tv(j->timeout_ms > UINT32_MAX - FORM_GRACE_MS ? UINT32_MAX :
@@ -205,6 +203,10 @@ join_check(const struct client *c, const struct ipc_join *m, const struct job *j
 	if (c->job != NULL)
 		snprintf(err, errlen, "this connection is already rank %u of "
 		    "job %s", c->rank, c->job->name);
+	else if (c->joined)
+		snprintf(err, errlen, "this connection was in a job: a "
+		    "connection joins one job");
+
 	else if (proto_job_name_check(m->job, err, errlen) == -1)
 		;
 	else if (m->nranks == 0 || m->nranks > PEER_RANKS_MAX)
@@ -221,6 +223,9 @@ join_check(const struct client *c, const struct ipc_join *m, const struct job *j
 		snprintf(err, errlen, "job %s: rank %u is already held by "
 		    "process %d on node %s", m->job, m->rank,
 		    (int)j->clients[m->rank]->pid, md.conf.node_name);
+	else if (c->bell == NULL)
+		snprintf(err, errlen, "no doorbell: a connection registers its "
+		    "doorbell (IPC_BELL) before it joins a job");
 	else
 		return NULL;
 	return err;
@@ -265,6 +270,7 @@ job_client_join(struct client *c, const struct ipc_join *m)
 	j->clients[m->rank] = c;
 	j->nlocal++;
 	c->job = j;
+	c->joined = 1;
 	c->rank = m->rank;
 	log_info("job %s: rank %u of %u joined (%s)", j->name, m->rank,
 	    j->nranks, c->desc);
@@ -814,7 +820,7 @@ job_data_link(int fd, const struct peer_data_hello *m)
 
 /* ---- operations ---- */
 
-static void
+void
 op_free(struct op *op)
 {
 	for (uint32_t i = 0; i < op->job->nlocal; i++) {
@@ -822,29 +828,26 @@ op_free(struct op *op)
 			seg_unref(op->parts[i].send_seg);
 		if (op->parts[i].recv_seg != NULL)
 			seg_unref(op->parts[i].recv_seg);
-		if (op->parts[i].bell != NULL)
-			seg_unref(op->parts[i].bell);
 	}
-	if (op->ev_timeout != NULL)
-		event_free(op->ev_timeout);
 	free(op);
 }
 
-/* Tell every local rank that submitted op how it ended, and free it. */
+/*
+ * An op has ended: count it, and answer a send or receive.  A collective
+ * that ended well was answered through the doorbells; one that failed
+ * failed the job, which told every rank (IPC_JOB_FAILED).
+ */
 static void
 op_finish(struct op *op, int code, const char *err)
 {
 	struct job *j = op->job;
 
-	for (uint32_t i = 0; i < j->nlocal; i++) {
-		struct client *c = j->clients[j->local_ranks[i]];
+	if (proto_coll_p2p(op->desc.coll)) {
+		struct client *c = j->clients[op->p2p_rank];
 
-		if (!op->parts[i].submitted || c == NULL)
-			continue;
-		if (!op->parts[i].rung)
-			client_op_done(c, op->parts[i].req, code, err);
-		else if (c->inflight > 0)	/* answered: it leaves flight */
-			c->inflight--;
+		for (uint32_t i = 0; i < j->nlocal; i++)
+			if (op->parts[i].submitted && c != NULL)
+				client_op_done(c, op->parts[i].req, code, err);
 	}
 	if (code == 0)
 		j->ops_completed++;
@@ -854,32 +857,9 @@ op_finish(struct op *op, int code, const char *err)
 	op_free(op);
 }
 
-static void
-op_timeout_cb(int fd, short events, void *arg)
-{
-	struct op *op = arg;
-	struct job *j = op->job;
-	char missing[128];
-	size_t pos = 0;
-
-	(void)fd;
-	(void)events;
-	missing[0] = '\0';
-	for (uint32_t i = 0; i < j->nlocal && pos + 12 < sizeof(missing); i++)
-		if (!op->parts[i].submitted)
-			pos += (size_t)snprintf(missing + pos,
-			    sizeof(missing) - pos, "%s%u", pos ? ", " : "",
-			    j->local_ranks[i]);
-	job_fail(j, MCCL_ERR_TIMEOUT, "job %s: op %llu (%s): rank %s on node "
-	    "%s did not submit it within %u ms", j->name,
-	    (unsigned long long)op->desc.seq, proto_coll_name(op->desc.coll),
-	    missing, md.conf.node_name, op->desc.timeout_ms ?
-	    op->desc.timeout_ms : md.conf.op_timeout_ms);
-}
-
 /* Check an operation's own fields; the library checked them too. */
-static const char *
-op_check(const struct job *j, const struct ipc_op *m, char *err, size_t len)
+const char *
+op_check(uint32_t nranks, const struct ipc_op *m, char *err, size_t len)
 {
 	uint64_t sb, rb;
 
@@ -892,12 +872,11 @@ op_check(const struct job *j, const struct ipc_op *m, char *err, size_t len)
 	else if (proto_coll_reduces(m->coll) && !reduce_supported(m->dtype, m->redop))
 		snprintf(err, len, "reduction %s on %s is not supported",
 		    redop_name(m->redop), dtype_name(m->dtype));
-	else if (proto_coll_has_root(m->coll) && m->root >= j->nranks)
+	else if (proto_coll_has_root(m->coll) && m->root >= nranks)
 		snprintf(err, len, "%s %u is out of range for %u ranks",
-		    proto_coll_p2p(m->coll) ? "peer" : "root", m->root,
-		    j->nranks);
+		    proto_coll_p2p(m->coll) ? "peer" : "root", m->root, nranks);
 	else if (proto_op_bytes(m->coll, m->count, dtype_size(m->dtype),
-	    j->nranks, 0, m->root, &sb, &rb) == -1 || sb > (UINT64_MAX >> 2))
+	    nranks, 0, m->root, &sb, &rb) == -1 || sb > (UINT64_MAX >> 2))
 		snprintf(err, len, "count %llu is too large",
 		    (unsigned long long)m->count);
 	else
@@ -905,38 +884,7 @@ op_check(const struct job *j, const struct ipc_op *m, char *err, size_t len)
 	return err;
 }
 
-static int
-op_same(const struct ipc_op *a, const struct ipc_op *b)
-{
-	return a->coll == b->coll && a->dtype == b->dtype &&
-	    a->redop == b->redop && a->root == b->root && a->count == b->count &&
-	    a->algo == b->algo;
-}
-
-/* The collective number cseq being assembled, new if it is the first. */
-static struct op *
-op_get(struct job *j, const struct ipc_op *m, uint64_t cseq)
-{
-	struct op *op;
-	struct timeval tv;
-
-	/* Newest first: a rank ahead of the others adds at the tail. */
-	TAILQ_FOREACH_REVERSE(op, &j->ops, op_list, entry)
-		if (op->desc.seq == cseq)
-			return op;
-	if ((op = calloc(1, sizeof(*op) + j->nlocal * sizeof(op->parts[0]))) ==
-	    NULL)
-		return NULL;
-	op->job = j;
-	op->desc = *m;
-	op->desc.seq = cseq;
-	op->ev_timeout = evtimer_new(md.base, op_timeout_cb, op);
-	ms_to_tv(m->timeout_ms ? m->timeout_ms : md.conf.op_timeout_ms, &tv);
-	evtimer_add(op->ev_timeout, &tv);
-	TAILQ_INSERT_TAIL(&j->ops, op, entry);
-	return op;
-}
-
+/* c's buffers for its send or receive op. */
 static int
 op_attach(struct client *c, struct op *op, const struct ipc_op *m, char *err,
     size_t len)
@@ -946,38 +894,17 @@ op_attach(struct client *c, struct op *op, const struct ipc_op *m, char *err,
 
 	proto_op_bytes(m->coll, m->count, dtype_size(m->dtype), op->job->nranks,
 	    c->rank, m->root, &sbytes, &rbytes);
-	part->send_seg = client_seg(c, m->send_seg, m->send_off, sbytes,
+	part->send_seg = seg_resolve(c->segs, m->send_seg, m->send_off, sbytes,
 	    &part->send, err, len);
 	if (part->send == NULL && sbytes > 0)
 		return -1;
-	part->recv_seg = client_seg(c, m->recv_seg, m->recv_off, rbytes,
+	part->recv_seg = seg_resolve(c->segs, m->recv_seg, m->recv_off, rbytes,
 	    &part->recv, err, len);
 	if (part->recv == NULL && rbytes > 0)
 		return -1;
-	if ((part->bell = c->bell) != NULL && !proto_coll_p2p(m->coll))
-		part->bell->refs++;
-	else
-		part->bell = NULL;
 	part->submitted = 1;
 	part->req = m->seq;
-	op->nsubmitted++;
 	return 0;
-}
-
-static void
-op_ready(struct job *j, struct op *op)
-{
-	uint32_t ms = op->desc.timeout_ms ? op->desc.timeout_ms :
-	    md.conf.op_timeout_ms;
-
-	event_free(op->ev_timeout);
-	op->ev_timeout = NULL;
-	TAILQ_REMOVE(&j->ops, op, entry);
-	if (op->desc.algo == ALGO_AUTO)
-		op->desc.algo = (uint8_t)md.conf.algo;	/* itself maybe AUTO */
-	op->ready_ns = now_ns();
-	op->deadline_ns = op->ready_ns + (uint64_t)ms * 1000000;
-	engine_submit(j, op);
 }
 
 /* Fail the job because of this op, and answer it. */
@@ -989,38 +916,6 @@ op_reject(struct client *c, const struct ipc_op *m, int code, const char *why)
 	job_fail(j, code, "job %s: rank %u: op %llu (%s): %s", j->name, c->rank,
 	    (unsigned long long)m->seq, proto_coll_name(m->coll), why);
 	client_op_done(c, m->seq, j->code, j->err);
-}
-
-/* Add c's part to the collective it is at, and start it once complete. */
-static void
-job_collective(struct client *c, const struct ipc_op *m)
-{
-	struct job *j = c->job;
-	char err[ERR_MAX];
-	struct op *op;
-
-	if ((op = op_get(j, m, ++c->ncoll)) == NULL) {
-		op_reject(c, m, MCCL_ERR_NO_MEMORY, "out of memory");
-		return;
-	}
-	if (!op_same(&op->desc, m)) {
-		snprintf(err, sizeof(err), "it is %s count %llu by %s, but "
-		    "another rank on node %s issued %s count %llu by %s as "
-		    "collective %llu", proto_coll_name(m->coll),
-		    (unsigned long long)m->count, proto_algo_name(m->algo),
-		    md.conf.node_name, proto_coll_name(op->desc.coll),
-		    (unsigned long long)op->desc.count,
-		    proto_algo_name(op->desc.algo),
-		    (unsigned long long)op->desc.seq);
-		op_reject(c, m, MCCL_ERR_INVALID_ARGUMENT, err);
-		return;
-	}
-	if (op_attach(c, op, m, err, sizeof(err)) == -1) {
-		op_reject(c, m, MCCL_ERR_INVALID_ARGUMENT, err);
-		return;
-	}
-	if (op->nsubmitted == j->nlocal)
-		op_ready(j, op);
 }
 
 /* A send or recv: it involves this rank alone, so it starts at once. */
@@ -1074,9 +969,11 @@ job_client_op(struct client *c, const struct ipc_op *m)
 		client_op_done(c, m->seq, j->code, j->err);
 		return;
 	}
-	if (m->seq != c->last_seq + 1) {
-		snprintf(err, sizeof(err), "expected op %llu",
-		    (unsigned long long)c->last_seq + 1);
+	/* Collectives take seqs too, on the ring: they rise, with gaps. */
+	if (m->seq <= c->last_seq) {
+		snprintf(err, sizeof(err), "op %llu follows op %llu: seqs must "
+		    "rise", (unsigned long long)m->seq,
+		    (unsigned long long)c->last_seq);
 		op_reject(c, m, MCCL_ERR_PROTOCOL, err);
 		return;
 	}
@@ -1088,12 +985,13 @@ job_client_op(struct client *c, const struct ipc_op *m)
 	} else if (j->nleft > 0)
 		op_reject(c, m, MCCL_ERR_PEER_FAILED, "a rank on this node has "
 		    "left the job");
-	else if (op_check(j, m, err, sizeof(err)) != NULL)
+	else if (op_check(j->nranks, m, err, sizeof(err)) != NULL)
 		op_reject(c, m, MCCL_ERR_INVALID_ARGUMENT, err);
-	else if (proto_coll_p2p(m->coll))
-		job_p2p(c, m);
+	else if (!proto_coll_p2p(m->coll))
+		op_reject(c, m, MCCL_ERR_PROTOCOL, "a collective in an IPC_OP "
+		    "record: collectives go through the submission ring");
 	else
-		job_collective(c, m);
+		job_p2p(c, m);
 }
 
 /* ---- the engine reports ---- */
@@ -1202,21 +1100,26 @@ job_tell_peers(struct job *j)
 			    strlen(j->err));
 }
 
+/*
+ * Ranks still joining get the error as JOIN's answer; ranks of a formed
+ * job get IPC_JOB_FAILED, which fails whatever they have pending, in their
+ * rings or not yet submitted.
+ */
 static void
 job_fail_clients(struct job *j, enum job_state was)
 {
-	struct op *op;
+	struct ipc_job_failed f = { (uint32_t)j->code };
 
-	while ((op = TAILQ_FIRST(&j->ops)) != NULL) {
-		TAILQ_REMOVE(&j->ops, op, entry);
-		op_finish(op, j->code, j->err);
-	}
-	if (was != JOB_FORMING && was != JOB_LINKING)
-		return;
-	for (uint32_t r = 0; r < j->nranks; r++)
-		if (j->clients[r] != NULL)
+	for (uint32_t r = 0; r < j->nranks; r++) {
+		if (j->clients[r] == NULL)
+			continue;
+		if (was == JOB_FORMING || was == JOB_LINKING)
 			client_error(j->clients[r], (uint32_t)j->code, IPC_JOIN,
 			    j->err);
+		else
+			client_send(j->clients[r], IPC_JOB_FAILED, &f, j->err,
+			    strnlen(j->err, IPC_TEXT_MAX));
+	}
 }
 
 /* Fail the job here and on every node of it; the first reason wins. */
@@ -1270,9 +1173,9 @@ job_destroy(struct job *j)
 
 	p2p_finish(j);
 	engine_finish(j);
-	TAILQ_CONCAT(&j->ops, &j->eng_out, entry);
-	while ((op = TAILQ_FIRST(&j->ops)) != NULL) {
-		TAILQ_REMOVE(&j->ops, op, entry);
+	subq_detach(j);
+	while ((op = TAILQ_FIRST(&j->eng_out)) != NULL) {
+		TAILQ_REMOVE(&j->eng_out, op, entry);
 		op_free(op);
 	}
 	if (j->ev_engine != NULL)	/* an engine that never started */
@@ -1355,7 +1258,13 @@ job_client_gone(struct client *c, int orderly)
 			job_free(j);
 		return;
 	}
-	if (!orderly || c->inflight > 0)
+	if (j->sq != NULL) {	/* the engine stops waiting for it */
+		__atomic_store_n(&j->sq[c->local_index].left, 1,
+		    __ATOMIC_RELEASE);
+		engine_wake(j);
+	}
+	if (!orderly || c->inflight > 0 || (j->sq != NULL &&
+	    subq_pending(j, c->local_index)))
 		job_fail(j, MCCL_ERR_PEER_FAILED, "job %s: rank %u (%s) on node "
 		    "%s %s", j->name, c->rank, c->desc, md.conf.node_name,
 		    orderly ? "left with operations pending" :
@@ -1407,7 +1316,8 @@ job_snapshot(struct job *j)
 		struct client *c = j->clients[r];
 
 		json_array_append_new(ranks, json_pack("{s:i, s:I, s:I, s:b}",
-		    "rank", (int)r, "submitted", (json_int_t)(c ? c->ncoll : 0),
+		    "rank", (int)r, "submitted", (json_int_t)(j->sq != NULL ?
+		    subq_submitted(j, i) : 0),
 		    "completed", (json_int_t)j->ops_completed, "connected",
 		    c != NULL));
 	}

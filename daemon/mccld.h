@@ -202,16 +202,39 @@ void		mccld_status_update(void);
 json_t		*mccld_reload(char *, size_t);
 void		listener_pause(struct event *, const char *);
 
-/* ---- control.c: the Unix socket, clients and mcclctl (main thread) ---- */
+/* ---- seg.c: clients' segments (any thread, under one lock) ---- */
 
 struct seg {
 	TAILQ_ENTRY(seg) entry;
 	uint32_t	 id;
 	uint8_t		*base;
 	uint64_t	 size;
-	int		 refs;		/* the client's, plus one per op using it */
+	int		 refs;		/* its table's, plus one per op using
+					   it, plus a doorbell's */
 };
 TAILQ_HEAD(seg_list, seg);
+
+struct segtab {				/* one connection's segments */
+	struct seg_list	 segs;
+	uint32_t	 nsegs;		/* main thread */
+	uint64_t	 bytes;		/* main thread */
+	int		 refs;		/* the connection's, its engine's */
+};
+
+struct segtab	*segtab_new(void);
+void		segtab_ref(struct segtab *);
+void		segtab_unref(struct segtab *);
+void		segtab_clear(struct segtab *);
+struct seg	*segtab_find(struct segtab *, uint32_t);
+int		segtab_add(struct segtab *, uint32_t, uint8_t *, uint64_t);
+void		segtab_del(struct segtab *, uint32_t);
+void		seg_ref(struct seg *);
+void		seg_unref(struct seg *);
+struct seg	*seg_resolve(struct segtab *, uint32_t, uint64_t, uint64_t,
+		    uint8_t **, char *, size_t);
+void		bell_ring(struct seg *, uint64_t);
+
+/* ---- control.c: the Unix socket, clients and mcclctl (main thread) ---- */
 
 struct outmsg;
 TAILQ_HEAD(outmsg_list, outmsg);
@@ -225,19 +248,17 @@ struct client {
 	gid_t		 gid;
 	pid_t		 pid;
 	int		 hello_done;
-	struct seg_list	 segs;
-	uint32_t	 nsegs;
-	uint64_t	 seg_bytes;
+	struct segtab	*segs;
 	struct outmsg_list outq;
 	uint32_t	 outq_bytes;
 	int		 outq_full;	/* not read from until outq drains */
 	int		 monitor;	/* mcclctl monitor: gets events */
 	struct seg	*bell;		/* its doorbell (IPC_BELL), or NULL */
 	struct job	*job;		/* once it sent JOIN */
+	int		 joined;	/* it did: it joins no other */
 	uint32_t	 rank;
 	uint32_t	 local_index;	/* in job->local_ranks, once formed */
 	uint64_t	 last_seq;	/* of its last IPC_OP */
-	uint64_t	 ncoll;		/* collectives it submitted */
 	uint64_t	 inflight;	/* IPC_OPs not yet answered */
 	char		 desc[64];	/* "pid 123 uid 1000", for logs */
 };
@@ -248,10 +269,6 @@ int		client_send(struct client *, uint16_t, const void *, const void *,
 		    size_t);
 void		client_error(struct client *, uint32_t, uint16_t, const char *);
 void		client_op_done(struct client *, uint64_t, int, const char *);
-struct seg	*client_seg(struct client *, uint32_t, uint64_t, uint64_t,
-		    uint8_t **, char *, size_t);
-void		seg_unref(struct seg *);
-void		bell_ring(struct seg *, uint64_t);
 void		monitor_event(const char *, const uid_t *, json_t *);
 int		client_privileged(const struct client *);
 int		client_sees(const struct client *, uid_t);
@@ -281,8 +298,6 @@ struct op_part {			/* one local rank's buffers */
 	struct seg	*recv_seg;
 	uint8_t		*send;
 	uint8_t		*recv;
-	struct seg	*bell;		/* the rank's doorbell, for collectives */
-	int		 rung;		/* the engine answered it there */
 };
 
 struct op {
@@ -292,10 +307,8 @@ struct op {
 					   collectives desc.seq is the job's
 					   collective number, the same on every
 					   rank */
-	uint32_t	 nsubmitted;
 	uint32_t	 p2p_rank;	/* send/recv: the local rank that posted it
 					   (its part is parts[its local index]) */
-	struct event	*ev_timeout;	/* until every local rank submitted */
 	uint64_t	 deadline_ns;	/* for the engine */
 	uint64_t	 ready_ns;	/* handed to the engine (metrics) */
 	int		 code;		/* result, set by the engine */
@@ -334,8 +347,6 @@ struct job {
 	const char	**names;	/* node name of each position */
 
 	/* operations */
-	struct op_list	 ops;		/* being assembled, by seq */
-	uint64_t	 next_ready;	/* seq of the next op to hand over */
 	uint64_t	 ops_completed;
 	uint64_t	 bytes_done;
 	int		 code;		/* the job's failure, once failed */
@@ -350,9 +361,14 @@ struct job {
 	int		 eng_exited;	/* engine_main returned */
 	int		 eng_aborted;
 	int		 eng_abort_fd;	/* eventfd: wakes the engine out of poll */
-	struct op_list	 eng_in;	/* ready to run */
-	uint32_t	 eng_kicks;	/* bumped at each submission and at
-					   quit (atomic): engine_spin's signal */
+	struct subq	*sq;		/* each local rank's submission ring,
+					   by local index (subq.c) */
+	uint64_t	 ncoll;		/* collectives assembled (engine) */
+	uint64_t	 sq_since_ns;	/* an op has waited for ranks since */
+	uint32_t	*eng_wait_word;	/* the ring futex it sleeps on */
+	uint32_t	 eng_kicks;	/* bumped by engine_wake and engine_quit
+					   (atomic): the sleeping engine's
+					   signal from the main thread */
 	struct op_list	 eng_out;	/* done, for the main thread */
 	int		 eng_out_quiet;	/* it holds ops the main thread was
 					   not woken for (engine_idle) */
@@ -376,6 +392,8 @@ struct job {
 
 void		job_client_join(struct client *, const struct ipc_join *);
 void		job_client_op(struct client *, const struct ipc_op *);
+const char	*op_check(uint32_t, const struct ipc_op *, char *, size_t);
+void		op_free(struct op *);
 void		job_client_gone(struct client *, int);
 void		job_client_abort(struct client *);
 int		job_peer_msg(uint32_t, uint16_t, const void *, const uint8_t *,
@@ -418,11 +436,33 @@ int		p2p_exited(struct job *);
 void		p2p_finish(struct job *);
 void		p2p_limits(uint64_t, uint64_t);
 
+/* ---- subq.c: submission rings, the engine's side ---- */
+
+struct subq {				/* a local rank's ring, by local index */
+	struct seg	*bell;		/* the doorbell segment (a reference) */
+	struct ipc_doorbell *db;	/* in it */
+	struct segtab	*segs;		/* its connection's (a reference) */
+	uint32_t	 rank;
+	uint64_t	 tail;		/* descriptors taken (engine) */
+	uint64_t	 last_seq;	/* of the last one (engine) */
+	uint64_t	 completed;	/* descriptors whose op ended (atomic) */
+	int		 left;		/* the rank has left the job (atomic) */
+};
+
+int		subq_attach(struct job *, char *, size_t);
+void		subq_detach(struct job *);
+struct op	*subq_take(struct job *, uint64_t *);
+int		subq_ready(struct job *);
+void		subq_sleep(struct job *, uint32_t, uint64_t);
+void		subq_wake(struct job *);
+void		subq_completed(struct job *);
+uint64_t	subq_submitted(const struct job *, uint32_t);
+int		subq_pending(const struct job *, uint32_t);
+
 /* ---- engine.c: a job's data plane thread ---- */
 
 int		job_engine_event(struct job *);
 int		engine_start(struct job *, char *, size_t);
-void		engine_submit(struct job *, struct op *);
 int		engine_adopt_link(struct job *, uint32_t, uint32_t, int);
 void		engine_wake(struct job *);
 void		engine_notify(struct job *);

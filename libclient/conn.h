@@ -24,6 +24,7 @@ struct ipc_msg {
 		struct ipc_seg_ok	seg_ok;
 		struct ipc_joined	joined;
 		struct ipc_op_done	op_done;
+		struct ipc_job_failed	job_failed;
 		struct ipc_ctl_reply	ctl_reply;
 	} u;
 };

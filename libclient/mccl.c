@@ -1,12 +1,13 @@
 /*
  * mccl.c: libmccl, the client library (see mccl.h for the API contract).
  *
- * A communicator is one connection to the local daemon.  Operations are
- * records on that connection.  A collective that ends well is answered
- * through the doorbell (struct ipc_doorbell, in shared memory): the
- * daemon's engine thread stores its seq and wakes a futex, with no record
- * and no hop through the daemon's main loop.  Everything else (failures,
- * sends and receives, replies) comes as records, OP_DONE for operations.
+ * A communicator is one connection to the local daemon and one doorbell
+ * page shared with it (struct ipc_doorbell).  A collective is a descriptor
+ * in the page's submission ring, which the job's engine thread takes
+ * directly; when it ends well the engine stores its seq in the page and
+ * wakes a futex: no record and no hop through the daemon's main loop
+ * either way.  Sends and receives are records (IPC_OP, answered by
+ * OP_DONE), and so are replies and failures (IPC_JOB_FAILED).
  * Whichever thread needs progress waits (one at a time) and completes
  * requests; the others wait on a condition variable.  Every wait has a
  * deadline derived from the daemon's own timeouts.
@@ -82,6 +83,7 @@ struct mccl_comm {
 	uint8_t		 algo;		/* MCCL_ALGO, for every op */
 	int32_t		 spin_us;	/* MCCL_SPIN_US; SPIN_AUTO */
 	uint64_t	 next_seq;
+	uint64_t	 sq_head;	/* descriptors put in the ring */
 	uint64_t	 nsplits;
 	uint32_t	 next_seg_id;
 	struct lseg	*segs;
@@ -271,9 +273,17 @@ static mccl_result_t
 dispatch(mccl_comm_t *comm, const struct ipc_msg *m)
 {
 	struct sync_reply *s = &comm->reply;
+	mccl_result_t code;
 
 	if (m->hdr.type == IPC_OP_DONE)
 		return dispatch_op_done(comm, m);
+	if (m->hdr.type == IPC_JOB_FAILED) {
+		code = m->u.job_failed.code < MCCL_NUM_RESULTS &&
+		    m->u.job_failed.code != 0 ?
+		    (mccl_result_t)m->u.job_failed.code : MCCL_ERR_PROTOCOL;
+		return comm_break(comm, comm_error(comm, code, "%.*s",
+		    (int)m->trailer_len, m->trailer));
+	}
 	if (m->hdr.type != IPC_SEG_OK && m->hdr.type != IPC_JOINED &&
 	    m->hdr.type != IPC_ERROR)
 		return comm_break(comm, comm_error(comm, MCCL_ERR_PROTOCOL,
@@ -974,6 +984,55 @@ request_wait(struct mccl_request *r, uint64_t deadline_ms)
 	return rc;
 }
 
+/* The oldest collective still pending: it ends only after being taken. */
+static struct mccl_request *
+oldest_collective(const mccl_comm_t *comm)
+{
+	struct mccl_request *r;
+
+	for (r = comm->pending; r != NULL && !r->collective; r = r->next)
+		;
+	return r;
+}
+
+/*
+ * Put a collective's descriptor in the submission ring (ipc.h), once it
+ * has a free slot, and wake the engine if it sleeps on the ring.  The wait
+ * lets other threads submit: m gets its seq only once it has the slot.
+ */
+static mccl_result_t
+ring_submit(mccl_comm_t *comm, struct ipc_op *m, uint64_t deadline_ms)
+{
+	struct ipc_doorbell *b = comm->bell;
+	struct mccl_request *r;
+	mccl_result_t rc;
+
+	while (comm->sq_head - __atomic_load_n(&b->sq_tail, __ATOMIC_ACQUIRE) >=
+	    IPC_SQ_SLOTS) {
+		if ((r = oldest_collective(comm)) == NULL)
+			return comm_break(comm, comm_error(comm,
+			    MCCL_ERR_PROTOCOL, "the submission ring is full, "
+			    "but no collective is pending"));
+		rc = comm_progress(comm, &r->done, deadline_ms);
+		if (rc == MCCL_ERR_TIMEOUT)
+			return comm_error(comm, rc, "the submission ring stayed "
+			    "full (%u collectives) until the op's deadline",
+			    IPC_SQ_SLOTS);
+		if (rc != MCCL_SUCCESS)
+			return rc;
+	}
+	m->seq = comm->next_seq++;
+	b->sq[comm->sq_head % IPC_SQ_SLOTS] = *m;
+	comm->sq_head++;
+	/* Dekker with the engine: it sets sq_sleeping, then reads sq_head. */
+	__atomic_store_n(&b->sq_head, comm->sq_head, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&b->sq_sleeping, __ATOMIC_SEQ_CST) != 0) {
+		__atomic_add_fetch(&b->sq_bell, 1, __ATOMIC_SEQ_CST);
+		syscall(SYS_futex, &b->sq_bell, FUTEX_WAKE, 1, NULL, NULL, 0);
+	}
+	return MCCL_SUCCESS;
+}
+
 static mccl_result_t
 op_submit(mccl_comm_t *comm, const struct op_args *a, size_t sb, size_t rb,
     mccl_request_t **req)
@@ -991,8 +1050,7 @@ op_submit(mccl_comm_t *comm, const struct op_args *a, size_t sb, size_t rb,
 		return rc;
 	}
 	r->comm = comm;
-	r->collective = comm->bell != NULL && !proto_coll_p2p(a->coll);
-	r->seq = m.seq = comm->next_seq++;
+	r->collective = !proto_coll_p2p(a->coll);
 	r->deadline_ms = conn_now_ms() + comm->op_timeout_ms + DAEMON_MARGIN_MS;
 	m.coll = a->coll;
 	m.dtype = (uint8_t)a->dtype;
@@ -1002,10 +1060,23 @@ op_submit(mccl_comm_t *comm, const struct op_args *a, size_t sb, size_t rb,
 	m.count = a->count;
 	m.timeout_ms = comm->op_timeout_ms;
 	m.tag = a->tag == MCCL_ANY_TAG ? IPC_ANY_TAG : (uint32_t)a->tag;
-	pending_push(comm, r);
-	if ((rc = conn_send(comm->fd, IPC_OP, &m, NULL, 0, -1, err,
-	    sizeof(err))) != MCCL_SUCCESS)
-		comm_break(comm, comm_error(comm, rc, "%s", err));
+	if (r->collective) {
+		if ((rc = ring_submit(comm, &m, r->deadline_ms)) !=
+		    MCCL_SUCCESS) {
+			if (r->stage != NULL)
+				r->stage->busy = 0;
+			free(r);
+			return rc;
+		}
+		r->seq = m.seq;
+		pending_push(comm, r);
+	} else {
+		r->seq = m.seq = comm->next_seq++;
+		pending_push(comm, r);
+		if ((rc = conn_send(comm->fd, IPC_OP, &m, NULL, 0, -1, err,
+		    sizeof(err))) != MCCL_SUCCESS)
+			comm_break(comm, comm_error(comm, rc, "%s", err));
+	}
 	if (req != NULL) {
 		*req = r;
 		return MCCL_SUCCESS;

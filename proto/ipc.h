@@ -9,6 +9,10 @@
  *   2  the completion doorbell (IPC_BELL, struct ipc_doorbell): collectives
  *      that end well are answered through it instead of by IPC_OP_DONE.
  *   3  ipc_op.algo (was flags, always 0): the allreduce algorithm asked for.
+ *   4  the submission ring in the doorbell segment: collectives are
+ *      descriptors there, taken by the job's engine thread; IPC_OP carries
+ *      sends and receives only.  A doorbell is needed before IPC_JOIN.
+ *      IPC_JOB_FAILED tells a rank its job failed, whatever it had pending.
  */
 #ifndef MCCL_IPC_H
 #define MCCL_IPC_H
@@ -19,7 +23,7 @@
 #include "wire.h"
 
 #define IPC_MAGIC		0x4d43434cU	/* "MCCL" */
-#define IPC_VERSION		3
+#define IPC_VERSION		4
 #define IPC_MSG_MAX		(256 * 1024)	/* largest record either side sends */
 #define IPC_TEXT_MAX		1024		/* error and status messages */
 
@@ -41,8 +45,9 @@ enum ipc_type {
 	IPC_JOINED = 301,	/* d->c: all ranks are there, links are up */
 	IPC_LEAVE = 302,	/* c->d: orderly detach (mccl_comm_destroy) */
 	IPC_ABORT = 303,	/* c->d: abort the job everywhere */
+	IPC_JOB_FAILED = 304,	/* d->c: trailer: why; every pending op failed */
 	/* 400: operations */
-	IPC_OP = 400,		/* c->d: submit an operation */
+	IPC_OP = 400,		/* c->d: submit a send or a receive */
 	IPC_OP_DONE = 401,	/* d->c: trailer: message when code != 0 */
 	/* 500: control (mcclctl) */
 	IPC_CTL = 500,		/* c->d: trailer: argument (a job name) */
@@ -127,25 +132,6 @@ struct ipc_bell {
 	uint32_t	seg_id;		/* its first IPC_BELL_SIZE bytes */
 };
 
-/*
- * The completion doorbell, at the start of a segment the client registered
- * and named in IPC_BELL.  When a collective ends well, the engine thread
- * stores the connection's seq of it in done_seq (collectives end in the
- * order a connection submits them, so every earlier one has ended too),
- * then bumps word, and wakes the futex on word if sleepers is not 0.  The
- * daemon bumps word likewise after every record it sends the connection,
- * so a client sleeping on word also wakes for replies and failures, which
- * still come as records.  The daemon writes done_seq and word and reads
- * sleepers, nothing else: a client that scribbles on its doorbell confuses
- * itself alone.  Fields are accessed atomically; word is a shared futex.
- */
-struct ipc_doorbell {
-	uint32_t	word;		/* futex: bumped after each event */
-	uint32_t	sleepers;	/* client threads in FUTEX_WAIT on word */
-	uint64_t	done_seq;	/* collectives up to this seq ended well */
-};
-
-#define IPC_BELL_SIZE		sizeof(struct ipc_doorbell)
 
 struct ipc_join {
 	uint32_t	nranks;
@@ -163,12 +149,16 @@ struct ipc_joined {
 };
 
 /*
- * An operation.  Buffers are (segment, offset) pairs inside segments this
- * connection registered; the daemon checks that [off, off + len) lies inside.
+ * An operation: a collective's descriptor in the submission ring, or a send
+ * or receive in an IPC_OP record.  Buffers are (segment, offset) pairs
+ * inside segments this connection registered; the daemon checks that
+ * [off, off + len) lies inside.
  */
 struct ipc_op {
-	uint64_t	seq;		/* 1, 2, 3, ... per connection; collectives
-					   match by their own order, not by seq */
+	uint64_t	seq;		/* rises with each op of a connection,
+					   on the ring and in records alike;
+					   collectives match by their order
+					   on the ring, not by seq */
 	uint8_t		coll;
 	uint8_t		dtype;
 	uint8_t		redop;
@@ -183,9 +173,63 @@ struct ipc_op {
 	uint32_t	tag;		/* send and recv; IPC_ANY_TAG for recv */
 };
 
+/*
+ * The doorbell segment: a client registers it (IPC_BELL) before it joins a
+ * job.  It holds two things, each half written by one side only:
+ *
+ * Completion.  When a collective ends well, the job's engine thread stores
+ * the connection's seq of it in done_seq (collectives end in the order a
+ * connection submits them, so every earlier one has ended too), then bumps
+ * word, and wakes the futex on word if sleepers is not 0.  The daemon bumps
+ * word likewise after every record it sends the connection, so a client
+ * sleeping on word also wakes for replies and failures, which come as
+ * records.
+ *
+ * Submission.  A ring of IPC_SQ_SLOTS collective descriptors, single
+ * producer (the client) and single consumer (the engine).  The client
+ * writes descriptor n into sq[n % IPC_SQ_SLOTS], then stores n + 1 in
+ * sq_head (release); it never has more than IPC_SQ_SLOTS descriptors
+ * ahead of sq_tail, the count the engine has taken.  Then, if sq_sleeping
+ * is set, it bumps sq_bell and wakes the futex on it: the engine sets
+ * sq_sleeping, looks at sq_head once more, and sleeps on sq_bell.
+ *
+ * The daemon writes done_seq, word, sq_tail and sq_sleeping, and reads the
+ * rest.  It copies a descriptor out of its slot before checking it, and
+ * checks it as it would a record, so a client that scribbles on the page
+ * confuses itself alone.  Fields are accessed atomically; word and sq_bell
+ * are shared futexes.  Each side's fields have a cache line of their own.
+ */
+#define IPC_SQ_SLOTS		64
+
+struct ipc_doorbell {
+	/* the daemon's: completion */
+	uint32_t	word;		/* futex: bumped after each event */
+	uint32_t	sleepers;	/* client threads in FUTEX_WAIT on word
+					   (the client's) */
+	uint64_t	done_seq;	/* collectives up to this seq ended well */
+	uint8_t		pad0[48];
+	/* the client's: submission */
+	uint64_t	sq_head;	/* descriptors published, ever */
+	uint32_t	sq_bell;	/* futex: the engine sleeps on it */
+	uint8_t		pad1[52];
+	/* the daemon's: consumption */
+	uint64_t	sq_tail;	/* descriptors taken, ever */
+	uint32_t	sq_sleeping;	/* the engine sleeps on sq_bell */
+	uint8_t		pad2[52];
+	struct ipc_op	sq[IPC_SQ_SLOTS];
+};
+
+#define IPC_BELL_SIZE		sizeof(struct ipc_doorbell)
+
+_Static_assert(IPC_BELL_SIZE <= 4096, "the doorbell fits in a page");
+
 struct ipc_op_done {
 	uint64_t	seq;
 	uint32_t	code;
+};
+
+struct ipc_job_failed {
+	uint32_t	code;		/* mccl_result_t */
 };
 
 struct ipc_ctl {

@@ -474,6 +474,9 @@ static const struct wire_field f_ipc_op[] = {
 static const struct wire_field f_ipc_op_done[] = {
 	F(ipc_op_done, seq, WIRE_INT), F(ipc_op_done, code, WIRE_INT),
 };
+static const struct wire_field f_ipc_job_failed[] = {
+	F(ipc_job_failed, code, WIRE_INT),
+};
 static const struct wire_field f_ipc_ctl[] = {
 	F(ipc_ctl, cmd, WIRE_INT),
 };
@@ -493,6 +496,8 @@ static const struct wire_type ipc_types[] = {
 	WIRE_TYPE(IPC_JOINED, ipc_joined, f_ipc_joined, 0, 0),
 	WIRE_TYPE_EMPTY(IPC_LEAVE, 0, 0),
 	WIRE_TYPE_EMPTY(IPC_ABORT, 0, 0),
+	WIRE_TYPE(IPC_JOB_FAILED, ipc_job_failed, f_ipc_job_failed,
+	    IPC_TEXT_MAX, 0),
 	WIRE_TYPE(IPC_OP, ipc_op, f_ipc_op, 0, 0),
 	WIRE_TYPE(IPC_OP_DONE, ipc_op_done, f_ipc_op_done, IPC_TEXT_MAX, 0),
 	WIRE_TYPE(IPC_CTL, ipc_ctl, f_ipc_ctl, JOB_NAME_MAX, 0),

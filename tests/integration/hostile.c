@@ -27,11 +27,15 @@
  */
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+
+#include <linux/futex.h>
+
 
 #include <dirent.h>
 #include <errno.h>
@@ -930,21 +934,96 @@ c_join_newline(char *why, size_t len)
 
 /* ---- client: operations on a 1-rank job ---- */
 
+#define BELL_SEG	3	/* job_open's doorbell segment */
+
 struct job_conn {
 	int		 fd;
 	int		 segfd;
 	uint8_t		*base;
+	int		 bellfd;
+	struct ipc_doorbell *db;
+	uint64_t	 seq;		/* of the last descriptor */
 };
 
+/* IPC_BELL must get an IPC_ERROR saying want; the connection stays usable. */
 static int
-job_open(struct job_conn *jc, const char *tag, char *why, size_t len)
+bell_refused(int fd, uint32_t id, const char *want, char *why, size_t len)
+{
+	struct ipc_bell b = { id };
+	char err[WHY_MAX];
+
+	if (conn_send(fd, IPC_BELL, &b, NULL, 0, -1, err, sizeof(err)) !=
+	    MCCL_SUCCESS) {
+		snprintf(why, len, "%s", err);
+		return -1;
+	}
+	if (expect_record(fd, IPC_ERROR, why, len) == -1)
+		return -1;
+	if (in.u.error.request != IPC_BELL ||
+	    !contains(in.trailer, in.trailer_len, want)) {
+		snprintf(why, len, "IPC_ERROR request %u \"%.*s\", expected "
+		    "request %d mentioning \"%s\"", in.u.error.request,
+		    (int)in.trailer_len, (const char *)in.trailer, IPC_BELL,
+		    want);
+		return -1;
+	}
+	return ctl_on(fd, CTL_STATUS, (char *)out, sizeof(out), why, len);
+}
+
+static int
+bell_accepted(int fd, uint32_t id, char *why, size_t len)
+{
+	struct ipc_bell b = { id };
+	char err[WHY_MAX];
+
+	if (conn_send(fd, IPC_BELL, &b, NULL, 0, -1, err, sizeof(err)) !=
+	    MCCL_SUCCESS) {
+		snprintf(why, len, "%s", err);
+		return -1;
+	}
+	if (expect_record(fd, IPC_SEG_OK, why, len) == -1)
+		return -1;
+	return 0;
+}
+
+/*
+ * A doorbell page, registered as segment BELL_SEG; with garbage, every
+ * byte the daemon writes or ignores is 0xff (the ring's head stays 0).
+ */
+static int
+bell_open(struct job_conn *jc, int garbage, char *why, size_t len)
+{
+	void *page;
+
+	if ((jc->bellfd = memfd_make(SEG_SIZE, SEG_SEALS)) == -1 ||
+	    (page = mmap(NULL, SEG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED,
+	    jc->bellfd, 0)) == MAP_FAILED) {
+		snprintf(why, len, "memfd: %s", strerror(errno));
+		return -1;
+	}
+	jc->db = page;
+	if (garbage) {
+		memset(page, 0xff, SEG_SIZE);
+		jc->db->sq_head = 0;
+	}
+	if (seg_accepted(jc->fd, BELL_SEG, SEG_SIZE, jc->bellfd, why, len) ==
+	    -1)
+		return -1;
+	return bell_accepted(jc->fd, BELL_SEG, why, len);
+}
+
+/* A 1-rank job on a connection of its own, with a data segment (1). */
+static int
+job_open_bell(struct job_conn *jc, const char *tag, int garbage, char *why,
+    size_t len)
 {
 	static unsigned n;
 	struct ipc_hello_ok ok;
 	struct ipc_join j;
 	char err[WHY_MAX];
 
-	jc->fd = jc->segfd = -1;
+	memset(jc, 0, sizeof(*jc));
+	jc->fd = jc->segfd = jc->bellfd = -1;
 	jc->base = MAP_FAILED;
 	if ((jc->fd = conn_open(sock_path, REPLY_MS, &ok, NULL, err, sizeof(err))) ==
 	    -1) {
@@ -957,7 +1036,8 @@ job_open(struct job_conn *jc, const char *tag, char *why, size_t len)
 		snprintf(why, len, "memfd: %s", strerror(errno));
 		return -1;
 	}
-	if (seg_accepted(jc->fd, 1, SEG_SIZE, jc->segfd, why, len) == -1)
+	if (seg_accepted(jc->fd, 1, SEG_SIZE, jc->segfd, why, len) == -1 ||
+	    bell_open(jc, garbage, why, len) == -1)
 		return -1;
 	memset(&j, 0, sizeof(j));
 	j.nranks = 1;
@@ -972,28 +1052,86 @@ job_open(struct job_conn *jc, const char *tag, char *why, size_t len)
 	return expect_record(jc->fd, IPC_JOINED, why, len);
 }
 
+static int
+job_open(struct job_conn *jc, const char *tag, char *why, size_t len)
+{
+	return job_open_bell(jc, tag, 0, why, len);
+}
+
 static void
 job_close(struct job_conn *jc)
 {
 	if (jc->base != MAP_FAILED)
 		munmap(jc->base, SEG_SIZE);
+	if (jc->db != NULL)
+		munmap(jc->db, SEG_SIZE);
 	if (jc->segfd != -1)
 		close(jc->segfd);
+	if (jc->bellfd != -1)
+		close(jc->bellfd);
 	if (jc->fd != -1)
 		close(jc->fd);
 }
 
-/* An allreduce of count floats; the reply is left in `in`. */
+/* Publish d in the submission ring, as the library does, and wake. */
+static void
+ring_put(struct job_conn *jc, const struct ipc_op *d)
+{
+	uint64_t head = jc->db->sq_head;
+
+	jc->db->sq[head % IPC_SQ_SLOTS] = *d;
+	__atomic_store_n(&jc->db->sq_head, head + 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&jc->db->sq_sleeping, __ATOMIC_SEQ_CST)) {
+		__atomic_add_fetch(&jc->db->sq_bell, 1, __ATOMIC_SEQ_CST);
+		syscall(SYS_futex, &jc->db->sq_bell, FUTEX_WAKE, 1, NULL, NULL,
+		    0);
+	}
+}
+
+/*
+ * The answer to the descriptors up to seq: 0 if the doorbell says they
+ * ended well, else the code of the IPC_JOB_FAILED that came (its message
+ * left in `in`); -1, with why, if neither came in time.
+ */
+static int
+ring_answer(struct job_conn *jc, uint64_t seq, char *why, size_t len)
+{
+	char err[WHY_MAX];
+	int rc;
+
+	for (int ms = 0; ms < REPLY_MS; ms += 10) {
+		if (__atomic_load_n(&jc->db->done_seq, __ATOMIC_ACQUIRE) == seq)
+			return 0;
+		rc = conn_recv(jc->fd, 10, &in, err, sizeof(err));
+		if (rc == MCCL_ERR_TIMEOUT)
+			continue;
+		if (rc != MCCL_SUCCESS) {
+			snprintf(why, len, "%s", err);
+			return -1;
+		}
+		if (in.hdr.type == IPC_JOB_FAILED)
+			return (int)in.u.job_failed.code;
+		if (in.hdr.type != IPC_OP_DONE) {
+			snprintf(why, len, "%s came, not JOB_FAILED",
+			    in.type->name);
+			return -1;
+		}
+	}
+	snprintf(why, len, "no answer within %d ms (done_seq %llu)", REPLY_MS,
+	    (unsigned long long)jc->db->done_seq);
+	return -1;
+}
+
+/* An allreduce of count floats: 0, a failure's code, or -1 (see above). */
 static int
 job_op(struct job_conn *jc, uint32_t send_seg, uint64_t send_off,
     uint32_t recv_seg, uint64_t recv_off, uint64_t count, char *why,
     size_t len)
 {
 	struct ipc_op op;
-	char err[WHY_MAX];
 
 	memset(&op, 0, sizeof(op));
-	op.seq = 1;
+	op.seq = ++jc->seq;
 	op.coll = COLL_ALLREDUCE;
 	op.dtype = MCCL_FLOAT32;
 	op.redop = MCCL_SUM;
@@ -1003,19 +1141,26 @@ job_op(struct job_conn *jc, uint32_t send_seg, uint64_t send_off,
 	op.send_off = send_off;
 	op.recv_off = recv_off;
 	op.timeout_ms = REPLY_MS;
-	if (conn_send(jc->fd, IPC_OP, &op, NULL, 0, -1, err, sizeof(err)) !=
-	    MCCL_SUCCESS) {
-		snprintf(why, len, "%s", err);
+	ring_put(jc, &op);
+	return ring_answer(jc, op.seq, why, len);
+}
+
+/* A failure code and message, as job_op's answer must be. */
+static int
+failed_with(int code, int want, const char *text, char *why, size_t len)
+{
+	if (code == -1)
 		return -1;
-	}
-	if (expect_record(jc->fd, IPC_OP_DONE, why, len) == -1)
-		return -1;
-	if (in.u.op_done.seq != 1) {
-		snprintf(why, len, "OP_DONE for op %llu, expected 1",
-		    (unsigned long long)in.u.op_done.seq);
-		return -1;
-	}
-	return 0;
+	if (code == want && contains(in.trailer, in.trailer_len, text))
+		return 0;
+	if (code == 0)
+		snprintf(why, len, "it ended well, expected code %d "
+		    "mentioning \"%s\"", want, text);
+	else
+		snprintf(why, len, "JOB_FAILED code %d \"%.*s\", expected "
+		    "code %d mentioning \"%s\"", code, (int)in.trailer_len,
+		    (const char *)in.trailer, want, text);
+	return -1;
 }
 
 /* An operation on the job must fail with INVALID_ARGUMENT saying want. */
@@ -1027,17 +1172,10 @@ op_refused(const char *tag, uint32_t send_seg, uint64_t send_off,
 	struct job_conn jc;
 	int rc = -1;
 
-	if (job_open(&jc, tag, why, len) == 0 && job_op(&jc, send_seg,
-	    send_off, recv_seg, recv_off, count, why, len) == 0) {
-		if (in.u.op_done.code == MCCL_ERR_INVALID_ARGUMENT &&
-		    contains(in.trailer, in.trailer_len, want))
-			rc = 0;
-		else
-			snprintf(why, len, "OP_DONE code %u \"%.*s\", expected "
-			    "code %d mentioning \"%s\"", in.u.op_done.code,
-			    (int)in.trailer_len, (const char *)in.trailer,
-			    MCCL_ERR_INVALID_ARGUMENT, want);
-	}
+	if (job_open(&jc, tag, why, len) == 0)
+		rc = failed_with(job_op(&jc, send_seg, send_off, recv_seg,
+		    recv_off, count, why, len), MCCL_ERR_INVALID_ARGUMENT, want,
+		    why, len);
 	job_close(&jc);
 	return rc;
 }
@@ -1117,16 +1255,10 @@ c_after_del(char *why, size_t len)
 		if (conn_send(jc.fd, IPC_SEG_DEL, &d, NULL, 0, -1, err,
 		    sizeof(err)) != MCCL_SUCCESS)
 			snprintf(why, len, "%s", err);
-		else if (job_op(&jc, 1, 0, 1, 0, 100, why, len) == 0) {
-			if (in.u.op_done.code == MCCL_ERR_INVALID_ARGUMENT &&
-			    contains(in.trailer, in.trailer_len,
-			    "not registered"))
-				rc = 0;
-			else
-				snprintf(why, len, "OP_DONE code %u \"%.*s\"",
-				    in.u.op_done.code, (int)in.trailer_len,
-				    (const char *)in.trailer);
-		}
+		else
+			rc = failed_with(job_op(&jc, 1, 0, 1, 0, 100, why, len),
+			    MCCL_ERR_INVALID_ARGUMENT, "not registered", why,
+			    len);
 	}
 	job_close(&jc);
 	return rc;
@@ -1139,6 +1271,7 @@ op_works(struct job_conn *jc, uint64_t send_off, uint64_t recv_off,
 {
 	float *src = (float *)(void *)(jc->base + send_off);
 	float *dst = (float *)(void *)(jc->base + recv_off);
+	int rc;
 
 	for (int i = 0; i < 100; i++) {
 		src[i] = (float)i + 0.5f;
@@ -1150,12 +1283,11 @@ op_works(struct job_conn *jc, uint64_t send_off, uint64_t recv_off,
 		snprintf(why, len, "fallocate: %s", strerror(errno));
 		return -1;
 	}
-	if (job_op(jc, 1, send_off, 1, recv_off, 100, why, len) == -1)
+	if ((rc = job_op(jc, 1, send_off, 1, recv_off, 100, why, len)) == -1)
 		return -1;
-	if (in.u.op_done.code != 0) {
-		snprintf(why, len, "valid op failed: code %u \"%.*s\"",
-		    in.u.op_done.code, (int)in.trailer_len,
-		    (const char *)in.trailer);
+	if (rc != 0) {
+		snprintf(why, len, "valid op failed: code %d \"%.*s\"", rc,
+		    (int)in.trailer_len, (const char *)in.trailer);
 		return -1;
 	}
 	for (int i = 0; i < 100; i++)
@@ -1167,48 +1299,7 @@ op_works(struct job_conn *jc, uint64_t send_off, uint64_t recv_off,
 	return 0;
 }
 
-/* ---- client: the doorbell ---- */
-
-/* IPC_BELL must get an IPC_ERROR saying want; the connection stays usable. */
-static int
-bell_refused(int fd, uint32_t id, const char *want, char *why, size_t len)
-{
-	struct ipc_bell b = { id };
-	char err[WHY_MAX];
-
-	if (conn_send(fd, IPC_BELL, &b, NULL, 0, -1, err, sizeof(err)) !=
-	    MCCL_SUCCESS) {
-		snprintf(why, len, "%s", err);
-		return -1;
-	}
-	if (expect_record(fd, IPC_ERROR, why, len) == -1)
-		return -1;
-	if (in.u.error.request != IPC_BELL ||
-	    !contains(in.trailer, in.trailer_len, want)) {
-		snprintf(why, len, "IPC_ERROR request %u \"%.*s\", expected "
-		    "request %d mentioning \"%s\"", in.u.error.request,
-		    (int)in.trailer_len, (const char *)in.trailer, IPC_BELL,
-		    want);
-		return -1;
-	}
-	return ctl_on(fd, CTL_STATUS, (char *)out, sizeof(out), why, len);
-}
-
-static int
-bell_accepted(int fd, uint32_t id, char *why, size_t len)
-{
-	struct ipc_bell b = { id };
-	char err[WHY_MAX];
-
-	if (conn_send(fd, IPC_BELL, &b, NULL, 0, -1, err, sizeof(err)) !=
-	    MCCL_SUCCESS) {
-		snprintf(why, len, "%s", err);
-		return -1;
-	}
-	if (expect_record(fd, IPC_SEG_OK, why, len) == -1)
-		return -1;
-	return 0;
-}
+/* ---- client: the doorbell and its submission ring ---- */
 
 static int
 c_bell_unregistered(char *why, size_t len)
@@ -1244,80 +1335,156 @@ c_bell_twice(char *why, size_t len)
 	struct job_conn jc;
 	int rc = -1;
 
-	if (job_open(&jc, "belltwice", why, len) == 0 &&
-	    bell_accepted(jc.fd, 1, why, len) == 0)
+	if (job_open(&jc, "belltwice", why, len) == 0)
 		rc = bell_refused(jc.fd, 1, "has a doorbell", why, len);
 	job_close(&jc);
 	return rc;
 }
 
+/* JOIN before BELL: refused, since collectives need the ring. */
+static int
+c_join_no_bell(char *why, size_t len)
+{
+	struct ipc_hello_ok ok;
+	struct ipc_join j;
+	char err[WHY_MAX];
+	int fd, rc = -1;
+
+	if ((fd = conn_open(sock_path, REPLY_MS, &ok, NULL, err,
+	    sizeof(err))) == -1) {
+		snprintf(why, len, "%s", err);
+		return -1;
+	}
+	memset(&j, 0, sizeof(j));
+	j.nranks = 1;
+	snprintf(j.job, sizeof(j.job), "hostile-%d-nobell", (int)getpid());
+	if (conn_send(fd, IPC_JOIN, &j, NULL, 0, -1, err, sizeof(err)) !=
+	    MCCL_SUCCESS)
+		snprintf(why, len, "%s", err);
+	else if (expect_record(fd, IPC_ERROR, why, len) == 0) {
+		if (in.u.error.request == IPC_JOIN &&
+		    contains(in.trailer, in.trailer_len, "no doorbell"))
+			rc = ctl_on(fd, CTL_STATUS, (char *)out, sizeof(out),
+			    why, len);
+		else
+			snprintf(why, len, "ERROR \"%.*s\"",
+			    (int)in.trailer_len, (const char *)in.trailer);
+	}
+	close(fd);
+	return rc;
+}
+
 /*
- * A doorbell full of garbage (sleepers, word, done_seq): an allreduce that
- * ends well is answered there, done_seq = its seq and word moved, and no
- * OP_DONE record comes; the daemon reads nothing else of the page.
+ * A doorbell full of garbage (sleepers, word, done_seq, sq_tail,
+ * sq_sleeping): an allreduce that ends well is answered there, done_seq =
+ * its seq, and no record comes; the daemon reads nothing else of the page.
  */
 static int
 c_bell_answers(char *why, size_t len)
 {
-	float *src, *dst;
-	struct ipc_doorbell *b;
 	struct job_conn jc;
-	struct ipc_op op;
-	uint8_t *page = MAP_FAILED;
 	char err[WHY_MAX];
-	int bfd = -1, rc = -1, ms;
+	int rc = -1;
 
-	if (job_open(&jc, "bellok", why, len) == -1 ||
-	    (bfd = memfd_make(SEG_SIZE, SEG_SEALS)) == -1 ||
-	    (page = mmap(NULL, SEG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED,
-	    bfd, 0)) == MAP_FAILED) {
-		if (bfd == -1 || page == MAP_FAILED)
-			snprintf(why, len, "memfd: %s", strerror(errno));
-		goto out;
+	if (job_open_bell(&jc, "bellok", 1, why, len) == 0 &&
+	    op_works(&jc, 0, 400, 0, why, len) == 0) {
+		if (conn_recv(jc.fd, 200, &in, err, sizeof(err)) !=
+		    MCCL_ERR_TIMEOUT)
+			snprintf(why, len, "a record came as well: %s",
+			    in.type != NULL ? in.type->name : err);
+		else
+			rc = ctl_on(jc.fd, CTL_STATUS, (char *)out, sizeof(out),
+			    why, len);
 	}
-	memset(page, 0xff, SEG_SIZE);
-	b = (struct ipc_doorbell *)(void *)page;
-	if (seg_accepted(jc.fd, 2, SEG_SIZE, bfd, why, len) == -1 ||
-	    bell_accepted(jc.fd, 2, why, len) == -1)
-		goto out;
-	src = (float *)(void *)jc.base;
-	dst = src + 100;
-	for (int i = 0; i < 100; i++) {
-		src[i] = (float)i;
-		dst[i] = -1.0f;
+	job_close(&jc);
+	return rc;
+}
+
+/* Two descriptors: the second one fails the job with want. */
+static int
+ring_second_refused(const char *tag, const struct ipc_op *second, int code,
+    const char *want, char *why, size_t len)
+{
+	struct job_conn jc;
+	int rc = -1;
+
+	if (job_open(&jc, tag, why, len) == 0 &&
+	    op_works(&jc, 0, 400, 0, why, len) == 0) {
+		ring_put(&jc, second);
+		rc = failed_with(ring_answer(&jc, UINT64_MAX, why, len), code,
+		    want, why, len);
 	}
-	op = (struct ipc_op){ .seq = 1, .coll = COLL_ALLREDUCE,
-	    .dtype = MCCL_FLOAT32, .redop = MCCL_SUM, .count = 100,
-	    .send_seg = 1, .recv_seg = 1, .recv_off = 400,
-	    .timeout_ms = REPLY_MS };
-	if (conn_send(jc.fd, IPC_OP, &op, NULL, 0, -1, err, sizeof(err)) !=
+	job_close(&jc);
+	return rc;
+}
+
+static int
+c_ring_seq_falls(char *why, size_t len)
+{
+	struct ipc_op d = { .seq = 1, .coll = COLL_BARRIER };
+
+	return ring_second_refused("seqfall", &d, MCCL_ERR_PROTOCOL,
+	    "seqs must rise", why, len);
+}
+
+static int
+c_ring_send(char *why, size_t len)
+{
+	struct ipc_op d = { .seq = 2, .coll = COLL_SEND, .dtype = MCCL_INT8,
+	    .tag = 1 };
+
+	return ring_second_refused("ringsend", &d, MCCL_ERR_PROTOCOL,
+	    "submission ring", why, len);
+}
+
+static int
+c_ring_bad_dtype(char *why, size_t len)
+{
+	struct ipc_op d = { .seq = 2, .coll = COLL_ALLREDUCE, .dtype = 200,
+	    .count = 1, .send_seg = 1, .recv_seg = 1 };
+
+	return ring_second_refused("ringdtype", &d, MCCL_ERR_INVALID_ARGUMENT,
+	    "unknown dtype", why, len);
+}
+
+/* A head that claims more descriptors than the ring holds. */
+static int
+c_ring_head_past(char *why, size_t len)
+{
+	struct job_conn jc;
+	int rc = -1;
+
+	if (job_open(&jc, "headpast", why, len) == 0) {
+		__atomic_store_n(&jc.db->sq_head, 1000, __ATOMIC_SEQ_CST);
+		__atomic_add_fetch(&jc.db->sq_bell, 1, __ATOMIC_SEQ_CST);
+		syscall(SYS_futex, &jc.db->sq_bell, FUTEX_WAKE, 1, NULL, NULL,
+		    0);
+		rc = failed_with(ring_answer(&jc, 1000, why, len),
+		    MCCL_ERR_PROTOCOL, "more than its 64 slots", why, len);
+	}
+	job_close(&jc);
+	return rc;
+}
+
+/* A collective as a record: refused, the ring is its only way in. */
+static int
+c_coll_record(char *why, size_t len)
+{
+	struct ipc_op d = { .seq = 1, .coll = COLL_BARRIER };
+	struct job_conn jc;
+	char err[WHY_MAX];
+	int rc = -1;
+
+	if (job_open(&jc, "collrec", why, len) == -1)
+		goto out;
+	if (conn_send(jc.fd, IPC_OP, &d, NULL, 0, -1, err, sizeof(err)) !=
 	    MCCL_SUCCESS) {
 		snprintf(why, len, "%s", err);
 		goto out;
 	}
-	for (ms = 0; ms < REPLY_MS && __atomic_load_n(&b->done_seq,
-	    __ATOMIC_ACQUIRE) != 1; ms++)
-		usleep(1000);
-	if (__atomic_load_n(&b->done_seq, __ATOMIC_ACQUIRE) != 1)
-		snprintf(why, len, "done_seq is %llu after %d ms, expected 1",
-		    (unsigned long long)b->done_seq, REPLY_MS);
-	else if (__atomic_load_n(&b->word, __ATOMIC_ACQUIRE) == 0xffffffffU)
-		snprintf(why, len, "done_seq moved but word did not");
-	else if (dst[99] != 99.0f || dst[0] != 0.0f)
-		snprintf(why, len, "result [0] %g [99] %g, expected 0 and 99",
-		    (double)dst[0], (double)dst[99]);
-	else if (conn_recv(jc.fd, 200, &in, err, sizeof(err)) !=
-	    MCCL_ERR_TIMEOUT)
-		snprintf(why, len, "a record came as well: %s",
-		    in.type != NULL ? in.type->name : err);
-	else
-		rc = ctl_on(jc.fd, CTL_STATUS, (char *)out, sizeof(out), why,
-		    len);
+	rc = failed_with(ring_answer(&jc, UINT64_MAX, why, len),
+	    MCCL_ERR_PROTOCOL, "submission ring", why, len);
 out:
-	if (page != MAP_FAILED)
-		munmap(page, SEG_SIZE);
-	if (bfd != -1)
-		close(bfd);
 	job_close(&jc);
 	return rc;
 }
@@ -1527,20 +1694,35 @@ c_unread_replies(char *why, size_t len)
 	return 0;
 }
 
-/* Rank `rank` of a 2-rank job on its own connection; JOINED comes later. */
+/*
+ * Rank `rank` of a 2-rank job on its own connection, with a doorbell that
+ * only the daemon keeps mapped; JOINED comes later.
+ */
 static int
 join_rank(const char *job, uint32_t rank, char *why, size_t len)
 {
 	struct ipc_hello_ok ok;
 	struct ipc_join j;
 	char err[WHY_MAX];
-	int fd;
+	int fd, bfd;
 
 	if ((fd = conn_open(sock_path, REPLY_MS, &ok, NULL, err, sizeof(err))) ==
 	    -1) {
 		snprintf(why, len, "%s", err);
 		return -1;
 	}
+	if ((bfd = memfd_make(SEG_SIZE, SEG_SEALS)) == -1) {
+		snprintf(why, len, "memfd: %s", strerror(errno));
+		close(fd);
+		return -1;
+	}
+	if (seg_accepted(fd, BELL_SEG, SEG_SIZE, bfd, why, len) == -1 ||
+	    bell_accepted(fd, BELL_SEG, why, len) == -1) {
+		close(bfd);
+		close(fd);
+		return -1;
+	}
+	close(bfd);
 	memset(&j, 0, sizeof(j));
 	j.nranks = 2;
 	j.rank = rank;
@@ -1556,9 +1738,9 @@ join_rank(const char *job, uint32_t rank, char *why, size_t len)
 }
 
 /*
- * Rank 0 of a 2-rank job submits barrier after barrier while rank 1 never
- * does: the daemon must bound what one client keeps in flight, in memory
- * and in the time each new operation costs.
+ * Rank 0 of a 2-rank job posts receive after receive that rank 1 never
+ * sends to: the daemon must bound what one client keeps in flight, in
+ * memory and in the time each new operation costs.
  */
 static int
 c_ops_flood(char *why, size_t len)
@@ -1584,7 +1766,10 @@ c_ops_flood(char *why, size_t len)
 	    expect_record(fd1, IPC_JOINED, why, len) == -1)
 		goto done;
 	memset(&op, 0, sizeof(op));
-	op.coll = COLL_BARRIER;
+	op.coll = COLL_RECV;
+	op.dtype = MCCL_INT8;
+	op.root = 1;
+	op.tag = 1;
 	t0 = conn_now_ms();
 	while (sent < 100000) {
 		struct pollfd pfd = { fd0, POLLOUT, 0 };
@@ -1667,8 +1852,14 @@ static const struct {
 	{ "BELL on an unregistered segment", c_bell_unregistered },
 	{ "BELL on a 1-byte segment", c_bell_small },
 	{ "a second BELL", c_bell_twice },
+	{ "JOIN before BELL", c_join_no_bell },
 	{ "BELL page of garbage: an op is answered there, no record",
 	    c_bell_answers },
+	{ "ring: a descriptor whose seq falls", c_ring_seq_falls },
+	{ "ring: a send in the submission ring", c_ring_send },
+	{ "ring: a descriptor with an unknown dtype", c_ring_bad_dtype },
+	{ "ring: a head 1000 past the tail", c_ring_head_past },
+	{ "a collective in an IPC_OP record", c_coll_record },
 	{ "op: buffer ending exactly at the segment end works", c_exact_fit },
 	{ "truncating a sealed segment fails with EPERM, ops work",
 	    c_truncate },

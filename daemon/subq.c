@@ -1,0 +1,394 @@
+/*
+ * subq.c: the engine's side of the submission rings (ipc.h).  Each local
+ * rank of a job writes its collectives' descriptors into the ring in its
+ * doorbell segment; the job's engine thread takes one descriptor from every
+ * ring at once, checks them as the main thread checks a record, resolves
+ * their buffers in the connections' segment tables (seg.c), and runs them
+ * as one operation: no socket record and no main-thread hop on the way.
+ *
+ * The engine holds a reference on each ring's segment and on each
+ * connection's segment table, taken when the job formed, so a rank that
+ * dies leaves both readable (its table emptied) until the engine is done.
+ * The main thread reaches a sleeping engine through subq_wake.
+ */
+#include <sys/syscall.h>
+
+#include <linux/futex.h>
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mccld.h"
+
+#define SLEEP_MAX_NS	1000000000ULL	/* longest nap without a deadline */
+
+/* Main thread, as the job forms: every local rank's ring and segments. */
+int
+subq_attach(struct job *j, char *err, size_t errlen)
+{
+	if ((j->sq = calloc(j->nlocal, sizeof(*j->sq))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (uint32_t i = 0; i < j->nlocal; i++) {
+		struct client *c = j->clients[j->local_ranks[i]];
+		struct subq *q = &j->sq[i];
+
+		if (c == NULL || c->bell == NULL) {
+			snprintf(err, errlen, "rank %u has %s", j->local_ranks[i],
+			    c == NULL ? "gone" : "no doorbell");
+			return -1;
+		}
+		seg_ref(c->bell);
+		q->bell = c->bell;
+		q->db = (struct ipc_doorbell *)(void *)c->bell->base;
+		segtab_ref(c->segs);
+		q->segs = c->segs;
+		q->rank = c->rank;
+	}
+	return 0;
+}
+
+/* Main thread, once the engine has returned. */
+void
+subq_detach(struct job *j)
+{
+	for (uint32_t i = 0; j->sq != NULL && i < j->nlocal; i++) {
+		if (j->sq[i].bell != NULL)
+			seg_unref(j->sq[i].bell);
+		if (j->sq[i].segs != NULL)
+			segtab_unref(j->sq[i].segs);
+	}
+	free(j->sq);
+	j->sq = NULL;
+}
+
+/* Descriptors published and not yet taken, as the client claims. */
+static uint64_t
+sq_queued(const struct subq *q)
+{
+	return __atomic_load_n(&q->db->sq_head, __ATOMIC_ACQUIRE) - q->tail;
+}
+
+/* Any thread: collectives the rank has submitted, as far as we can tell. */
+uint64_t
+subq_submitted(const struct job *j, uint32_t i)
+{
+	const struct subq *q = &j->sq[i];
+	uint64_t tail = __atomic_load_n(&q->db->sq_tail, __ATOMIC_ACQUIRE);
+	uint64_t ahead = __atomic_load_n(&q->db->sq_head, __ATOMIC_ACQUIRE) -
+	    tail;
+
+	return tail + (ahead <= IPC_SQ_SLOTS ? ahead : 0);
+}
+
+/* Main thread: the rank has collectives that have not ended. */
+int
+subq_pending(const struct job *j, uint32_t i)
+{
+	const struct subq *q = &j->sq[i];
+
+	return __atomic_load_n(&q->db->sq_head, __ATOMIC_ACQUIRE) !=
+	    __atomic_load_n(&q->completed, __ATOMIC_ACQUIRE);
+}
+
+/*
+ * Engine: the op it took last has ended, well or not.  It takes one at a
+ * time, so every descriptor taken so far is done with.
+ */
+void
+subq_completed(struct job *j)
+{
+	for (uint32_t i = 0; i < j->nlocal; i++)
+		__atomic_store_n(&j->sq[i].completed, j->sq[i].tail,
+		    __ATOMIC_RELEASE);
+}
+
+static struct op *
+op_new(struct job *j)
+{
+	struct op *op;
+
+	if ((op = calloc(1, sizeof(*op) + j->nlocal * sizeof(op->parts[0]))) !=
+	    NULL)
+		op->job = j;
+	return op;
+}
+
+static void
+op_failed(struct job *j, struct op *op, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void
+op_failed(struct job *j, struct op *op, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	op->code = code;
+	va_start(ap, fmt);
+	vsnprintf(op->err, sizeof(op->err), fmt, ap);
+	va_end(ap);
+	if (op->desc.seq == 0)
+		op->desc.seq = j->ncoll + 1;
+}
+
+static int
+desc_same(const struct ipc_op *a, const struct ipc_op *b)
+{
+	return a->coll == b->coll && a->dtype == b->dtype &&
+	    a->redop == b->redop && a->root == b->root && a->count == b->count &&
+	    a->algo == b->algo;
+}
+
+/* Check rank i's descriptor d against the op's first one, and itself. */
+static int
+desc_check(struct job *j, struct op *op, uint32_t i, const struct ipc_op *d)
+{
+	const struct subq *q = &j->sq[i];
+	const struct ipc_op *o = &op->desc;
+	char err[ERR_MAX];
+
+	if (d->seq <= q->last_seq)
+		snprintf(err, sizeof(err), "op %llu follows op %llu: seqs must "
+		    "rise", (unsigned long long)d->seq,
+		    (unsigned long long)q->last_seq);
+	else if (op_check(j->nranks, d, err, sizeof(err)) != NULL)
+		;
+	else if (proto_coll_p2p(d->coll))
+		snprintf(err, sizeof(err), "a %s in the submission ring: sends "
+		    "and receives go in IPC_OP records", proto_coll_name(d->coll));
+	else if (i > 0 && !desc_same(o, d))
+		snprintf(err, sizeof(err), "it is %s count %llu by %s, but "
+		    "another rank on node %s issued %s count %llu by %s as "
+		    "collective %llu", proto_coll_name(d->coll),
+		    (unsigned long long)d->count, proto_algo_name(d->algo),
+		    md.conf.node_name, proto_coll_name(o->coll),
+		    (unsigned long long)o->count, proto_algo_name(o->algo),
+		    (unsigned long long)j->ncoll + 1);
+	else
+		return 0;
+	op_failed(j, op, proto_coll_p2p(d->coll) || d->seq <= q->last_seq ?
+	    MCCL_ERR_PROTOCOL : MCCL_ERR_INVALID_ARGUMENT, "rank %u: %s",
+	    q->rank, err);
+	return -1;
+}
+
+/* Rank i's buffers for op, resolved in its connection's segments. */
+static int
+part_attach(struct job *j, struct op *op, uint32_t i, const struct ipc_op *d)
+{
+	struct op_part *part = &op->parts[i];
+	struct subq *q = &j->sq[i];
+	uint64_t sbytes, rbytes;
+	char err[ERR_MAX];
+
+	proto_op_bytes(d->coll, d->count, dtype_size(d->dtype), j->nranks,
+	    q->rank, d->root, &sbytes, &rbytes);
+	part->send_seg = seg_resolve(q->segs, d->send_seg, d->send_off, sbytes,
+	    &part->send, err, sizeof(err));
+	if (part->send == NULL && sbytes > 0)
+		goto fail;
+	part->recv_seg = seg_resolve(q->segs, d->recv_seg, d->recv_off, rbytes,
+	    &part->recv, err, sizeof(err));
+	if (part->recv == NULL && rbytes > 0)
+		goto fail;
+	part->submitted = 1;
+	part->req = d->seq;
+	return 0;
+fail:
+	op_failed(j, op, MCCL_ERR_INVALID_ARGUMENT, "rank %u: %s", q->rank, err);
+	return -1;
+}
+
+/* Take rank i's next descriptor into op: a copy, checked, then resolved. */
+static int
+sq_take_one(struct job *j, struct op *op, uint32_t i)
+{
+	struct subq *q = &j->sq[i];
+	struct ipc_op d;
+
+	/* The client may still write the slot: only the copy is checked. */
+	memcpy(&d, &q->db->sq[q->tail % IPC_SQ_SLOTS], sizeof(d));
+	if (i == 0)
+		op->desc = d;
+	if (desc_check(j, op, i, &d) == -1 || part_attach(j, op, i, &d) == -1)
+		return -1;
+	q->last_seq = d.seq;
+	q->tail++;
+	__atomic_store_n(&q->db->sq_tail, q->tail, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* An op has waited for a rank too long, or for one that left. */
+static struct op *
+sq_overdue(struct job *j, uint32_t missing, uint64_t now, uint64_t *until)
+{
+	uint32_t first = 0;		/* a rank that did submit */
+	const struct ipc_op *d;
+	struct op *op;
+	uint32_t ms;
+	int left;
+
+	while (first < j->nlocal && sq_queued(&j->sq[first]) == 0)
+		first++;
+	if (first == j->nlocal) {	/* nobody waits */
+		j->sq_since_ns = 0;
+		return NULL;
+	}
+	d = &j->sq[first].db->sq[j->sq[first].tail % IPC_SQ_SLOTS];
+	ms = __atomic_load_n(&d->timeout_ms, __ATOMIC_RELAXED);
+	ms = ms ? ms : md.conf.op_timeout_ms;
+	if (j->sq_since_ns == 0)
+		j->sq_since_ns = now;
+	left = __atomic_load_n(&j->sq[missing].left, __ATOMIC_ACQUIRE);
+	if (!left && now < j->sq_since_ns + (uint64_t)ms * 1000000) {
+		*until = j->sq_since_ns + (uint64_t)ms * 1000000;
+		return NULL;
+	}
+	if ((op = op_new(j)) == NULL)
+		return NULL;
+	memcpy(&op->desc, d, sizeof(op->desc));
+	if (left)
+		op_failed(j, op, MCCL_ERR_PEER_FAILED, "rank %u on node %s has "
+		    "left the job", j->sq[missing].rank, md.conf.node_name);
+	else
+		op_failed(j, op, MCCL_ERR_TIMEOUT, "rank %u on node %s did not "
+		    "submit it within %u ms", j->sq[missing].rank,
+		    md.conf.node_name, ms);
+	op->desc.seq = j->ncoll + 1;
+	return op;
+}
+
+/*
+ * Engine: the next collective, once every local rank's ring holds its
+ * descriptor; or an op already failed (code set) because a descriptor is
+ * bad or a rank is overdue; or NULL, with *until the time an op waiting
+ * for ranks times out (0: none waits).
+ */
+struct op *
+subq_take(struct job *j, uint64_t *until)
+{
+	uint32_t ms, i, missing = j->nlocal;
+	uint64_t now;
+	struct op *op;
+
+	*until = 0;
+	for (i = 0; i < j->nlocal; i++) {
+		uint64_t queued = sq_queued(&j->sq[i]);
+
+		if (queued > IPC_SQ_SLOTS) {
+			if ((op = op_new(j)) != NULL)
+				op_failed(j, op, MCCL_ERR_PROTOCOL, "rank %u: "
+				    "its submission ring's head is %llu "
+				    "descriptors past the %llu taken, more than "
+				    "its %u slots", j->sq[i].rank,
+				    (unsigned long long)queued,
+				    (unsigned long long)j->sq[i].tail,
+				    IPC_SQ_SLOTS);
+			return op;
+		}
+		if (queued == 0 && missing == j->nlocal)
+			missing = i;
+	}
+	if (missing < j->nlocal)
+		return sq_overdue(j, missing, now_ns(), until);
+	if ((op = op_new(j)) == NULL)
+		return NULL;	/* taken at the next look */
+	for (i = 0; i < j->nlocal; i++)
+		if (sq_take_one(j, op, i) == -1)
+			return op;
+	op->desc.seq = ++j->ncoll;
+	if (op->desc.algo == ALGO_AUTO)
+		op->desc.algo = (uint8_t)md.conf.algo;	/* itself maybe AUTO */
+	ms = op->desc.timeout_ms ? op->desc.timeout_ms : md.conf.op_timeout_ms;
+	now = now_ns();
+	op->ready_ns = now;
+	op->deadline_ns = now + (uint64_t)ms * 1000000;
+	j->sq_since_ns = 0;
+	return op;
+}
+
+/* Engine: every ring holds a descriptor (a cheap look, for spinning). */
+int
+subq_ready(struct job *j)
+{
+	for (uint32_t i = 0; i < j->nlocal; i++)
+		if (sq_queued(&j->sq[i]) == 0)
+			return 0;
+	return 1;
+}
+
+static void
+futex_wait(uint32_t *word, uint32_t val, uint64_t ns)
+{
+	struct timespec ts = { (time_t)(ns / 1000000000),
+	    (long)(ns % 1000000000) };
+
+	syscall(SYS_futex, word, FUTEX_WAIT, val, &ts, NULL, 0);
+}
+
+/*
+ * Engine: sleep until the first ring without a descriptor gets one (the
+ * op can't start before), the main thread wakes us (subq_wake), or
+ * until_ns (0: a while).  kicks is eng_kicks as read before the caller
+ * last looked for work.  With no ring to watch (an aborted job), sleep on
+ * the condition variable for the main thread alone.
+ */
+void
+subq_sleep(struct job *j, uint32_t kicks, uint64_t until_ns)
+{
+	uint64_t now = now_ns(), nap = SLEEP_MAX_NS;
+	struct subq *w = NULL;
+	uint32_t v = 0;
+
+	if (until_ns != 0)
+		nap = until_ns > now ? until_ns - now : 0;
+	if (nap > SLEEP_MAX_NS)
+		nap = SLEEP_MAX_NS;
+	pthread_mutex_lock(&j->eng_mtx);
+	for (uint32_t i = 0; !j->eng_aborted && i < j->nlocal && w == NULL; i++)
+		if (sq_queued(&j->sq[i]) == 0)
+			w = &j->sq[i];
+	if (j->eng_quit || nap == 0 ||
+	    __atomic_load_n(&j->eng_kicks, __ATOMIC_ACQUIRE) != kicks) {
+		pthread_mutex_unlock(&j->eng_mtx);
+		return;
+	}
+	if (w == NULL) {
+		uint64_t at = now + nap;
+		struct timespec ts = { (time_t)(at / 1000000000),
+		    (long)(at % 1000000000) };
+
+		pthread_cond_timedwait(&j->eng_cond, &j->eng_mtx, &ts);
+		pthread_mutex_unlock(&j->eng_mtx);
+		return;
+	}
+	j->eng_wait_word = &w->db->sq_bell;
+	v = __atomic_load_n(&w->db->sq_bell, __ATOMIC_SEQ_CST);
+	pthread_mutex_unlock(&j->eng_mtx);
+	/* Dekker with the client: it publishes, then reads sq_sleeping. */
+	__atomic_store_n(&w->db->sq_sleeping, 1, __ATOMIC_SEQ_CST);
+	if (sq_queued(w) == 0)
+		futex_wait(&w->db->sq_bell, v, nap);
+	__atomic_store_n(&w->db->sq_sleeping, 0, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&j->eng_mtx);
+	j->eng_wait_word = NULL;
+	pthread_mutex_unlock(&j->eng_mtx);
+}
+
+/* Any thread, with eng_mtx held: wake the engine wherever it sleeps. */
+void
+subq_wake(struct job *j)
+{
+	__atomic_add_fetch(&j->eng_kicks, 1, __ATOMIC_RELEASE);
+	if (j->eng_wait_word != NULL) {
+		__atomic_add_fetch(j->eng_wait_word, 1, __ATOMIC_SEQ_CST);
+		syscall(SYS_futex, j->eng_wait_word, FUTEX_WAKE, INT_MAX, NULL,
+		    NULL, 0);
+	}
+	pthread_cond_broadcast(&j->eng_cond);
+}
