@@ -468,7 +468,7 @@ conf_algo(struct pctx *p, const struct conf_key *k, json_t *v,
 		return -1;
 	if ((algo = proto_algo_parse(s)) == -1) {
 		conf_err(p, "key \"%s\": unknown algorithm \"%.32s\" (expected "
-		    "auto, ring, doubling or rabenseifner)", k->name, s);
+		    ALGO_NAMES ")", k->name, s);
 		return -1;
 	}
 	c->algo = algo;

@@ -73,12 +73,14 @@ engine_links_missing(const struct job *j)
 static int
 engine_await_links(struct job *j, char *err, size_t errlen)
 {
+	uint32_t ms = __atomic_load_n(&md.conf.connect_timeout_ms,
+	    __ATOMIC_RELAXED);
 	struct timespec ts;
 	int missing;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += md.conf.connect_timeout_ms / 1000;
-	ts.tv_nsec += (long)(md.conf.connect_timeout_ms % 1000) * 1000000;
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000;
 	if (ts.tv_nsec >= 1000000000) {
 		ts.tv_sec++;
 		ts.tv_nsec -= 1000000000;
@@ -91,7 +93,7 @@ engine_await_links(struct job *j, char *err, size_t errlen)
 	if (missing == -1)
 		return 0;
 	snprintf(err, errlen, "node %s did not open its data link within %u ms",
-	    j->names[missing], md.conf.connect_timeout_ms);
+	    j->names[missing], ms);
 	return -1;
 }
 

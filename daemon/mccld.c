@@ -205,11 +205,14 @@ reload(char *err, size_t errlen)
 	md.conf.log_level = nc.log_level;
 	log_setlevel(md.verbose ? LOG_DEBUG : nc.log_level);
 	md.conf.init_timeout_ms = nc.init_timeout_ms;
-	md.conf.op_timeout_ms = nc.op_timeout_ms;
-	md.conf.algo = nc.algo;
+	/* The engine threads read these three as they take ops. */
+	__atomic_store_n(&md.conf.op_timeout_ms, nc.op_timeout_ms,
+	    __ATOMIC_RELAXED);
+	__atomic_store_n(&md.conf.algo, nc.algo, __ATOMIC_RELAXED);
 	__atomic_store_n(&md.conf.spin_us, nc.spin_us, __ATOMIC_RELAXED);
 	md.conf.streams_per_peer = nc.streams_per_peer;	/* new jobs */
-	md.conf.connect_timeout_ms = nc.connect_timeout_ms;
+	__atomic_store_n(&md.conf.connect_timeout_ms, nc.connect_timeout_ms,
+	    __ATOMIC_RELAXED);	/* engines read it too */
 	md.conf.heartbeat_interval_ms = nc.heartbeat_interval_ms;
 	md.conf.heartbeat_timeout_ms = nc.heartbeat_timeout_ms;
 	md.conf.max_clients = nc.max_clients;

@@ -1038,7 +1038,8 @@ wait_ready(int fd, short events, int abort_fd, uint64_t deadline_ns,
 	for (;;) {
 		if ((now = now_ns()) >= deadline_ns) {
 			snprintf(err, errlen, "timed out after %u ms",
-			    md.conf.connect_timeout_ms);
+			    __atomic_load_n(&md.conf.connect_timeout_ms,
+			    __ATOMIC_RELAXED));
 			return -1;
 		}
 		n = poll(pfd, abort_fd == -1 ? 1 : 2,
@@ -1149,8 +1150,8 @@ peer_data_connect(uint32_t index, uint64_t job_id, uint32_t stream,
     int abort_fd, char *err, size_t errlen)
 {
 	struct peer_data_hello dh = { job_id, md.conf.node_index, stream };
-	uint64_t deadline = now_ns() +
-	    (uint64_t)md.conf.connect_timeout_ms * 1000000;
+	uint64_t deadline = now_ns() + (uint64_t)__atomic_load_n(
+	    &md.conf.connect_timeout_ms, __ATOMIC_RELAXED) * 1000000;
 	struct sockaddr_storage ss;
 	socklen_t sslen;
 	int fd;

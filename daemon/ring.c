@@ -30,6 +30,8 @@
 #define MIN(a, b)	((a) < (b) ? (a) : (b))
 #define MAX(a, b)	((a) > (b) ? (a) : (b))
 #define LANE_MIN_BYTES	((size_t)1 << 20)	/* an allreduce's part per lane */
+#define DIRECT_BYTES	((size_t)32 << 10)	/* AUTO: most a node sends in
+						   the one-round allreduce */
 #define SEQ(x)		((unsigned long long)(x)->hdr.seq)
 
 /* A receive is one frame's payload plus the next header: under IO_MAX. */
@@ -1195,15 +1197,85 @@ fold_run(struct xfer *x, struct plan *p,
 	return me + pow2 < n ? pair_run(x, p, me + pow2, off, len, 1, 0) : 0;
 }
 
-/* The algorithm AUTO stands for: latency-bound ones for small buffers. */
+/*
+ * The one-round allreduce for small buffers on few nodes: every node sends
+ * its contribution to every other node and receives theirs, all at once
+ * (in batches of PEER_LANES_MAX peers on more nodes), then reduces the n
+ * contributions in position order, the same on every node, so that every
+ * node ends with the same bits.  One round trip on the wire where
+ * recursive doubling takes log2(n), for (n - 1) times the bytes sent.
+ */
+static int
+direct_run(struct xfer *x, struct plan *p)
+{
+	uint32_t n = x->nnodes, me = x->me, k0, k, nl;
+	size_t bytes = p->total * p->esize;
+	struct lane lanes[PEER_LANES_MAX];
+	struct plan ptx, prx[PEER_LANES_MAX];
+	const void **srcs;
+	uint8_t *tmp = x->scratch;
+	int rc = 0;
+
+	if (bytes > SIZE_MAX / n)
+		return ring_fail(x, MCCL_ERR_NO_MEMORY, "%u contributions of "
+		    "%zu bytes overflow", n, bytes);
+	if (n * bytes > 2 * x->chunk && (tmp = malloc(n * bytes)) == NULL)
+		return ring_fail(x, MCCL_ERR_NO_MEMORY, "no memory for %u "
+		    "contributions of %zu bytes", n, bytes);
+	if ((srcs = calloc(n, sizeof(*srcs))) == NULL) {
+		rc = ring_fail(x, MCCL_ERR_NO_MEMORY, "out of memory");
+		goto out;
+	}
+	if (bytes > 0)
+		memcpy(tmp + (size_t)me * bytes, p->buf, bytes);
+	if ((rc = plan_init(x, &ptx, p->buf, 1)) == -1)
+		goto out;
+	ptx.block = whole_block;
+	ptx.total = bytes;
+	for (k0 = 1; rc == 0 && k0 < n; k0 += nl) {
+		nl = MIN(n - k0, (uint32_t)PEER_LANES_MAX);
+		for (k = 0; k < nl; k++) {
+			uint32_t to = (me + k0 + k) % n;
+			uint32_t from = (me + n - k0 - k) % n;
+
+			if ((rc = plan_init(x, &prx[k], tmp + (size_t)from *
+			    bytes, 1)) == -1)
+				goto out;
+			prx[k].block = whole_block;
+			prx[k].total = bytes;
+			lanes[k] = (struct lane){ .ptx = &ptx, .prx = &prx[k],
+			    .nown = 1, .nsend = 1, .nrecv = 1, .to = to,
+			    .from = from };
+		}
+		rc = lanes_run(x, lanes, nl);
+	}
+	if (rc == 0 && p->total > 0) {
+		for (k = 0; k < n; k++)
+			srcs[k] = tmp + (size_t)k * bytes;
+		reduce_many(p->buf, srcs, n, p->total, p->dtype, p->op);
+	}
+out:
+	free(srcs);
+	if (tmp != x->scratch)
+		free(tmp);
+	return rc;
+}
+
+/*
+ * The algorithm AUTO stands for: latency-bound ones for small buffers, the
+ * one-round exchange while what each node sends stays small.
+ */
 static int
 algo_choose(const struct xfer *x, size_t bytes)
 {
 	if (x->algo != ALGO_AUTO)
 		return x->algo;
-	if (bytes <= x->small_bytes)
-		return ALGO_DOUBLING;
-	return ALGO_RING;
+	if (bytes > x->small_bytes)
+		return ALGO_RING;
+	if (x->nnodes - 1 <= PEER_LANES_MAX &&
+	    bytes * (x->nnodes - 1) <= DIRECT_BYTES)
+		return ALGO_DIRECT;
+	return ALGO_DOUBLING;
 }
 
 /*
@@ -1239,6 +1311,8 @@ node_allreduce(struct xfer *x, const void *src, void *buf, size_t count,
 		return fold_run(x, &p, rabenseifner_core);
 	if (x->hdr.algo == ALGO_DOUBLING)
 		return fold_run(x, &p, doubling_core);
+	if (x->hdr.algo == ALGO_DIRECT)
+		return direct_run(x, &p);
 	return ring_fail(x, MCCL_ERR_INVALID_ARGUMENT, "unknown allreduce "
 	    "algorithm %u", x->hdr.algo);
 }

@@ -108,6 +108,14 @@ subq_completed(struct job *j)
 		    __ATOMIC_RELEASE);
 }
 
+/* An op's deadline, its own or the daemon's (reloadable). */
+static uint32_t
+op_timeout_ms(uint32_t ms)
+{
+	return ms ? ms : __atomic_load_n(&md.conf.op_timeout_ms,
+	    __ATOMIC_RELAXED);
+}
+
 static struct op *
 op_new(struct job *j)
 {
@@ -240,8 +248,7 @@ sq_overdue(struct job *j, uint32_t missing, uint64_t now, uint64_t *until)
 		return NULL;
 	}
 	d = &j->sq[first].db->sq[j->sq[first].tail % IPC_SQ_SLOTS];
-	ms = __atomic_load_n(&d->timeout_ms, __ATOMIC_RELAXED);
-	ms = ms ? ms : md.conf.op_timeout_ms;
+	ms = op_timeout_ms(__atomic_load_n(&d->timeout_ms, __ATOMIC_RELAXED));
 	if (j->sq_since_ns == 0)
 		j->sq_since_ns = now;
 	left = __atomic_load_n(&j->sq[missing].left, __ATOMIC_ACQUIRE);
@@ -302,9 +309,10 @@ subq_take(struct job *j, uint64_t *until)
 		if (sq_take_one(j, op, i) == -1)
 			return op;
 	op->desc.seq = ++j->ncoll;
-	if (op->desc.algo == ALGO_AUTO)
-		op->desc.algo = (uint8_t)md.conf.algo;	/* itself maybe AUTO */
-	ms = op->desc.timeout_ms ? op->desc.timeout_ms : md.conf.op_timeout_ms;
+	if (op->desc.algo == ALGO_AUTO)		/* itself maybe AUTO */
+		op->desc.algo = (uint8_t)__atomic_load_n(&md.conf.algo,
+		    __ATOMIC_RELAXED);
+	ms = op_timeout_ms(op->desc.timeout_ms);
 	now = now_ns();
 	op->ready_ns = now;
 	op->deadline_ns = now + (uint64_t)ms * 1000000;

@@ -198,8 +198,7 @@ env_algo(char *err, size_t len)
 	if (s == NULL || *s == '\0')
 		return ALGO_AUTO;
 	if ((algo = proto_algo_parse(s)) == -1)
-		snprintf(err, len, "MCCL_ALGO=%.32s: expected auto, ring, "
-		    "doubling or rabenseifner", s);
+		snprintf(err, len, "MCCL_ALGO=%.32s: expected " ALGO_NAMES, s);
 	return algo;
 }
 

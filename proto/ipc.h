@@ -79,8 +79,13 @@ enum algo_type {
 	ALGO_RING = 1,		/* pipelined ring: reduce-scatter, allgather */
 	ALGO_DOUBLING = 2,	/* recursive doubling: log2(n) whole exchanges */
 	ALGO_RABENSEIFNER = 3,	/* recursive halving, then recursive doubling */
-	ALGO_MAX = 3,
+	ALGO_DIRECT = 4,	/* one round: every node sends to every node */
+	ALGO_MAX = 4,
 };
+
+/* How messages list them, for MCCL_ALGO and the "algo" key. */
+#define ALGO_NAMES	"auto, ring, doubling, rabenseifner or direct"
+
 
 #define IPC_ANY_TAG	0xffffffffU
 

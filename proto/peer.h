@@ -12,6 +12,7 @@
  *   1  first version.
  *   2  peer_ophdr.algo (was pad, always 0): the allreduce algorithm run;
  *      peer_formed.lanes and the data streams of lanes past the first.
+ *   3  ALGO_DIRECT in peer_ophdr.algo: the one-round small allreduce.
  */
 #ifndef MCCL_PEER_H
 #define MCCL_PEER_H
@@ -21,7 +22,7 @@
 #include "ipc.h"
 
 #define PEER_MAGIC		0x4d434350U	/* "MCCP" */
-#define PEER_VERSION		2
+#define PEER_VERSION		3
 #define PEER_MSG_MAX		(1024 * 1024)	/* control frames */
 #define PEER_DATA_MAX		(64U * 1024 * 1024) /* one data frame's payload */
 #define PEER_TEXT_MAX		1024

@@ -347,7 +347,7 @@ proto_coll_name(int coll)
 }
 
 static const char *const algo_names[] = {
-	"auto", "ring", "doubling", "rabenseifner"
+	"auto", "ring", "doubling", "rabenseifner", "direct"
 };
 _Static_assert(sizeof(algo_names) / sizeof(algo_names[0]) == ALGO_MAX + 1,
     "a name for every algorithm");

@@ -79,6 +79,17 @@ for i in 0 1 2; do
 done
 run_job "a new job after the client's death" jafter1 "0 1 2" hold 10
 
+echo "== faults: a client dies with collectives queued in its ring"
+before=("$(resources 0)")
+spawn 0 jqd 2 0 late 300 MCCL_ERR_PEER_FAILED "rank 1"; q0=$LAST_PID
+spawn 0 jqd 2 1 queued die; q1=$LAST_PID
+wait "$q1"
+expect_exit "the other rank gets PEER_FAILED naming rank 1" "$q0"
+sleep 0.5
+[ "$(resources 0)" = "${before[0]}" ] &&
+    ok "n0: the dead rank's ring and segments unmapped" ||
+    bad "n0: descriptors and mappings ${before[0]} -> $(resources 0)"
+
 echo "== faults: a daemon killed in the middle of a collective"
 spawn 0 jdk 3 0 loop MCCL_ERR_PEER_FAILED "n2"; d0=$LAST_PID
 spawn 1 jdk 3 1 loop MCCL_ERR_PEER_FAILED "n2"; d1=$LAST_PID
@@ -94,6 +105,22 @@ detected "daemon death detected" jdk 0 "$t0" "$HB_LIMIT"
 detected "daemon death detected" jdk 1 "$t0" "$HB_LIMIT"
 restart_daemon 2 && ok "n2 restarted and rejoined" || bad "n2 rejoin"
 run_job "a new job after the daemon's restart" jafter2 "0 1 2" hold 10
+
+echo "== faults: a daemon killed with collectives queued in a ring"
+spawn 2 jqk 2 0 queued wait MCCL_ERR_CONNECT "daemon connection lost"
+k0=$LAST_PID
+spawn 2 jqk 2 1 late 60000 MCCL_ERR_CONNECT "daemon connection lost"
+k1=$LAST_PID
+wait_looping jqk 2 || bad "jqk never started"
+t0=$(now)
+kill -9 "${DAEMON_PIDS[2]}"
+wait "${DAEMON_PIDS[2]}" 2>/dev/null
+expect_exit "the rank waiting on queued ops gets MCCL_ERR_CONNECT" "$k0"
+detected "the daemon's death seen by the waiting rank" jqk 0 "$t0" \
+    "$CLIENT_LIMIT"
+kill "$k1" 2>/dev/null; wait "$k1" 2>/dev/null
+restart_daemon 2 && ok "n2 restarted and rejoined" || bad "n2 rejoin"
+run_job "a new job, 2 ranks on the restarted daemon" jafter2q "2 2" ring-full
 
 echo "== faults: a daemon frozen (SIGSTOP)"
 spawn 0 jst 3 0 loop MCCL_ERR_PEER_FAILED "n1"; s0=$LAST_PID

@@ -137,7 +137,7 @@ for i in 1 0; do
 	fi
 done
 hostile_logged "each peer refusal is logged with its reason" "$T/k1.log" \
-    "refused: bad peer magic" "refused: peer version 3, expected 2" \
+    "refused: bad peer magic" "refused: peer version 4, expected 3" \
     "refused: unknown peer message type 999" "length 4294967295" \
     "refused: it did not authenticate" "AUTH_HELLO claims node index 1" \
     "AUTH_HELLO claims node index 2" "AUTH_HELLO claims node index 4294967295" \

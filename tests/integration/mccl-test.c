@@ -30,6 +30,14 @@
  *                      TEXT
  *   poll               2 ranks: mccl_test alone completes a receive, and
  *                      an allreduce whose peer died (with its error)
+ *   ring-full          rank 0 submits 3 submission rings' worth of
+ *                      allreduces at once, the others 300 ms later: every
+ *                      one ends well, with the right sums
+ *   queued die         submit 8 allreduces and die with them queued
+ *   queued wait CODE TEXT
+ *                      submit 8 allreduces; the first must fail with CODE
+ *                      and TEXT (printing failed_at=, as loop does)
+ *   late MS CODE TEXT  after MS ms, an allreduce must fail with CODE, TEXT
  *
  * Exit status 0 when every check passed; every failure prints a line.
  */
@@ -1144,6 +1152,108 @@ mode_poll(void)
 	return failures != 0;
 }
 
+/*
+ * More allreduces at once than the submission ring holds: the library waits
+ * for slots, and the engine assembles them once the late ranks come.
+ */
+static int
+mode_ring_full(void)
+{
+	enum { N = 3 * 64, C = 16 };
+	mccl_request_t *req[N];
+	mccl_comm_t *comm;
+	mccl_result_t rc;
+	float *buf;
+	int n;
+
+	if ((comm = join()) == NULL)
+		return 1;
+	n = mccl_comm_size(comm);
+	buf = mccl_alloc(comm, (size_t)N * C * sizeof(float));
+	for (int i = 0; i < N * C; i++)
+		buf[i] = (float)(my_rank + i / C);
+	if (my_rank != 0)
+		usleep(300000);
+	for (int i = 0; i < N; i++)
+		if ((rc = mccl_allreduce(buf + i * C, buf + i * C, C,
+		    MCCL_FLOAT32, MCCL_SUM, comm, &req[i])) != MCCL_SUCCESS) {
+			FAIL("allreduce %d: %s", i, mccl_last_error(comm));
+			return 1;
+		}
+	for (int i = 0; i < N; i++) {
+		checks++;
+		if ((rc = mccl_wait(req[i], 30000)) != MCCL_SUCCESS)
+			FAIL("wait %d: %s", i, mccl_last_error(comm));
+		else if (buf[i * C + C - 1] != (float)(n * (n - 1) / 2 + n * i))
+			FAIL("allreduce %d: %g, expected %d", i,
+			    buf[i * C + C - 1], n * (n - 1) / 2 + n * i);
+	}
+	mccl_comm_destroy(comm);
+	printf("rank %d: %d checks, %d failed\n", my_rank, checks, failures);
+	return failures != 0;
+}
+
+static void
+print_failed_at(mccl_comm_t *comm, mccl_result_t rc)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_REALTIME, &t);
+	printf("rank %d: failed_at=%lld.%03ld %s: %s\n", my_rank,
+	    (long long)t.tv_sec, t.tv_nsec / 1000000, result_names[rc],
+	    mccl_last_error(comm));
+	fflush(stdout);
+}
+
+/* Allreduces in the ring that no other rank matches: see the modes. */
+static int
+mode_queued(const char *what, const char *code, const char *text)
+{
+	enum { N = 8, C = 1024 };
+	mccl_request_t *req[N];
+	mccl_comm_t *comm;
+	mccl_result_t rc;
+	float *buf;
+
+	if ((comm = join()) == NULL)
+		return 1;
+	buf = mccl_alloc(comm, (size_t)N * C * sizeof(float));
+	for (int i = 0; i < N; i++)
+		if (mccl_allreduce(buf + i * C, buf + i * C, C, MCCL_FLOAT32,
+		    MCCL_SUM, comm, &req[i]) != MCCL_SUCCESS) {
+			FAIL("allreduce %d: %s", i, mccl_last_error(comm));
+			return 1;
+		}
+	printf("rank %d: looping\n", my_rank);
+	fflush(stdout);
+	if (strcmp(what, "die") == 0)
+		_exit(0);
+	rc = mccl_wait(req[0], 60000);
+	print_failed_at(comm, rc);
+	expect(comm, rc, code_of(code), text, "queued");
+	mccl_comm_destroy(comm);
+	return failures != 0;
+}
+
+static int
+mode_late(int ms, const char *code, const char *text)
+{
+	mccl_comm_t *comm;
+	mccl_result_t rc;
+	float x = 1;
+
+	if ((comm = join()) == NULL)
+		return 1;
+	printf("rank %d: looping\n", my_rank);
+	fflush(stdout);
+	usleep((useconds_t)ms * 1000);
+	rc = mccl_allreduce(&x, &x, 1, MCCL_FLOAT32, MCCL_SUM, comm, NULL);
+	print_failed_at(comm, rc);
+	expect(comm, rc, code_of(code), text, "late");
+	mccl_comm_destroy(comm);
+	return failures != 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1176,6 +1286,14 @@ main(int argc, char **argv)
 		return mode_hold(atoi(argv[2]));
 	if (argc == 2 && strcmp(argv[1], "poll") == 0)
 		return mode_poll();
+	if (argc == 2 && strcmp(argv[1], "ring-full") == 0)
+		return mode_ring_full();
+	if (argc == 3 && strcmp(argv[1], "queued") == 0)
+		return mode_queued(argv[2], NULL, NULL);
+	if (argc == 5 && strcmp(argv[1], "queued") == 0)
+		return mode_queued(argv[2], argv[3], argv[4]);
+	if (argc == 5 && strcmp(argv[1], "late") == 0)
+		return mode_late(atoi(argv[2]), argv[3], argv[4]);
 	if (argc == 4 && strcmp(argv[1], "send-hold") == 0)
 		return mode_send_kept(strtoul(argv[2], NULL, 10), atoi(argv[3]),
 		    NULL, NULL);

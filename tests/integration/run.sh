@@ -29,7 +29,7 @@ algo_runs() {
 	    awk -v k="mccl_allreduce_algo_total{algo=\"$1\"}" \
 	    '$1 == k { print $2 }'
 }
-for algo in ring doubling rabenseifner; do
+for algo in ring doubling rabenseifner direct; do
 	before=$(algo_runs "$algo")
 	MCCL_ALGO=$algo run_job "3 nodes x 2 ranks by $algo" "ja$algo" \
 	    "0 0 1 1 2 2" collectives
@@ -46,6 +46,11 @@ run_job "API: bad arguments, 100 in flight, split, threads" japi "0 0 1 2 2" api
 run_job "API on one node x 4 ranks" japi1 "1 1 1 1" api
 run_job "mismatched counts fail every rank" jmis "0 1 1" mismatch
 run_job "abort reaches every rank" jab "0 1 2" abort
+echo "== the submission ring"
+run_job "3 rings' worth of ops at once, a rank 300 ms late: 1 node x 3" \
+    jrf1 "0 0 0" ring-full
+run_job "3 rings' worth of ops at once, ranks late: 2 nodes x 2" \
+    jrf2 "1 2 1 2" ring-full
 echo "== mismatched collectives: the same error on every rank, every time"
 # Its own 4 nodes m0..m3 (DAEMON_PIDS 60..63), one rank on each; their
 # engines spin a while before they sleep, whatever the machine's load.
@@ -66,7 +71,7 @@ daemons_stop 60 4
 run_job "mccl_test alone completes a receive, and an allreduce whose peer \
 died (PEER_FAILED)" jpoll "0 1" poll
 MCCL_ALGO=fastest spawn 0 jalgo 1 0 expect-init MCCL_ERR_INVALID_ARGUMENT \
-    "MCCL_ALGO=fastest: expected auto, ring, doubling or rabenseifner"
+    "MCCL_ALGO=fastest: expected auto, ring, doubling, rabenseifner or direct"
 wait "$LAST_PID" && ok "an unknown MCCL_ALGO fails mccl_comm_init, named" ||
     { bad "an unknown MCCL_ALGO"; cat "$T"/jalgo.*.out; }
 MCCL_SPIN_US=-5 spawn 0 jspinbad 1 0 expect-init MCCL_ERR_INVALID_ARGUMENT \

@@ -23,8 +23,8 @@
 /* The message types this file knows; the tables must hold exactly these. */
 static const uint16_t ipc_known[] = {
 	IPC_HELLO, IPC_HELLO_OK, IPC_ERROR, IPC_SEG_ADD, IPC_SEG_OK,
-	IPC_SEG_DEL, IPC_BELL, IPC_JOIN, IPC_JOINED, IPC_LEAVE, IPC_ABORT, IPC_OP,
-	IPC_OP_DONE, IPC_CTL, IPC_CTL_REPLY,
+	IPC_SEG_DEL, IPC_BELL, IPC_JOIN, IPC_JOINED, IPC_LEAVE, IPC_ABORT,
+	IPC_JOB_FAILED, IPC_OP, IPC_OP_DONE, IPC_CTL, IPC_CTL_REPLY,
 };
 static const uint16_t peer_known[] = {
 	PEER_HELLO, PEER_PING, PEER_PONG, PEER_JOIN, PEER_FORMED,
@@ -271,6 +271,37 @@ START_TEST(test_ipc_empty)
 	f = roundtrip(&ipc_proto, IPC_ABORT, NULL, NULL, 0, NULL, &len);
 	ck_assert_uint_eq(len, WIRE_HDR_LEN);
 	free(f);
+}
+END_TEST
+
+/* A job's failure: its code, and the reason as the trailer. */
+START_TEST(test_ipc_job_failed)
+{
+	struct ipc_job_failed m = { V32 }, d;
+
+	size_t len;
+
+	free(roundtrip(&ipc_proto, IPC_JOB_FAILED, &m, "why", 3, &d, &len));
+	ck_assert_uint_eq(len, WIRE_HDR_LEN + 4 + 3);
+	ck_assert_uint_eq(d.code, V32);
+}
+END_TEST
+
+/*
+ * The doorbell page: each side's fields on a cache line of their own (the
+ * client's head and wake-up word apart from the daemon's completion and
+ * tail), and the whole ring in one page.
+ */
+START_TEST(test_doorbell_layout)
+{
+	ck_assert_uint_eq(offsetof(struct ipc_doorbell, word), 0);
+	ck_assert_uint_eq(offsetof(struct ipc_doorbell, sq_head), 64);
+	ck_assert_uint_eq(offsetof(struct ipc_doorbell, sq_bell), 72);
+	ck_assert_uint_eq(offsetof(struct ipc_doorbell, sq_tail), 128);
+	ck_assert_uint_eq(offsetof(struct ipc_doorbell, sq_sleeping), 136);
+	ck_assert_uint_eq(offsetof(struct ipc_doorbell, sq) % 64, 0);
+	ck_assert_uint_le(sizeof(struct ipc_doorbell), 4096);
+	ck_assert_uint_eq(IPC_SQ_SLOTS & (IPC_SQ_SLOTS - 1), 0);
 }
 END_TEST
 
@@ -596,7 +627,7 @@ START_TEST(test_bytes_seg_ok)
 {
 	static const uint8_t want[] = {
 		0x4d, 0x43, 0x43, 0x4c,		/* "MCCL" */
-		0x00, 0x03,			/* version 3 */
+		0x00, 0x04,			/* version 4 */
 		0x00, 0xc9,			/* IPC_SEG_OK = 201 */
 		0x00, 0x00, 0x00, 0x04,		/* body length */
 		0x01, 0x02, 0x03, 0x04,		/* seg_id */
@@ -615,7 +646,7 @@ END_TEST
 START_TEST(test_bytes_op)
 {
 	static const uint8_t want[] = {
-		0x4d, 0x43, 0x43, 0x4c, 0x00, 0x03, 0x01, 0x90,	/* v3, 400 */
+		0x4d, 0x43, 0x43, 0x4c, 0x00, 0x04, 0x01, 0x90,	/* v4, 400 */
 		0x00, 0x00, 0x00, 0x38,				/* 56 */
 		0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,	/* seq */
 		0x11, 0x12, 0x13, 0x14,		/* coll dtype redop algo */
@@ -655,7 +686,7 @@ START_TEST(test_bytes_peer)
 {
 	static const uint8_t want[] = {
 		0x4d, 0x43, 0x43, 0x50,		/* "MCCP" */
-		0x00, 0x02, 0x00, 0x65,		/* v2, PEER_PING = 101 */
+		0x00, 0x03, 0x00, 0x65,		/* v3, PEER_PING = 101 */
 		0x00, 0x00, 0x00, 0x08,
 		0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7, 0xa8,
 		'o', 'k',			/* not part of the frame */
@@ -671,7 +702,7 @@ START_TEST(test_bytes_peer)
 	/* And decoding the reference bytes gives the values back. */
 	wire_hdr_decode(want, &h);
 	ck_assert_uint_eq(h.magic, PEER_MAGIC);
-	ck_assert_uint_eq(h.version, 2);
+	ck_assert_uint_eq(h.version, 3);
 	ck_assert_uint_eq(h.type, PEER_PING);
 	ck_assert_uint_eq(h.len, 8);
 	ck_assert_int_eq(wire_decode(wire_type_lookup(&peer_proto, PEER_PING),
@@ -1092,6 +1123,8 @@ proto_suite(void)
 	tcase_add_test(tc, test_ipc_joined);
 	tcase_add_test(tc, test_ipc_empty);
 	tcase_add_test(tc, test_ipc_op);
+	tcase_add_test(tc, test_ipc_job_failed);
+	tcase_add_test(tc, test_doorbell_layout);
 	tcase_add_test(tc, test_ipc_op_done);
 	tcase_add_test(tc, test_ipc_ctl);
 	tcase_add_test(tc, test_peer_hello);

@@ -644,23 +644,27 @@ START_TEST(test_out_of_place)
 }
 END_TEST
 
-/* AUTO: recursive doubling up to small_bytes, the ring above. */
+/*
+ * AUTO on 3 nodes: the one-round exchange while a node sends at most 32
+ * KiB, recursive doubling up to small_bytes, the ring above.
+ */
 START_TEST(test_algo_auto)
 {
-	size_t counts[] = { 16384, 16385 };	/* float32: 64 KiB, one more */
+	size_t counts[] = { 4096, 4097, 16384, 16385 };	/* float32 */
+	static const int want[] = { ALGO_DIRECT, ALGO_DOUBLING, ALGO_DOUBLING,
+	    ALGO_RING };
 	struct node nd[MAXN];
 	struct mesh m;
 
 	small_bytes = 65536;
 	mesh_open(&m, 3);
-	for (int c = 0; c < 2; c++) {
+	for (int c = 0; c < 4; c++) {
 		alloc_allreduce(nd, 3, counts[c]);
 		run_nodes(&m, nd, 65536, 10000, -1);
 		for (int k = 0; k < 3; k++) {
 			ck_assert_msg(nd[k].rc == 0, "node %d: %s", k,
 			    nd[k].x.err);
-			ck_assert_uint_eq(nd[k].x.hdr.algo, c == 0 ?
-			    ALGO_DOUBLING : ALGO_RING);
+			ck_assert_uint_eq(nd[k].x.hdr.algo, want[c]);
 		}
 		free_bufs(nd, 3);
 		m.seq++;
@@ -1203,9 +1207,9 @@ main(void)
 	tcase(s, "allreduce", test_allreduce, 3);
 	tcase(s, "identical", test_allreduce_identical, 2);
 	tcase(s, "doubling", test_doubling, 2);
-	tcase(s, "algorithms", test_algorithms, 14);
-	tcase(s, "algorithms_identical", test_algorithms_identical, 18);
-	tcase(s, "out_of_place", test_out_of_place, 9);
+	tcase(s, "algorithms", test_algorithms, 21);
+	tcase(s, "algorithms_identical", test_algorithms_identical, 24);
+	tcase(s, "out_of_place", test_out_of_place, 12);
 	tcase(s, "algo_auto", test_algo_auto, 1);
 	tcase(s, "lanes", test_lanes, 6);
 	tcase(s, "lane_death", test_lane_death, 1);
