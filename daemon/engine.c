@@ -641,6 +641,10 @@ engine_next(struct job *j)
 		pthread_mutex_lock(&j->eng_mtx);
 		quit = j->eng_quit;
 		take = !j->eng_aborted;
+		if (!take && !j->eng_stopped) {	/* see job_fail_clients */
+			j->eng_stopped = 1;
+			engine_notify(j);
+		}
 		pthread_mutex_unlock(&j->eng_mtx);
 		if (quit)
 			return NULL;

@@ -62,6 +62,7 @@ static int	job_recv_info(uint32_t, const struct peer_job_query *,
 		    const uint8_t *, size_t);
 static void	job_free(struct job *);
 static void	job_engine_cb(int, short, void *);
+static void	job_fail_clients(struct job *, enum job_state);
 static void	job_reap(struct job *);
 
 static const char *job_state_names[] = { "forming", "linking", "ready",
@@ -1058,6 +1059,8 @@ job_engine_cb(int fd, short events, void *arg)
 			    proto_coll_name(op->desc.coll), op->err);
 		op_finish(op, j->state == JOB_FAILED ? j->code : 0, j->err);
 	}
+	if (j->state == JOB_FAILED && !j->fail_told)	/* the engine stopped */
+		job_fail_clients(j, JOB_READY);
 }
 
 /*
@@ -1101,15 +1104,27 @@ job_tell_peers(struct job *j)
 }
 
 /*
- * Ranks still joining get the error as JOIN's answer; ranks of a formed
+ * Ranks still joining get the error as JOIN's answer.  Ranks of a formed
  * job get IPC_JOB_FAILED, which fails whatever they have pending, in their
- * rings or not yet submitted.
+ * rings or not yet submitted; but only once the engine has ended the op it
+ * was running (eng_stopped): one that ended well is answered through the
+ * doorbells before the failure, so a rank whose op completed on every
+ * node is never told it failed.
  */
 static void
 job_fail_clients(struct job *j, enum job_state was)
 {
 	struct ipc_job_failed f = { (uint32_t)j->code };
+	int stopped = 1;
 
+	if (was != JOB_FORMING && was != JOB_LINKING && j->eng_running) {
+		pthread_mutex_lock(&j->eng_mtx);
+		stopped = j->eng_stopped || j->eng_exited;
+		pthread_mutex_unlock(&j->eng_mtx);
+	}
+	if (!stopped || j->fail_told)
+		return;
+	j->fail_told = 1;
 	for (uint32_t r = 0; r < j->nranks; r++) {
 		if (j->clients[r] == NULL)
 			continue;
@@ -1148,6 +1163,7 @@ job_fail(struct job *j, int code, const char *fmt, ...)
 	if (j->eng_running) {
 		pthread_mutex_lock(&j->eng_mtx);
 		j->eng_aborted = 1;
+		subq_wake(j);
 		pthread_mutex_unlock(&j->eng_mtx);
 		if (write(j->eng_abort_fd, &one, sizeof(one)) == -1)
 			log_warn("job %s: waking the engine", j->name);

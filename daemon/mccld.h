@@ -360,6 +360,8 @@ struct job {
 	int		 eng_quit;
 	int		 eng_exited;	/* engine_main returned */
 	int		 eng_aborted;
+	int		 eng_stopped;	/* aborted, it ended its last op */
+	int		 fail_told;	/* the ranks have IPC_JOB_FAILED */
 	int		 eng_abort_fd;	/* eventfd: wakes the engine out of poll */
 	struct subq	*sq;		/* each local rank's submission ring,
 					   by local index (subq.c) */

@@ -728,6 +728,15 @@ links_poll(const struct xfer *x, struct pollfd *pfd, nfds_t n, int timeout)
 	return poll(pfd, n, timeout);
 }
 
+static int
+links_ready(const struct pollfd *pfd, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (pfd[i].revents & (POLLIN | POLLOUT))
+			return 1;
+	return 0;
+}
+
 /*
  * Sleep until a link can move, the job is aborted or the deadline passes.
  * A sending link is watched for a hang-up even when nothing is queued for
@@ -755,11 +764,16 @@ io_wait(struct xfer *x, const struct lane *lanes, size_t nl)
 	if (links_poll(x, pfd, 1 + 2 * nl, timeout) == -1)
 		return errno == EINTR ? 0 : ring_fail(x, MCCL_ERR_INTERNAL,
 		    "poll: %s", strerror_r(errno, buf, sizeof(buf)));
-	if (pfd[0].revents != 0)
-		return ring_fail(x, MCCL_ERR_ABORTED, "job aborted");
 	for (size_t k = 0; k < nl; k++)
 		if (pfd[1 + 2 * k].revents & (POLLERR | POLLHUP | POLLRDHUP))
 			return tx_broken(x, &lanes[k].tx);
+	/*
+	 * Aborted: give up, unless a link can move.  The op may then still
+	 * end well here, as it did on the nodes that sent its last frames
+	 * before the failure of a later op aborted the job.
+	 */
+	if (pfd[0].revents != 0 && !links_ready(pfd + 1, 2 * nl))
+		return ring_fail(x, MCCL_ERR_ABORTED, "job aborted");
 	return 0;
 }
 
