@@ -361,7 +361,8 @@ subq_sleep(struct job *j, uint32_t kicks, uint64_t until_ns)
 	for (uint32_t i = 0; !j->eng_aborted && i < j->nlocal && w == NULL; i++)
 		if (sq_queued(&j->sq[i]) == 0)
 			w = &j->sq[i];
-	if (j->eng_quit || nap == 0 ||
+	/* Every ring has a descriptor now (w NULL, not aborted): go. */
+	if (j->eng_quit || nap == 0 || (w == NULL && !j->eng_aborted) ||
 	    __atomic_load_n(&j->eng_kicks, __ATOMIC_ACQUIRE) != kicks) {
 		pthread_mutex_unlock(&j->eng_mtx);
 		return;
@@ -380,7 +381,7 @@ subq_sleep(struct job *j, uint32_t kicks, uint64_t until_ns)
 	pthread_mutex_unlock(&j->eng_mtx);
 	/* Dekker with the client: it publishes, then reads sq_sleeping. */
 	__atomic_store_n(&w->db->sq_sleeping, 1, __ATOMIC_SEQ_CST);
-	if (sq_queued(w) == 0)
+	if (__atomic_load_n(&w->db->sq_head, __ATOMIC_SEQ_CST) == w->tail)
 		futex_wait(&w->db->sq_bell, v, nap);
 	__atomic_store_n(&w->db->sq_sleeping, 0, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&j->eng_mtx);
