@@ -213,12 +213,14 @@ fan_run(void *arg)
 	return NULL;
 }
 
+/* Threads for a one-node op; sysconf reads a file: not for small ones. */
 static uint32_t
 fan_threads(size_t bytes)
 {
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	long ncpu;
 
-	if (bytes < FAN_SPLIT_BYTES || ncpu <= 1)
+	if (bytes < FAN_SPLIT_BYTES ||
+	    (ncpu = sysconf(_SC_NPROCESSORS_ONLN)) <= 1)
 		return 1;
 	return ncpu > FAN_THREADS_MAX ? FAN_THREADS_MAX : (uint32_t)ncpu;
 }
