@@ -1276,8 +1276,31 @@ out:
 }
 
 /*
+ * Whether the one-round exchange beats recursive doubling on n nodes, by
+ * a cost model measured over TCP on the 16-core machine (README): a round
+ * of doubling costs one latency L, the one round of the exchange L plus
+ * about 7/12 L for every message a node sends in it, as one thread sends
+ * them one after another.  Doubling takes log2(p) rounds on the largest
+ * power of two p <= n, two more when it folds the rest in.  So the
+ * exchange wins on 3, 5 and 6 nodes, doubling on 2 (a tie), 4, 7 and up.
+ */
+static int
+direct_pays(uint32_t n)
+{
+	uint32_t pow2 = 1, rounds = 0;
+
+	while (pow2 * 2 <= n) {
+		pow2 *= 2;
+		rounds++;
+	}
+	if (pow2 != n)
+		rounds += 2;
+	return 7 * (n - 1) < 12 * (rounds - 1);
+}
+
+/*
  * The algorithm AUTO stands for: latency-bound ones for small buffers, the
- * one-round exchange while what each node sends stays small.
+ * one-round exchange where it pays while what each node sends stays small.
  */
 static int
 algo_choose(const struct xfer *x, size_t bytes)
@@ -1286,7 +1309,7 @@ algo_choose(const struct xfer *x, size_t bytes)
 		return x->algo;
 	if (bytes > x->small_bytes)
 		return ALGO_RING;
-	if (x->nnodes - 1 <= PEER_LANES_MAX &&
+	if (x->nnodes - 1 <= PEER_LANES_MAX && direct_pays(x->nnodes) &&
 	    bytes * (x->nnodes - 1) <= DIRECT_BYTES)
 		return ALGO_DIRECT;
 	return ALGO_DOUBLING;

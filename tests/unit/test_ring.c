@@ -674,6 +674,30 @@ START_TEST(test_algo_auto)
 }
 END_TEST
 
+/* AUTO's small ops on 2 to 8 nodes: the one-round exchange on 3, 5, 6. */
+START_TEST(test_algo_auto_nodes)
+{
+	int n = 2 + _i;
+	int want = n == 3 || n == 5 || n == 6 ? ALGO_DIRECT : ALGO_DOUBLING;
+	struct node nd[MAXN];
+	struct mesh m;
+
+	small_bytes = 65536;
+	mesh_open(&m, n);
+	alloc_allreduce(nd, n, 16);
+	run_nodes(&m, nd, 65536, 10000, -1);
+	for (int k = 0; k < n; k++) {
+		ck_assert_msg(nd[k].rc == 0, "node %d: %s", k, nd[k].x.err);
+		ck_assert_msg(nd[k].x.hdr.algo == (unsigned)want, "%d nodes: "
+		    "%s, expected %s", n, proto_algo_name(nd[k].x.hdr.algo),
+		    proto_algo_name(want));
+	}
+	free_bufs(nd, n);
+	mesh_close(&m);
+	small_bytes = 0;
+}
+END_TEST
+
 /*
  * Ring allreduces on 2 and 3 lanes, one of them reversed: right against
  * the reference, the same bits on every node, and below 1 MiB a lane,
@@ -1211,6 +1235,7 @@ main(void)
 	tcase(s, "algorithms_identical", test_algorithms_identical, 24);
 	tcase(s, "out_of_place", test_out_of_place, 12);
 	tcase(s, "algo_auto", test_algo_auto, 1);
+	tcase(s, "algo_auto_nodes", test_algo_auto_nodes, 7);
 	tcase(s, "lanes", test_lanes, 6);
 	tcase(s, "lane_death", test_lane_death, 1);
 	tcase(s, "broadcast", test_broadcast, 3);
