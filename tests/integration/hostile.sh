@@ -210,9 +210,6 @@ echo "== a flood of idle connections on the peer port"
 # More connections than the daemon has descriptors (ulimit -n 64): it must
 # neither spin nor flood its log while it waits for descriptors, and must
 # serve again once the flood is gone.
-hostile_cpu() {		# PID: user + system clock ticks so far
-	awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0
-}
 cat >"$T/f1.conf" <<EOC
 {
   "node": "f1",
@@ -236,12 +233,12 @@ done
 h_flooder=$!
 sleep 0.5
 lines0=$(wc -l <"$T/f1.log")
-cpu0=$(hostile_cpu "${DAEMON_PIDS[12]}")
+cpu0=$(cpu_ticks "${DAEMON_PIDS[12]}")
 # A client waiting in the backlog while descriptors are short.
 timeout 10 "$B/mcclctl" -s "$T/f1.sock" status >"$T/flood-ctl.out" 2>&1 &
 h_waiter=$!
 sleep 1.5
-cpu1=$(hostile_cpu "${DAEMON_PIDS[12]}")
+cpu1=$(cpu_ticks "${DAEMON_PIDS[12]}")
 lines1=$(wc -l <"$T/f1.log")
 wait "$h_flooder"
 pct=$(( (cpu1 - cpu0) * 100 * 10 / ($(getconf CLK_TCK) * 15) ))

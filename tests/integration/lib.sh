@@ -100,6 +100,11 @@ cluster_down() {
 
 # spawn NODE JOB NRANKS RANK ARGS...: one rank in the background, on the
 # daemon $T/${NODE_PREFIX}NODE.sock (NODE_PREFIX: n, the cluster's).
+# cpu_ticks PID: the process's user + system clock ticks so far.
+cpu_ticks() {
+	awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0
+}
+
 spawn() {
 	local node=$1 job=$2 nranks=$3 rank=$4
 	shift 4

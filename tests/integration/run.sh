@@ -51,6 +51,19 @@ run_job "3 rings' worth of ops at once, a rank 300 ms late: 1 node x 3" \
     jrf1 "0 0 0" ring-full
 run_job "3 rings' worth of ops at once, ranks late: 2 nodes x 2" \
     jrf2 "1 2 1 2" ring-full
+echo "== an idle job costs its daemon under 1 % of a core"
+spawn 0 jidle 2 0 hold 7000; i0=$LAST_PID
+spawn 1 jidle 2 1 hold 7000; i1=$LAST_PID
+sleep 2		# formed, its barrier done, the engines asleep
+c0=$(cpu_ticks "${DAEMON_PIDS[0]}")
+sleep 4
+c1=$(cpu_ticks "${DAEMON_PIDS[0]}")
+pct=$(awk -v t=$((c1 - c0)) -v hz="$(getconf CLK_TCK)" \
+    'BEGIN { printf "%.2f", t * 100 / (hz * 4) }')
+awk -v p="$pct" 'BEGIN { exit !(p < 1) }' &&
+    ok "n0 used ${pct} % of a core in 4 s with an idle job" ||
+    bad "n0 used ${pct} % of a core in 4 s with an idle job"
+wait "$i0" "$i1" || bad "the idle job's ranks"
 echo "== mismatched collectives: the same error on every rank, every time"
 # Its own 4 nodes m0..m3 (DAEMON_PIDS 60..63), one rank on each; their
 # engines spin a while before they sleep, whatever the machine's load.
