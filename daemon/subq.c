@@ -239,7 +239,7 @@ sq_overdue(struct job *j, uint32_t missing, uint64_t now, uint64_t *until)
 	const struct ipc_op *d;
 	struct op *op;
 	uint32_t ms;
-	int left;
+	int left = 0;
 
 	while (first < j->nlocal && sq_queued(&j->sq[first]) == 0)
 		first++;
@@ -251,7 +251,13 @@ sq_overdue(struct job *j, uint32_t missing, uint64_t now, uint64_t *until)
 	ms = op_timeout_ms(__atomic_load_n(&d->timeout_ms, __ATOMIC_RELAXED));
 	if (j->sq_since_ns == 0)
 		j->sq_since_ns = now;
-	left = __atomic_load_n(&j->sq[missing].left, __ATOMIC_ACQUIRE);
+	/* A rank that has left will never submit: fail now, naming it. */
+	for (uint32_t i = missing; i < j->nlocal && !left; i++)
+		if (sq_queued(&j->sq[i]) == 0 &&
+		    __atomic_load_n(&j->sq[i].left, __ATOMIC_ACQUIRE)) {
+			left = 1;
+			missing = i;
+		}
 	if (!left && now < j->sq_since_ns + (uint64_t)ms * 1000000) {
 		*until = j->sq_since_ns + (uint64_t)ms * 1000000;
 		return NULL;
