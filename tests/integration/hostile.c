@@ -274,19 +274,28 @@ raw_hello(int fd, char *why, size_t len)
 	return expect_record(fd, IPC_HELLO_OK, why, len);
 }
 
+/* Send a request of type on fd; its answer must be a record of reply. */
+static int
+request(int fd, uint16_t type, const void *msg, uint16_t reply, char *why,
+    size_t len)
+{
+	char err[WHY_MAX];
+
+	if (conn_send(fd, type, msg, NULL, 0, -1, err, sizeof(err)) !=
+	    MCCL_SUCCESS) {
+		snprintf(why, len, "%s", err);
+		return -1;
+	}
+	return expect_record(fd, reply, why, len);
+}
+
 /* A control request on fd; its JSON reply NUL-terminated in json. */
 static int
 ctl_on(int fd, uint32_t cmd, char *json, size_t jlen, char *why, size_t len)
 {
 	struct ipc_ctl ctl = { cmd };
-	char err[WHY_MAX];
 
-	if (conn_send(fd, IPC_CTL, &ctl, NULL, 0, -1, err, sizeof(err)) !=
-	    MCCL_SUCCESS) {
-		snprintf(why, len, "%s", err);
-		return -1;
-	}
-	if (expect_record(fd, IPC_CTL_REPLY, why, len) == -1)
+	if (request(fd, IPC_CTL, &ctl, IPC_CTL_REPLY, why, len) == -1)
 		return -1;
 	snprintf(json, jlen, "%.*s", (int)in.trailer_len,
 	    (const char *)in.trailer);
@@ -897,11 +906,12 @@ c_bad_ctl(char *why, size_t len)
 }
 
 /*
- * A job name carrying a forged log line: refused with a clear error, and
- * (checked by hostile.sh) the log shows it escaped, never as a line.
+ * JOIN of a 1-rank job named name, on a connection with no doorbell: an
+ * INVALID_ARGUMENT whose message holds want, and the connection stays
+ * usable.
  */
 static int
-c_join_newline(char *why, size_t len)
+join_refused(const char *name, const char *want, char *why, size_t len)
 {
 	struct ipc_hello_ok ok;
 	struct ipc_join j;
@@ -915,21 +925,34 @@ c_join_newline(char *why, size_t len)
 	}
 	memset(&j, 0, sizeof(j));
 	j.nranks = 1;
-	snprintf(j.job, sizeof(j.job), "x\n<3>mccld: FORGED line");
+	snprintf(j.job, sizeof(j.job), "%s", name);
 	if (conn_send(fd, IPC_JOIN, &j, NULL, 0, -1, err, sizeof(err)) !=
 	    MCCL_SUCCESS)
 		snprintf(why, len, "%s", err);
 	else if (expect_record(fd, IPC_ERROR, why, len) == 0) {
 		if (in.u.error.code == MCCL_ERR_INVALID_ARGUMENT &&
-		    contains(in.trailer, in.trailer_len, "control character"))
-			rc = 0;
+		    in.u.error.request == IPC_JOIN &&
+		    contains(in.trailer, in.trailer_len, want))
+			rc = ctl_on(fd, CTL_STATUS, (char *)out, sizeof(out),
+			    why, len);
 		else
-			snprintf(why, len, "ERROR code %u \"%.*s\"",
-			    in.u.error.code, (int)in.trailer_len,
-			    (const char *)in.trailer);
+			snprintf(why, len, "ERROR code %u \"%.*s\", expected "
+			    "one mentioning \"%s\"", in.u.error.code,
+			    (int)in.trailer_len, (const char *)in.trailer, want);
 	}
 	close(fd);
 	return rc;
+}
+
+/*
+ * A job name carrying a forged log line: refused with a clear error, and
+ * (checked by hostile.sh) the log shows it escaped, never as a line.
+ */
+static int
+c_join_newline(char *why, size_t len)
+{
+	return join_refused("x\n<3>mccld: FORGED line", "control character",
+	    why, len);
 }
 
 /* ---- client: operations on a 1-rank job ---- */
@@ -950,14 +973,8 @@ static int
 bell_refused(int fd, uint32_t id, const char *want, char *why, size_t len)
 {
 	struct ipc_bell b = { id };
-	char err[WHY_MAX];
 
-	if (conn_send(fd, IPC_BELL, &b, NULL, 0, -1, err, sizeof(err)) !=
-	    MCCL_SUCCESS) {
-		snprintf(why, len, "%s", err);
-		return -1;
-	}
-	if (expect_record(fd, IPC_ERROR, why, len) == -1)
+	if (request(fd, IPC_BELL, &b, IPC_ERROR, why, len) == -1)
 		return -1;
 	if (in.u.error.request != IPC_BELL ||
 	    !contains(in.trailer, in.trailer_len, want)) {
@@ -974,16 +991,8 @@ static int
 bell_accepted(int fd, uint32_t id, char *why, size_t len)
 {
 	struct ipc_bell b = { id };
-	char err[WHY_MAX];
 
-	if (conn_send(fd, IPC_BELL, &b, NULL, 0, -1, err, sizeof(err)) !=
-	    MCCL_SUCCESS) {
-		snprintf(why, len, "%s", err);
-		return -1;
-	}
-	if (expect_record(fd, IPC_SEG_OK, why, len) == -1)
-		return -1;
-	return 0;
+	return request(fd, IPC_BELL, &b, IPC_SEG_OK, why, len);
 }
 
 /*
@@ -1345,33 +1354,10 @@ c_bell_twice(char *why, size_t len)
 static int
 c_join_no_bell(char *why, size_t len)
 {
-	struct ipc_hello_ok ok;
-	struct ipc_join j;
-	char err[WHY_MAX];
-	int fd, rc = -1;
+	char name[64];
 
-	if ((fd = conn_open(sock_path, REPLY_MS, &ok, NULL, err,
-	    sizeof(err))) == -1) {
-		snprintf(why, len, "%s", err);
-		return -1;
-	}
-	memset(&j, 0, sizeof(j));
-	j.nranks = 1;
-	snprintf(j.job, sizeof(j.job), "hostile-%d-nobell", (int)getpid());
-	if (conn_send(fd, IPC_JOIN, &j, NULL, 0, -1, err, sizeof(err)) !=
-	    MCCL_SUCCESS)
-		snprintf(why, len, "%s", err);
-	else if (expect_record(fd, IPC_ERROR, why, len) == 0) {
-		if (in.u.error.request == IPC_JOIN &&
-		    contains(in.trailer, in.trailer_len, "no doorbell"))
-			rc = ctl_on(fd, CTL_STATUS, (char *)out, sizeof(out),
-			    why, len);
-		else
-			snprintf(why, len, "ERROR \"%.*s\"",
-			    (int)in.trailer_len, (const char *)in.trailer);
-	}
-	close(fd);
-	return rc;
+	snprintf(name, sizeof(name), "hostile-%d-nobell", (int)getpid());
+	return join_refused(name, "no doorbell", why, len);
 }
 
 /*
