@@ -198,6 +198,11 @@ struct ipc_op {
  * is set, it bumps sq_bell and wakes the futex on it: the engine sets
  * sq_sleeping, looks at sq_head once more, and sleeps on sq_bell.
  *
+ * The ring and the socket are not ordered with each other: a segment that
+ * a descriptor names must have been registered (SEG_OK) before the
+ * descriptor is published, and a segment deleted (SEG_DEL, unanswered) may
+ * still serve descriptors the daemon takes before it reads the deletion.
+ *
  * The daemon writes done_seq, word, sq_tail and sq_sleeping, and reads the
  * rest.  It copies a descriptor out of its slot before checking it, and
  * checks it as it would a record, so a client that scribbles on the page

@@ -1260,11 +1260,16 @@ c_after_del(char *why, size_t len)
 	char err[WHY_MAX];
 	int rc = -1;
 
+	/*
+	 * The ring is not ordered with the socket: a status request after
+	 * the SEG_DEL is answered only once the daemon has read the SEG_DEL.
+	 */
 	if (job_open(&jc, "del", why, len) == 0) {
 		if (conn_send(jc.fd, IPC_SEG_DEL, &d, NULL, 0, -1, err,
 		    sizeof(err)) != MCCL_SUCCESS)
 			snprintf(why, len, "%s", err);
-		else
+		else if (ctl_on(jc.fd, CTL_STATUS, (char *)out, sizeof(out), why,
+		    len) == 0)
 			rc = failed_with(job_op(&jc, 1, 0, 1, 0, 100, why, len),
 			    MCCL_ERR_INVALID_ARGUMENT, "not registered", why,
 			    len);
