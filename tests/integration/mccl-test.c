@@ -1231,6 +1231,9 @@ mode_queued(const char *what, const char *code, const char *text)
 	rc = mccl_wait(req[0], 60000);
 	print_failed_at(comm, rc);
 	expect(comm, rc, code_of(code), text, "queued");
+	for (int i = 1; i < N; i++)	/* failed with it: each freed by its wait */
+		expect(comm, mccl_wait(req[i], 1000), code_of(code), NULL,
+		    "queued, the others");
 	mccl_comm_destroy(comm);
 	return failures != 0;
 }
