@@ -55,7 +55,7 @@ obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 PROGS	 = $(B)/mccld $(B)/mcclctl $(B)/mccl-perf
 LIBS	 = $(B)/$(SONAME) $(B)/libmccl.so $(B)/libmccl.a
 UNIT_TESTS = $(B)/test_proto $(B)/test_reduce $(B)/test_config $(B)/test_ring \
-	     $(B)/test_log
+	     $(B)/test_log $(B)/test_fakeverbs
 TEST_PROGS = $(B)/mccl-test $(B)/mccl-hostile
 
 all: $(B)/.deps $(PROGS) $(LIBS)
@@ -122,6 +122,10 @@ $(B)/test_log: $(call obj,tests/unit/test_log.c daemon/log.c)
 $(B)/test_ring: $(call obj,tests/unit/test_ring.c daemon/ring.c daemon/reduce.c daemon/log.c $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) -lpthread
 
+# The verbs provider of the tests (tests/fakeverbs), in place of -libverbs.
+$(B)/test_fakeverbs: $(call obj,tests/unit/test_fakeverbs.c tests/fakeverbs/fakeverbs.c)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) -lpthread
+
 $(B)/mccl-test: $(call obj,tests/integration/mccl-test.c) $(B)/libmccl.a
 	$(CC) $(LDFLAGS) -o $@ $^ -lpthread -lm
 
@@ -150,7 +154,8 @@ check-asan:
 
 check-tsan:
 	$(MAKE) B=build-tsan OPT="-O1 -g" SAN="$(TSAN_FLAGS)" \
-	    UNIT_TESTS=build-tsan/test_ring SECTIONS="api faults" unit integration
+	    UNIT_TESTS="build-tsan/test_ring build-tsan/test_fakeverbs" \
+	    SECTIONS="api faults" unit integration
 
 # The Python package, the torch backend and mcclrun (tests/python).
 check-python: all
