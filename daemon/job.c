@@ -8,9 +8,12 @@
  * rank map to every node involved; each starts the job's engine, which opens
  * the data links, and answers its clients once the links are up.
  *
- * Operations: each local rank submits operation seq; once every local rank
- * has, the operation goes to the engine (engine.c).  Any failure fails the
- * whole job on every node (PEER_ABORT), so no rank is left waiting.
+ * Operations: collectives go from the local ranks' submission rings to the
+ * job's engine directly (subq.c); sends and receives come here as records
+ * and go to the job's p2p thread (p2p.c).  What the threads hand back is
+ * counted and freed here.  Any failure fails the whole job on every node
+ * (PEER_ABORT) and reaches every local rank (IPC_JOB_FAILED), so no rank
+ * is left waiting.
  */
 #include <sys/random.h>
 
