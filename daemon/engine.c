@@ -536,6 +536,7 @@ engine_run(struct job *j, struct op *op, uint8_t *scratch)
 	x.nlanes = j->nlanes;
 	x.names = j->names;
 	x.abort_fd = j->eng_abort_fd;
+	x.aborted = &j->eng_aborted;
 	x.deadline_ns = op->deadline_ns;
 	x.chunk = md.conf.chunk_bytes;
 	x.algo = op->desc.algo;
@@ -685,8 +686,8 @@ engine_done(struct job *j, struct op *op)
 			bell_ring(j->sq[i].bell, op->parts[i].req);
 		if ((notify = ++j->eng_out_quiet >= QUIET_BATCH))
 			j->eng_out_quiet = 0;
-	} else
-		j->eng_aborted = 1;
+	} else		/* atomic: ring_start reads it unlocked */
+		__atomic_store_n(&j->eng_aborted, 1, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&j->eng_mtx);
 	if (notify)
 		engine_notify(j);

@@ -1165,7 +1165,7 @@ job_fail(struct job *j, int code, const char *fmt, ...)
 		job_tell_peers(j);
 	if (j->eng_running) {
 		pthread_mutex_lock(&j->eng_mtx);
-		j->eng_aborted = 1;
+		__atomic_store_n(&j->eng_aborted, 1, __ATOMIC_RELEASE);
 		subq_wake(j);
 		pthread_mutex_unlock(&j->eng_mtx);
 		if (write(j->eng_abort_fd, &one, sizeof(one)) == -1)

@@ -143,6 +143,7 @@ struct xfer {
 	uint32_t	  nlanes;	/* allreduce: rings run side by side */
 	const char *const *names;	/* node name of each position, for messages */
 	int		  abort_fd;	/* readable once the job is aborted */
+	const int	 *aborted;	/* set then too (atomic); or NULL */
 	uint64_t	  deadline_ns;	/* CLOCK_MONOTONIC; 0: none */
 	size_t		  chunk;	/* pipeline chunk in bytes */
 	int		  algo;		/* allreduce: enum algo_type asked for */
@@ -359,7 +360,7 @@ struct job {
 	pthread_cond_t	 eng_cond;
 	int		 eng_quit;
 	int		 eng_exited;	/* engine_main returned */
-	int		 eng_aborted;
+	int		 eng_aborted;	/* written atomically: ring.c reads it */
 	int		 eng_stopped;	/* aborted, it ended its last op */
 	int		 fail_told;	/* the ranks have IPC_JOB_FAILED */
 	int		 eng_abort_fd;	/* eventfd: wakes the engine out of poll */

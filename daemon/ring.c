@@ -115,6 +115,7 @@ struct rx {
 	int		 has_cur, has_nxt;
 	uint8_t		 hdr[WIRE_HDR_LEN];
 	size_t		 hdr_got;	/* of cur's header */
+	uint8_t		 nhdr[WIRE_HDR_LEN];	/* the next one, read ahead */
 	size_t		 got;		/* of cur's payload */
 	uint8_t		*slot;		/* cur's half of scratch, when reduced */
 	size_t		 nred;		/* reduced frames started */
@@ -441,29 +442,33 @@ rx_slot_busy(const struct rx *rx)
 }
 
 /*
- * Read the header, or the rest of the payload straight into its place plus
- * the next frame's header, never a byte past this operation's last frame.
+ * Read the rest of the header, the rest of the payload straight into its
+ * place and the next frame's header, in one call: a small frame takes one.
+ * The payload counts only once its header has passed (rx_consume).  Never
+ * a byte past this operation's last frame; while both scratch halves await
+ * reduction, the header alone.
  */
 static ssize_t
 rx_recv(struct rx *rx)
 {
-	struct iovec iov[2];
+	struct iovec iov[3];
 	struct msghdr msg;
+	size_t n = 0;
 
 	memset(&msg, 0, sizeof(msg));
 	msg.msg_iov = iov;
-	msg.msg_iovlen = 1;
 	if (rx->hdr_got < WIRE_HDR_LEN) {
-		iov[0].iov_base = rx->hdr + rx->hdr_got;
-		iov[0].iov_len = WIRE_HDR_LEN - rx->hdr_got;
-	} else {
-		iov[0].iov_base = (rx->cur.reduce ? rx->slot : rx->cur.ptr) +
-		    rx->got;
-		iov[0].iov_len = rx->cur.len - rx->got;
-		iov[1].iov_base = rx->hdr;
-		iov[1].iov_len = WIRE_HDR_LEN;
-		msg.msg_iovlen = rx->has_nxt ? 2 : 1;
+		iov[n++] = (struct iovec){ rx->hdr + rx->hdr_got,
+		    WIRE_HDR_LEN - rx->hdr_got };
+		if (rx->cur.reduce && rx->npend == 2)
+			goto out;
 	}
+	iov[n++] = (struct iovec){ (rx->cur.reduce ? rx->slot : rx->cur.ptr) +
+	    rx->got, rx->cur.len - rx->got };
+	if (rx->has_nxt)
+		iov[n++] = (struct iovec){ rx->nhdr, WIRE_HDR_LEN };
+out:
+	msg.msg_iovlen = n;
 	return recvmsg(rx->fd, &msg, MSG_DONTWAIT);
 }
 
@@ -622,8 +627,13 @@ rx_consume(struct xfer *x, struct rx *rx, const struct plan *p, size_t n)
 	size_t take;
 
 	if (rx->hdr_got < WIRE_HDR_LEN) {
-		rx->hdr_got += n;
-		return rx->hdr_got < WIRE_HDR_LEN ? 0 : rx_check_hdr(x, rx);
+		take = MIN(n, WIRE_HDR_LEN - rx->hdr_got);
+		rx->hdr_got += take;
+		n -= take;
+		if (rx->hdr_got < WIRE_HDR_LEN)
+			return 0;
+		if (rx_check_hdr(x, rx) == -1)
+			return -1;
 	}
 	take = MIN(n, rx->cur.len - rx->got);
 	rx->got += take;
@@ -631,7 +641,8 @@ rx_consume(struct xfer *x, struct rx *rx, const struct plan *p, size_t n)
 		return 0;
 	if (rx_frame_done(x, rx, p) == -1)
 		return -1;
-	rx->hdr_got = n - take;
+	rx->hdr_got = n - take;		/* of the next header, read ahead */
+	memcpy(rx->hdr, rx->nhdr, rx->hdr_got);
 	return rx->hdr_got < WIRE_HDR_LEN ? 0 : rx_check_hdr(x, rx);
 }
 
@@ -790,7 +801,9 @@ ring_start(struct xfer *x, const struct lane *lanes, size_t nl)
 		    l->ptx->fds[l->to] < 0 || l->prx->fds[l->from] < 0)
 			return ring_fail(x, MCCL_ERR_INTERNAL, "no data link at "
 			    "node position %u of %u", me, n);
-	if (x->abort_fd >= 0 && poll(&pfd, 1, 0) == 1)
+	/* The flag costs no system call, on every op of a tight loop. */
+	if (x->aborted != NULL ? __atomic_load_n(x->aborted, __ATOMIC_ACQUIRE) :
+	    x->abort_fd >= 0 && poll(&pfd, 1, 0) == 1)
 		return ring_fail(x, MCCL_ERR_ABORTED, "job aborted");
 	return 0;
 }
