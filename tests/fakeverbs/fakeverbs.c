@@ -585,7 +585,9 @@ qp_listen(struct fv_ctx *c, struct fv_qp *q)
 
 	gid_path(q->path, sizeof(q->path), &c->gid, q->qp.qp_num);
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", q->path);
-	if ((fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0)) == -1)
+	/* Non-blocking: a stale poll result must not block the thread. */
+	if ((fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC |
+	    SOCK_NONBLOCK, 0)) == -1)
 		return errno;
 	unlink(q->path);
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == -1 ||
