@@ -42,9 +42,11 @@ SODIUM_LIBS = $(shell pkg-config --libs libsodium 2>/dev/null)
 CFLAGS	+= $(PKG_CFLAGS)
 
 PROTO_SRCS  = proto/proto.c proto/spin.c
-CORE_SRCS   = daemon/log.c daemon/config.c daemon/reduce.c daemon/ring.c
+LINK_SRCS   = daemon/transport/tcp.c daemon/transport/linkerr.c
+CORE_SRCS   = daemon/log.c daemon/config.c daemon/reduce.c daemon/ring.c $(LINK_SRCS)
 DAEMON_SRCS = daemon/mccld.c daemon/control.c daemon/peer.c daemon/job.c daemon/p2p.c \
-	      daemon/engine.c daemon/subq.c daemon/seg.c daemon/auth.c daemon/metrics.c $(CORE_SRCS) \
+	      daemon/engine.c daemon/subq.c daemon/seg.c daemon/auth.c daemon/metrics.c \
+	      daemon/transport/link.c daemon/transport/rdma.c $(CORE_SRCS) \
 	      $(PROTO_SRCS)
 LIB_SRCS    = libclient/mccl.c libclient/conn.c $(PROTO_SRCS)
 CTL_SRCS    = tools/mcclctl.c tools/output.c libclient/conn.c $(PROTO_SRCS)
@@ -87,7 +89,7 @@ $(B)/obj/%.o: %.c $(B)/.deps
 -include $(shell find $(B)/obj -name '*.d' 2>/dev/null)
 
 $(B)/mccld: $(call obj,$(DAEMON_SRCS))
-	$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(JSON_LIBS) $(SD_LIBS) $(SODIUM_LIBS) -lpthread -lm
+	$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(JSON_LIBS) $(SD_LIBS) $(SODIUM_LIBS) -libverbs -lpthread -lm
 
 $(B)/$(SONAME): $(call obj,$(LIB_SRCS))
 	$(CC) $(LDFLAGS) -shared -Wl,-soname,$(SONAME) -o $@ $^ -lpthread
@@ -119,7 +121,7 @@ $(B)/test_config: $(call obj,tests/unit/test_config.c daemon/config.c daemon/log
 $(B)/test_log: $(call obj,tests/unit/test_log.c daemon/log.c)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS)
 
-$(B)/test_ring: $(call obj,tests/unit/test_ring.c daemon/ring.c daemon/reduce.c daemon/log.c $(PROTO_SRCS))
+$(B)/test_ring: $(call obj,tests/unit/test_ring.c daemon/ring.c daemon/reduce.c daemon/log.c $(LINK_SRCS) $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) -lpthread
 
 # The verbs provider of the tests (tests/fakeverbs), in place of -libverbs.

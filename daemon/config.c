@@ -36,6 +36,7 @@ struct pctx {
 	const char	*where;		/* file name, or NULL */
 	char		*err;
 	size_t		 errlen;
+	json_t		*nodes;		/* "nodes", until conf_finish */
 };
 
 struct conf_key {
@@ -510,7 +511,8 @@ conf_node_entry(struct pctx *p, const char *key, size_t i, json_t *e,
 		return -1;
 	}
 	json_object_foreach(e, ek, v) {
-		if (strcmp(ek, "name") != 0 && strcmp(ek, "address") != 0) {
+		if (strcmp(ek, "name") != 0 && strcmp(ek, "address") != 0 &&
+		    strcmp(ek, "rdma") != 0) {
 			conf_err(p, "key \"%s\", element %zu: unknown key "
 			    "\"%s\"", key, i, ek);
 			return -1;
@@ -595,7 +597,103 @@ conf_nodes(struct pctx *p, const struct conf_key *k, json_t *v,
 			return -1;
 	}
 	c->nnodes = n;
+	p->nodes = v;		/* "rdma" names nodes: read once all are in */
 	return 0;
+}
+
+/* "mlx5_0" or "mlx5_0:1": a device name and, optionally, its port. */
+static int
+conf_dev_ok(const char *s)
+{
+	size_t n = strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTU"
+	    "VWXYZ0123456789_.-");
+	char *end;
+	unsigned long port;
+
+	if (n == 0 || strlen(s) >= CONF_DEV_MAX)
+		return 0;
+	if (s[n] == '\0')
+		return 1;
+	if (s[n] != ':' || s[n + 1] < '1' || s[n + 1] > '9')
+		return 0;
+	port = strtoul(s + n + 1, &end, 10);
+	return *end == '\0' && port <= 255;
+}
+
+static size_t
+conf_node_index(const struct config *c, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < c->nnodes; i++)
+		if (strcmp(c->nodes[i].name, name) == 0)
+			break;
+	return i;
+}
+
+/*
+ * Each node's "rdma": {"other node": "device[:port]", ...}, the device
+ * that node reaches the other through.  This node's entry fills rdma_dev.
+ */
+static int
+conf_rdma(struct pctx *p, struct config *c)
+{
+	const char *peer, *me = c->nodes[c->node_index].name;
+	json_t *map, *dev;
+	size_t i, q;
+
+	for (i = 0; p->nodes != NULL && i < c->nnodes; i++) {
+		if ((map = json_object_get(json_array_get(p->nodes, i),
+		    "rdma")) == NULL)
+			continue;
+		if (!json_is_object(map)) {
+			conf_err(p, "node \"%s\": \"rdma\": expected an object "
+			    "of node names to devices, got %s",
+			    c->nodes[i].name, conf_json_type(map));
+			return -1;
+		}
+		json_object_foreach(map, peer, dev) {
+			if ((q = conf_node_index(c, peer)) == c->nnodes ||
+			    q == i) {
+				conf_err(p, "node \"%s\": \"rdma\": \"%.64s\" "
+				    "is %s", c->nodes[i].name, peer, q == i ?
+				    "the node itself" : "not in \"nodes\"");
+				return -1;
+			}
+			if (!json_is_string(dev) ||
+			    !conf_dev_ok(json_string_value(dev))) {
+				conf_err(p, "node \"%s\": \"rdma\": \"%s\": "
+				    "expected a device name, \"mlx5_0\" or "
+				    "\"mlx5_0:1\" (port), of under %d bytes",
+				    c->nodes[i].name, peer, CONF_DEV_MAX);
+				return -1;
+			}
+			if (strcmp(c->nodes[i].name, me) == 0)
+				conf_strcpy(c->nodes[q].rdma_dev,
+				    json_string_value(dev),
+				    sizeof(c->nodes[q].rdma_dev));
+		}
+	}
+	return 0;
+}
+
+static int
+conf_transport(struct pctx *p, const struct conf_key *k, json_t *v,
+    struct config *c)
+{
+	static const char *const names[] = { "auto", "tcp", "rdma" };
+	const char *s;
+
+	if ((s = conf_string(p, k->name, v)) == NULL)
+		return -1;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcmp(s, names[i]) == 0) {
+			c->transport = (int)i;
+			return 0;
+		}
+	conf_err(p, "key \"%s\": unknown transport \"%.32s\" (expected "
+	    "auto, tcp or rdma)", k->name, s);
+	return -1;
 }
 
 static int
@@ -643,6 +741,7 @@ static const struct conf_key conf_keys[] = {
 	KEY("listen", conf_listen),
 	KEY("log_level", conf_log_level),
 	KEY("algo", conf_algo),
+	KEY("transport", conf_transport),
 	KEY("spin_us", conf_spin),
 	KEY("nodes", conf_nodes),
 	KEY("key_file", conf_key_file),
@@ -712,6 +811,8 @@ conf_finish(struct pctx *p, struct config *c)
 		return -1;
 	}
 	c->node_index = (uint32_t)i;
+	if (conf_rdma(p, c) == -1)
+		return -1;
 	if (c->nlisten == 0) {
 		c->listen[0] = c->nodes[i].addr;
 		c->nlisten = 1;
@@ -779,7 +880,7 @@ int
 config_parse(const char *text, size_t len, struct config *cfg, char *err,
     size_t errlen)
 {
-	struct pctx p = { NULL, err, errlen };
+	struct pctx p = { NULL, err, errlen, NULL };
 
 	return conf_parse(&p, text, len, cfg);
 }
@@ -839,7 +940,7 @@ int
 config_load(const char *path, int explicit_path, struct config *cfg,
     char *err, size_t errlen)
 {
-	struct pctx p = { path, err, errlen };
+	struct pctx p = { path, err, errlen, NULL };
 	char *text;
 	size_t len;
 	int rc;

@@ -20,6 +20,7 @@
 #include <event2/event.h>
 
 #include "mccld.h"
+#include "transport/transport.h"
 
 #define LINGER_MS	3000	/* a failed job's links, before closing */
 #define SMALL_BYTES	65536	/* allreduce up to: recursive doubling */
@@ -37,24 +38,40 @@ engine_notify(struct job *j)
 
 /* ---- data links ---- */
 
+#define FD_TAKEN	(-2)	/* eng_fds: an accepted link the engine took */
+#define ROWS(j)		((j)->nlanes + 1)	/* lanes, then send/recv's */
+
+static uint32_t
+row_stream(const struct job *j, uint32_t k)
+{
+	return k < j->nlanes ? PEER_STREAM_LANE(k) : PEER_STREAM_P2P;
+}
+
+static uint64_t
+link_deadline(void)
+{
+	return now_ns() + (uint64_t)__atomic_load_n(&md.conf.connect_timeout_ms,
+	    __ATOMIC_RELAXED) * 1000000;
+}
+
+/* Connect to the nodes after us, and offer each a link at once. */
 static int
-engine_connect_links(struct job *j, char *err, size_t errlen)
+engine_connect_links(struct job *j, struct link_setup *su, char *err,
+    size_t errlen)
 {
 	for (uint32_t p = j->me + 1; p < j->nnodes; p++)
-		for (uint32_t k = 0; k < j->nlanes; k++) {
+		for (uint32_t k = 0; k < ROWS(j); k++) {
+			struct link_setup *s = &su[k * j->nnodes + p];
 			char why[ERR_MAX] = "";
-			int fd;
 
-			if ((fd = peer_data_connect(j->node_index[p], j->id,
-			    PEER_STREAM_LANE(k), j->eng_abort_fd, why,
-			    sizeof(why))) == -1) {
+			if ((s->fd = peer_data_connect(j->node_index[p], j->id,
+			    row_stream(j, k), j->eng_abort_fd, why,
+			    sizeof(why))) == -1 ||
+			    link_offer(s, why, sizeof(why)) == -1) {
 				snprintf(err, errlen, "cannot open a data link "
 				    "to node %s: %s", j->names[p], why);
 				return -1;
 			}
-			pthread_mutex_lock(&j->eng_mtx);
-			j->eng_fds[k * j->nnodes + p] = fd;
-			pthread_mutex_unlock(&j->eng_mtx);
 		}
 	return 0;
 }
@@ -63,7 +80,7 @@ static int
 engine_links_missing(const struct job *j)
 {
 	for (uint32_t p = 0; p < j->me; p++)
-		for (uint32_t k = 0; k < j->nlanes; k++)
+		for (uint32_t k = 0; k < ROWS(j); k++)
 			if (j->eng_fds[k * j->nnodes + p] == -1)
 				return (int)p;
 	return -1;
@@ -97,18 +114,95 @@ engine_await_links(struct job *j, char *err, size_t errlen)
 	return -1;
 }
 
+/* Take the links the nodes before us opened, and offer on each. */
+static int
+engine_accepted_links(struct job *j, struct link_setup *su, char *err,
+    size_t errlen)
+{
+	int rc;
+
+	pthread_mutex_lock(&j->eng_mtx);
+	if ((rc = engine_await_links(j, err, errlen)) == 0)
+		for (uint32_t p = 0; p < j->me; p++)
+			for (uint32_t k = 0; k < ROWS(j); k++) {
+				uint32_t i = k * j->nnodes + p;
+
+				su[i].fd = j->eng_fds[i];
+				j->eng_fds[i] = FD_TAKEN;
+			}
+	pthread_mutex_unlock(&j->eng_mtx);
+	for (uint32_t p = 0; rc == 0 && p < j->me; p++)
+		for (uint32_t k = 0; rc == 0 && k < ROWS(j); k++)
+			if ((rc = link_offer(&su[k * j->nnodes + p], err,
+			    errlen)) == -1)
+				snprintf(err, errlen, "data link from node %s: "
+				    "sending its set-up failed", j->names[p]);
+	return rc;
+}
+
+/* Set-up's last two steps on every link, each on all before the next. */
+static int
+engine_complete_links(struct job *j, struct link_setup *su, char *err,
+    size_t errlen)
+{
+	uint64_t deadline = link_deadline();
+	uint32_t n = ROWS(j) * j->nnodes;
+	char why[ERR_MAX] = "";
+
+	for (int step = 0; step < 2; step++)
+		for (uint32_t i = 0; i < n; i++) {
+			if (i % j->nnodes == j->me)
+				continue;
+			if ((step == 0 ? link_answer(&su[i], j->eng_abort_fd,
+			    deadline, why, sizeof(why)) : link_ready(&su[i],
+			    j->eng_abort_fd, deadline, why, sizeof(why))) ==
+			    -1) {
+				snprintf(err, errlen, "data link with node %s: "
+				    "%s", j->names[i % j->nnodes], why);
+				return -1;
+			}
+			j->eng_links[i] = su[i].link;
+		}
+	return 0;
+}
+
+/* The send/recv row goes to the p2p thread, or the reason it can't. */
+static void
+engine_hand_p2p(struct job *j, const char *err)
+{
+	struct link **row = j->eng_links + j->nlanes * j->nnodes;
+
+	p2p_links(j, err == NULL ? row : NULL, err);
+	if (err == NULL)
+		memset(row, 0, j->nnodes * sizeof(*row));
+}
+
 static int
 engine_links(struct job *j)
 {
+	uint32_t n = ROWS(j) * j->nnodes;
+	struct link_setup *su;
 	char err[ERR_MAX] = "";
-	int rc;
+	int rc = -1;
 
-	rc = engine_connect_links(j, err, sizeof(err));
-	if (rc == 0) {
-		pthread_mutex_lock(&j->eng_mtx);
-		rc = engine_await_links(j, err, sizeof(err));
-		pthread_mutex_unlock(&j->eng_mtx);
+	if ((su = calloc(n, sizeof(*su))) == NULL)
+		snprintf(err, sizeof(err), "out of memory");
+	else {
+		for (uint32_t i = 0; i < n; i++) {
+			su[i].fd = -1;
+			su[i].node = j->node_index[i % j->nnodes];
+		}
+		rc = engine_connect_links(j, su, err, sizeof(err)) == 0 &&
+		    engine_accepted_links(j, su, err, sizeof(err)) == 0 &&
+		    engine_complete_links(j, su, err, sizeof(err)) == 0 ? 0 : -1;
+		for (uint32_t i = 0; i < n; i++)
+			link_setup_drop(&su[i]);
+		free(su);
 	}
+	for (uint32_t i = 0; i < n && rc == 0; i++)
+		if (j->eng_links[i] != NULL && j->eng_links[i]->tp->mem_add)
+			j->eng_registers = 1;
+	engine_hand_p2p(j, rc == 0 ? NULL : err);
 	engine_report_links(j, rc == 0, MCCL_ERR_PEER_FAILED, err);
 	return rc;
 }
@@ -523,16 +617,38 @@ engine_alltoall(struct job *j, struct op *op, struct xfer *x)
 	return rc;
 }
 
+/*
+ * Links that send from registered memory learn the op's buffers first: the
+ * local ranks' segments (registered once, then found in a cache) and the
+ * engine's node buffer.
+ */
+static void
+engine_register(struct job *j, const struct op *op)
+{
+	for (uint32_t i = 0; i < j->nlocal; i++) {
+		const struct seg *s[2] = { op->parts[i].send_seg,
+		    op->parts[i].recv_seg };
+
+		for (int k = 0; k < 2; k++)
+			if (s[k] != NULL && (k == 0 || s[1] != s[0]))
+				link_mem_add(s[k], s[k]->base, s[k]->size);
+	}
+	if (j->eng_tmp != NULL)
+		link_mem_add(&j->eng_tmp, j->eng_tmp, j->eng_tmp_len);
+}
+
 static void
 engine_run(struct job *j, struct op *op, uint8_t *scratch)
 {
 	struct xfer x;
 	int rc = -1;
 
+	if (j->eng_registers)
+		engine_register(j, op);
 	memset(&x, 0, sizeof(x));
 	x.nnodes = j->nnodes;
 	x.me = j->me;
-	x.fds = j->eng_fds;
+	x.links = j->eng_links;
 	x.nlanes = j->nlanes;
 	x.names = j->names;
 	x.abort_fd = j->eng_abort_fd;
@@ -707,7 +823,7 @@ static void
 engine_report_links(struct job *j, int ok, int code, const char *err)
 {
 	pthread_mutex_lock(&j->eng_mtx);
-	j->eng_links = ok ? 1 : -1;
+	j->eng_link_state = ok ? 1 : -1;
 	j->eng_link_code = code;
 	wire_strlcpy(j->eng_link_err, err, sizeof(j->eng_link_err));
 	pthread_mutex_unlock(&j->eng_mtx);
@@ -718,15 +834,18 @@ static void *
 engine_main(void *arg)
 {
 	struct job *j = arg;
+	size_t scratch_len = 2 * md.conf.chunk_bytes * j->nlanes;
 	uint8_t *scratch;
 	struct op *op;
 	int ok = 0;
 
-	if ((scratch = malloc(2 * md.conf.chunk_bytes * j->nlanes)) == NULL)
+	if ((scratch = malloc(scratch_len)) == NULL)
 		engine_report_links(j, 0, MCCL_ERR_NO_MEMORY,
 		    "out of memory for the pipeline");
 	else
 		ok = engine_links(j) == 0;
+	if (ok && j->eng_registers)
+		link_mem_add(scratch, scratch, scratch_len);
 	while ((op = engine_next(j)) != NULL) {
 		if (op->code == 0 && ok)
 			engine_run(j, op, scratch);
@@ -735,6 +854,10 @@ engine_main(void *arg)
 			wire_strlcpy(op->err, j->eng_link_err, sizeof(op->err));
 		}
 		engine_done(j, op);
+	}
+	if (j->eng_registers) {
+		link_mem_forget(scratch);
+		link_mem_forget(&j->eng_tmp);
 	}
 	free(scratch);
 	free(j->eng_tmp);
@@ -753,14 +876,15 @@ engine_start(struct job *j, char *err, size_t errlen)
 {
 	pthread_condattr_t ca;
 
-	if ((j->eng_fds = malloc(j->nlanes * j->nnodes * sizeof(int))) ==
-	    NULL || job_engine_event(j) == -1) {
+	if ((j->eng_fds = malloc(ROWS(j) * j->nnodes * sizeof(int))) ==
+	    NULL || (j->eng_links = calloc(ROWS(j) * j->nnodes,
+	    sizeof(*j->eng_links))) == NULL || job_engine_event(j) == -1) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
 	if (subq_attach(j, err, errlen) == -1)
 		return -1;
-	for (uint32_t p = 0; p < j->nlanes * j->nnodes; p++)
+	for (uint32_t p = 0; p < ROWS(j) * j->nnodes; p++)
 		j->eng_fds[p] = -1;
 	if ((j->eng_abort_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) == -1) {
 		snprintf(err, errlen, "eventfd: %s", strerror(errno));
@@ -786,7 +910,7 @@ engine_adopt_link(struct job *j, uint32_t pos, uint32_t lane, int fd)
 {
 	int rc = -1, *slot;
 
-	if (!j->eng_running || pos >= j->me || lane >= j->nlanes)
+	if (!j->eng_running || pos >= j->me || lane >= ROWS(j))
 		return -1;
 	slot = &j->eng_fds[lane * j->nnodes + pos];
 	pthread_mutex_lock(&j->eng_mtx);
@@ -812,7 +936,7 @@ engine_wake(struct job *j)
 
 struct lingering_links {
 	TAILQ_ENTRY(lingering_links) entry;
-	int		*fds;
+	struct link	**links;
 	uint32_t	 n;
 	struct event	*ev;
 };
@@ -821,14 +945,19 @@ static TAILQ_HEAD(, lingering_links) lingering =
     TAILQ_HEAD_INITIALIZER(lingering);
 
 static void
+links_close(struct link **links, uint32_t n)
+{
+	for (uint32_t p = 0; p < n; p++)
+		link_close(links[p]);
+	free(links);
+}
+
+static void
 linger_close(struct lingering_links *l)
 {
 	TAILQ_REMOVE(&lingering, l, entry);
-	for (uint32_t p = 0; p < l->n; p++)
-		if (l->fds[p] != -1)
-			close(l->fds[p]);
+	links_close(l->links, l->n);
 	event_free(l->ev);
-	free(l->fds);
 	free(l);
 }
 
@@ -846,21 +975,19 @@ linger_cb(int fd, short events, void *arg)
  * links close, or they would report a dead peer instead of the reason.
  */
 static void
-engine_linger(int *fds, uint32_t n)
+engine_linger(struct link **links, uint32_t n)
 {
 	struct timeval tv = { LINGER_MS / 1000, (LINGER_MS % 1000) * 1000 };
 	struct lingering_links *l;
 
-	if ((l = calloc(1, sizeof(*l))) == NULL) {
-		for (uint32_t p = 0; p < n; p++)
-			if (fds[p] != -1)
-				close(fds[p]);
-		free(fds);
+	if ((l = calloc(1, sizeof(*l))) == NULL ||
+	    (l->ev = evtimer_new(md.base, linger_cb, l)) == NULL) {
+		free(l);
+		links_close(links, n);
 		return;
 	}
-	l->fds = fds;
+	l->links = links;
 	l->n = n;
-	l->ev = evtimer_new(md.base, linger_cb, l);
 	TAILQ_INSERT_TAIL(&lingering, l, entry);
 	evtimer_add(l->ev, &tv);
 }
@@ -912,18 +1039,25 @@ engine_exited(struct job *j)
 void
 engine_finish(struct job *j)
 {
-	if (!j->eng_running)
+	if (!j->eng_running) {		/* engine_start failed, if it ran */
+		free(j->eng_fds);
+		free(j->eng_links);
+		j->eng_fds = NULL;
+		j->eng_links = NULL;
 		return;
+	}
 	pthread_join(j->eng_thread, NULL);
 	j->eng_running = 0;
+	for (uint32_t p = 0; p < ROWS(j) * j->nnodes; p++)
+		if (j->eng_fds[p] >= 0)		/* handed over, never taken */
+			close(j->eng_fds[p]);
+	free(j->eng_fds);
 	if (j->eng_aborted)
-		engine_linger(j->eng_fds, j->nlanes * j->nnodes);
-	else {
-		for (uint32_t p = 0; p < j->nlanes * j->nnodes; p++)
-			if (j->eng_fds[p] != -1)
-				close(j->eng_fds[p]);
-		free(j->eng_fds);
-	}
+		engine_linger(j->eng_links, ROWS(j) * j->nnodes);
+	else
+		links_close(j->eng_links, ROWS(j) * j->nnodes);
+	j->eng_fds = NULL;
+	j->eng_links = NULL;
 	close(j->eng_abort_fd);
 	event_free(j->ev_engine);
 	j->ev_engine = NULL;

@@ -602,7 +602,8 @@ job_formed(const struct peer_formed *m, const uint32_t *rank_node)
 	log_info("job %s: formed, id %016llx, %u ranks on %u nodes, %u here",
 	    j->name, (unsigned long long)j->id, j->nranks, j->nnodes,
 	    j->nlocal);
-	if (engine_start(j, err, sizeof(err)) == -1 ||
+	if (p2p_init(j, err, sizeof(err)) == -1 ||
+	    engine_start(j, err, sizeof(err)) == -1 ||
 	    p2p_start(j, err, sizeof(err)) == -1) {
 		job_fail(j, MCCL_ERR_INTERNAL, "job %s: %s", j->name, err);
 		return;
@@ -791,9 +792,9 @@ job_data_link(int fd, const struct peer_data_hello *m)
 	if (j != NULL) {
 		for (uint32_t p = 0; p < j->nnodes; p++)
 			if (j->node_index[p] == m->node &&
-			    (m->stream == PEER_STREAM_P2P ?
-			    p2p_adopt_link(j, p, fd) : engine_adopt_link(j, p,
-			    PEER_LANE_OF(m->stream), fd)) == 0)
+			    engine_adopt_link(j, p, m->stream ==
+			    PEER_STREAM_P2P ? j->nlanes :
+			    PEER_LANE_OF(m->stream), fd) == 0)
 				return;
 		log_warnx("job %s: unexpected data link from node %s", j->name,
 		    peer_name(m->node));
@@ -1045,7 +1046,7 @@ job_engine_cb(int fd, short events, void *arg)
 	}
 	pthread_mutex_lock(&j->eng_mtx);
 	TAILQ_CONCAT(&done, &j->eng_out, entry);
-	links = j->eng_links;
+	links = j->eng_link_state;
 	if ((report = links != 0 && !j->eng_links_reported)) {
 		j->eng_links_reported = 1;
 		code = j->eng_link_code;

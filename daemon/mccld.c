@@ -122,6 +122,9 @@ reload_nodes(struct config *nc)
 	uint32_t old_n = (uint32_t)md.conf.nnodes;
 	char err[ERR_MAX];
 
+	for (uint32_t i = 0; i < old_n; i++)	/* "rdma" waits for a restart */
+		memcpy(nc->nodes[i].rdma_dev, md.conf.nodes[i].rdma_dev,
+		    sizeof(nc->nodes[i].rdma_dev));
 	retired[nretired++] = md.conf.nodes;
 	md.conf.nodes = nc->nodes;
 	md.conf.nnodes = nc->nnodes;
@@ -150,6 +153,18 @@ listen_same(const struct config *a, const struct config *b)
 	return 1;
 }
 
+/* This node's devices to the nodes both lists have. */
+static int
+rdma_same(const struct config *a, const struct config *b)
+{
+	size_t n = a->nnodes < b->nnodes ? a->nnodes : b->nnodes;
+
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(a->nodes[i].rdma_dev, b->nodes[i].rdma_dev) != 0)
+			return 0;
+	return 1;
+}
+
 /* Keys that only a restart applies: each one that changed is named. */
 static void
 reload_needs_restart(const struct config *nc)
@@ -166,6 +181,7 @@ reload_needs_restart(const struct config *nc)
 		{ "metrics_listen", !addr_same(&nc->metrics_listen,
 		    &c->metrics_listen) },
 		{ "node", strcmp(nc->node_name, c->node_name) != 0 },
+		{ "rdma", !rdma_same(nc, c) },
 	};
 
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
@@ -182,7 +198,7 @@ reload_needs_restart(const struct config *nc)
 /*
  * SIGHUP: re-read the configuration; if it is valid, apply every key that
  * can change under running jobs (the log level, timeouts, heartbeats,
- * limits, the algorithm and lanes of new jobs, the admin group, nodes
+ * limits, the algorithm, transport and lanes of new jobs, the admin group, nodes
  * added at the end of the list) and name each other key that changed and
  * needs a restart.  Nothing is applied from an invalid file.
  */
@@ -209,6 +225,7 @@ reload(char *err, size_t errlen)
 	__atomic_store_n(&md.conf.op_timeout_ms, nc.op_timeout_ms,
 	    __ATOMIC_RELAXED);
 	__atomic_store_n(&md.conf.algo, nc.algo, __ATOMIC_RELAXED);
+	__atomic_store_n(&md.conf.transport, nc.transport, __ATOMIC_RELAXED);
 	__atomic_store_n(&md.conf.spin_us, nc.spin_us, __ATOMIC_RELAXED);
 	md.conf.streams_per_peer = nc.streams_per_peer;	/* new jobs */
 	__atomic_store_n(&md.conf.connect_timeout_ms, nc.connect_timeout_ms,

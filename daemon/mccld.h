@@ -28,6 +28,8 @@
 #define CONF_HOST_MAX		256
 #define ERR_MAX			256
 
+struct link;
+
 /* ---- config.c ---- */
 
 struct conf_addr {
@@ -35,10 +37,18 @@ struct conf_addr {
 	uint16_t	port;
 };
 
+#define CONF_DEV_MAX		32	/* "mlx5_0" or "mlx5_0:2" */
+
 struct conf_node {
 	char		 name[NODE_NAME_MAX];
 	struct conf_addr addr;
+	char		 rdma_dev[CONF_DEV_MAX];	/* this node's RDMA device
+					   (and port) to reach it, from this
+					   node's "rdma"; "": any that works */
 };
+
+enum conf_transport { CONF_TRANSPORT_AUTO, CONF_TRANSPORT_TCP,
+    CONF_TRANSPORT_RDMA };
 
 struct config {
 	char		 node_name[NODE_NAME_MAX];
@@ -56,6 +66,7 @@ struct config {
 	uint32_t	 heartbeat_timeout_ms;	/* silence after which a peer is dead */
 	uint64_t	 chunk_bytes;		/* pipeline chunk */
 	int		 algo;			/* enum algo_type for allreduce */
+	int		 transport;		/* enum conf_transport */
 	int32_t		 spin_us;		/* engine's spin; SPIN_AUTO */
 	uint32_t	 streams_per_peer;	/* collective lanes of new jobs */
 	uint32_t	 max_clients;		/* connections on the Unix socket */
@@ -138,8 +149,8 @@ int		reduce_force_isa(const char *);	/* tests: NULL = best */
 struct xfer {
 	uint32_t	  nnodes;	/* nodes of the job, in ring order */
 	uint32_t	  me;		/* this node's position in that order */
-	const int	 *fds;		/* data link to each position, lane by
-					   lane (nlanes * nnodes); -1 at me */
+	struct link *const *links;	/* data link to each position, lane by
+					   lane (nlanes * nnodes); NULL at me */
 	uint32_t	  nlanes;	/* allreduce: rings run side by side */
 	const char *const *names;	/* node name of each position, for messages */
 	int		  abort_fd;	/* readable once the job is aborted */
@@ -283,6 +294,9 @@ void		peer_close(void);
 int		peer_send(uint32_t, uint16_t, const void *, const void *, size_t);
 int		peer_is_up(uint32_t);
 const char	*peer_name(uint32_t);
+int		peer_data_send(int, uint16_t, const void *);
+int		peer_data_read(int, uint16_t, void *, int, uint64_t, char *,
+		    size_t);
 int		peer_data_connect(uint32_t, uint64_t, uint32_t, int, char *,
 		    size_t);
 json_t		*peer_ctl_list(void);
@@ -376,9 +390,14 @@ struct job {
 	int		 eng_out_quiet;	/* it holds ops the main thread was
 					   not woken for (engine_idle) */
 	uint32_t	 nlanes;	/* collective links per pair of nodes */
-	int		*eng_fds;	/* lane k's link to position p at
-					   [k * nnodes + p] */
-	int		 eng_links;	/* 0 pending, 1 up, -1 failed */
+	int		*eng_fds;	/* lane k's link from position p at
+					   [k * nnodes + p], handed over by
+					   the main thread (p < me); row
+					   nlanes: the send/recv stream's */
+	struct link	**eng_links;	/* the links, alike (engine thread);
+					   the last row goes to p2p.c */
+	int		 eng_registers;	/* a link sends from registered memory */
+	int		 eng_link_state; /* 0 pending, 1 up, -1 failed */
 	int		 eng_links_reported;
 	int		 eng_link_code;
 	char		 eng_link_err[ERR_MAX];
@@ -431,9 +450,10 @@ void		count_bytes(uint64_t *, const uint32_t *, uint32_t, size_t);
 /* ---- p2p.c: a job's point-to-point messages (their own thread) ---- */
 
 struct p2p;
+int		p2p_init(struct job *, char *, size_t);
 int		p2p_start(struct job *, char *, size_t);
 void		p2p_submit(struct job *, struct op *);
-int		p2p_adopt_link(struct job *, uint32_t, int);
+void		p2p_links(struct job *, struct link **, const char *);
 void		p2p_quit(struct job *);
 int		p2p_exited(struct job *);
 void		p2p_finish(struct job *);

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "mccld.h"
+#include "transport/transport.h"
 
 #define P2P_UNEXPECTED_MAX	((uint64_t)1 << 30)
 #define P2P_HDR_LEN		(WIRE_HDR_LEN + 20)	/* frame of PEER_P2P */
@@ -42,7 +43,7 @@ struct unexpected {
 TAILQ_HEAD(unexpected_list, unexpected);
 
 struct p2p_link {
-	int		 fd;
+	struct link	*link;		/* NULL until the engine made it */
 	int		 dead;
 	struct op_list	 sendq;		/* head is being sent */
 	uint8_t		 txhdr[P2P_HDR_LEN];
@@ -59,13 +60,16 @@ struct p2p_link {
 struct p2p {
 	struct job	*job;
 	pthread_t	 thread;
-	pthread_mutex_t	 mtx;		/* inbox, fds handed over, quit */
+	pthread_mutex_t	 mtx;		/* inbox, links handed over, quit */
 	int		 wake_fd;
+	int		 started;	/* the thread runs */
 	int		 quit;
 	int		 exited;	/* p2p_main returned */
 	struct op_list	 inbox;		/* from the main thread */
 	struct p2p_link	*links;		/* by position; links[me] unused */
-	int		*adopted;	/* fds handed over, by position */
+	struct link	**adopted;	/* handed over by the engine, by position */
+	int		 links_failed;	/* the engine could not make them: */
+	char		 links_err[ERR_MAX];	/* why */
 	/* thread-owned from here */
 	struct op_list	 posted;	/* receives waiting for a message */
 	struct unexpected_list unexpected;
@@ -388,31 +392,33 @@ static int
 tx_step(struct p2p *p, struct p2p_link *l)
 {
 	struct op *op = TAILQ_FIRST(&l->sendq);
+	const struct op_part *part;
 	struct iovec iov[2];
-	struct msghdr mh;
 	uint64_t total;
 	ssize_t n;
+	int niov = 0;
 
-	if (op == NULL || l->fd == -1)
+	if (op == NULL || l->link == NULL)
 		return 0;
-	if (l->txoff == 0)
+	part = &op->parts[local_part(p->job, op->p2p_rank)];
+	if (l->txoff == 0) {
 		tx_header(l, op);
-	total = P2P_HDR_LEN + op_bytes(op);
-	memset(&mh, 0, sizeof(mh));
-	mh.msg_iov = iov;
-	if (l->txoff < P2P_HDR_LEN) {
-		iov[mh.msg_iovlen].iov_base = l->txhdr + l->txoff;
-		iov[mh.msg_iovlen++].iov_len = P2P_HDR_LEN - l->txoff;
+		if (l->link->tp->mem_add != NULL && part->send_seg != NULL)
+			link_mem_add(part->send_seg, part->send_seg->base,
+			    part->send_seg->size);
 	}
+	total = P2P_HDR_LEN + op_bytes(op);
+	if (l->txoff < P2P_HDR_LEN)
+		iov[niov++] = (struct iovec){ l->txhdr + l->txoff,
+		    P2P_HDR_LEN - l->txoff };
 	if (total > P2P_HDR_LEN) {
 		uint64_t off = l->txoff > P2P_HDR_LEN ? l->txoff - P2P_HDR_LEN : 0;
 		uint64_t left = op_bytes(op) - off;
 
-		iov[mh.msg_iovlen].iov_base = op->parts[local_part(p->job,
-		    op->p2p_rank)].send + off;
-		iov[mh.msg_iovlen++].iov_len = left > IO_MAX ? IO_MAX : left;
+		iov[niov++] = (struct iovec){ part->send + off,
+		    left > IO_MAX ? IO_MAX : left };
 	}
-	if ((n = sendmsg(l->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT)) < 0)
+	if ((n = link_send(l->link, iov, niov)) < 0)
 		return errno == EAGAIN || errno == EINTR ? 0 : -1;
 	count_bytes(md.data_tx, p->job->node_index, (uint32_t)(l - p->links),
 	    (size_t)n);
@@ -504,12 +510,15 @@ rx_step(struct p2p *p, struct p2p_link *l, uint32_t pos, char *err,
 		want = l->rx.bytes - l->rxgot > IO_MAX ? IO_MAX :
 		    (size_t)(l->rx.bytes - l->rxgot);
 	}
-	if (want > 0 && (n = recv(l->fd, dst, want, MSG_DONTWAIT)) <= 0) {
+	if (want > 0 && (n = link_recv(l->link, &(struct iovec){ dst, want },
+	    1)) <= 0) {
+		char why[LINK_WHY_MAX + 32];
+
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			return 0;
 		snprintf(err, errlen, "link to node %s %s", p->job->names[pos],
-		    n == 0 ? "closed (peer failed or left the job)" :
-		    strerror(errno));
+		    link_strerror(l->link, n == 0 ? 0 : errno, why,
+		    sizeof(why)));
 		return -1;
 	}
 	count_bytes(md.data_rx, p->job->node_index, pos, (size_t)n);
@@ -615,17 +624,23 @@ take_inbox(struct p2p *p)
 	struct job *j = p->job;
 	struct op *op;
 	uint64_t v;
+	int failed;
 
 	if (read(p->wake_fd, &v, sizeof(v)) == -1 && errno != EAGAIN)
 		log_warn("job %s: p2p wake", j->name);
 	pthread_mutex_lock(&p->mtx);
 	TAILQ_CONCAT(&in, &p->inbox, entry);
 	for (uint32_t q = 0; q < j->nnodes; q++)
-		if (p->adopted[q] != -1 && p->links[q].fd == -1) {
-			p->links[q].fd = p->adopted[q];
-			p->adopted[q] = -1;
+		if (p->adopted[q] != NULL && p->links[q].link == NULL) {
+			p->links[q].link = p->adopted[q];
+			p->adopted[q] = NULL;
 		}
+	if ((failed = p->links_failed == 1))
+		p->links_failed = 2;	/* told once, here */
 	pthread_mutex_unlock(&p->mtx);
+	for (uint32_t q = 0; failed && q < j->nnodes; q++)
+		if (q != j->me)
+			link_fail(p, q, p->links_err);
 	while ((op = TAILQ_FIRST(&in)) != NULL) {
 		TAILQ_REMOVE(&in, op, entry);
 		if (p->aborted)
@@ -648,11 +663,14 @@ links_step(struct p2p *p)
 	for (uint32_t q = 0; q < p->job->nnodes; q++) {
 		struct p2p_link *l = &p->links[q];
 
-		if (q == p->job->me || l->fd == -1 || l->dead)
+		if (q == p->job->me || l->link == NULL || l->dead)
 			continue;
 		if ((rc = tx_step(p, l)) == -1) {
-			snprintf(err, sizeof(err), "link to node %s: %s",
-			    p->job->names[q], strerror(errno));
+			char why[LINK_WHY_MAX + 32];
+
+			snprintf(err, sizeof(err), "link to node %s %s",
+			    p->job->names[q], link_strerror(l->link, errno, why,
+			    sizeof(why)));
 			link_fail(p, q, err);
 			continue;
 		}
@@ -665,34 +683,62 @@ links_step(struct p2p *p)
 	return moved;
 }
 
+/* A link's connection hung up (a transport that watches for that). */
+static void
+p2p_hangup(struct p2p *p, uint32_t q)
+{
+	struct p2p_link *l = &p->links[q];
+	char why[LINK_WHY_MAX + 32], err[ERR_MAX];
+
+	snprintf(err, sizeof(err), "link to node %s %s", p->job->names[q],
+	    link_strerror(l->link, link_hangup_errno(l->link), why,
+	    sizeof(why)));
+	link_fail(p, q, err);
+}
+
 /* Sleep until something can move. */
 static void
 p2p_wait(struct p2p *p, uint64_t next_deadline)
 {
 	const struct job *j = p->job;
 	struct pollfd *pfd;
-	int n = 0, timeout = -1;
+	uint32_t *pos;
+	int n = 0, timeout = -1, armed;
 	uint64_t now = now_ns();
 
-	if ((pfd = calloc(j->nnodes + 2, sizeof(*pfd))) == NULL)
-		return;
+	pfd = calloc(2 * j->nnodes + 2, sizeof(*pfd));
+	pos = calloc(2 * j->nnodes + 2, sizeof(*pos));
+	if (pfd == NULL || pos == NULL)
+		goto out;
 	pfd[n++] = (struct pollfd){ p->wake_fd, POLLIN, 0 };
 	if (!p->aborted)
 		pfd[n++] = (struct pollfd){ j->eng_abort_fd, POLLIN, 0 };
-	for (uint32_t q = 0; q < j->nnodes; q++)
-		if (p->links[q].fd != -1 && !p->links[q].dead)
-			pfd[n++] = (struct pollfd){ p->links[q].fd,
-			    (short)(POLLIN | (TAILQ_EMPTY(&p->links[q].sendq) ?
-			    0 : POLLOUT)), 0 };
+	for (uint32_t q = 0; q < j->nnodes; q++) {
+		struct p2p_link *l = &p->links[q];
+
+		if (l->link == NULL || l->dead)
+			continue;
+		if ((armed = link_arm(l->link, (short)(POLLIN |
+		    (TAILQ_EMPTY(&l->sendq) ? 0 : POLLOUT)), pfd + n)) == 0)
+			goto out;	/* it can move now */
+		for (int i = 0; i < armed; i++)
+			pos[n++] = q;
+	}
 	if (next_deadline != 0)
 		timeout = next_deadline <= now ? 0 :
 		    (int)((next_deadline - now) / 1000000 + 1);
 	poll(pfd, (nfds_t)n, timeout);
+	for (int i = p->aborted ? 1 : 2; i < n; i++)
+		if ((pfd[i].events & POLLRDHUP) && !p->links[pos[i]].dead &&
+		    (pfd[i].revents & (POLLERR | POLLHUP | POLLRDHUP)))
+			p2p_hangup(p, pos[i]);
 	if (!p->aborted && pfd[1].revents != 0) {
 		p->aborted = 1;
 		fail_ops(p, UINT32_MAX, MCCL_ERR_ABORTED, "job aborted");
 	}
+out:
 	free(pfd);
+	free(pos);
 }
 
 static int
@@ -706,29 +752,11 @@ p2p_quitting(struct p2p *p)
 	return quit;
 }
 
-static void
-connect_links(struct p2p *p)
-{
-	struct job *j = p->job;
-	char err[ERR_MAX];
-	int fd;
-
-	for (uint32_t q = j->me + 1; q < j->nnodes; q++) {
-		err[0] = '\0';
-		if ((fd = peer_data_connect(j->node_index[q], j->id,
-		    PEER_STREAM_P2P, j->eng_abort_fd, err, sizeof(err))) == -1)
-			link_fail(p, q, err);
-		else
-			p->links[q].fd = fd;
-	}
-}
-
 static void *
 p2p_main(void *arg)
 {
 	struct p2p *p = arg;
 
-	connect_links(p);
 	for (;;) {
 		take_inbox(p);
 		while (links_step(p))
@@ -753,42 +781,48 @@ p2p_main(void *arg)
 
 /* ---- the main thread's side ---- */
 
+/* Before engine_start: the engine hands this its links (p2p_links). */
 int
-p2p_start(struct job *j, char *err, size_t errlen)
+p2p_init(struct job *j, char *err, size_t errlen)
 {
 	struct p2p *p;
 
 	if ((p = calloc(1, sizeof(*p))) == NULL ||
 	    (p->links = calloc(j->nnodes, sizeof(*p->links))) == NULL ||
-	    (p->adopted = calloc(j->nnodes, sizeof(int))) == NULL) {
-		if (p != NULL)
+	    (p->adopted = calloc(j->nnodes, sizeof(*p->adopted))) == NULL ||
+	    (p->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) == -1) {
+		snprintf(err, errlen, "cannot set up send/recv: %s",
+		    strerror(errno));
+		if (p != NULL) {
 			free(p->links);
+			free(p->adopted);
+		}
 		free(p);
-		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
 	p->job = j;
 	TAILQ_INIT(&p->inbox);
 	TAILQ_INIT(&p->posted);
 	TAILQ_INIT(&p->unexpected);
-	for (uint32_t q = 0; q < j->nnodes; q++) {
-		p->links[q].fd = p->adopted[q] = -1;
+	for (uint32_t q = 0; q < j->nnodes; q++)
 		TAILQ_INIT(&p->links[q].sendq);
-	}
 	pthread_mutex_init(&p->mtx, NULL);
 	j->p2p = p;
-	if ((p->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) == -1 ||
-	    (errno = pthread_create(&p->thread, NULL, p2p_main, p)) != 0) {
+	return 0;
+}
+
+/* After engine_start: the thread needs the job's abort fd. */
+int
+p2p_start(struct job *j, char *err, size_t errlen)
+{
+	struct p2p *p = j->p2p;
+
+	if ((errno = pthread_create(&p->thread, NULL, p2p_main, p)) != 0) {
 		snprintf(err, errlen, "cannot start the p2p thread: %s",
 		    strerror(errno));
-		if (p->wake_fd != -1)
-			close(p->wake_fd);
-		j->p2p = NULL;
-		free(p->links);
-		free(p->adopted);
-		free(p);
 		return -1;
 	}
+	p->started = 1;
 	return 0;
 }
 
@@ -812,23 +846,23 @@ p2p_submit(struct job *j, struct op *op)
 	p2p_wake(p);
 }
 
-int
-p2p_adopt_link(struct job *j, uint32_t pos, int fd)
+/*
+ * Engine thread: the job's send/recv links, one per position (NULL at
+ * this node's), are up; or, with err, they could not be made.
+ */
+void
+p2p_links(struct job *j, struct link **links, const char *err)
 {
 	struct p2p *p = j->p2p;
-	int rc = -1;
 
-	if (p == NULL || pos >= j->me)
-		return -1;
 	pthread_mutex_lock(&p->mtx);
-	if (p->adopted[pos] == -1 && p->links[pos].fd == -1) {
-		p->adopted[pos] = fd;
-		rc = 0;
-	}
+	if (err != NULL) {
+		p->links_failed = 1;
+		wire_strlcpy(p->links_err, err, sizeof(p->links_err));
+	} else
+		memcpy(p->adopted, links, j->nnodes * sizeof(*links));
 	pthread_mutex_unlock(&p->mtx);
-	if (rc == 0)
-		p2p_wake(p);
-	return rc;
+	p2p_wake(p);
 }
 
 /* Tell the thread to stop; it wakes the main thread when it has. */
@@ -852,7 +886,7 @@ p2p_exited(struct job *j)
 	struct p2p *p = j->p2p;
 	int exited;
 
-	if (p == NULL)
+	if (p == NULL || !p->started)
 		return 1;
 	pthread_mutex_lock(&p->mtx);
 	exited = p->exited;
@@ -872,17 +906,16 @@ p2p_finish(struct job *j)
 
 	if (p == NULL)
 		return;
-	pthread_join(p->thread, NULL);
+	if (p->started)
+		pthread_join(p->thread, NULL);
 	p->aborted = 1;
 	fail_ops(p, UINT32_MAX, MCCL_ERR_ABORTED, "job ended");
 	take_inbox(p);
 	for (uint32_t q = 0; q < j->nnodes; q++) {
 		if (p->links[q].rxop != NULL)
 			job_engine_done(j, p->links[q].rxop);
-		if (p->links[q].fd != -1)
-			close(p->links[q].fd);
-		if (p->adopted[q] != -1)
-			close(p->adopted[q]);
+		link_close(p->links[q].link);
+		link_close(p->adopted[q]);
 	}
 	while ((u = TAILQ_FIRST(&p->unexpected)) != NULL) {
 		TAILQ_REMOVE(&p->unexpected, u, entry);

@@ -1077,10 +1077,10 @@ await_connected(int fd, int abort_fd, uint64_t deadline_ns, char *err,
 	return 0;
 }
 
-/* Read exactly len bytes by deadline_ns. */
+/* Read exactly len bytes by deadline_ns; `when` says what it was in. */
 static int
 read_exact(int fd, int abort_fd, uint8_t *buf, size_t len,
-    uint64_t deadline_ns, char *err, size_t errlen)
+    uint64_t deadline_ns, const char *when, char *err, size_t errlen)
 {
 	size_t got = 0;
 	ssize_t n;
@@ -1091,10 +1091,9 @@ read_exact(int fd, int abort_fd, uint8_t *buf, size_t len,
 			return -1;
 		if ((n = recv(fd, buf + got, len - got, MSG_DONTWAIT)) == 0 ||
 		    (n < 0 && errno != EAGAIN && errno != EINTR)) {
-			snprintf(err, errlen, "it closed the connection before "
-			    "authenticating (peer port full, or not our "
-			    "cluster key?)%s%s", n < 0 ? ": " : "",
-			    n < 0 ? strerror(errno) : "");
+			snprintf(err, errlen, "it closed the connection %s%s%s",
+			    when, n < 0 ? ": " : "", n < 0 ? strerror(errno) :
+			    "");
 			return -1;
 		}
 		got += n > 0 ? (size_t)n : 0;
@@ -1120,7 +1119,8 @@ data_auth(int fd, uint32_t index, int abort_fd, uint64_t deadline_ns,
 		snprintf(err, errlen, "sending AUTH_HELLO: %s", strerror(errno));
 		return -1;
 	}
-	if (read_exact(fd, abort_fd, buf, want, deadline_ns, err,
+	if (read_exact(fd, abort_fd, buf, want, deadline_ns, "before "
+	    "authenticating (peer port full, or not our cluster key?)", err,
 	    errlen) == -1 ||
 	    wire_hdr_check(&peer_proto, buf, &h, &t, err, errlen) == -1)
 		return -1;
@@ -1182,6 +1182,38 @@ peer_data_connect(uint32_t index, uint64_t job_id, uint32_t stream,
 		return -1;
 	}
 	return fd;
+}
+
+/* A data link's set-up frame: small, it fits the socket's buffer. */
+int
+peer_data_send(int fd, uint16_t type, const void *msg)
+{
+	return send_frame(fd, type, msg);
+}
+
+/* Read the data link's next frame, which must be `type`, by deadline_ns. */
+int
+peer_data_read(int fd, uint16_t type, void *msg, int abort_fd,
+    uint64_t deadline_ns, char *err, size_t errlen)
+{
+	const struct wire_type *t = wire_type_lookup(&peer_proto, type), *got;
+	uint8_t buf[WIRE_HDR_LEN + INBOUND_MAX];
+	const char *when = "during the link's set-up";
+	struct wire_hdr h;
+	size_t fixed = wire_fixed_len(t);
+
+	if (read_exact(fd, abort_fd, buf, WIRE_HDR_LEN, deadline_ns, when, err,
+	    errlen) == -1 || wire_hdr_check(&peer_proto, buf, &h, &got, err,
+	    errlen) == -1)
+		return -1;
+	if (h.type != type || h.len != fixed) {
+		snprintf(err, errlen, "it sent %s where %s was due", got->name,
+		    t->name);
+		return -1;
+	}
+	return read_exact(fd, abort_fd, buf + WIRE_HDR_LEN, fixed, deadline_ns,
+	    when, err, errlen) == -1 || (fixed > 0 && wire_decode(t, buf +
+	    WIRE_HDR_LEN, fixed, msg, NULL, NULL, err, errlen) == -1) ? -1 : 0;
 }
 
 /* ---- metrics ---- */

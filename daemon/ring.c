@@ -10,7 +10,6 @@
  * engine drives both directions at once, frame by frame, so a chunk that
  * arrives from the left leaves to the right as soon as it is final.
  */
-#include <sys/socket.h>
 #include <sys/uio.h>
 
 #include <errno.h>
@@ -23,6 +22,7 @@
 #include <time.h>
 
 #include "mccld.h"
+#include "transport/transport.h"
 
 #define IO_MAX		((size_t)1 << 30)	/* bytes per send or receive call */
 #define TXQ		8			/* frames one sendmsg may carry */
@@ -55,7 +55,7 @@ struct frame {
  */
 struct plan {
 	const struct xfer *x;
-	const int	*fds;		/* its lane's link to each position */
+	struct link *const *links;	/* its lane's link to each position */
 	uint8_t		*scratch;	/* its lane's two reduction slots */
 	int		 reversed;	/* data flows right to left */
 	uint8_t		*buf;
@@ -85,7 +85,7 @@ struct txent {
 /* The link to the right: the frames this node sends. */
 struct tx {
 	int		 active;
-	int		 fd;
+	struct link	*link;
 	uint32_t	 peer;
 	struct walk	 w;
 	struct frame	 next;		/* cut, not yet queued */
@@ -108,7 +108,7 @@ struct pend {
 /* The link to the left: the frames this node receives. */
 struct rx {
 	int		 active;
-	int		 fd;
+	struct link	*link;
 	uint32_t	 peer;
 	struct walk	 w;
 	struct frame	 cur, nxt;
@@ -174,18 +174,12 @@ io_again(int err)
 
 /* err 0: the peer closed the link. */
 static int
-link_error(struct xfer *x, uint32_t peer, int err)
+link_error(struct xfer *x, uint32_t peer, const struct link *l, int err)
 {
-	char buf[128];
+	char buf[LINK_WHY_MAX + 32];
 
-	if (err == 0)
-		return ring_fail(x, MCCL_ERR_PEER_FAILED, "link to node %s closed "
-		    "(peer failed or left the job)", node_name(x, peer));
-	if (err == ECONNRESET || err == EPIPE)
-		return ring_fail(x, MCCL_ERR_PEER_FAILED, "link to node %s reset "
-		    "(peer failed or left the job)", node_name(x, peer));
-	return ring_fail(x, MCCL_ERR_PEER_FAILED, "link to node %s: %s",
-	    node_name(x, peer), strerror_r(err, buf, sizeof(buf)));
+	return ring_fail(x, MCCL_ERR_PEER_FAILED, "link to node %s %s",
+	    node_name(x, peer), link_strerror(l, err, buf, sizeof(buf)));
 }
 
 /* ---- blocks and frames ---- */
@@ -268,7 +262,7 @@ tx_init(struct xfer *x, struct tx *tx, const struct plan *p, size_t nown,
 	if ((tx->active = nsend > 0) == 0)
 		return 0;
 	tx->peer = peer;
-	tx->fd = p->fds[tx->peer];
+	tx->link = p->links[tx->peer];
 	tx->w.blk = 1 - nown;
 	tx->w.end = tx->w.blk + nsend;
 	if (wire_encode(&peer_proto, PEER_DATA_OPHDR, &x->hdr, NULL, 0, enc,
@@ -359,7 +353,6 @@ tx_step(struct xfer *x, struct tx *tx, const struct plan *p,
     const struct rx *rx, int *moved)
 {
 	struct iovec iov[2 * TXQ];
-	struct msghdr msg;
 	ssize_t n;
 
 	if (!tx->active)
@@ -367,11 +360,9 @@ tx_step(struct xfer *x, struct tx *tx, const struct plan *p,
 	tx_fill(tx, p, rx);
 	if (tx->qlen == 0)
 		return 0;
-	memset(&msg, 0, sizeof(msg));
-	msg.msg_iov = iov;
-	msg.msg_iovlen = tx_iov(tx, iov);
-	if ((n = sendmsg(tx->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT)) == -1)
-		return io_again(errno) ? 0 : link_error(x, tx->peer, errno);
+	if ((n = link_send(tx->link, iov, (int)tx_iov(tx, iov))) == -1)
+		return io_again(errno) ? 0 : link_error(x, tx->peer, tx->link,
+		    errno);
 	count_bytes(x->tx_ctr, x->node_index, tx->peer, (size_t)n);
 	tx_consume(tx, (size_t)n);
 	tx->last_ns = now_ns();
@@ -384,18 +375,6 @@ tx_complete(const struct tx *tx)
 {
 	return !tx->active ||
 	    (tx->qlen == 0 && !tx->has_next && tx->w.blk >= tx->w.end);
-}
-
-/* The right neighbour hung up or reset while frames were still to go. */
-static int
-tx_broken(struct xfer *x, const struct tx *tx)
-{
-	int err = 0;
-	socklen_t len = sizeof(err);
-
-	if (getsockopt(tx->fd, SOL_SOCKET, SO_ERROR, &err, &len) == -1)
-		err = errno;
-	return link_error(x, tx->peer, err);
 }
 
 /* ---- receiving ---- */
@@ -419,7 +398,7 @@ rx_init(struct rx *rx, const struct plan *p, size_t nrecv, uint32_t peer)
 	if ((rx->active = nrecv > 0) == 0)
 		return;
 	rx->peer = peer;
-	rx->fd = p->fds[rx->peer];
+	rx->link = p->links[rx->peer];
 	rx->w.blk = 1;
 	rx->w.end = 1 + nrecv;
 	rx->nxt = (struct frame){ rx->opbody, OPHDR_LEN, PEER_DATA_OPHDR, 0, 0 };
@@ -452,11 +431,8 @@ static ssize_t
 rx_recv(struct rx *rx)
 {
 	struct iovec iov[3];
-	struct msghdr msg;
-	size_t n = 0;
+	int n = 0;
 
-	memset(&msg, 0, sizeof(msg));
-	msg.msg_iov = iov;
 	if (rx->hdr_got < WIRE_HDR_LEN) {
 		iov[n++] = (struct iovec){ rx->hdr + rx->hdr_got,
 		    WIRE_HDR_LEN - rx->hdr_got };
@@ -468,8 +444,7 @@ rx_recv(struct rx *rx)
 	if (rx->has_nxt)
 		iov[n++] = (struct iovec){ rx->nhdr, WIRE_HDR_LEN };
 out:
-	msg.msg_iovlen = n;
-	return recvmsg(rx->fd, &msg, MSG_DONTWAIT);
+	return link_recv(rx->link, iov, n);
 }
 
 static int
@@ -662,7 +637,8 @@ rx_step(struct xfer *x, struct rx *rx, const struct plan *p, int *moved)
 			return rx_consume(x, rx, p, (size_t)n);
 		}
 		if (n == 0 || !io_again(errno))
-			return link_error(x, rx->peer, n == 0 ? 0 : errno);
+			return link_error(x, rx->peer, rx->link, n == 0 ? 0 :
+			    errno);
 	}
 	/* Nothing to read this instant: reduce while the socket refills. */
 	if (rx->npend > 0) {
@@ -748,6 +724,28 @@ links_ready(const struct pollfd *pfd, size_t n)
 	return 0;
 }
 
+/* What io_wait sleeps on: the abort fd, then what the links armed. */
+struct watch {
+	struct pollfd	 pfd[1 + 4 * PEER_LANES_MAX];
+	struct link	*link[1 + 4 * PEER_LANES_MAX];
+	uint32_t	 peer[1 + 4 * PEER_LANES_MAX];
+	nfds_t		 n;
+};
+
+/* Arm l for `want`; 0: it can move already, no need to sleep. */
+static int
+watch_add(struct watch *w, struct link *l, uint32_t peer, short want)
+{
+	int n = link_arm(l, want, w->pfd + w->n);
+
+	for (int i = 0; i < n; i++) {
+		w->link[w->n + (nfds_t)i] = l;
+		w->peer[w->n + (nfds_t)i] = peer;
+	}
+	w->n += (nfds_t)n;
+	return n;
+}
+
 /*
  * Sleep until a link can move, the job is aborted or the deadline passes.
  * A sending link is watched for a hang-up even when nothing is queued for
@@ -756,34 +754,38 @@ links_ready(const struct pollfd *pfd, size_t n)
 static int
 io_wait(struct xfer *x, const struct lane *lanes, size_t nl)
 {
-	struct pollfd pfd[1 + 2 * PEER_LANES_MAX];
+	struct watch w;
 	int timeout;
 	char buf[128];
 
 	if (wait_timeout(x, lanes, nl, &timeout) == -1)
 		return -1;
-	pfd[0] = (struct pollfd){ x->abort_fd, POLLIN, 0 };
+	w.pfd[0] = (struct pollfd){ x->abort_fd, POLLIN, 0 };
+	w.n = 1;
 	for (size_t k = 0; k < nl; k++) {
 		const struct tx *tx = &lanes[k].tx;
 		const struct rx *rx = &lanes[k].rx;
 
-		pfd[1 + 2 * k] = (struct pollfd){ tx_complete(tx) ? -1 : tx->fd,
-		    (short)(POLLRDHUP | (tx->qlen > 0 ? POLLOUT : 0)), 0 };
-		pfd[2 + 2 * k] = (struct pollfd){ rx_complete(rx) ? -1 : rx->fd,
-		    POLLIN, 0 };
+		if ((!tx_complete(tx) && watch_add(&w, tx->link, tx->peer,
+		    (short)(POLLRDHUP | (tx->qlen > 0 ? POLLOUT : 0))) == 0) ||
+		    (!rx_complete(rx) && watch_add(&w, rx->link, rx->peer,
+		    POLLIN) == 0))
+			return 0;
 	}
-	if (links_poll(x, pfd, 1 + 2 * nl, timeout) == -1)
+	if (links_poll(x, w.pfd, w.n, timeout) == -1)
 		return errno == EINTR ? 0 : ring_fail(x, MCCL_ERR_INTERNAL,
 		    "poll: %s", strerror_r(errno, buf, sizeof(buf)));
-	for (size_t k = 0; k < nl; k++)
-		if (pfd[1 + 2 * k].revents & (POLLERR | POLLHUP | POLLRDHUP))
-			return tx_broken(x, &lanes[k].tx);
+	for (nfds_t i = 1; i < w.n; i++)
+		if ((w.pfd[i].events & POLLRDHUP) &&
+		    (w.pfd[i].revents & (POLLERR | POLLHUP | POLLRDHUP)))
+			return link_error(x, w.peer[i], w.link[i],
+			    link_hangup_errno(w.link[i]));
 	/*
 	 * Aborted: give up, unless a link can move.  The op may then still
 	 * end well here, as it did on the nodes that sent its last frames
 	 * before the failure of a later op aborted the job.
 	 */
-	if (pfd[0].revents != 0 && !links_ready(pfd + 1, 2 * nl))
+	if (w.pfd[0].revents != 0 && !links_ready(w.pfd + 1, w.n - 1))
 		return ring_fail(x, MCCL_ERR_ABORTED, "job aborted");
 	return 0;
 }
@@ -798,7 +800,8 @@ ring_start(struct xfer *x, const struct lane *lanes, size_t nl)
 	x->err[0] = '\0';
 	for (const struct lane *l = lanes; l < lanes + nl; l++)
 		if (me >= n || l->to >= n || l->from >= n ||
-		    l->ptx->fds[l->to] < 0 || l->prx->fds[l->from] < 0)
+		    l->ptx->links[l->to] == NULL ||
+		    l->prx->links[l->from] == NULL)
 			return ring_fail(x, MCCL_ERR_INTERNAL, "no data link at "
 			    "node position %u of %u", me, n);
 	/* The flag costs no system call, on every op of a tight loop. */
@@ -886,7 +889,7 @@ plan_init(struct xfer *x, struct plan *p, void *buf, size_t esize)
 
 	memset(p, 0, sizeof(*p));
 	p->x = x;
-	p->fds = x->fds;
+	p->links = x->links;
 	p->scratch = x->scratch;
 	p->buf = p->src = buf;
 	p->esize = esize;
@@ -961,7 +964,7 @@ ring_allreduce(struct xfer *x, const void *src, void *buf, size_t count,
 		if (plan_init(x, &p[k], (uint8_t *)buf + lo * es, es) == -1)
 			return -1;
 		p[k].src = (uint8_t *)(uintptr_t)src + lo * es;	/* read only */
-		p[k].fds = x->fds + k * n;
+		p[k].links = x->links + k * n;
 		p[k].scratch = x->scratch + k * 2 * x->chunk;
 		p[k].reversed = (int)(k % 2);
 		p[k].block = seg_block;
@@ -1058,7 +1061,7 @@ ring_barrier(struct xfer *x)
 		return 0;
 	memset(&p, 0, sizeof(p));
 	p.x = x;
-	p.fds = x->fds;
+	p.links = x->links;
 	p.buf = p.src = &token;
 	p.chunk = p.esize = p.total = 1;
 	p.block = whole_block;

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "mccld.h"
+#include "transport/transport.h"
 
 static pthread_mutex_t seg_mtx = PTHREAD_MUTEX_INITIALIZER;
 
@@ -130,6 +131,7 @@ seg_unref(struct seg *s)
 	pthread_mutex_unlock(&seg_mtx);
 	if (!last)
 		return;
+	link_mem_forget(s);		/* before its pages go */
 	munmap(s->base, s->size);
 	free(s);
 }

@@ -13,6 +13,8 @@
  *   2  peer_ophdr.algo (was pad, always 0): the allreduce algorithm run;
  *      peer_formed.lanes and the data streams of lanes past the first.
  *   3  ALGO_DIRECT in peer_ophdr.algo: the one-round small allreduce.
+ *   4  PEER_DATA_LINK and PEER_DATA_READY after PEER_DATA_HELLO: every
+ *      data link picks its transport (TCP, or the RDMA mesh).
  */
 #ifndef MCCL_PEER_H
 #define MCCL_PEER_H
@@ -22,7 +24,7 @@
 #include "ipc.h"
 
 #define PEER_MAGIC		0x4d434350U	/* "MCCP" */
-#define PEER_VERSION		3
+#define PEER_VERSION		4
 #define PEER_MSG_MAX		(1024 * 1024)	/* control frames */
 #define PEER_DATA_MAX		(64U * 1024 * 1024) /* one data frame's payload */
 #define PEER_TEXT_MAX		1024
@@ -49,6 +51,10 @@ enum peer_type {
 	PEER_DATA = 302,	/* trailer: payload */
 	PEER_P2P = 303,		/* a message on a stream-1 link: exactly
 				   peer_p2p.bytes of payload follow */
+	PEER_DATA_LINK = 304,	/* each way after DATA_HELLO: the transport
+				   offered, and how to reach this end */
+	PEER_DATA_READY = 305,	/* each way after both LINK: this end can
+				   take data; no body */
 };
 
 /*
@@ -134,6 +140,30 @@ struct peer_data_hello {
 	uint64_t	job_id;
 	uint32_t	node;		/* the connecting node's cluster index */
 	uint32_t	stream;
+};
+
+/*
+ * A data link's set-up, sent by both ends at once.  The link runs over RDMA
+ * if both offer it, else over TCP; if either end needs RDMA (its transport
+ * is "rdma") and the other does not offer it, both fail the link.  The
+ * fields after `need` describe an RDMA end: its reliable-connected queue
+ * pair (RoCE or InfiniBand addressing) and the ring of slots the peer
+ * writes into, with immediate data (rdma.c).
+ */
+#define PEER_LINK_TCP	0
+#define PEER_LINK_RDMA	1
+
+struct peer_data_link {
+	uint32_t	transport;	/* PEER_LINK_*: what this end offers */
+	uint32_t	need;		/* 1: this end takes RDMA or nothing */
+	uint32_t	qpn;		/* queue pair number (24 bits) */
+	uint32_t	psn;		/* first packet sequence number (24 bits) */
+	uint32_t	lid;		/* InfiniBand local id; 0 on RoCE */
+	uint32_t	mtu;		/* enum ibv_mtu of the port */
+	uint8_t		gid[16];	/* the port's GID */
+	uint64_t	ring_addr;	/* the ring, in this end's memory */
+	uint32_t	ring_rkey;
+	uint32_t	ring_bytes;	/* a power of two */
 };
 
 struct peer_ophdr {

@@ -545,6 +545,15 @@ static const struct wire_field f_peer_data_hello[] = {
 	F(peer_data_hello, job_id, WIRE_INT), F(peer_data_hello, node, WIRE_INT),
 	F(peer_data_hello, stream, WIRE_INT),
 };
+static const struct wire_field f_peer_data_link[] = {
+	F(peer_data_link, transport, WIRE_INT), F(peer_data_link, need, WIRE_INT),
+	F(peer_data_link, qpn, WIRE_INT), F(peer_data_link, psn, WIRE_INT),
+	F(peer_data_link, lid, WIRE_INT), F(peer_data_link, mtu, WIRE_INT),
+	F(peer_data_link, gid, WIRE_RAW),
+	F(peer_data_link, ring_addr, WIRE_INT),
+	F(peer_data_link, ring_rkey, WIRE_INT),
+	F(peer_data_link, ring_bytes, WIRE_INT),
+};
 static const struct wire_field f_peer_ophdr[] = {
 	F(peer_ophdr, seq, WIRE_INT), F(peer_ophdr, coll, WIRE_INT),
 	F(peer_ophdr, dtype, WIRE_INT), F(peer_ophdr, redop, WIRE_INT),
@@ -589,6 +598,8 @@ static const struct wire_type peer_types[] = {
 	WIRE_TYPE(PEER_DATA_OPHDR, peer_ophdr, f_peer_ophdr, 0, 0),
 	WIRE_TYPE_EMPTY(PEER_DATA, PEER_DATA_MAX, 0),
 	WIRE_TYPE(PEER_P2P, peer_p2p, f_peer_p2p, 0, 0),
+	WIRE_TYPE(PEER_DATA_LINK, peer_data_link, f_peer_data_link, 0, 0),
+	WIRE_TYPE_EMPTY(PEER_DATA_READY, 0, 0),
 };
 
 const struct wire_proto peer_proto = {

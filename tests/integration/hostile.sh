@@ -136,8 +136,9 @@ for i in 1 0; do
 		bad "k$i: $fds_after descriptors, $fds_before before"
 	fi
 done
+pv=$(awk '$2 == "PEER_VERSION" { print $3 }' "$(dirname "$0")/../../proto/peer.h")
 hostile_logged "each peer refusal is logged with its reason" "$T/k1.log" \
-    "refused: bad peer magic" "refused: peer version 4, expected 3" \
+    "refused: bad peer magic" "refused: peer version $((pv + 1)), expected $pv" \
     "refused: unknown peer message type 999" "length 4294967295" \
     "refused: it did not authenticate" "AUTH_HELLO claims node index 1" \
     "AUTH_HELLO claims node index 2" "AUTH_HELLO claims node index 4294967295" \

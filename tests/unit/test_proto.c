@@ -30,7 +30,7 @@ static const uint16_t peer_known[] = {
 	PEER_HELLO, PEER_PING, PEER_PONG, PEER_JOIN, PEER_FORMED,
 	PEER_JOIN_FAIL, PEER_ABORT, PEER_DATA_HELLO, PEER_DATA_OPHDR, PEER_DATA,
 	PEER_P2P, PEER_AUTH_HELLO, PEER_AUTH_CHALLENGE, PEER_AUTH_RESPONSE,
-	PEER_JOB_QUERY, PEER_JOB_INFO,
+	PEER_JOB_QUERY, PEER_JOB_INFO, PEER_DATA_LINK, PEER_DATA_READY,
 };
 
 static size_t
@@ -408,6 +408,35 @@ START_TEST(test_peer_ping)
 }
 END_TEST
 
+/* Every field of a link's set-up, at its widest, and no body for READY. */
+START_TEST(test_peer_data_link)
+{
+	struct peer_data_link m, d;
+	uint8_t frame[WIRE_HDR_LEN + 128], *f;
+	size_t len;
+
+	memset(&m, 0, sizeof(m));
+	m.transport = PEER_LINK_RDMA;
+	m.need = 1;
+	m.qpn = 0xabcdef;
+	m.psn = 0x123456;
+	m.lid = 0xbeef;
+	m.mtu = 5;
+	for (size_t i = 0; i < sizeof(m.gid); i++)
+		m.gid[i] = (uint8_t)(0xf0 + i);
+	m.ring_addr = V64;
+	m.ring_rkey = V32;
+	m.ring_bytes = 1U << 20;
+	f = roundtrip(&peer_proto, PEER_DATA_LINK, &m, NULL, 0, &d, &len);
+	ck_assert_uint_eq(len, WIRE_HDR_LEN + 4 * 6 + 16 + 8 + 4 + 4);
+	ck_assert_mem_eq(&d, &m, sizeof(m));
+	free(f);
+	len = wire_encode(&peer_proto, PEER_DATA_READY, NULL, NULL, 0, frame,
+	    sizeof(frame));
+	ck_assert_uint_eq(len, WIRE_HDR_LEN);
+}
+END_TEST
+
 START_TEST(test_peer_join)
 {
 	struct peer_join m, d;
@@ -686,7 +715,7 @@ START_TEST(test_bytes_peer)
 {
 	static const uint8_t want[] = {
 		0x4d, 0x43, 0x43, 0x50,		/* "MCCP" */
-		0x00, 0x03, 0x00, 0x65,		/* v3, PEER_PING = 101 */
+		0x00, 0x04, 0x00, 0x65,		/* v4, PEER_PING = 101 */
 		0x00, 0x00, 0x00, 0x08,
 		0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7, 0xa8,
 		'o', 'k',			/* not part of the frame */
@@ -702,7 +731,7 @@ START_TEST(test_bytes_peer)
 	/* And decoding the reference bytes gives the values back. */
 	wire_hdr_decode(want, &h);
 	ck_assert_uint_eq(h.magic, PEER_MAGIC);
-	ck_assert_uint_eq(h.version, 3);
+	ck_assert_uint_eq(h.version, 4);
 	ck_assert_uint_eq(h.type, PEER_PING);
 	ck_assert_uint_eq(h.len, 8);
 	ck_assert_int_eq(wire_decode(wire_type_lookup(&peer_proto, PEER_PING),
@@ -1129,6 +1158,7 @@ proto_suite(void)
 	tcase_add_test(tc, test_ipc_ctl);
 	tcase_add_test(tc, test_peer_hello);
 	tcase_add_test(tc, test_peer_ping);
+	tcase_add_test(tc, test_peer_data_link);
 	tcase_add_test(tc, test_peer_join);
 	tcase_add_test(tc, test_peer_formed);
 	tcase_add_test(tc, test_peer_join_fail);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "mccld.h"
+#include "transport/transport.h"
 
 #define MAXN		8
 #define LANES		3		/* most lanes a test mesh has */
@@ -36,7 +37,8 @@ struct mesh {
 
 struct node {
 	struct xfer	 x;
-	int		 fds[LANES * MAXN];
+	struct link	 lk[LANES * MAXN];	/* TCP links on the mesh's fds */
+	struct link	*links[LANES * MAXN];
 	struct mesh	*m;
 	int		 role;
 	int		 coll;
@@ -218,7 +220,7 @@ node_misbehave(struct node *nd)
 		return 0;
 	case JUNK:
 		memset(junk, 0xab, sizeof(junk));
-		return write(nd->fds[(me + 1) % n], junk, sizeof(junk)) ==
+		return write(nd->lk[(me + 1) % n].fd, junk, sizeof(junk)) ==
 		    (ssize_t)sizeof(junk) ? 0 : -1;
 	case ABORTER:
 		msleep(100);
@@ -292,12 +294,17 @@ node_setup(struct mesh *m, struct node *nd, int i, size_t chunk,
 
 	nd->m = m;
 	for (int k = 0; k < m->nlanes; k++)
-		for (int j = 0; j < m->n; j++)
-			nd->fds[k * m->n + j] = m->fd[k][i][j];
+		for (int j = 0; j < m->n; j++) {
+			struct link *l = &nd->lk[k * m->n + j];
+
+			*l = (struct link){ .tp = &tcp_transport,
+			    .fd = m->fd[k][i][j], .node = (uint32_t)j };
+			nd->links[k * m->n + j] = j == i ? NULL : l;
+		}
 	x->nnodes = (uint32_t)m->n;
 	x->nlanes = (uint32_t)m->nlanes;
 	x->me = (uint32_t)i;
-	x->fds = nd->fds;
+	x->links = nd->links;
 	x->names = names;
 	x->abort_fd = abort_fd;
 	x->deadline_ns = deadline;
@@ -1186,12 +1193,12 @@ END_TEST
 START_TEST(test_single)
 {
 	struct xfer x;
-	int fd = -1;
+	struct link *none = NULL;
 	float v = 3, w = 0;
 
 	memset(&x, 0, sizeof(x));
 	x.nnodes = 1;
-	x.fds = &fd;
+	x.links = &none;
 	x.abort_fd = -1;
 	ck_assert_int_eq(ring_allreduce(&x, &v, &v, 1, MCCL_FLOAT32, MCCL_SUM),
 	    0);

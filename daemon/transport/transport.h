@@ -1,0 +1,145 @@
+/*
+ * transport.h: a job's data link between two nodes, as the algorithms
+ * (ring.c, p2p.c) see it, whatever carries it.
+ *
+ * A link is a reliable, ordered byte stream in each direction.  Every link
+ * starts as a TCP connection (peer.c: authenticated, then DATA_HELLO); set-up
+ * (link.c) then swaps set-up messages on it (PEER_DATA_LINK, PEER_DATA_READY
+ * in peer.h) and both ends pick the same transport: RDMA where both offer
+ * it, else TCP.  The connection stays open either way: over RDMA it tells a
+ * peer's death (a hang-up) sooner than the verbs' retries do.
+ *
+ * A transport is one file (tcp.c, rdma.c) and one entry in link.c's table.
+ * Its data calls never block: the engine thread drives all its links from
+ * one loop, and sleeps in poll(2) on what arm() gives it.
+ */
+#ifndef MCCL_TRANSPORT_H
+#define MCCL_TRANSPORT_H
+
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include <poll.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "peer.h"
+
+#define LINK_WHY_MAX	192
+
+struct link;
+
+struct transport {
+	const char	*name;		/* "tcp", "rdma": logs, mcclctl peers */
+	uint32_t	 wire;		/* its PEER_LINK_* in PEER_DATA_LINK */
+
+	/*
+	 * Set-up.  offer: get ready to reach cluster node `node`, describe
+	 * this end in *m; returns the half-made end, or NULL with why (then
+	 * the peer is offered TCP instead).  join: with the peer's message,
+	 * finish the link over the connected socket fd (the link owns fd
+	 * from then on, also on failure).  drop: give a half-made end back.
+	 */
+	void		*(*offer)(uint32_t node, struct peer_data_link *m,
+			    char *why, size_t);
+	struct link	*(*join)(void *half, int fd, const struct peer_data_link *,
+			    char *why, size_t);
+	void		 (*drop)(void *half);
+
+	/*
+	 * Data.  send: bytes of iov the transport is done with (their memory
+	 * may change), or -1 with errno EAGAIN when none yet, any other errno
+	 * when the link failed.  Bytes passed and not yet counted must be
+	 * passed again, first and unchanged, by the next call: a transport
+	 * may send straight from them.  recv: bytes stored into iov, 0 when
+	 * the peer closed the link, -1 with errno as for send.
+	 */
+	ssize_t		 (*send)(struct link *, const struct iovec *, int);
+	ssize_t		 (*recv)(struct link *, const struct iovec *, int);
+
+	/*
+	 * Before sleeping: fill up to two pollfds that turn ready when the
+	 * link can move in the directions of `want` (POLLIN, POLLOUT), or
+	 * hangs up (POLLRDHUP in want: watch for that alone).  Returns how
+	 * many it filled, 0 when the link can move now (don't sleep).
+	 */
+	int		 (*arm)(struct link *, short want, struct pollfd *);
+
+	void		 (*close)(struct link *);
+
+	/*
+	 * Memory the engine sends from, known ahead: a transport that sends
+	 * from registered memory registers [base, base + len) under key
+	 * (a client's segment, the engine's scratch) until forgotten.  May
+	 * be NULL.  A failure is not fatal: data from there is staged.
+	 */
+	void		 (*mem_add)(const void *key, void *base, size_t len);
+	void		 (*mem_forget)(const void *key);
+};
+
+struct link {
+	const struct transport *tp;
+	int		 fd;		/* the data connection (see above) */
+	uint32_t	 node;		/* the peer's cluster index */
+	char		 device[32];	/* where it leaves this node: "mlx5_0:1" */
+	char		 why[LINK_WHY_MAX];	/* a transport's own words for its
+					   last failure (errno EIO), or "" */
+};
+
+static inline ssize_t
+link_send(struct link *l, const struct iovec *iov, int n)
+{
+	return l->tp->send(l, iov, n);
+}
+
+static inline ssize_t
+link_recv(struct link *l, const struct iovec *iov, int n)
+{
+	return l->tp->recv(l, iov, n);
+}
+
+static inline int
+link_arm(struct link *l, short want, struct pollfd *pfd)
+{
+	return l->tp->arm(l, want, pfd);
+}
+
+static inline void
+link_close(struct link *l)
+{
+	if (l != NULL)
+		l->tp->close(l);
+}
+
+/* link.c: set-up, the transports' table, what peers' links run over */
+
+/* One end being set up: offer, then answer, then ready. */
+struct link_setup {
+	int		 fd;		/* connected and past DATA_HELLO */
+	uint32_t	 node;		/* the peer's cluster index */
+	const struct transport *tp;	/* offered: rdma when it could */
+	void		*half;
+	struct peer_data_link mine;
+	char		 why[LINK_WHY_MAX];	/* tp had nothing to offer */
+	struct link	*link;		/* once answered */
+};
+
+int		 link_offer(struct link_setup *, char *, size_t);
+int		 link_answer(struct link_setup *, int, uint64_t, char *, size_t);
+int		 link_ready(struct link_setup *, int, uint64_t, char *, size_t);
+void		 link_setup_drop(struct link_setup *);
+void		 link_peer_info(uint32_t, char *, size_t, char *, size_t);
+void		 link_mem_add(const void *, void *, size_t);
+void		 link_mem_forget(const void *);
+
+/* linkerr.c */
+const char	*link_strerror(const struct link *, int, char *, size_t);
+int		 link_hangup_errno(const struct link *);
+
+/* tcp.c */
+struct link	*link_tcp(int, uint32_t);
+
+extern const struct transport tcp_transport;
+extern const struct transport rdma_transport;
+
+#endif
