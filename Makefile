@@ -57,7 +57,7 @@ obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 PROGS	 = $(B)/mccld $(B)/mcclctl $(B)/mccl-perf
 LIBS	 = $(B)/$(SONAME) $(B)/libmccl.so $(B)/libmccl.a
 UNIT_TESTS = $(B)/test_proto $(B)/test_reduce $(B)/test_config $(B)/test_ring \
-	     $(B)/test_log $(B)/test_fakeverbs
+	     $(B)/test_log $(B)/test_fakeverbs $(B)/test_rdma
 TEST_PROGS = $(B)/mccl-test $(B)/mccl-hostile
 
 all: $(B)/.deps $(PROGS) $(LIBS)
@@ -88,8 +88,18 @@ $(B)/obj/%.o: %.c $(B)/.deps
 
 -include $(shell find $(B)/obj -name '*.d' 2>/dev/null)
 
-$(B)/mccld: $(call obj,$(DAEMON_SRCS))
-	$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(JSON_LIBS) $(SD_LIBS) $(SODIUM_LIBS) -libverbs -lpthread -lm
+# The daemon's verbs: libibverbs, or with VERBS=fake the tests' provider
+# (tests/fakeverbs), which carries RDMA between daemons on one machine.
+ifeq ($(VERBS),fake)
+VERBS_OBJS = $(call obj,tests/fakeverbs/fakeverbs.c)
+VERBS_LIBS =
+else
+VERBS_OBJS =
+VERBS_LIBS = -libverbs
+endif
+
+$(B)/mccld: $(call obj,$(DAEMON_SRCS)) $(VERBS_OBJS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(JSON_LIBS) $(SD_LIBS) $(SODIUM_LIBS) $(VERBS_LIBS) -lpthread -lm
 
 $(B)/$(SONAME): $(call obj,$(LIB_SRCS))
 	$(CC) $(LDFLAGS) -shared -Wl,-soname,$(SONAME) -o $@ $^ -lpthread
@@ -128,6 +138,11 @@ $(B)/test_ring: $(call obj,tests/unit/test_ring.c daemon/ring.c daemon/reduce.c 
 $(B)/test_fakeverbs: $(call obj,tests/unit/test_fakeverbs.c tests/fakeverbs/fakeverbs.c)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) -lpthread
 
+$(B)/test_rdma: $(call obj,tests/unit/test_rdma.c daemon/transport/rdma.c \
+    daemon/transport/tcp.c daemon/transport/linkerr.c daemon/log.c \
+    proto/proto.c tests/fakeverbs/fakeverbs.c)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(SODIUM_LIBS) -lpthread
+
 $(B)/mccl-test: $(call obj,tests/integration/mccl-test.c) $(B)/libmccl.a
 	$(CC) $(LDFLAGS) -o $@ $^ -lpthread -lm
 
@@ -156,15 +171,21 @@ check-asan:
 
 check-tsan:
 	$(MAKE) B=build-tsan OPT="-O1 -g" SAN="$(TSAN_FLAGS)" \
-	    UNIT_TESTS="build-tsan/test_ring build-tsan/test_fakeverbs" \
+	    UNIT_TESTS="build-tsan/test_ring build-tsan/test_fakeverbs \
+	    build-tsan/test_rdma" \
 	    SECTIONS="api faults" unit integration
+
+# The whole integration suite again with every data link over RDMA: the
+# daemons run on the tests' verbs provider, their transport set to "rdma".
+check-rdma:
+	MCCL_TEST_TRANSPORT=rdma $(MAKE) B=build-rdma VERBS=fake integration
 
 # The Python package, the torch backend and mcclrun (tests/python).
 check-python: all
 	tests/python/run.sh $(B)
 
-check: all unit integration check-python fuzz-regress fuzz check-ops \
-	check-asan check-tsan
+check: all unit integration check-rdma check-python fuzz-regress fuzz \
+	check-ops check-asan check-tsan
 
 demo: all
 	tools/demo.sh $(B)
@@ -314,7 +335,7 @@ FORCE:
 .PHONY: install check-ops FORCE
 
 clean:
-	rm -rf $(B) build-asan build-tsan
+	rm -rf $(B) build-asan build-tsan build-rdma
 
-.PHONY: all deps unit integration check check-asan check-tsan check-python \
+.PHONY: all deps unit integration check check-asan check-tsan check-rdma check-python \
 	demo bench clean

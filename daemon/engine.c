@@ -157,8 +157,9 @@ engine_complete_links(struct job *j, struct link_setup *su, char *err,
 			    deadline, why, sizeof(why)) : link_ready(&su[i],
 			    j->eng_abort_fd, deadline, why, sizeof(why))) ==
 			    -1) {
-				snprintf(err, errlen, "data link with node %s: "
-				    "%s", j->names[i % j->nnodes], why);
+				snprintf(err, errlen, "data link between nodes "
+				    "%s and %s: %s", j->names[j->me],
+				    j->names[i % j->nnodes], why);
 				return -1;
 			}
 			j->eng_links[i] = su[i].link;

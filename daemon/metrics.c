@@ -35,6 +35,9 @@ static const char *const family[][3] = {	/* name, type, help */
 	{ "mccl_jobs", "gauge", "Jobs on this node, forming or running." },
 	{ "mccl_peer_up", "gauge", "1 when the peer's control connection is up." },
 	{ "mccl_peer_rtt_seconds", "gauge", "Last heartbeat round trip." },
+	{ "mccl_peer_link_info", "gauge",
+	    "1, labelled with the transport and device of the peer's latest "
+	    "data links." },
 	{ "mccl_peer_bytes_total", "counter",
 	    "Bytes exchanged with a peer, by direction and kind." },
 	{ "mccl_ops_total", "counter", "Operations completed, by collective." },

@@ -703,7 +703,7 @@ p2p_wait(struct p2p *p, uint64_t next_deadline)
 	const struct job *j = p->job;
 	struct pollfd *pfd;
 	uint32_t *pos;
-	int n = 0, timeout = -1, armed;
+	int n = 0, timeout = -1, armed, ready = 0;
 	uint64_t now = now_ns();
 
 	pfd = calloc(2 * j->nnodes + 2, sizeof(*pfd));
@@ -728,7 +728,10 @@ p2p_wait(struct p2p *p, uint64_t next_deadline)
 		timeout = next_deadline <= now ? 0 :
 		    (int)((next_deadline - now) / 1000000 + 1);
 	poll(pfd, (nfds_t)n, timeout);
+	/* What a peer sent before it hung up is taken first. */
 	for (int i = p->aborted ? 1 : 2; i < n; i++)
+		ready |= (pfd[i].revents & (POLLIN | POLLOUT)) != 0;
+	for (int i = p->aborted ? 1 : 2; i < n && !ready; i++)
 		if ((pfd[i].events & POLLRDHUP) && !p->links[pos[i]].dead &&
 		    (pfd[i].revents & (POLLERR | POLLHUP | POLLRDHUP)))
 			p2p_hangup(p, pos[i]);

@@ -27,6 +27,7 @@
 #include <jansson.h>
 
 #include "mccld.h"
+#include "transport/transport.h"
 
 #define RETRY_MIN_MS	100
 #define RETRY_MAX_MS	2000
@@ -1244,6 +1245,15 @@ peer_metrics(json_t *list)
 			    json_pack("{s:s}", "peer", peers[i]->node->name),
 			    peers[i]->rtt_ns / 1e9);
 	for (uint32_t i = 0; i < md.conf.nnodes; i++) {
+		char tp[16], dev[CONF_DEV_MAX];
+
+		link_peer_info(i, tp, sizeof(tp), dev, sizeof(dev));
+		if (i != self && tp[0] != '\0')
+			metrics_add(list, "mccl_peer_link_info", json_pack(
+			    "{s:s, s:s, s:s}", "peer", peers[i]->node->name,
+			    "transport", tp, "device", dev), 1);
+	}
+	for (uint32_t i = 0; i < md.conf.nnodes; i++) {
 		const uint64_t ctl[] = { peers[i]->tx_bytes, peers[i]->rx_bytes };
 		const uint64_t *data[] = { &md.data_tx[i], &md.data_rx[i] };
 
@@ -1267,11 +1277,14 @@ peer_ctl_list(void)
 	for (uint32_t i = 0; i < md.conf.nnodes; i++) {
 		const struct peer *p = peers[i];
 		int self = i == md.conf.node_index;
+		char tp[16], dev[CONF_DEV_MAX];
 
 		snprintf(addr, sizeof(addr), "%s:%u", p->node->addr.host,
 		    p->node->addr.port);
+		link_peer_info(i, tp, sizeof(tp), dev, sizeof(dev));
 		json_array_append_new(list, json_pack(
-		    "{s:s, s:i, s:s, s:s, s:b, s:I, s:I, s:I, s:I, s:s}",
+		    "{s:s, s:i, s:s, s:s, s:b, s:I, s:I, s:I, s:I, s:s, s:s, "
+		    "s:s}",
 		    "name", p->node->name, "index", (int)i,
 		    "address", addr,
 		    "state", self ? "self" : peer_state_names[p->state],
@@ -1281,7 +1294,8 @@ peer_ctl_list(void)
 		    __atomic_load_n(&md.data_tx[i], __ATOMIC_RELAXED))),
 		    "rx_bytes", (json_int_t)(p->rx_bytes + (self ? 0 :
 		    __atomic_load_n(&md.data_rx[i], __ATOMIC_RELAXED))),
-		    "last_error", p->last_error));
+		    "last_error", p->last_error, "transport", tp,
+		    "device", dev));
 	}
 	return json_pack("{s:o}", "peers", list);
 }

@@ -775,7 +775,8 @@ io_wait(struct xfer *x, const struct lane *lanes, size_t nl)
 	if (links_poll(x, w.pfd, w.n, timeout) == -1)
 		return errno == EINTR ? 0 : ring_fail(x, MCCL_ERR_INTERNAL,
 		    "poll: %s", strerror_r(errno, buf, sizeof(buf)));
-	for (nfds_t i = 1; i < w.n; i++)
+	/* What a peer sent before it hung up is taken first. */
+	for (nfds_t i = 1; i < w.n && !links_ready(w.pfd + 1, w.n - 1); i++)
 		if ((w.pfd[i].events & POLLRDHUP) &&
 		    (w.pfd[i].revents & (POLLERR | POLLHUP | POLLRDHUP)))
 			return link_error(x, w.peer[i], w.link[i],

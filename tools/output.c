@@ -18,7 +18,7 @@
 
 #define nitems(a)	(sizeof(a) / sizeof((a)[0]))
 
-#define TABLE_COLS	8
+#define TABLE_COLS	10
 #define CELL_MAX	512	/* longest cell a renderer formats */
 #define PATH_LEN	256	/* "jobs[3].op_in_flight.seq" in errors */
 
@@ -252,9 +252,9 @@ status_text(FILE *out, const json_t *doc)
 static void
 peer_row(struct table *t, const json_t *p, time_t now)
 {
-	char idx[24], since[64], rtt[48], tx[32], rx[32];
+	char idx[24], since[64], rtt[48], tx[32], rx[32], link[64];
 	const char *cells[] = { str(p, "name"), idx, str(p, "address"),
-	    str(p, "state"), since, rtt, tx, rx };
+	    str(p, "state"), since, rtt, link, tx, rx };
 	int self = json_is_true(json_object_get(p, "self"));
 	int up = strcmp(str(p, "state"), "up") == 0;
 	long long us = num(p, "rtt_us");
@@ -272,6 +272,11 @@ peer_row(struct table *t, const json_t *p, time_t now)
 	else
 		snprintf(rtt, sizeof(rtt), "%lld.%03lldms", us / 1000,
 		    us % 1000);
+	if (*str(p, "transport") == '\0')
+		snprintf(link, sizeof(link), "-");
+	else
+		snprintf(link, sizeof(link), "%s%s%s", str(p, "transport"),
+		    *str(p, "device") != '\0' ? " " : "", str(p, "device"));
 	if (self) {
 		snprintf(tx, sizeof(tx), "-");
 		snprintf(rx, sizeof(rx), "-");
@@ -288,7 +293,7 @@ static void
 peers_text(FILE *out, const json_t *doc)
 {
 	static const char *const header[] = { "NODE", "INDEX", "ADDRESS",
-	    "STATE", "SINCE", "RTT", "TX", "RX" };
+	    "STATE", "SINCE", "RTT", "DATA LINKS", "TX", "RX" };
 	const json_t *p;
 	struct table t;
 	time_t now = time(NULL);
@@ -411,6 +416,7 @@ static const struct field peer_schema[] = {
 	KEY("self", T_BOOL, 0), KEY("since", T_UINT, 0),
 	KEY("rtt_us", T_UINT, 0), KEY("tx_bytes", T_UINT, 0),
 	KEY("rx_bytes", T_UINT, 0), KEY("last_error", T_STR, 0),
+	KEY("transport", T_STR, 0), KEY("device", T_STR, 0),
 	END
 };
 

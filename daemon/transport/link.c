@@ -75,29 +75,32 @@ link_offer(struct link_setup *s, char *err, size_t errlen)
 	return 0;
 }
 
-/* Neither end may be refused what it needs; the one both have, else. */
+/*
+ * Neither end may be refused what it needs; the one both have, else.  The
+ * words name both nodes: the job's other nodes get them too.
+ */
 static const struct transport *
 agree(const struct link_setup *s, const struct peer_data_link *theirs,
     char *err, size_t errlen)
 {
 	size_t mine = rank_of(s->mine.transport), other = rank_of(
 	    theirs->transport), pick = mine > other ? mine : other;
-	const char *peer = md.conf.nodes[s->node].name;
+	const char *peer = md.conf.nodes[s->node].name, *me = md.conf.node_name;
 
 	if (mine >= NTRANSPORTS)
-		snprintf(err, errlen, "this node's transport is %s, and it "
-		    "has none to node %s: %s", s->tp->name, peer, s->why);
+		snprintf(err, errlen, "node %s is set to transport %s and has "
+		    "none to node %s: %s", me, s->tp->name, peer, s->why);
 	else if (other >= NTRANSPORTS)
-		snprintf(err, errlen, "node %s has no link of the transport "
-		    "it is set to for this node (see its log)", peer);
+		snprintf(err, errlen, "node %s is set to a transport it has "
+		    "none of to node %s (see its log)", peer, me);
 	else if (s->mine.need && pick != mine)
-		snprintf(err, errlen, "this node's transport is %s, and node "
-		    "%s does not offer it (no device for this node?)",
-		    s->tp->name, peer);
+		snprintf(err, errlen, "node %s is set to transport %s, and "
+		    "node %s does not offer it (no device for node %s?)", me,
+		    s->tp->name, peer, me);
 	else if (theirs->need && pick != other)
-		snprintf(err, errlen, "node %s's transport is %s, and this "
-		    "node does not offer it to it (see this node's log)", peer,
-		    transports[other]->name);
+		snprintf(err, errlen, "node %s is set to transport %s, and "
+		    "node %s does not offer it (see %s's log)", peer,
+		    transports[other]->name, me, me);
 	else
 		return transports[pick];
 	return NULL;

@@ -15,7 +15,8 @@
  *   address and rkey, checked against the region's bounds and
  *   IBV_ACCESS_REMOTE_WRITE: a bad one completes with
  *   IBV_WC_REM_ACCESS_ERR at the sender, and both queue pairs go to the
- *   error state; SEND into posted receives; local keys checked
+ *   error state (where a request posted completes with
+ *   IBV_WC_WR_FLUSH_ERR); SEND into posted receives; local keys checked
  *   (IBV_WC_LOC_PROT_ERR) unless the send is inline.
  * - completion queues with completion channels (ibv_req_notify_cq arms,
  *   ibv_get_cq_event reads); a receive of a write with immediate data
@@ -822,11 +823,17 @@ post_one(struct fv_ctx *c, struct fv_qp *q, struct ibv_send_wr *wr)
 	uint64_t len;
 	int fd = 0;
 
-	if (q->qp.state != IBV_QPS_RTS)
-		return EINVAL;
 	if (wr->opcode != IBV_WR_RDMA_WRITE &&
 	    wr->opcode != IBV_WR_RDMA_WRITE_WITH_IMM &&
 	    wr->opcode != IBV_WR_SEND)
+		return EINVAL;
+	if (q->qp.state == IBV_QPS_ERR) {	/* taken, and flushed */
+		complete(q, q->qp.send_cq, wr->wr_id, IBV_WC_WR_FLUSH_ERR,
+		    wr->opcode == IBV_WR_SEND ? IBV_WC_SEND : IBV_WC_RDMA_WRITE,
+		    0, NULL);
+		return 0;
+	}
+	if (q->qp.state != IBV_QPS_RTS)
 		return EINVAL;
 	if (q->sq_count == q->sq_cap)
 		return ENOMEM;

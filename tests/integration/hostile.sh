@@ -59,6 +59,7 @@ hostile_conf() {
 	[ -z "$2" ] || key="\"key_file\": \"$2\","
 	cat >"$T/k$1.conf" <<EOC
 {
+$TRANSPORT_KEY
   "node": "k$1",
   "socket": "$T/k$1.sock",
   "nodes": [{"name": "k0", "address": "127.0.0.1:$kbase"},

@@ -3,6 +3,13 @@
 # process started here and removes $T, also when a test fails or is killed.
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/mccl-test.XXXXXX")
+
+# The daemons' data transport: tcp, or rdma (make check-rdma: the daemons
+# then run on the tests' verbs provider, whose queue pairs meet in $T/verbs).
+TRANSPORT=${MCCL_TEST_TRANSPORT:-tcp}
+TRANSPORT_KEY="\"transport\": \"$TRANSPORT\","
+export MCCL_FAKEVERBS_DIR="$T/verbs"
+mkdir -p "$MCCL_FAKEVERBS_DIR"
 DAEMON_PIDS=()
 CHILD_PIDS=()
 CLEANUP_HOOKS=()	# commands run at exit, after the processes are gone
@@ -52,7 +59,7 @@ cluster_up() {
 		    metrics="\"metrics_listen\": \"127.0.0.1:$METRICS_PORT\","
 		cat >"$T/$pre$i.conf" <<EOC
 {
-  $metrics $keys
+  $metrics $keys $TRANSPORT_KEY
   "node": "$pre$i",
   "socket": "$T/$pre$i.sock",
   "nodes": [$nodes],

@@ -7,7 +7,7 @@
 lbase=$(free_ports 3)
 for i in 0 1 2; do
 	cat >"$T/l$i.conf" <<EOC
-{ "node": "l$i", "socket": "$T/l$i.sock", "log_level": "debug",
+{ $TRANSPORT_KEY "node": "l$i", "socket": "$T/l$i.sock", "log_level": "debug",
   "nodes": [{"name": "l0", "address": "127.0.0.1:$lbase"},
             {"name": "l1", "address": "127.0.0.1:$((lbase + 1))"},
             {"name": "l2", "address": "127.0.0.1:$((lbase + 2))"}],
@@ -149,7 +149,7 @@ echo "== reload applies every key it names, without failing a running job"
 rbase=$(free_ports 3)
 rl_conf() {	# I HB_INTERVAL HB_TIMEOUT EXTRA
 	cat >"$T/r$1.conf" <<EOC
-{ "node": "r$1", "socket": "$T/r$1.sock", "log_level": "debug",
+{ $TRANSPORT_KEY "node": "r$1", "socket": "$T/r$1.sock", "log_level": "debug",
   "nodes": [{"name": "r0", "address": "127.0.0.1:$rbase"},
             {"name": "r1", "address": "127.0.0.1:$((rbase + 1))"}],
   $4 "heartbeat_interval_ms": $2, "heartbeat_timeout_ms": $3 }

@@ -276,7 +276,7 @@ echo "== another user's keyless daemon cannot pose as a node"
 sbase=$(free_ports 2)
 for i in 0 1; do
 	cat >"$T/s$i.conf" <<EOC
-{ "node": "s$i", "socket": "$T/s$i/s.sock", "log_level": "debug",
+{ $TRANSPORT_KEY "node": "s$i", "socket": "$T/s$i/s.sock", "log_level": "debug",
   "nodes": [{"name": "s0", "address": "127.0.0.1:$sbase"},
             {"name": "s1", "address": "127.0.0.1:$((sbase + 1))"}] }
 EOC

@@ -289,9 +289,13 @@ remote_refused(unsigned int b_access, uint64_t off, uint32_t rkey_delta,
 	/* Nothing was written. */
 	for (size_t i = 0; i < BUF; i += 4096)
 		ck_assert_uint_eq(b.buf[i], 0);
-	/* And a QP in error takes no more. */
-	ck_assert_int_ne(post_write(&a, 2, 0, 8, (uintptr_t)b.buf,
+	/* And a QP in error carries no more: what is posted is flushed. */
+	ck_assert_int_eq(post_write(&a, 2, 0, 8, (uintptr_t)b.buf,
 	    b.mr->rkey, a.mr->lkey, 1), 0);
+	wc = next_wc(&a);
+	ck_assert_int_eq(wc.status, IBV_WC_WR_FLUSH_ERR);
+	ck_assert_uint_eq(wc.wr_id, 2);
+	ck_assert_uint_eq(b.buf[0], 0);
 	end_close(&a);
 	end_close(&b);
 }
