@@ -845,12 +845,14 @@ rdma_send(struct link *l, const struct iovec *iov, int n)
 	struct cursor c = { iov, n, 0, 0 };
 	uint64_t done;
 
-	if (progress(r) == -1)
+	/* Writes that completed before a failure did arrive: counted first. */
+	if (progress(r) == -1 && r->tx_done == r->tx_told)
 		return -1;
 	cur_skip(&c, r->tx_posted - r->tx_told);	/* on the way already */
-	while (cur_left(&c) > 0 && r->slots_sent - r->slots_freed < NSLOTS &&
+	while (!r->failed && cur_left(&c) > 0 &&
+	    r->slots_sent - r->slots_freed < NSLOTS &&
 	    r->sq_out < SQ_DEPTH - NSLOTS)
-		if (post_write(r, &c) == -1)
+		if (post_write(r, &c) == -1 && r->tx_done == r->tx_told)
 			return -1;
 	if ((done = r->tx_done - r->tx_told) == 0) {
 		errno = EAGAIN;
@@ -868,7 +870,8 @@ rdma_recv(struct link *l, const struct iovec *iov, int n)
 	struct rdma_link *r = (struct rdma_link *)l;
 	size_t got = 0;
 
-	if (progress(r) == -1)
+	/* What arrived before a failure is still the peer's: taken first. */
+	if (progress(r) == -1 && r->slots_read == r->slots_in)
 		return -1;
 	for (int i = 0; i < n; i++) {
 		size_t off = 0;
@@ -891,7 +894,7 @@ rdma_recv(struct link *l, const struct iovec *iov, int n)
 		if (off < iov[i].iov_len)
 			break;
 	}
-	if (give_credit(r) == -1)
+	if (!r->failed && give_credit(r) == -1 && got == 0)
 		return -1;
 	if (got == 0) {
 		errno = EAGAIN;

@@ -28,7 +28,9 @@
  * Each context runs one progress thread: it accepts the peers' links,
  * carries their requests out (and answers each with an ACK or a NAK), and
  * completes our requests when their answers come.  Requests leave from the
- * thread that posts them, in fragments of FV_FRAG bytes.
+ * thread that posts them, in fragments of FV_FRAG bytes, or from the
+ * progress thread when the peer has not read the ones before: posting
+ * never blocks, even on a peer that is stopped.
  */
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -99,6 +101,13 @@ struct fv_swr {				/* a send request awaiting its answer */
 	uint32_t	 len;
 };
 
+/* A request message that did not fit the socket: the thread sends it. */
+struct fv_out {
+	struct fv_out	*next;
+	size_t		 len;
+	uint8_t		 msg[];		/* struct fv_msg, then its payload */
+};
+
 struct fv_qp {
 	struct ibv_qp	 qp;
 	struct fv_qp	*next;
@@ -109,6 +118,9 @@ struct fv_qp {
 	union ibv_gid	 dgid;
 	uint32_t	 dqpn;
 	pthread_mutex_t	 send_mtx;	/* one request at a time on out_fd */
+	pthread_mutex_t	 out_mtx;	/* the backlog (taken last of all) */
+	struct fv_out	*out_head, *out_tail;	/* to send on out_fd, in order:
+					   posting never blocks, as on an HCA */
 	struct fv_swr	*sq;		/* awaiting answers, oldest first */
 	int		 sq_head, sq_count, sq_cap;
 	struct ibv_recv_wr *rq;		/* posted receives, oldest first */
@@ -568,6 +580,7 @@ ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 	q->rq_cap = (int)attr->cap.max_recv_wr;
 	q->max_sge = (int)attr->cap.max_recv_sge;
 	pthread_mutex_init(&q->send_mtx, NULL);
+	pthread_mutex_init(&q->out_mtx, NULL);
 	pthread_mutex_lock(&c->mtx);
 	q->qp.qp_num = ++c->next_qpn;
 	q->qp.handle = q->qp.qp_num;
@@ -644,6 +657,19 @@ ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 	return rc;
 }
 
+/* The requests that never left: the QP is going, or its link broke. */
+static void
+out_drop(struct fv_qp *q)
+{
+	while (q->out_head != NULL) {
+		struct fv_out *o = q->out_head;
+
+		q->out_head = o->next;
+		free(o);
+	}
+	q->out_tail = NULL;
+}
+
 int
 ibv_destroy_qp(struct ibv_qp *ibqp)
 {
@@ -666,6 +692,8 @@ ibv_destroy_qp(struct ibv_qp *ibqp)
 	wake_thread(c);		/* it must not poll the closed ones */
 	pthread_mutex_unlock(&c->mtx);
 	pthread_mutex_destroy(&q->send_mtx);
+	pthread_mutex_destroy(&q->out_mtx);
+	out_drop(q);
 	free(q->sq);
 	free(q->rq);
 	free(q->rq_sge);
@@ -758,6 +786,65 @@ gather_check(struct fv_ctx *c, const struct ibv_send_wr *wr, uint64_t *len,
 	return 0;
 }
 
+/* Send what the backlog holds, in order, until the socket is full. */
+static int
+out_flush(struct fv_qp *q)
+{
+	struct fv_out *o;
+	ssize_t n;
+
+	while ((o = q->out_head) != NULL) {
+		if ((n = send(q->out_fd, o->msg, o->len, MSG_NOSIGNAL |
+		    MSG_DONTWAIT)) == -1)
+			return errno == EAGAIN ? 0 : -1;
+		q->out_head = o->next;
+		if (q->out_head == NULL)
+			q->out_tail = NULL;
+		free(o);
+	}
+	return 0;
+}
+
+/*
+ * One request message out, without waiting: behind the backlog, or into it
+ * when the peer has not read what came before (it may be stopped).
+ */
+static int
+out_send(struct fv_qp *q, struct msghdr *mh, const struct fv_msg *m,
+    const uint8_t *payload, uint32_t n)
+{
+	struct fv_ctx *c = ctx_of(q->qp.context);
+	struct fv_out *o;
+	int rc = 0;
+
+	pthread_mutex_lock(&q->out_mtx);
+	if (q->out_head == NULL && (rc = (int)sendmsg(q->out_fd, mh,
+	    MSG_NOSIGNAL | MSG_DONTWAIT)) != -1) {
+		pthread_mutex_unlock(&q->out_mtx);
+		return 0;
+	}
+	if (q->out_head == NULL && errno != EAGAIN)
+		rc = -1;
+	else if ((o = malloc(sizeof(*o) + sizeof(*m) + n)) == NULL)
+		rc = -1;
+	else {
+		o->next = NULL;
+		o->len = sizeof(*m) + n;
+		memcpy(o->msg, m, sizeof(*m));
+		if (n > 0)
+			memcpy(o->msg + sizeof(*m), payload, n);
+		if (q->out_tail != NULL)
+			q->out_tail->next = o;
+		else
+			q->out_head = o;
+		q->out_tail = o;
+		rc = 0;
+		wake_thread(c);		/* to watch out_fd for room */
+	}
+	pthread_mutex_unlock(&q->out_mtx);
+	return rc;
+}
+
 /* Send wr's data as fragments of FV_FRAG bytes: 0, or -1 if the link broke. */
 static int
 send_fragments(struct fv_qp *q, const struct ibv_send_wr *wr, uint32_t total)
@@ -798,8 +885,7 @@ send_fragments(struct fv_qp *q, const struct ibv_send_wr *wr, uint32_t total)
 		m.len = n;
 		m.flags = (m.flags & ~FV_LAST) | (sent + n == total ? FV_LAST :
 		    0);
-		if (sendmsg(q->out_fd, &mh, MSG_NOSIGNAL) !=
-		    (ssize_t)(sizeof(m) + n)) {
+		if (out_send(q, &mh, &m, frag, n) == -1) {
 			free(frag);
 			return -1;
 		}
@@ -1047,6 +1133,17 @@ qp_alive(const struct fv_ctx *c, const struct fv_qp *q)
 
 #define FV_POLL_MAX	256
 
+static int
+out_pending(struct fv_qp *q)
+{
+	int pending;
+
+	pthread_mutex_lock(&q->out_mtx);
+	pending = q->out_head != NULL;
+	pthread_mutex_unlock(&q->out_mtx);
+	return pending;
+}
+
 static void *
 progress(void *arg)
 {
@@ -1068,7 +1165,8 @@ progress(void *arg)
 				    q->qp.state != IBV_QPS_ERR)) {
 					owner[n] = q;
 					pfd[n++] = (struct pollfd){ fds[k],
-					    POLLIN, 0 };
+					    (short)(POLLIN | (k == 2 &&
+					    out_pending(q) ? POLLOUT : 0)), 0 };
 				}
 		}
 		pthread_mutex_unlock(&c->mtx);
@@ -1083,6 +1181,13 @@ progress(void *arg)
 			/* Destroyed meanwhile: its fds may be someone's now. */
 			if (pfd[i].revents == 0 || !qp_alive(c, q))
 				continue;
+			if (pfd[i].fd == q->out_fd &&
+			    (pfd[i].revents & POLLOUT)) {
+				pthread_mutex_lock(&q->out_mtx);
+				if (out_flush(q) == -1)	/* EOF: POLLIN says */
+					out_drop(q);
+				pthread_mutex_unlock(&q->out_mtx);
+			}
 			if (pfd[i].fd == q->listen_fd)
 				accept_link(q);
 			else if ((pfd[i].fd == q->in_fd || pfd[i].fd ==

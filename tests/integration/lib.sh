@@ -4,10 +4,11 @@
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/mccl-test.XXXXXX")
 
-# The daemons' data transport: tcp, or rdma (make check-rdma: the daemons
-# then run on the tests' verbs provider, whose queue pairs meet in $T/verbs).
-TRANSPORT=${MCCL_TEST_TRANSPORT:-tcp}
-TRANSPORT_KEY="\"transport\": \"$TRANSPORT\","
+# The daemons' data transport (their "transport" key): tcp or rdma in the
+# tests (run.sh; make check-rdma runs the daemons on the tests' verbs
+# provider, whose queue pairs meet in $T/verbs), the default elsewhere.
+TRANSPORT=${MCCL_TEST_TRANSPORT:-${TRANSPORT:-}}
+TRANSPORT_KEY=${TRANSPORT:+"\"transport\": \"$TRANSPORT\","}
 export MCCL_FAKEVERBS_DIR="$T/verbs"
 mkdir -p "$MCCL_FAKEVERBS_DIR"
 DAEMON_PIDS=()

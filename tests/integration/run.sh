@@ -8,6 +8,7 @@ set -u
 B=$(cd "${1:-build}" && pwd)
 shift
 SECTIONS=${*:-matrix api formation timeouts ctl hostile security faults}
+TRANSPORT=tcp		# unless MCCL_TEST_TRANSPORT says otherwise
 . "$(dirname "$0")/lib.sh"
 
 section() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }

@@ -442,6 +442,8 @@ peer_child(int up, int down)
 	_exit(read(down, &me, 1) == 0 ? 0 : 1);
 }
 
+#define STOPPED_WRITES	64	/* of BUF: 16 MiB to a stopped peer */
+
 START_TEST(test_peer_dies)
 {
 	struct addr me, peer;
@@ -467,17 +469,27 @@ START_TEST(test_peer_dies)
 	ck_assert_int_eq(post_write(&a, 1, 0, 8, peer.base, peer.rkey,
 	    a.mr->lkey, -1), 0);
 	ck_assert_int_eq(next_wc(&a).status, IBV_WC_SUCCESS);
-	/* Stopped for sure before the write: it can't answer it. */
+	/*
+	 * Stopped for sure before the writes: it can't answer them, nor read
+	 * them.  Posting still never blocks (the test's timeout would say),
+	 * far past what its socket holds.
+	 */
 	ck_assert_int_eq(kill(pid, SIGSTOP), 0);
 	ck_assert_int_eq(waitpid(pid, &st, WUNTRACED), pid);
 	ck_assert(WIFSTOPPED(st));
-	ck_assert_int_eq(post_write(&a, 2, 0, 8, peer.base, peer.rkey,
-	    a.mr->lkey, -1), 0);
+	for (uint64_t id = 2; id < 2 + STOPPED_WRITES; id++)
+		ck_assert_int_eq(post_write(&a, id, 0, BUF, peer.base,
+		    peer.rkey, a.mr->lkey, -1), 0);
 	ck_assert_int_eq(kill(pid, SIGKILL), 0);
 	ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
 	wc = next_wc(&a);
 	ck_assert_uint_eq(wc.wr_id, 2);
 	ck_assert_int_eq(wc.status, IBV_WC_RETRY_EXC_ERR);
+	for (uint64_t id = 3; id < 2 + STOPPED_WRITES; id++) {
+		wc = next_wc(&a);
+		ck_assert_uint_eq(wc.wr_id, id);
+		ck_assert_int_eq(wc.status, IBV_WC_WR_FLUSH_ERR);
+	}
 	wc = next_wc(&a);
 	ck_assert_int_eq(wc.status, IBV_WC_WR_FLUSH_ERR);
 	ck_assert_uint_eq(wc.wr_id, 11);
