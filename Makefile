@@ -42,10 +42,18 @@ SODIUM_LIBS = $(shell pkg-config --libs libsodium 2>/dev/null)
 CFLAGS	+= $(PKG_CFLAGS)
 
 PROTO_SRCS  = proto/proto.c proto/spin.c
+# The daemon, by layer: the process (mccld.c, config, log), the control
+# plane (control/: clients, peers, jobs), the data plane (engine/: the
+# engine, the algorithms, send/recv, reductions, segments) and the
+# transports under it (transport/).
 LINK_SRCS   = daemon/transport/tcp.c daemon/transport/linkerr.c
-CORE_SRCS   = daemon/log.c daemon/config.c daemon/reduce.c daemon/ring.c $(LINK_SRCS)
-DAEMON_SRCS = daemon/mccld.c daemon/control.c daemon/peer.c daemon/job.c daemon/p2p.c \
-	      daemon/engine.c daemon/subq.c daemon/seg.c daemon/auth.c daemon/metrics.c \
+CORE_SRCS   = daemon/log.c daemon/config.c daemon/engine/reduce.c \
+	      daemon/engine/ring.c $(LINK_SRCS)
+CONTROL_SRCS = daemon/control/control.c daemon/control/peer.c \
+	      daemon/control/job.c daemon/control/auth.c daemon/control/metrics.c
+ENGINE_SRCS = daemon/engine/engine.c daemon/engine/subq.c daemon/engine/seg.c \
+	      daemon/engine/p2p.c
+DAEMON_SRCS = daemon/mccld.c $(CONTROL_SRCS) $(ENGINE_SRCS) \
 	      daemon/transport/link.c daemon/transport/rdma.c $(CORE_SRCS) \
 	      $(PROTO_SRCS)
 LIB_SRCS    = libclient/mccl.c libclient/conn.c $(PROTO_SRCS)
@@ -122,7 +130,7 @@ $(B)/mccl-perf: $(call obj,$(PERF_SRCS)) $(B)/libmccl.a
 $(B)/test_proto: $(call obj,tests/unit/test_proto.c $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS)
 
-$(B)/test_reduce: $(call obj,tests/unit/test_reduce.c daemon/reduce.c daemon/log.c)
+$(B)/test_reduce: $(call obj,tests/unit/test_reduce.c daemon/engine/reduce.c daemon/log.c)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS)
 
 $(B)/test_config: $(call obj,tests/unit/test_config.c daemon/config.c daemon/log.c $(PROTO_SRCS))
@@ -131,7 +139,7 @@ $(B)/test_config: $(call obj,tests/unit/test_config.c daemon/config.c daemon/log
 $(B)/test_log: $(call obj,tests/unit/test_log.c daemon/log.c)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS)
 
-$(B)/test_ring: $(call obj,tests/unit/test_ring.c daemon/ring.c daemon/reduce.c daemon/log.c $(LINK_SRCS) $(PROTO_SRCS))
+$(B)/test_ring: $(call obj,tests/unit/test_ring.c daemon/engine/ring.c daemon/engine/reduce.c daemon/log.c $(LINK_SRCS) $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) -lpthread
 
 # The verbs provider of the tests (tests/fakeverbs), in place of -libverbs.
@@ -147,7 +155,7 @@ $(B)/mccl-test: $(call obj,tests/integration/mccl-test.c) $(B)/libmccl.a
 	$(CC) $(LDFLAGS) -o $@ $^ -lpthread -lm
 
 $(B)/mccl-hostile: $(call obj,tests/integration/hostile.c libclient/conn.c \
-    daemon/auth.c daemon/log.c $(PROTO_SRCS))
+    daemon/control/auth.c daemon/log.c $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(SODIUM_LIBS)
 
 $(B)/notify-sink: $(call obj,tests/ops/notify-sink.c)

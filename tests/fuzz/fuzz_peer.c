@@ -1,7 +1,7 @@
 /*
  * fuzz_peer.c: libFuzzer target for the daemon-to-daemon protocol.  The
  * input is what arrives on a TCP connection, read as the daemon reads it
- * (daemon/peer.c):
+ * (daemon/control/peer.c):
  *   - by the acceptor of a connection, before it knows what it is: one
  *     frame at a time, at most INBOUND_MAX body bytes, each of a type the
  *     state allows: AUTH_HELLO, AUTH_RESPONSE (with a cluster key), then
@@ -20,7 +20,7 @@
 #include "fuzz.h"
 #include "peer.h"
 
-#define INBOUND_MAX	256	/* as in daemon/peer.c */
+#define INBOUND_MAX	256	/* as in daemon/control/peer.c */
 
 /* What peer_frame() decodes into. */
 union peer_daemon_msg {

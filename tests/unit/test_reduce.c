@@ -1,5 +1,5 @@
 /*
- * test_reduce.c: unit tests of daemon/reduce.c, the reduction kernels.
+ * test_reduce.c: unit tests of daemon/engine/reduce.c, the reduction kernels.
  * Every dtype and op is checked against a plain reference computed here
  * (in double, with its own float16/bfloat16 rounding through nearbyint),
  * on odd counts and unaligned buffers, with every kernel set this CPU can
