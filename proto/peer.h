@@ -144,8 +144,9 @@ struct peer_data_hello {
 
 /*
  * A data link's set-up, sent by both ends at once.  The link runs over RDMA
- * if both offer it, else over TCP; if either end needs RDMA (its transport
- * is "rdma") and the other does not offer it, both fail the link.  The
+ * if both offer it, else over TCP.  An end set to one transport ("rdma" or
+ * "tcp") says so in `need`, and offers that one or, if it has none to
+ * offer, UINT32_MAX; if the two ends cannot agree, both fail the link.  The
  * fields after `need` describe an RDMA end: its reliable-connected queue
  * pair (RoCE or InfiniBand addressing) and the ring of slots the peer
  * writes into, with immediate data (rdma.c).
@@ -155,7 +156,9 @@ struct peer_data_hello {
 
 struct peer_data_link {
 	uint32_t	transport;	/* PEER_LINK_*: what this end offers */
-	uint32_t	need;		/* 1: this end takes RDMA or nothing */
+	uint32_t	need;		/* PEER_LINK_* + 1: the transport this
+					   end is set to, and takes or none;
+					   0: any (auto) */
 	uint32_t	qpn;		/* queue pair number (24 bits) */
 	uint32_t	psn;		/* first packet sequence number (24 bits) */
 	uint32_t	lid;		/* InfiniBand local id; 0 on RoCE */

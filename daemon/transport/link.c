@@ -67,7 +67,7 @@ link_offer(struct link_setup *s, char *err, size_t errlen)
 	if (s->half == NULL)		/* the peer learns it below */
 		memset(&s->mine, 0, sizeof(s->mine));
 	s->mine.transport = s->half != NULL ? s->tp->wire : UINT32_MAX;
-	s->mine.need = want != NULL;
+	s->mine.need = want != NULL ? want->wire + 1 : 0;
 	if (peer_data_send(s->fd, PEER_DATA_LINK, &s->mine) == -1) {
 		snprintf(err, errlen, "sending DATA_LINK: %s", strerror(errno));
 		return -1;
@@ -91,8 +91,10 @@ agree(const struct link_setup *s, const struct peer_data_link *theirs,
 		snprintf(err, errlen, "node %s is set to transport %s and has "
 		    "none to node %s: %s", me, s->tp->name, peer, s->why);
 	else if (other >= NTRANSPORTS)
-		snprintf(err, errlen, "node %s is set to a transport it has "
-		    "none of to node %s (see its log)", peer, me);
+		snprintf(err, errlen, "node %s is set to transport %s and has "
+		    "none to node %s (see its log)", peer, rank_of(theirs->need -
+		    1) < NTRANSPORTS ? transports[rank_of(theirs->need - 1)]->name :
+		    "?", me);
 	else if (s->mine.need && pick != mine)
 		snprintf(err, errlen, "node %s is set to transport %s, and "
 		    "node %s does not offer it (no device for node %s?)", me,

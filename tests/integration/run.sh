@@ -3,11 +3,12 @@
 # loopback, ranks spread over them, every result checked; error paths
 # checked by code and message; mcclctl output checked; hostile input and
 # injected faults.  Sections (default: all): matrix api formation timeouts
-# ctl hostile security faults.
+# ctl hostile security faults transport.
 set -u
 B=$(cd "${1:-build}" && pwd)
 shift
-SECTIONS=${*:-matrix api formation timeouts ctl hostile security faults}
+SECTIONS=${*:-matrix api formation timeouts ctl hostile security faults \
+    transport}
 TRANSPORT=tcp		# unless MCCL_TEST_TRANSPORT says otherwise
 . "$(dirname "$0")/lib.sh"
 
@@ -159,6 +160,7 @@ section security && . "$(dirname "$0")/security.sh"
 section faults && . "$(dirname "$0")/faults.sh"
 section faults && . "$(dirname "$0")/netfault.sh"
 section faults && . "$(dirname "$0")/liveness.sh"
+section transport && . "$(dirname "$0")/transport.sh"
 
 echo "== daemon health"
 for i in 0 1 2; do

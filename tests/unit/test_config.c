@@ -347,6 +347,69 @@ START_TEST(test_bounds)
 }
 END_TEST
 
+/* "transport", and the per-node "rdma" maps: this node's entry only. */
+START_TEST(test_transport)
+{
+	struct config c;
+
+	parse_ok("{}", &c);
+	ck_assert_int_eq(c.transport, CONF_TRANSPORT_AUTO);
+	config_free(&c);
+	parse_ok("{\"transport\": \"rdma\"}", &c);
+	ck_assert_int_eq(c.transport, CONF_TRANSPORT_RDMA);
+	config_free(&c);
+	parse_ok("{\"transport\": \"tcp\"}", &c);
+	ck_assert_int_eq(c.transport, CONF_TRANSPORT_TCP);
+	config_free(&c);
+	parse_err("{\"transport\": \"ib\"}", "key \"transport\": unknown "
+	    "transport \"ib\" (expected auto, tcp or rdma)");
+	parse_ok("{\"node\": \"b\", \"nodes\": ["
+	    "{\"name\": \"a\", \"address\": \"10.0.0.1:7470\", "
+	    "\"rdma\": {\"b\": \"mlx5_9\"}},"
+	    "{\"name\": \"b\", \"address\": \"10.0.0.2:7470\", "
+	    "\"rdma\": {\"a\": \"mlx5_0\", \"c\": \"mlx5_1:2\"}},"
+	    "{\"name\": \"c\", \"address\": \"10.0.0.3:7470\"}]}", &c);
+	ck_assert_str_eq(c.nodes[0].rdma_dev, "mlx5_0");
+	ck_assert_str_eq(c.nodes[1].rdma_dev, "");	/* a's map is a's */
+	ck_assert_str_eq(c.nodes[2].rdma_dev, "mlx5_1:2");
+	config_free(&c);
+}
+END_TEST
+
+START_TEST(test_rdma_bad)
+{
+	static const struct {
+		const char	*map, *want;
+	} bad[] = {
+		{ "[\"mlx5_0\"]", "node \"a\": \"rdma\": expected an object "
+		    "of node names to devices, got array" },
+		{ "{\"d\": \"mlx5_0\"}", "node \"a\": \"rdma\": \"d\" is not "
+		    "in \"nodes\"" },
+		{ "{\"a\": \"mlx5_0\"}", "node \"a\": \"rdma\": \"a\" is the "
+		    "node itself" },
+		{ "{\"b\": 1}", "node \"a\": \"rdma\": \"b\": expected a "
+		    "device name" },
+		{ "{\"b\": \"\"}", "\"b\": expected a device name" },
+		{ "{\"b\": \"mlx 5\"}", "\"b\": expected a device name" },
+		{ "{\"b\": \"mlx5_0:\"}", "\"b\": expected a device name" },
+		{ "{\"b\": \"mlx5_0:0\"}", "\"b\": expected a device name" },
+		{ "{\"b\": \"mlx5_0:256\"}", "\"b\": expected a device name" },
+		{ "{\"b\": \"a_device_name_of_forty_bytes_long_x\"}",
+		    "\"b\": expected a device name" },
+	};
+	char text[512];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(text, sizeof(text), "{\"node\": \"b\", \"nodes\": ["
+		    "{\"name\": \"a\", \"address\": \"10.0.0.1:7470\", "
+		    "\"rdma\": %s},"
+		    "{\"name\": \"b\", \"address\": \"10.0.0.2:7470\"}]}",
+		    bad[i].map);
+		parse_err(text, bad[i].want);
+	}
+}
+END_TEST
+
 START_TEST(test_node_not_in_nodes)
 {
 	parse_err("{\"node\": \"x\", " NODES3 "}",
@@ -680,6 +743,8 @@ config_suite(void)
 	    sizeof(int_keys) / sizeof(int_keys[0]));
 	tcase_add_test(tc, test_bounds);
 	tcase_add_test(tc, test_node_not_in_nodes);
+	tcase_add_test(tc, test_transport);
+	tcase_add_test(tc, test_rdma_bad);
 	tcase_add_test(tc, test_nodes_bad);
 	tcase_add_loop_test(tc, test_bad_addr, 0,
 	    sizeof(bad_addrs) / sizeof(bad_addrs[0]));
