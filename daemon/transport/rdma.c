@@ -52,7 +52,9 @@
 #define CREDIT		0x80000000u		/* immediate data of a credit */
 #define CREDIT_WRID	UINT64_MAX
 #define PORTS_MAX	8
-#define MRS_MAX		128	/* registrations cached per device */
+#define MRS_MAX		1024	/* registrations per device; past it,
+				   data is staged (none is evicted: a
+				   write may be on its way from it) */
 #define DEVS_MAX	16
 
 _Static_assert(SLOT_BYTES < CREDIT, "a slot's length is immediate data");
@@ -78,7 +80,6 @@ struct rdma_dev {
 	int		 refs;		/* links, and their halves */
 	struct mr_ent	 mrs[MRS_MAX];
 	size_t		 nmrs;
-	size_t		 next_evict;
 };
 
 static pthread_mutex_t	 dev_mtx = PTHREAD_MUTEX_INITIALIZER;
@@ -282,7 +283,7 @@ mr_drop(struct rdma_dev *d, size_t i)
 static void
 mr_add(struct rdma_dev *d, const void *key, void *base, size_t len)
 {
-	struct mr_ent *e;
+	struct ibv_mr *mr;
 	size_t i;
 
 	for (i = 0; i < d->nmrs && d->mrs[i].key != key; i++)
@@ -291,16 +292,19 @@ mr_add(struct rdma_dev *d, const void *key, void *base, size_t len)
 		return;
 	if (i < d->nmrs)
 		mr_drop(d, i);		/* the key's memory moved */
-	else if (d->nmrs == MRS_MAX)
-		mr_drop(d, d->next_evict++ % MRS_MAX);
-	e = &d->mrs[d->nmrs++];
-	*e = (struct mr_ent){ key, base, len, ibv_reg_mr(d->pd, base, len,
-	    IBV_ACCESS_LOCAL_WRITE) };
-	if (e->mr == NULL && !reg_warned) {
+	if (d->nmrs == MRS_MAX) {
+		errno = ENOSPC;
+		mr = NULL;
+	} else {
+		mr = ibv_reg_mr(d->pd, base, len, IBV_ACCESS_LOCAL_WRITE);
+		d->mrs[d->nmrs++] = (struct mr_ent){ key, base, len, mr };
+	}
+	if (mr == NULL && !reg_warned) {
 		reg_warned = 1;
 		log_warnx("rdma: cannot register %zu bytes on %s (%s): data "
 		    "from there is copied through staging slots instead", len,
-		    d->name, strerror(errno));
+		    d->name, d->nmrs == MRS_MAX ? "too many registrations" :
+		    strerror(errno));
 	}
 }
 
@@ -451,6 +455,10 @@ qp_init(struct rdma_link *r, char *why, size_t len)
 	    .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
 
 	if ((r->qp = ibv_create_qp(r->dev->pd, &qa)) == NULL) {
+		qa.cap.max_inline_data = 0;	/* a device without inline */
+		r->qp = ibv_create_qp(r->dev->pd, &qa);
+	}
+	if (r->qp == NULL) {
 		snprintf(why, len, "cannot create a queue pair on %s: %s",
 		    r->dev->name, strerror(errno));
 		return -1;

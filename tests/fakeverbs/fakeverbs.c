@@ -725,8 +725,9 @@ post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		q->rq[slot] = *wr;
 		q->rq[slot].next = NULL;
 		q->rq[slot].sg_list = q->rq_sge + (size_t)slot * q->max_sge;
-		memcpy(q->rq[slot].sg_list, wr->sg_list, (size_t)wr->num_sge *
-		    sizeof(*wr->sg_list));
+		if (wr->num_sge > 0)	/* a write's receive may have none */
+			memcpy(q->rq[slot].sg_list, wr->sg_list,
+			    (size_t)wr->num_sge * sizeof(*wr->sg_list));
 		q->rq_count++;
 	}
 	pthread_mutex_unlock(&c->mtx);
