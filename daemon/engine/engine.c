@@ -1,6 +1,7 @@
 /*
  * engine.c: a job's data plane.  Each formed job has one engine thread on
- * each of its nodes.  It opens the job's data links, then runs the job's
+ * each of its nodes.  It opens the job's data links (transport/: TCP or
+ * RDMA, set up alike; the send/recv ones go to p2p.c), then runs the job's
  * operations in order: combine the local ranks' buffers in shared memory,
  * run the inter-node part (ring.c) on one buffer for the whole node, and
  * write the result into every local rank's buffer.  It never touches the

@@ -1,11 +1,12 @@
 /*
  * p2p.c: a job's point-to-point messages (mccl_send, mccl_recv).  They run
- * on a thread of their own with links of their own (stream 1), so a send
- * never waits behind a collective and a collective never waits behind a
- * message.
+ * on a thread of their own with links of their own (stream 1, which the
+ * engine thread makes with the job's other links and hands over), so a
+ * send never waits behind a collective and a collective never waits
+ * behind a message.
  *
- * Every message is eager: a send completes once its bytes are handed to
- * the kernel (another node) or copied (this node).  A message that arrives
+ * Every message is eager: a send completes once its transport is done with
+ * its bytes (another node) or they are copied (this node).  A message that arrives
  * before its receive is posted is kept in the daemon's memory, up to
  * P2P_UNEXPECTED_MAX bytes per job, max_unreceived_bytes_per_uid for all
  * of a user's jobs and max_unreceived_bytes for the daemon; past a limit
