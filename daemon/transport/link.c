@@ -1,6 +1,6 @@
 /*
- * link.c: a data link's set-up, common to every transport, and what the
- * algorithms need to say about a link that failed.
+ * link.c: a data link's set-up, common to every transport; the table of
+ * transports; what each peer's links run over (mcclctl peers, metrics).
  *
  * Set-up runs on the thread that owns the links, in three steps over the
  * connected data socket, each end alike: offer (send PEER_DATA_LINK with
