@@ -9,6 +9,8 @@
  *   port each; without MCCL_FAKEVERBS_DIR (the directory of the queue
  *   pairs' sockets) there are none, as on a machine without RDMA.  Each
  *   opened context has a GID of its own (its process and a counter).
+ * - memory registration, up to MCCL_FAKEVERBS_MEMLOCK bytes per context
+ *   when set: past it ibv_reg_mr fails with ENOMEM, as past the lock limit.
  * - reliable connected queue pairs, RESET -> INIT -> RTR -> RTS, addressed
  *   by the peer's GID (ah_attr.grh.dgid) and QP number; delivery in order.
  * - RDMA WRITE, with immediate data or not, into a registered region by
@@ -140,6 +142,7 @@ struct fv_ctx {
 	union ibv_gid	 gid;
 	uint32_t	 next_qpn, next_key;
 	struct fv_mr	*mrs;
+	size_t		 locked;	/* bytes registered */
 	struct fv_qp	*qps;
 };
 
@@ -329,12 +332,22 @@ struct ibv_mr *
 ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
 {
 	struct fv_ctx *c = ctx_of(pd->context);
+	const char *limit = getenv("MCCL_FAKEVERBS_MEMLOCK");
 	struct fv_mr *m;
 
 	if ((m = calloc(1, sizeof(*m))) == NULL) {
 		errno = ENOMEM;
 		return NULL;
 	}
+	pthread_mutex_lock(&c->mtx);
+	if (limit != NULL && c->locked + length > strtoull(limit, NULL, 10)) {
+		pthread_mutex_unlock(&c->mtx);
+		free(m);
+		errno = ENOMEM;
+		return NULL;
+	}
+	c->locked += length;
+	pthread_mutex_unlock(&c->mtx);
 	m->mr.context = pd->context;
 	m->mr.pd = pd;
 	m->mr.addr = addr;
@@ -372,6 +385,7 @@ ibv_dereg_mr(struct ibv_mr *mr)
 		;
 	if (*pp != NULL)
 		*pp = (*pp)->next;
+	c->locked -= mr->length;
 	pthread_mutex_unlock(&c->mtx);
 	free(mr);
 	return 0;

@@ -295,6 +295,34 @@ START_TEST(test_stream_small_pieces)
 }
 END_TEST
 
+/*
+ * Memory that will not register (past the lock limit) is staged: the data
+ * arrives all the same, and the log warns once, not per registration.
+ */
+START_TEST(test_registration_fails)
+{
+	char path[64], line[512];
+	int warned = 0;
+	FILE *f;
+
+	/* Both ends' rings (4 MiB) fit; no 3 MiB source does. */
+	setenv("MCCL_FAKEVERBS_MEMLOCK", "5242880", 1);
+	snprintf(path, sizeof(path), "%s/log", dir);
+	ck_assert_ptr_nonnull(freopen(path, "w", stderr));
+	log_setlevel(LOG_WARNING);
+	transfer(100000, 1);
+	transfer(100000, 1);
+	fflush(stderr);
+	ck_assert_ptr_nonnull(f = fopen(path, "r"));
+	while (fgets(line, sizeof(line), f) != NULL)
+		warned += strstr(line, "cannot register 3145728 bytes on "
+		    "fake0:1 (Cannot allocate memory): data from there is "
+		    "copied through staging slots instead") != NULL;
+	fclose(f);
+	ck_assert_int_eq(warned, 1);
+}
+END_TEST
+
 /* Idle, arm() asks to sleep; data from the peer wakes the channel. */
 START_TEST(test_arm_and_wake)
 {
@@ -426,6 +454,7 @@ rdma_suite(void)
 	tcase_add_test(tc, test_stream_registered);
 	tcase_add_test(tc, test_stream_staged);
 	tcase_add_test(tc, test_stream_small_pieces);
+	tcase_add_test(tc, test_registration_fails);
 	tcase_add_test(tc, test_arm_and_wake);
 	tcase_add_test(tc, test_hangup_watch);
 	tcase_add_test(tc, test_peer_gone);
