@@ -1055,13 +1055,18 @@ job_engine_cb(int fd, short events, void *arg)
 	pthread_mutex_unlock(&j->eng_mtx);
 	if (report)
 		job_links_reported(j, links == 1, code, err);
+	/*
+	 * An op that ended well did, even if the job failed since: a send
+	 * whose bytes the transport took before its peer died is answered
+	 * as sent.  A failed one fails the job, and says the job's reason.
+	 */
 	while ((op = TAILQ_FIRST(&done)) != NULL) {
 		TAILQ_REMOVE(&done, op, entry);
 		if (op->code != 0)
 			job_fail(j, op->code, "job %s: op %llu (%s): %s", j->name,
 			    (unsigned long long)op->desc.seq,
 			    proto_coll_name(op->desc.coll), op->err);
-		op_finish(op, j->state == JOB_FAILED ? j->code : 0, j->err);
+		op_finish(op, op->code != 0 ? j->code : 0, j->err);
 	}
 	if (j->state == JOB_FAILED && !j->fail_told)	/* the engine stopped */
 		job_fail_clients(j, JOB_READY);
