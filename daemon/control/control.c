@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/un.h>
 
 #include <errno.h>
@@ -15,6 +16,7 @@
 #include <grp.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <linux/magic.h>
 #include <time.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -327,6 +329,32 @@ control_close(void)
 
 /* ---- segments ---- */
 
+/*
+ * A client's memory must never be able to fault the daemon.  Only shmem
+ * memfds pass: sealed against shrinking, nothing can end the mapping early,
+ * and a page punched out of one is given again, zeroed, when touched (the
+ * kernel's own shm mount has no size limit; out of memory is the OOM
+ * killer's, never SIGBUS).  hugetlbfs is refused: a punched huge page is
+ * given again only while the pool has one free, else the access is SIGBUS.
+ */
+static int
+seg_check_fs(int fd, char *err, size_t errlen)
+{
+	struct statfs fs;
+
+	if (fstatfs(fd, &fs) == -1) {
+		snprintf(err, errlen, "fstatfs: %s", strerror(errno));
+		return -1;
+	}
+	if (fs.f_type == TMPFS_MAGIC)
+		return 0;
+	snprintf(err, errlen, "segment is %s, not an ordinary memfd (shmem): "
+	    "only memfd_create() memory without MFD_HUGETLB is accepted",
+	    fs.f_type == HUGETLBFS_MAGIC ? "hugetlbfs memory (MFD_HUGETLB), "
+	    "which faults when its pool runs dry," : "on another file system");
+	return -1;
+}
+
 static int
 seg_check_fd(int fd, uint64_t size, char *err, size_t errlen)
 {
@@ -343,6 +371,8 @@ seg_check_fd(int fd, uint64_t size, char *err, size_t errlen)
 		    "shrinking (F_SEAL_SHRINK)");
 		return -1;
 	}
+	if (seg_check_fs(fd, err, errlen) == -1)
+		return -1;
 	if (fstat(fd, &st) == -1 || (uint64_t)st.st_size != size) {
 		snprintf(err, errlen, "segment size %llu does not match the "
 		    "announced %llu", (unsigned long long)st.st_size,

@@ -808,6 +808,35 @@ c_pipe(char *why, size_t len)
 	return seg_case(p[0], 1, SEG_SIZE, "not a sealable memfd", why, len);
 }
 
+/*
+ * A memfd of two huge pages, sealed as the daemon asks.  Hole-punched and
+ * with the pool taken by another memfd, touching it would be SIGBUS in the
+ * daemon: it must be refused at SEG_ADD (hostile.sh gives the host a pool,
+ * so that the daemon could map it).
+ */
+static int
+c_hugetlb(char *why, size_t len)
+{
+	struct stat st;
+	int fd;
+
+	memset(&st, 0, sizeof(st));
+	if ((fd = memfd_create("hostile", MFD_CLOEXEC | MFD_ALLOW_SEALING |
+	    MFD_HUGETLB)) == -1) {
+		snprintf(why, len, "(skipped: no hugetlbfs memfd here: %s)",
+		    strerror(errno));
+		return 0;
+	}
+	/* hugetlbfs gives its page size as the block size */
+	if (fstat(fd, &st) == -1 || ftruncate(fd, 2 * st.st_blksize) == -1 ||
+	    fcntl(fd, F_ADD_SEALS, SEG_SEALS) == -1) {
+		close(fd);
+		fd = -1;
+	}
+	return seg_case(fd, 1, 2 * (uint64_t)st.st_blksize, "hugetlbfs", why,
+	    len);
+}
+
 static int
 c_size_larger(char *why, size_t len)
 {
@@ -1821,6 +1850,7 @@ static const struct {
 	{ "SEG_ADD of a memfd without sealing", c_not_sealable },
 	{ "SEG_ADD of a regular file", c_regular_file },
 	{ "SEG_ADD of a pipe", c_pipe },
+	{ "SEG_ADD of a hugetlbfs memfd", c_hugetlb },
 	{ "SEG_ADD announcing more than the memfd's size", c_size_larger },
 	{ "SEG_ADD announcing less than the memfd's size", c_size_smaller },
 	{ "SEG_ADD of an empty segment", c_size_zero },

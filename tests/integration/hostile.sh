@@ -35,8 +35,21 @@ hostile_alive() {	# NAME PID LOG
 }
 
 echo "== hostile clients on n0"
+# A pool of huge pages while the clients run (as root), so that a hugetlbfs
+# segment is one the daemon could map: it must refuse it all the same.
+hostile_pool=/proc/sys/vm/nr_hugepages
+hostile_pool_was=$(cat "$hostile_pool" 2>/dev/null)
+hostile_pool_restore() {
+	[ -z "$hostile_pool_was" ] || echo "$hostile_pool_was" >"$hostile_pool"
+}
+if [ "$(id -u)" = 0 ] && [ -n "$hostile_pool_was" ] &&
+    [ "$hostile_pool_was" -lt 4 ]; then
+	CLEANUP_HOOKS+=(hostile_pool_restore)
+	echo 4 >"$hostile_pool" 2>/dev/null
+fi
 # With the log, each closed connection must add exactly one line.
 hostile_run "client" client "$T/n0.sock" "$T/n0.log"
+hostile_pool_restore
 hostile_logged "each client refusal is logged with its reason" "$T/n0.log" \
     "bad ipc magic" "ipc version 5, expected 4" "unknown ipc message type" \
     "record shorter than a header" "header says 19 bytes, record has 9" \
