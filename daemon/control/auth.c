@@ -41,6 +41,13 @@ key_read(int fd, const char *path, uint8_t *buf, size_t *len, char *err,
 		snprintf(err, errlen, "key file %s is not a regular file", path);
 		return -1;
 	}
+	if (st.st_uid != geteuid() && st.st_uid != 0) {
+		snprintf(err, errlen, "key file %s belongs to uid %u: it must "
+		    "belong to the daemon's user (uid %u) or root, or another "
+		    "user could have written it", path, (unsigned)st.st_uid,
+		    (unsigned)geteuid());
+		return -1;
+	}
 	if (st.st_mode & 077) {
 		snprintf(err, errlen, "key file %s has mode %04o: it must be "
 		    "readable by its owner only (chmod 600)", path,
@@ -78,8 +85,10 @@ key_load(const char *path, char *err, size_t errlen)
 
 /*
  * The host key: 32 random bytes in a file of this uid, mode 0600, made by
- * the first daemon that needs it.  Written aside and linked into place, so
- * that a daemon starting at the same moment reads all of it or none.
+ * the first daemon that needs it.  Written aside under a name nobody can
+ * guess (mkostemp), then linked into place, so that a daemon starting at
+ * the same moment reads all of it or none.  A file another user put there
+ * first is not ours: key_read refuses it.
  */
 static int
 host_key_make(const char *path, char *err, size_t errlen)
@@ -88,10 +97,10 @@ host_key_make(const char *path, char *err, size_t errlen)
 	char tmp[4200];
 	int fd, rc = 0;
 
-	snprintf(tmp, sizeof(tmp), "%s.%ld", path, (long)getpid());
+	snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path);
 	randombytes_buf(key, sizeof(key));
-	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) ==
-	    -1 || write(fd, key, sizeof(key)) != (ssize_t)sizeof(key) ||
+	if ((fd = mkostemp(tmp, O_CLOEXEC)) == -1 ||
+	    write(fd, key, sizeof(key)) != (ssize_t)sizeof(key) ||
 	    fsync(fd) == -1 || (link(tmp, path) == -1 && errno != EEXIST)) {
 		snprintf(err, errlen, "host key %s: %s", path, strerror(errno));
 		rc = -1;
@@ -102,6 +111,17 @@ host_key_make(const char *path, char *err, size_t errlen)
 	}
 	sodium_memzero(key, sizeof(key));
 	return rc;
+}
+
+/* What to do when the host key can't be had. */
+static void
+auth_advise(char *err, size_t errlen)
+{
+	size_t n = strlen(err);
+
+	snprintf(err + n, errlen - n, "; the host key lives beside the socket: "
+	    "keep the socket in a directory only the daemon's user can write, "
+	    "remove a host.key that is not the daemon's, or set key_file");
 }
 
 /*
@@ -127,11 +147,12 @@ auth_init(const char *key_file, const char *socket_path, char *err,
 	slash = strrchr(socket_path, '/');
 	snprintf(path, sizeof(path), "%.*s/host.key", slash == NULL ? 1 :
 	    (int)(slash - socket_path), slash == NULL ? "." : socket_path);
-	if (access(path, F_OK) == -1 && errno == ENOENT &&
-	    host_key_make(path, err, errlen) == -1)
+	if ((access(path, F_OK) == -1 && errno == ENOENT &&
+	    host_key_make(path, err, errlen) == -1) ||
+	    key_load(path, err, errlen) == -1) {
+		auth_advise(err, errlen);
 		return -1;
-	if (key_load(path, err, errlen) == -1)
-		return -1;
+	}
 	log_info("auth: no key_file: peers authenticate with the host key %s "
 	    "(daemons of this user whose sockets share its directory)", path);
 	return 0;

@@ -37,7 +37,7 @@ sec_fails_start() {
 }
 
 echo "== the socket path: only sockets are replaced"
-sport=$(free_ports 3)
+sport=$(free_ports 5)
 echo "precious" >"$T/reg.sock"
 sec_conf "$T/reg.conf" s0 "$T/reg.sock" "$sport"
 sec_fails_start "a regular file at the socket path: refused, named" \
@@ -297,6 +297,49 @@ else
 fi
 kill "${DAEMON_PIDS[23]}" "${DAEMON_PIDS[24]}" 2>/dev/null
 wait "${DAEMON_PIDS[23]}" "${DAEMON_PIDS[24]}" 2>/dev/null
+
+echo "== key files another user made are refused"
+# In a sticky public directory another user can create the host key first,
+# with content they know: the daemon must refuse it, not authenticate with it.
+mkdir -m 1777 "$T/pubk"
+sec_conf "$T/pk.conf" pk "$T/pubk/pk.sock" $((sport + 3))
+head -c 32 /dev/urandom >"$T/known.key"
+as_user "$atk" sh -c "umask 077; cat >'$T/pubk/host.key'" <"$T/known.key"
+sec_fails_start "a host.key planted by another user: refused, named" \
+    "key file $T/pubk/host.key belongs to uid $atk" "$B/mccld" -c "$T/pk.conf"
+if cmp -s "$T/known.key" "$T/pubk/host.key"; then
+	ok "the planted host.key is left as it was"
+else
+	bad "the planted host.key was changed"
+fi
+rm -f "$T/pubk/host.key" "$T/pubk/pk.sock"
+# The host key is written aside first: a file another user puts under the
+# name the daemon would have used (host.key.PID, its pid before) is no
+# obstacle.  The shell's pid is the daemon's once it execs.
+sh -c 'setpriv --reuid="$1" --regid="$1" --clear-groups sh -c \
+    "umask 077; : >\"$2.$$\"" && exec "$3" -c "$4"' sh "$atk" \
+    "$T/pubk/host.key" "$B/mccld" "$T/pk.conf" >>"$T/pk.log" 2>&1 &
+DAEMON_PIDS[26]=$!
+sec_deadline=$((SECONDS + 5))
+until grep -q "ready on" "$T/pk.log" 2>/dev/null ||
+    [ $SECONDS -ge $sec_deadline ]; do
+	sleep 0.05
+done
+daemons_stop 26 1
+if [ "$(stat -c '%u %a %s' "$T/pubk/host.key" 2>/dev/null)" = "0 600 32" ]
+then
+	ok "a file at the old temporary name does not stop the host key"
+else
+	bad "host key next to a planted host.key.PID: $(stat -c '%u %a %s' \
+"$T/pubk/host.key" 2>&1); $(tail -n 3 "$T/pk.log")"
+fi
+cp "$T/known.key" "$T/atk.key"
+chmod 600 "$T/atk.key"
+chown "$atk" "$T/atk.key"
+sec_conf "$T/ak.conf" ak "$T/ak.sock" $((sport + 4)) \
+    "\"key_file\": \"$T/atk.key\","
+sec_fails_start "a key_file of another user: refused, named" \
+    "key file $T/atk.key belongs to uid $atk" "$B/mccld" -n -c "$T/ak.conf"
 
 echo "== what another user sees"
 spawn 0 secseen 1 0 hold 4000
