@@ -330,9 +330,10 @@ install: all $(B)/mccl.pc $(B)/mccld.service
 	fi
 
 # Units, man pages and `make install`, checked without touching the system.
-check-ops: all $(B)/notify-sink
+check-ops: all $(B)/notify-sink $(TEST_PROGS)
 	tests/ops/verify-units.sh $(B)
 	tests/ops/notify-test.sh $(B)
+	tests/ops/private-build.sh $(B)
 	@out=$$(mandoc -T lint -W warning $(MANPAGES) 2>&1); \
 	if [ -n "$$out" ]; then echo "$$out"; echo "FAIL mandoc lint"; exit 1; fi; \
 	echo "ok   mandoc -T lint -W warning $(MANPAGES)"

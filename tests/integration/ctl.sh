@@ -87,16 +87,16 @@ expect_output "mcclctl abort of no job exits 1" 1 "$?"
 
 echo "== another user"
 if command -v setpriv >/dev/null && [ "$(id -u)" = 0 ]; then
-	chmod 755 "$T"
+	xbin || bad "copying the programs for the test users"
 	as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
 	spawn 0 xuser 2 0 hold 2500; x0=$LAST_PID
 	sleep 0.5
-	jobs_seen=$(as_nobody "$B/mcclctl" -s "$T/n0.sock" jobs 2>&1)
+	jobs_seen=$(as_nobody "$XB/mcclctl" -s "$T/n0.sock" jobs 2>&1)
 	case $jobs_seen in
 	*xuser*) bad "uid 65534 sees root's job: $jobs_seen" ;;
 	*) ok "another uid does not see root's jobs" ;;
 	esac
-	out=$(as_nobody "$B/mcclctl" -s "$T/n0.sock" abort xuser 2>&1)
+	out=$(as_nobody "$XB/mcclctl" -s "$T/n0.sock" abort xuser 2>&1)
 	rc=$?
 	case "$rc $out" in
 	"1 "*"for root and the admin group"*)
@@ -105,7 +105,7 @@ if command -v setpriv >/dev/null && [ "$(id -u)" = 0 ]; then
 	esac
 	# Same job name, other uid: a job of its own, which never forms.
 	MCCL_SOCKET="$T/n1.sock" MCCL_JOB=xuser MCCL_NRANKS=2 MCCL_RANK=1 \
-	    MCCL_INIT_TIMEOUT_MS=1000 as_nobody "$B/mccl-test" expect-init \
+	    MCCL_INIT_TIMEOUT_MS=1000 as_nobody "$XB/mccl-test" expect-init \
 	    MCCL_ERR_TIMEOUT "rank 0" >"$T/xuser.nobody.out" 2>&1 &&
 	    ok "another uid cannot join root's job" ||
 	    { bad "another uid joined root's job"; cat "$T/xuser.nobody.out"; }

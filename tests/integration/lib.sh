@@ -165,6 +165,17 @@ hostile_run() {
 	HOSTILE_OUT=$out
 }
 
+# xbin: XB, a folder of the programs that the cross-user tests run as
+# other users, copied where those users can reach them: the build may lie
+# in a directory only its owner may enter (a private home, mktemp -d).
+xbin() {
+	[ -z "${XB:-}" ] || return 0
+	XB=$T/xbin
+	mkdir -p "$XB" &&
+	    cp "$B/mccld" "$B/mcclctl" "$B/mccl-test" "$XB/" &&
+	    chmod 755 "$T" "$XB"
+}
+
 # daemons_stop FIRST N: SIGTERM the daemons DAEMON_PIDS[FIRST..FIRST+N-1]
 # of a test's own cluster, wait for them, and forget them.
 daemons_stop() {

@@ -148,6 +148,7 @@ if [ "$(id -u)" != 0 ] || ! command -v useradd >/dev/null ||
 fi
 
 echo "== another user's daemon is never handed our memory"
+xbin || { bad "copying the programs for the test users"; return 0; }
 SEC_USERS=()
 sec_users_del() {
 	local u
@@ -180,7 +181,6 @@ as_user_bg() {
 	    --regid="$u" --clear-groups "$@" >>"$log" 2>&1 &
 	LAST_PID=$!
 }
-chmod 755 "$T"
 vdir=/tmp/mccl-$vic
 sec_rm_vdir() { rm -rf "$vdir"; }
 CLEANUP_HOOKS+=(sec_rm_vdir)
@@ -188,7 +188,7 @@ CLEANUP_HOOKS+=(sec_rm_vdir)
 # The attacker makes the victim's default directory first and listens there.
 as_user "$atk" mkdir -m 0755 "$vdir"
 sec_conf "$T/atk.conf" a0 "$vdir/mccld.sock" "$sport"
-as_user_bg "$atk" "$T/atk.log" "$B/mccld" -c "$T/atk.conf"
+as_user_bg "$atk" "$T/atk.log" "$XB/mccld" -c "$T/atk.conf"
 DAEMON_PIDS[20]=$LAST_PID
 if ! sec_wait_socket "$vdir/mccld.sock"; then
 	bad "the attacker's daemon did not start"
@@ -196,7 +196,7 @@ if ! sec_wait_socket "$vdir/mccld.sock"; then
 elif [ -e /run/mccl/mccld.sock ]; then
 	echo "(a system daemon listens at /run/mccl: the victim would use it)"
 else
-	MCCL_JOB=v MCCL_RANK=0 MCCL_NRANKS=1 as_user "$vic" "$B/mccl-test" \
+	MCCL_JOB=v MCCL_RANK=0 MCCL_NRANKS=1 as_user "$vic" "$XB/mccl-test" \
 	    expect-init MCCL_ERR_PERMISSION \
 	    "directory $vdir belongs to uid $atk, which is not trusted" \
 	    >"$T/sec-vic.out" 2>&1 &&
@@ -204,7 +204,7 @@ else
 	    { bad "victim in the attacker's directory"; cat "$T/sec-vic.out"; }
 fi
 MCCL_SOCKET="$vdir/mccld.sock" MCCL_JOB=v MCCL_RANK=0 MCCL_NRANKS=1 \
-    setpriv --reuid="$vic" --regid="$vic" --clear-groups "$B/mccl-test" \
+    setpriv --reuid="$vic" --regid="$vic" --clear-groups "$XB/mccl-test" \
     expect-init MCCL_ERR_PERMISSION "belongs to uid $atk" \
     >"$T/sec-vic2.out" 2>&1 &&
     ok "MCCL_SOCKET into that directory: refused too" ||
@@ -222,12 +222,12 @@ wait "${DAEMON_PIDS[20]}" 2>/dev/null
 # daemon's uid does not.
 mkdir -m 1777 "$T/pub"
 sec_conf "$T/atk2.conf" a1 "$T/pub/atk.sock" $((sport + 1))
-as_user_bg "$atk" "$T/atk2.log" "$B/mccld" -c "$T/atk2.conf"
+as_user_bg "$atk" "$T/atk2.log" "$XB/mccld" -c "$T/atk2.conf"
 DAEMON_PIDS[21]=$LAST_PID
 if sec_wait_socket "$T/pub/atk.sock"; then
 	MCCL_SOCKET="$T/pub/atk.sock" MCCL_JOB=v MCCL_RANK=0 MCCL_NRANKS=1 \
 	    setpriv --reuid="$vic" --regid="$vic" --clear-groups \
-	    "$B/mccl-test" expect-init MCCL_ERR_PERMISSION \
+	    "$XB/mccl-test" expect-init MCCL_ERR_PERMISSION \
 	    "it runs as uid $atk" >"$T/sec-vic3.out" 2>&1 &&
 	    ok "a daemon of another uid (SO_PEERCRED): refused, named" ||
 	    { bad "a daemon of another uid"; cat "$T/sec-vic3.out"; }
@@ -242,7 +242,7 @@ wait "${DAEMON_PIDS[21]}" 2>/dev/null
 sec_conf "$T/vic.conf" v0 "$vdir/mccld.sock" "$sport"
 sec_fails_start "mccld refuses a socket directory another user made" \
     "directory $vdir belongs to uid $atk" \
-    setpriv --reuid="$vic" --regid="$vic" --clear-groups "$B/mccld" \
+    setpriv --reuid="$vic" --regid="$vic" --clear-groups "$XB/mccld" \
     -c "$T/vic.conf"
 
 # With the system daemon running, clients go there before /tmp.
@@ -254,7 +254,7 @@ if [ ! -e /run/mccl ]; then
 	DAEMON_PIDS[22]=$!
 	if sec_wait_socket /run/mccl/mccld.sock; then
 		MCCL_JOB=v MCCL_RANK=0 MCCL_NRANKS=1 as_user "$vic" \
-		    "$B/mccl-test" hold 10 >"$T/sec-sys.out" 2>&1 &&
+		    "$XB/mccl-test" hold 10 >"$T/sec-sys.out" 2>&1 &&
 		    grep -q "uid $vic" "$T/sys.log" &&
 		    ok "the system daemon comes before a directory in /tmp" ||
 		    { bad "system daemon first"; cat "$T/sec-sys.out"; \
@@ -285,7 +285,7 @@ mkdir -m 0755 "$T/s0" "$T/s1"
 chown "$atk" "$T/s1"
 "$B/mccld" -c "$T/s0.conf" >>"$T/s0.log" 2>&1 &
 DAEMON_PIDS[23]=$!
-as_user_bg "$atk" "$T/s1.log" "$B/mccld" -c "$T/s1.conf"
+as_user_bg "$atk" "$T/s1.log" "$XB/mccld" -c "$T/s1.conf"
 DAEMON_PIDS[24]=$LAST_PID
 sleep 2
 if grep -q "failed authentication" "$T/s0.log" "$T/s1.log" &&
@@ -318,7 +318,7 @@ rm -f "$T/pubk/host.key" "$T/pubk/pk.sock"
 # obstacle.  The shell's pid is the daemon's once it execs.
 sh -c 'setpriv --reuid="$1" --regid="$1" --clear-groups sh -c \
     "umask 077; : >\"$2.$$\"" && exec "$3" -c "$4"' sh "$atk" \
-    "$T/pubk/host.key" "$B/mccld" "$T/pk.conf" >>"$T/pk.log" 2>&1 &
+    "$T/pubk/host.key" "$XB/mccld" "$T/pk.conf" >>"$T/pk.log" 2>&1 &
 DAEMON_PIDS[26]=$!
 sec_deadline=$((SECONDS + 5))
 until grep -q "ready on" "$T/pk.log" 2>/dev/null ||
@@ -344,13 +344,13 @@ sec_fails_start "a key_file of another user: refused, named" \
 echo "== what another user sees"
 spawn 0 secseen 1 0 hold 4000
 sec_holder=$LAST_PID
-as_user_bg "$vic" "$T/sec-mon.out" timeout 3 "$B/mcclctl" -s "$T/n0.sock" \
+as_user_bg "$vic" "$T/sec-mon.out" timeout 3 "$XB/mcclctl" -s "$T/n0.sock" \
     -j monitor
 sec_mon=$LAST_PID
 sleep 0.5
 spawn 0 secev 1 0 hold 10
 wait "$LAST_PID"
-seen=$(as_user "$vic" "$B/mcclctl" -s "$T/n0.sock" -j status 2>&1)
+seen=$(as_user "$vic" "$XB/mcclctl" -s "$T/n0.sock" -j status 2>&1)
 case $seen in
 *'"jobs": 0'*) ok "status counts only the caller's jobs" ;;
 *) bad "status shows another user's jobs: $seen" ;;
@@ -364,7 +364,7 @@ elif grep -q monitoring "$T/sec-mon.out"; then
 else
 	bad "monitor printed nothing: $(cat "$T/sec-mon.out")"
 fi
-out=$(as_user "$vic" "$B/mcclctl" -s "$T/n0.sock" metrics 2>&1)
+out=$(as_user "$vic" "$XB/mcclctl" -s "$T/n0.sock" metrics 2>&1)
 case "$?:$out" in
 1:*"metrics is for root and the admin group"*)
 	ok "metrics are for root and the admin group" ;;
