@@ -154,6 +154,52 @@ grep -q '^\[0\] got TERM' "$T/sig.out" &&
     grep -q '^\[1\] got TERM' "$T/sig.out" && [ $rc = 3 ] &&
     ok "SIGTERM to mcclrun reaches every rank" ||
     { bad "signals: exit $rc"; cat "$T/sig.out"; }
+
+echo "== remote ranks end with their launcher"
+# fakessh runs each rank in a session of its own, as ssh does: only the
+# launcher's connection going away can tell a rank to stop.  Each rank
+# leaves its pid in $T/rpid.RANK.
+rpids_gone() {	# RANK...: those ranks' processes end within 6 s
+	local deadline=$((SECONDS + 6)) r live
+	while :; do
+		live=""
+		for r in "$@"; do
+			kill -0 "$(cat "$T/rpid.$r" 2>/dev/null || echo x)" \
+			    2>/dev/null && live="$live $r"
+		done
+		[ -n "$live" ] || return 0
+		[ $SECONDS -lt $deadline ] || break
+		sleep 0.1
+	done
+	echo "ranks still running:$live"
+	for r in $live; do kill -9 "$(cat "$T/rpid.$r")"; done
+	return 1
+}
+rm -f "$T"/rpid.*
+"${MCCLRUN[@]}" "${REMOTE[@]}" sh -c 'echo $$ >"$0/rpid.$MCCL_RANK"; \
+echo ready; exec sleep 60' "$T" >"$T/rsig.out" 2>&1 &
+mr=$!
+CHILD_PIDS+=($mr)
+for _ in $(seq 100); do
+	[ "$(grep -c ready "$T/rsig.out")" = 2 ] && break
+	sleep 0.1
+done
+kill -TERM $mr
+wait $mr
+rpids_gone 0 1 && ok "SIGTERM to mcclrun --ssh ends the remote ranks" ||
+    { bad "SIGTERM to mcclrun --ssh"; cat "$T/rsig.out"; }
+rm -f "$T"/rpid.*
+out=$("${MCCLRUN[@]}" "${REMOTE[@]}" sh -c 'if [ $MCCL_RANK = 0 ]; then \
+while [ ! -s "$0/rpid.1" ]; do sleep 0.05; done; exit 5; fi; \
+echo $$ >"$0/rpid.1"; exec sleep 60' "$T" 2>&1)
+rc=$?
+[ $rc = 5 ] && rpids_gone 1 &&
+    ok "a failed rank: the remote ranks are stopped, its status returned" ||
+    bad "a failed rank with remote ranks: exit $rc: $out"
+out=$("${MCCLRUN[@]}" "${REMOTE[@]}" sh -c 'exit 3' 2>&1)
+[ $? = 3 ] && ok "a remote rank's exit status comes back" ||
+    bad "a remote rank's status: $out"
+
 out=$("${MCCLRUN[@]}" --socket "$T/n0.sock" --job fixedname -n 1 sh -c \
     'echo "$MCCL_JOB $MCCL_RANK $MCCL_NRANKS $RANK $WORLD_SIZE $LOCAL_RANK"' 2>&1)
 [ "$out" = "[0] fixedname 0 1 0 1 0" ] &&
@@ -167,6 +213,17 @@ out=$("${MCCLRUN[@]}" --ssh "$HERE/fakessh $T" --hostfile "$T/hosts.json" \
 [1] 1 $T/n1.sock yes
 [2] 2 $T/n1.sock yes" ] && ok "--hostfile with ranks per host, --env" ||
     bad "hostfile: $out"
+for bad_host in '{"host": "n0", "ranks": true}' '{"host": ""}' '""'; do
+	echo "[$bad_host]" >"$T/bad-hosts.json"
+	out=$("${MCCLRUN[@]}" --ssh "$HERE/fakessh $T" --hostfile \
+	    "$T/bad-hosts.json" true 2>&1)
+	[ $? != 0 ] && grep -qE 'positive integer|empty host name' <<<"$out" &&
+	    ok "hostfile entry $bad_host: refused" ||
+	    bad "hostfile entry $bad_host: $out"
+done
+out=$("${MCCLRUN[@]}" --ssh "$HERE/fakessh $T" --hosts n0,,n1 true 2>&1)
+[ $? = 2 ] && grep -q 'empty host name' <<<"$out" &&
+    ok "--hosts with an empty name: refused" || bad "--hosts n0,,n1: $out"
 out=$("${MCCLRUN[@]}" -n 1 2>&1)
 [ $? = 2 ] && grep -q "no command to run" <<<"$out" &&
     ok "no command: a usage error" || bad "no command: $out"
