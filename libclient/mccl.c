@@ -876,32 +876,6 @@ struct op_args {
 	int		 tag;
 };
 
-/* [a, a + alen) and [b, b + blen) share a byte. */
-static int
-overlaps(const void *a, size_t alen, const void *b, size_t blen)
-{
-	const uint8_t *pa = a, *pb = b;
-
-	return alen > 0 && blen > 0 && pa < pb + blen && pb < pa + alen;
-}
-
-/* Overlapping buffers are allowed only in the collective's in-place form. */
-static int
-in_place_ok(const mccl_comm_t *comm, const struct op_args *a, size_t sb,
-    size_t rb)
-{
-	const uint8_t *s = a->send, *r = a->recv;
-
-	switch (a->coll) {
-	case COLL_ALLGATHER:
-		return s == r + (size_t)comm->rank * sb;
-	case COLL_REDUCE_SCATTER:
-		return r == s + (size_t)comm->rank * rb;
-	default:
-		return s == r && sb == rb;
-	}
-}
-
 /* Stage [send, recv] through the library's segment: see mccl.h. */
 static mccl_result_t
 op_stage(mccl_comm_t *comm, const struct op_args *a, size_t sb, size_t rb,
@@ -1123,8 +1097,8 @@ op_check(mccl_comm_t *comm, const struct op_args *a, uint64_t *sb,
 		return comm_error(comm, MCCL_ERR_INVALID_ARGUMENT, "%s is NULL "
 		    "with count %zu", *sb > 0 && a->send == NULL ? "sendbuf" :
 		    "recvbuf", a->count);
-	if (overlaps(a->send, *sb, a->recv, *rb) &&
-	    !in_place_ok(comm, a, *sb, *rb))
+	if (!proto_bufs_ok(a->coll, (uint32_t)comm->rank,
+	    (uintptr_t)a->send, *sb, (uintptr_t)a->recv, *rb))
 		return comm_error(comm, MCCL_ERR_INVALID_ARGUMENT, "sendbuf and "
 		    "recvbuf overlap, but not in this collective's in-place "
 		    "form");

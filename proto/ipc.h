@@ -259,6 +259,7 @@ int	proto_job_name_check(const char *, char *, size_t);
 int	proto_dir_check(const char *, const uid_t *, size_t, char *, size_t);
 int	proto_op_bytes(int, uint64_t, size_t, uint32_t, uint32_t, uint32_t,
 	    uint64_t *, uint64_t *);
+int	proto_bufs_ok(int, uint32_t, uintptr_t, uint64_t, uintptr_t, uint64_t);
 const char *proto_coll_name(int);
 const char *proto_algo_name(int);
 int	proto_algo_parse(const char *);

@@ -254,6 +254,29 @@ proto_op_bytes(int coll, uint64_t count, size_t esize, uint32_t nranks,
 }
 
 /*
+ * A rank's send and receive buffers may overlap only in the collective's
+ * in-place form: the same buffer, or, for allgather and reduce_scatter,
+ * the rank's own block of the larger one.  The library checks it for a
+ * friendly error, the daemon because its copies rely on it.
+ */
+int
+proto_bufs_ok(int coll, uint32_t rank, uintptr_t send, uint64_t sbytes,
+    uintptr_t recv, uint64_t rbytes)
+{
+	if (sbytes == 0 || rbytes == 0 || send >= recv + rbytes ||
+	    recv >= send + sbytes)
+		return 1;
+	switch (coll) {
+	case COLL_ALLGATHER:
+		return send == recv + (uint64_t)rank * sbytes;
+	case COLL_REDUCE_SCATTER:
+		return recv == send + (uint64_t)rank * rbytes;
+	default:
+		return send == recv && sbytes == rbytes;
+	}
+}
+
+/*
  * Where a daemon of this user listens by default: /run/mccl for root, the
  * user's runtime directory otherwise.  Clients look for the system
  * daemon's socket first (conn_socket_path).

@@ -204,6 +204,14 @@ part_attach(struct job *j, struct op *op, uint32_t i, const struct ipc_op *d)
 	    &part->recv, err, sizeof(err));
 	if (part->recv == NULL && rbytes > 0)
 		goto fail;
+	/* The engine's copies rely on it, whatever the library checked. */
+	if (!proto_bufs_ok(d->coll, q->rank, (uintptr_t)part->send, sbytes,
+	    (uintptr_t)part->recv, rbytes)) {
+		snprintf(err, sizeof(err), "its send and receive buffers "
+		    "overlap, but not in the %s's in-place form",
+		    proto_coll_name(d->coll));
+		goto fail;
+	}
 	part->submitted = 1;
 	part->req = d->seq;
 	return 0;

@@ -1160,17 +1160,17 @@ ring_answer(struct job_conn *jc, uint64_t seq, char *why, size_t len)
 	return -1;
 }
 
-/* An allreduce of count floats: 0, a failure's code, or -1 (see above). */
+/* A collective of count floats: 0, a failure's code, or -1 (see above). */
 static int
-job_op(struct job_conn *jc, uint32_t send_seg, uint64_t send_off,
-    uint32_t recv_seg, uint64_t recv_off, uint64_t count, char *why,
-    size_t len)
+job_coll(struct job_conn *jc, uint8_t coll, uint32_t send_seg,
+    uint64_t send_off, uint32_t recv_seg, uint64_t recv_off, uint64_t count,
+    char *why, size_t len)
 {
 	struct ipc_op op;
 
 	memset(&op, 0, sizeof(op));
 	op.seq = ++jc->seq;
-	op.coll = COLL_ALLREDUCE;
+	op.coll = coll;
 	op.dtype = MCCL_FLOAT32;
 	op.redop = MCCL_SUM;
 	op.count = count;
@@ -1181,6 +1181,15 @@ job_op(struct job_conn *jc, uint32_t send_seg, uint64_t send_off,
 	op.timeout_ms = REPLY_MS;
 	ring_put(jc, &op);
 	return ring_answer(jc, op.seq, why, len);
+}
+
+static int
+job_op(struct job_conn *jc, uint32_t send_seg, uint64_t send_off,
+    uint32_t recv_seg, uint64_t recv_off, uint64_t count, char *why,
+    size_t len)
+{
+	return job_coll(jc, COLL_ALLREDUCE, send_seg, send_off, recv_seg,
+	    recv_off, count, why, len);
 }
 
 /* A failure code and message, as job_op's answer must be. */
@@ -1216,6 +1225,34 @@ op_refused(const char *tag, uint32_t send_seg, uint64_t send_off,
 		    why, len);
 	job_close(&jc);
 	return rc;
+}
+
+/*
+ * Overlapping send and receive buffers, not in place: the library refuses
+ * them, and so must the daemon, whose copies assume they don't overlap.
+ */
+static int
+c_overlap(char *why, size_t len)
+{
+	static const uint8_t colls[] = { COLL_ALLGATHER, COLL_ALLREDUCE,
+	    COLL_ALLTOALL, COLL_REDUCE_SCATTER };
+	struct job_conn jc;
+	int rc = 0;
+
+	for (size_t i = 0; i < sizeof(colls) && rc == 0; i++) {
+		if ((rc = job_open(&jc, "overlap", why, len)) == 0)
+			rc = failed_with(job_coll(&jc, colls[i], 1, 0, 1, 8,
+			    100, why, len), MCCL_ERR_INVALID_ARGUMENT,
+			    "overlap", why, len);
+		job_close(&jc);
+		if (rc == 0 && (rc = job_open(&jc, "inplace", why, len)) == 0 &&
+		    (rc = job_coll(&jc, colls[i], 1, 0, 1, 0, 100, why,
+		    len)) > 0)
+			snprintf(why, len, "%s in place: code %d",
+			    proto_coll_name(colls[i]), rc);
+		job_close(&jc);
+	}
+	return rc == 0 ? 0 : -1;
 }
 
 static int
@@ -1868,6 +1905,8 @@ static const struct {
 	{ "op: count too large", c_count_huge },
 	{ "op: count whose byte size wraps to 0", c_count_wraps },
 	{ "op: unregistered segment id", c_unregistered },
+	{ "op: send and recv buffers overlapping, not in place: refused; "
+	    "in place: run", c_overlap },
 	{ "op: segment id 0 with a length", c_seg_id_zero },
 	{ "op: segment deleted before the op", c_after_del },
 	{ "BELL on an unregistered segment", c_bell_unregistered },

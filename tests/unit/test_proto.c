@@ -1130,6 +1130,30 @@ START_TEST(test_spin)
 }
 END_TEST
 
+/* Overlap only in place: the same buffer, or one's own block. */
+START_TEST(test_bufs_ok)
+{
+	/* apart, touching, and empty sides overlap nothing */
+	ck_assert(proto_bufs_ok(COLL_ALLREDUCE, 0, 1000, 100, 2000, 100));
+	ck_assert(proto_bufs_ok(COLL_ALLREDUCE, 0, 1000, 100, 1100, 100));
+	ck_assert(proto_bufs_ok(COLL_ALLREDUCE, 0, 1000, 0, 1000, 100));
+	ck_assert(proto_bufs_ok(COLL_REDUCE, 1, 1000, 100, 1000, 0));
+	/* the same buffer, in place; shifted by a byte, refused */
+	ck_assert(proto_bufs_ok(COLL_ALLREDUCE, 0, 1000, 100, 1000, 100));
+	ck_assert(!proto_bufs_ok(COLL_ALLREDUCE, 0, 1000, 100, 1001, 100));
+	ck_assert(!proto_bufs_ok(COLL_ALLTOALL, 0, 1008, 400, 1000, 400));
+	ck_assert(!proto_bufs_ok(COLL_BROADCAST, 0, 1000, 100, 1050, 100));
+	/* allgather: rank 2's send is its block of recv, not another's */
+	ck_assert(proto_bufs_ok(COLL_ALLGATHER, 2, 1200, 100, 1000, 400));
+	ck_assert(!proto_bufs_ok(COLL_ALLGATHER, 2, 1100, 100, 1000, 400));
+	ck_assert(!proto_bufs_ok(COLL_ALLGATHER, 0, 1004, 100, 1000, 400));
+	/* reduce_scatter: rank 3's recv is its block of send */
+	ck_assert(proto_bufs_ok(COLL_REDUCE_SCATTER, 3, 1000, 400, 1300, 100));
+	ck_assert(!proto_bufs_ok(COLL_REDUCE_SCATTER, 3, 1000, 400, 1000,
+	    100));
+}
+END_TEST
+
 static Suite *
 proto_suite(void)
 {
@@ -1173,6 +1197,7 @@ proto_suite(void)
 	tcase_add_test(tc, test_bytes_op);
 	tcase_add_test(tc, test_bytes_peer);
 	tcase_add_test(tc, test_hdr_codec);
+	tcase_add_test(tc, test_bufs_ok);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("reject");
