@@ -296,25 +296,69 @@ proto_default_socket(char *buf, size_t len)
 }
 
 /*
- * A job name is 1 to JOB_NAME_MAX - 1 printable bytes: it reaches logs,
- * mcclctl and other users' screens, so no control characters.
+ * The length of the well-formed UTF-8 sequence at s (at most left bytes),
+ * or 0: no overlong forms, surrogates, or code points past U+10FFFF.
+ */
+static size_t
+utf8_len(const unsigned char *s, size_t left)
+{
+	uint32_t cp;
+	size_t n;
+
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		n = 2;
+	else if (s[0] >= 0xe0 && s[0] <= 0xef)
+		n = 3;
+	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+		n = 4;
+	else
+		return 0;
+	if (n > left)
+		return 0;
+	cp = s[0] & (0x7f >> n);
+	for (size_t i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
+	    (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+		return 0;
+	return n;
+}
+
+/*
+ * A job name is 1 to JOB_NAME_MAX - 1 bytes of UTF-8 without control
+ * characters: it reaches logs, JSON (mcclctl) and other users' screens.
  */
 int
 proto_job_name_check(const char *name, char *err, size_t errlen)
 {
-	size_t len = strnlen(name, JOB_NAME_MAX);
+	const unsigned char *u = (const unsigned char *)name;
+	size_t len = strnlen(name, JOB_NAME_MAX), n;
 
 	if (len == 0 || len >= JOB_NAME_MAX) {
 		snprintf(err, errlen, "job name must be 1 to %d bytes",
 		    JOB_NAME_MAX - 1);
 		return -1;
 	}
-	for (size_t i = 0; i < len; i++)
-		if ((unsigned char)name[i] < 0x20 || name[i] == 0x7f) {
-			snprintf(err, errlen, "job name has a control character "
-			    "(0x%02x) at byte %zu", (unsigned char)name[i], i);
+	for (size_t i = 0; i < len; i += n) {
+		if ((n = utf8_len(u + i, len - i)) == 0) {
+			snprintf(err, errlen, "job name is not UTF-8 (byte "
+			    "0x%02x at %zu)", u[i], i);
 			return -1;
 		}
+		/* C0, DEL, and C1 (U+0080-U+009F: 0xc2 0x80-0x9f) */
+		if (u[i] < 0x20 || u[i] == 0x7f ||
+		    (u[i] == 0xc2 && u[i + 1] < 0xa0)) {
+			snprintf(err, errlen, "job name has a control character "
+			    "(0x%02x) at byte %zu", n == 1 ? u[i] : u[i + 1],
+			    i);
+			return -1;
+		}
+	}
 	return 0;
 }
 

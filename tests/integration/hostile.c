@@ -984,6 +984,17 @@ c_join_newline(char *why, size_t len)
 	    why, len);
 }
 
+/* Names that are not UTF-8 could not be shown by mcclctl -j (JSON). */
+static int
+c_join_not_utf8(char *why, size_t len)
+{
+	if (join_refused("x\xff\xfe", "not UTF-8", why, len) == -1)
+		return -1;
+	if (join_refused("ov\xc0\xaf" "er", "not UTF-8", why, len) == -1)
+		return -1;
+	return join_refused("c1\xc2\x9b", "control character", why, len);
+}
+
 /* ---- client: operations on a 1-rank job ---- */
 
 #define BELL_SEG	3	/* job_open's doorbell segment */
@@ -1897,6 +1908,8 @@ static const struct {
 	{ "SEG_ADD of a duplicate segment id", c_seg_dup },
 	{ "unknown control command", c_bad_ctl },
 	{ "JOIN with a newline in the job name", c_join_newline },
+	{ "JOIN with a job name that is not UTF-8, or has a C1 control",
+	    c_join_not_utf8 },
 	{ "op: send buffer outside the segment (off 4000)", c_send_outside },
 	{ "op: recv buffer outside the segment (off 4000)", c_recv_outside },
 	{ "op: buffer one byte past the segment", c_one_byte_over },

@@ -70,6 +70,11 @@ MCCL_SOCKET="$T/n0.sock" MCCL_JOB=$'x\n<3>mccld: FORGED' MCCL_RANK=0 \
     "control character (0x0a) at byte 1" >"$T/sec-name.out" 2>&1 &&
     ok "a job name with a newline fails mccl_comm_init, named" ||
     { bad "a job name with a newline"; cat "$T/sec-name.out"; }
+MCCL_SOCKET="$T/n0.sock" MCCL_JOB=$'x\xff\xfe' MCCL_RANK=0 MCCL_NRANKS=1 \
+    "$B/mccl-test" expect-init MCCL_ERR_INVALID_ARGUMENT \
+    "job name is not UTF-8 (byte 0xff at 1)" >"$T/sec-utf8.out" 2>&1 &&
+    ok "a job name that is not UTF-8 fails mccl_comm_init, named" ||
+    { bad "a job name that is not UTF-8"; cat "$T/sec-utf8.out"; }
 if grep -q '^<3>mccld: FORGED' "$T"/n*.log; then
 	bad "a forged line reached a daemon's log"
 else

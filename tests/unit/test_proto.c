@@ -1067,6 +1067,29 @@ START_TEST(test_job_names)
 	    "byte 1");
 	ck_assert_int_eq(proto_job_name_check("ab\x7f", err, sizeof(err)), -1);
 	ck_assert_ptr_nonnull(strstr(err, "(0x7f) at byte 2"));
+	/* UTF-8 only: invalid bytes, overlong forms, surrogates, too high */
+	ck_assert_int_eq(proto_job_name_check("\xf0\x9d\x84\x9e clef", err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(proto_job_name_check("x\xff\xfe", err, sizeof(err)),
+	    -1);
+	ck_assert_str_eq(err, "job name is not UTF-8 (byte 0xff at 1)");
+	ck_assert_int_eq(proto_job_name_check("\xc0\xaf", err, sizeof(err)),
+	    -1);
+	ck_assert_int_eq(proto_job_name_check("\xe0\x80\xaf", err,
+	    sizeof(err)), -1);
+	ck_assert_int_eq(proto_job_name_check("\xed\xa0\x80", err,
+	    sizeof(err)), -1);
+	ck_assert_int_eq(proto_job_name_check("\xf4\x90\x80\x80", err,
+	    sizeof(err)), -1);
+	ck_assert_int_eq(proto_job_name_check("ab\xe2\x82", err, sizeof(err)),
+	    -1);
+	ck_assert_str_eq(err, "job name is not UTF-8 (byte 0xe2 at 2)");
+	ck_assert_int_eq(proto_job_name_check("a\xc2\x9b", err, sizeof(err)),
+	    -1);
+	ck_assert_str_eq(err, "job name has a control character (0x9b) at "
+	    "byte 1");
+	ck_assert_int_eq(proto_job_name_check("\xc2\xa0nbsp", err,
+	    sizeof(err)), 0);
 	memset(longname, 'x', JOB_NAME_MAX);
 	longname[JOB_NAME_MAX] = '\0';
 	ck_assert_int_eq(proto_job_name_check(longname, err, sizeof(err)), -1);
