@@ -77,6 +77,14 @@ o = torch.zeros(2)
 dist.reduce_scatter_tensor(o, torch.arange(N * 2.))
 check("reduce_scatter_tensor", bool((o == N * torch.arange(
     R * 2., R * 2. + 2)).all()), o)
+raises("reduce_scatter with an input larger than the output is refused",
+       ValueError, lambda: dist.reduce_scatter(
+           torch.zeros(3), [torch.ones(4) for _ in range(N)]),
+       "must match the output")
+raises("reduce_scatter_tensor with a short input is refused", ValueError,
+       lambda: dist.reduce_scatter_tensor(torch.zeros(2),
+                                          torch.ones(N * 2 - 1)),
+       "needed")
 
 # all_to_all, all_to_all_single: even and uneven
 outs = [torch.zeros(2) for _ in range(N)]

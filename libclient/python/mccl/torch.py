@@ -263,6 +263,11 @@ class ProcessGroupMCCL(ProcessGroup):
         if len(ins) != self.size():
             raise ValueError("mccl: reduce_scatter: %d input tensors for %d "
                              "ranks" % (len(ins), self.size()))
+        for i in ins:
+            if i.numel() != o.numel() or i.dtype != o.dtype:
+                raise ValueError("mccl: reduce_scatter: every input tensor "
+                                 "must match the output (%d %s), not %d %s"
+                                 % (o.numel(), o.dtype, i.numel(), i.dtype))
         flat = torch.cat([_flat(i).view(-1) for i in ins])
         w = _flat(o)
         req = self._comm.ireduce_scatter(flat, out=w.view(-1),
@@ -270,6 +275,12 @@ class ProcessGroupMCCL(ProcessGroup):
         return self._work(req, output_tensors, self._back([(w, o)]))
 
     def _reduce_scatter_base(self, output, input, opts=None):
+        if input.numel() != output.numel() * self.size() or \
+                input.dtype != output.dtype:
+            raise ValueError("mccl: reduce_scatter_tensor: the input has %d "
+                             "%s, %d x %d %s needed" % (
+                                 input.numel(), input.dtype, self.size(),
+                                 output.numel(), output.dtype))
         w = _flat(output)
         req = self._comm.ireduce_scatter(_flat(input).view(-1),
                                          out=w.view(-1),
