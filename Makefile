@@ -52,7 +52,7 @@ CORE_SRCS   = daemon/log.c daemon/config.c daemon/engine/reduce.c \
 CONTROL_SRCS = daemon/control/control.c daemon/control/peer.c \
 	      daemon/control/job.c daemon/control/auth.c daemon/control/metrics.c
 ENGINE_SRCS = daemon/engine/engine.c daemon/engine/subq.c daemon/engine/seg.c \
-	      daemon/engine/p2p.c
+	      daemon/engine/p2p.c daemon/engine/budget.c
 DAEMON_SRCS = daemon/mccld.c $(CONTROL_SRCS) $(ENGINE_SRCS) \
 	      daemon/transport/link.c daemon/transport/rdma.c $(CORE_SRCS) \
 	      $(PROTO_SRCS)
@@ -65,7 +65,7 @@ obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 PROGS	 = $(B)/mccld $(B)/mcclctl $(B)/mccl-perf
 LIBS	 = $(B)/$(SONAME) $(B)/libmccl.so $(B)/libmccl.a
 UNIT_TESTS = $(B)/test_proto $(B)/test_reduce $(B)/test_config $(B)/test_ring \
-	     $(B)/test_log $(B)/test_fakeverbs $(B)/test_rdma
+	     $(B)/test_log $(B)/test_fakeverbs $(B)/test_rdma $(B)/test_budget
 TEST_PROGS = $(B)/mccl-test $(B)/mccl-hostile
 
 all: $(B)/.deps $(PROGS) $(LIBS)
@@ -142,6 +142,9 @@ $(B)/test_log: $(call obj,tests/unit/test_log.c daemon/log.c)
 $(B)/test_ring: $(call obj,tests/unit/test_ring.c daemon/engine/ring.c daemon/engine/reduce.c daemon/log.c $(LINK_SRCS) $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) -lpthread
 
+$(B)/test_budget: $(call obj,tests/unit/test_budget.c daemon/engine/budget.c)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) -lpthread
+
 # The verbs provider of the tests (tests/fakeverbs), in place of -libverbs.
 $(B)/test_fakeverbs: $(call obj,tests/unit/test_fakeverbs.c tests/fakeverbs/fakeverbs.c)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) -lpthread
@@ -180,7 +183,7 @@ check-asan:
 check-tsan:
 	$(MAKE) B=build-tsan OPT="-O1 -g" SAN="$(TSAN_FLAGS)" \
 	    UNIT_TESTS="build-tsan/test_ring build-tsan/test_fakeverbs \
-	    build-tsan/test_rdma" \
+	    build-tsan/test_rdma build-tsan/test_budget" \
 	    SECTIONS="api faults" unit integration
 
 # The whole integration suite again with every data link over RDMA: the

@@ -129,6 +129,8 @@ conf_scalars(struct config *c)
 	c->max_reply_bytes_per_uid = 16ULL * 1024 * 1024;
 	c->max_unreceived_bytes_per_uid = 4ULL * 1024 * 1024 * 1024;
 	c->max_unreceived_bytes = 16ULL * 1024 * 1024 * 1024;
+	c->max_scratch_bytes_per_uid = 4ULL * 1024 * 1024 * 1024;
+	c->max_scratch_bytes = 16ULL * 1024 * 1024 * 1024;
 }
 
 /* The cluster of one: this node on the loopback, default port. */
@@ -769,6 +771,9 @@ static const struct conf_key conf_keys[] = {
 	KEY_UINT("max_unreceived_bytes_per_uid", max_unreceived_bytes_per_uid,
 	    1, INT64_MAX),
 	KEY_UINT("max_unreceived_bytes", max_unreceived_bytes, 1, INT64_MAX),
+	KEY_UINT("max_scratch_bytes_per_uid", max_scratch_bytes_per_uid, 1,
+	    INT64_MAX),
+	KEY_UINT("max_scratch_bytes", max_scratch_bytes, 1, INT64_MAX),
 };
 
 static const struct conf_key *

@@ -243,10 +243,14 @@ reload(char *err, size_t errlen)
 	md.conf.max_reply_bytes_per_uid = nc.max_reply_bytes_per_uid;
 	md.conf.max_unreceived_bytes_per_uid = nc.max_unreceived_bytes_per_uid;
 	md.conf.max_unreceived_bytes = nc.max_unreceived_bytes;
+	md.conf.max_scratch_bytes_per_uid = nc.max_scratch_bytes_per_uid;
+	md.conf.max_scratch_bytes = nc.max_scratch_bytes;
 	memcpy(md.conf.admin_group, nc.admin_group, sizeof(nc.admin_group));
 	config_free(&nc);
 	p2p_limits(md.conf.max_unreceived_bytes_per_uid,
 	    md.conf.max_unreceived_bytes);
+	budget_limits(&scratch_budget, md.conf.max_scratch_bytes_per_uid,
+	    md.conf.max_scratch_bytes);
 	if (hb_interval != md.conf.heartbeat_interval_ms ||
 	    hb_timeout != md.conf.heartbeat_timeout_ms)
 		peer_heartbeat_reset();
@@ -352,6 +356,8 @@ load_config(const char *socket_path, int verbose)
 	config_warnings(&md.conf);
 	p2p_limits(md.conf.max_unreceived_bytes_per_uid,
 	    md.conf.max_unreceived_bytes);
+	budget_limits(&scratch_budget, md.conf.max_scratch_bytes_per_uid,
+	    md.conf.max_scratch_bytes);
 }
 
 int

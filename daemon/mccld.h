@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/budget.h"
 #include "mccl.h"
 #include "ipc.h"
 #include "peer.h"
@@ -80,6 +81,8 @@ struct config {
 	uint64_t	 max_reply_bytes_per_uid;	/* queued, unread */
 	uint64_t	 max_unreceived_bytes_per_uid;	/* p2p messages kept */
 	uint64_t	 max_unreceived_bytes;		/* the same, all users */
+	uint64_t	 max_scratch_bytes_per_uid;	/* engines' buffers */
+	uint64_t	 max_scratch_bytes;		/* the same, all users */
 	char		 key_file[4096];	/* cluster secret; "" = none */
 	struct conf_addr metrics_listen;	/* HTTP /metrics; port 0 = off */
 	char		 admin_group[64];	/* may run mcclctl abort, reload */
@@ -402,8 +405,8 @@ struct job {
 	int		 eng_link_code;
 	char		 eng_link_err[ERR_MAX];
 	struct op	*eng_current;	/* running now (for mcclctl) */
-	uint8_t		*eng_tmp;	/* the engine's node buffer, grown */
-	size_t		 eng_tmp_len;
+	struct scratch	 eng_tmp;	/* the engine's node buffer: grown,
+					   given back when idle (budget.h) */
 
 	/* p2p: the send/recv thread and its links (p2p.c) */
 	struct p2p	*p2p;
@@ -458,6 +461,7 @@ void		p2p_quit(struct job *);
 int		p2p_exited(struct job *);
 void		p2p_finish(struct job *);
 void		p2p_limits(uint64_t, uint64_t);
+uint64_t	p2p_kept_bytes(void);
 
 /* ---- subq.c: submission rings, the engine's side ---- */
 

@@ -33,6 +33,10 @@ static const char *const family[][3] = {	/* name, type, help */
 	{ "mccl_uptime_seconds", "gauge", "Seconds since the daemon started." },
 	{ "mccl_clients", "gauge", "Connections on the Unix socket." },
 	{ "mccl_jobs", "gauge", "Jobs on this node, forming or running." },
+	{ "mccl_scratch_bytes", "gauge",
+	    "Working memory the engines hold (max_scratch_bytes)." },
+	{ "mccl_unreceived_bytes", "gauge",
+	    "Messages kept for receives not yet posted (max_unreceived_bytes)." },
 	{ "mccl_peer_up", "gauge", "1 when the peer's control connection is up." },
 	{ "mccl_peer_rtt_seconds", "gauge", "Last heartbeat round trip." },
 	{ "mccl_peer_link_info", "gauge",
@@ -125,6 +129,10 @@ metrics_samples(void)
 	    (now_ns() - md.started_ns) / 1e9);
 	metrics_add(list, "mccl_clients", NULL, md.nclients);
 	metrics_add(list, "mccl_jobs", NULL, job_count(NULL));
+	metrics_add(list, "mccl_scratch_bytes", NULL,
+	    (double)budget_held(&scratch_budget, (uid_t)-1));
+	metrics_add(list, "mccl_unreceived_bytes", NULL,
+	    (double)p2p_kept_bytes());
 	peer_metrics(list);
 	metrics_ops(list);
 	return list;

@@ -21,12 +21,14 @@
 #include <event2/event.h>
 
 #include "mccld.h"
+#include "engine/budget.h"
 #include "transport/transport.h"
 
 #define LINGER_MS	3000	/* a failed job's links, before closing */
 #define SMALL_BYTES	65536	/* allreduce up to: recursive doubling */
 #define LAZY_NS		2000000	/* ops answered by doorbell: see */
 #define QUIET_BATCH	32	/* engine_lazy */
+#define IDLE_NS		1000000000	/* scratch kept while idle: engine_idle */
 
 static void	engine_report_links(struct job *, int, int, const char *);
 
@@ -238,19 +240,30 @@ engine_nomem(struct xfer *x)
 	return -1;
 }
 
-/* The engine's node buffer, grown to at least bytes. */
+/*
+ * The engine's node buffer, of at least bytes (its budget permitting: else
+ * NULL, with x's error saying which limit).  Given back when the job is
+ * idle (engine_idle).
+ */
 static uint8_t *
-engine_tmp(struct job *j, size_t bytes)
+engine_tmp(struct job *j, size_t bytes, struct xfer *x)
 {
 	uint8_t *p;
 
-	if (bytes <= j->eng_tmp_len)
-		return j->eng_tmp;
-	if ((p = realloc(j->eng_tmp, bytes)) == NULL)
-		return NULL;
-	j->eng_tmp = p;
-	j->eng_tmp_len = bytes;
-	return p;
+	if (bytes == 0 || (p = scratch_get(&j->eng_tmp, bytes, x->err,
+	    sizeof(x->err))) != NULL)
+		return j->eng_tmp.buf;
+	x->code = MCCL_ERR_NO_MEMORY;
+	return NULL;
+}
+
+/* Forget the node buffer's registration before its pages go. */
+static void
+engine_tmp_release(struct job *j)
+{
+	if (j->eng_registers && j->eng_tmp.buf != NULL)
+		link_mem_forget(&j->eng_tmp);
+	scratch_release(&j->eng_tmp);
 }
 
 /*
@@ -409,11 +422,11 @@ engine_reduce(struct job *j, struct op *op, struct xfer *x)
 	uint32_t root = local_index_of(j, d->root);
 	size_t bytes = (size_t)d->count * dtype_size(d->dtype);
 	uint8_t *dst = root != UINT32_MAX ? op->parts[root].recv :
-	    engine_tmp(j, bytes);
+	    engine_tmp(j, bytes, x);
 	const uint8_t *src;
 
 	if (dst == NULL && bytes > 0)
-		return engine_nomem(x);
+		return -1;
 	if (engine_contribution(j, op, dst, &src, x) == -1 ||
 	    node_allreduce(x, src, dst, d->count, d->dtype, d->redop) == -1)
 		return -1;
@@ -480,8 +493,11 @@ engine_allgather(struct job *j, struct op *op, struct xfer *x)
 	uint8_t *buf;
 	int rc;
 
-	buf = j->slots_are_ranks ? op->parts[0].recv : engine_tmp(j, total);
-	if ((buf == NULL && total > 0) || engine_blocks(j, blk, &offs, &lens))
+	buf = j->slots_are_ranks ? op->parts[0].recv :
+	    engine_tmp(j, total, x);
+	if (buf == NULL && total > 0)
+		return -1;
+	if (engine_blocks(j, blk, &offs, &lens))
 		return engine_nomem(x);
 	for (uint32_t i = 0; i < j->nlocal && blk > 0; i++) {
 		uint8_t *slot = buf + (size_t)j->rank_slot[j->local_ranks[i]] *
@@ -503,10 +519,10 @@ engine_reduce_scatter(struct job *j, struct op *op, struct xfer *x)
 {
 	const struct ipc_op *d = &op->desc;
 	size_t blk = (size_t)d->count * dtype_size(d->dtype);
-	uint8_t *buf = engine_tmp(j, blk * j->nranks);
+	uint8_t *buf = engine_tmp(j, blk * j->nranks, x);
 
 	if (buf == NULL && blk > 0)
-		return engine_nomem(x);
+		return -1;
 	if (j->slots_are_ranks) {
 		if (engine_combine(j, op, buf, 0, d->count * j->nranks, x) == -1)
 			return -1;
@@ -577,31 +593,52 @@ a2a_local(const struct job *j, const struct op *op, const struct a2a *a)
 			    a->blk, a->blk);
 }
 
+/*
+ * Scratch for an alltoall: a copy of the sends of the ranks that run it in
+ * place (their receives overwrite them), then one packing buffer each way,
+ * as large as the most this node exchanges with one node.
+ */
+static size_t
+a2a_scratch(const struct job *j, const struct op *op, size_t blk,
+    size_t *copies, size_t *pack)
+{
+	uint32_t most = 0;
+
+	*copies = 0;
+	for (uint32_t i = 0; i < j->nlocal; i++)
+		if (op->parts[i].send == op->parts[i].recv)
+			*copies += blk * j->nranks;
+	for (uint32_t p = 0; p < j->nnodes; p++)
+		if (p != j->me && j->pos_count[p] > most)
+			most = j->pos_count[p];
+	*pack = (size_t)most * j->nlocal * blk;
+	return *copies + 2 * *pack;
+}
+
 static int
 engine_alltoall(struct job *j, struct op *op, struct xfer *x)
 {
 	size_t blk = (size_t)op->desc.count * dtype_size(op->desc.dtype);
-	size_t all = blk * j->nranks * j->nlocal;	/* every local send */
+	size_t copies, pack, need = a2a_scratch(j, op, blk, &copies, &pack);
 	struct a2a a = { NULL, blk, NULL, NULL };
-	uint8_t *tmp = engine_tmp(j, 3 * all);
+	uint8_t *tmp = engine_tmp(j, need, x), *copy;
 	int rc = 0;
 
-	if ((a.send = calloc(j->nlocal, sizeof(*a.send))) == NULL ||
-	    (tmp == NULL && all > 0)) {
-		free(a.send);
+	if (tmp == NULL && need > 0)
+		return -1;
+	if ((a.send = calloc(j->nlocal, sizeof(*a.send))) == NULL)
 		return engine_nomem(x);
-	}
-	/* Receives overwrite the sends in place: read from a copy. */
+	copy = tmp;
 	for (uint32_t i = 0; i < j->nlocal; i++) {
 		a.send[i] = op->parts[i].send;
 		if (blk > 0 && op->parts[i].send == op->parts[i].recv) {
-			memcpy(tmp + i * blk * j->nranks, a.send[i],
-			    blk * j->nranks);
-			a.send[i] = tmp + i * blk * j->nranks;
+			memcpy(copy, a.send[i], blk * j->nranks);
+			a.send[i] = copy;
+			copy += blk * j->nranks;
 		}
 	}
-	a.spack = tmp + all;
-	a.rpack = tmp + 2 * all;
+	a.spack = tmp + copies;
+	a.rpack = tmp + copies + pack;
 	if (blk > 0)
 		a2a_local(j, op, &a);
 	/* Count 0 still exchanges headers: mismatches are found all the same. */
@@ -635,8 +672,8 @@ engine_register(struct job *j, const struct op *op)
 			if (s[k] != NULL && (k == 0 || s[1] != s[0]))
 				link_mem_add(s[k], s[k]->base, s[k]->size);
 	}
-	if (j->eng_tmp != NULL)
-		link_mem_add(&j->eng_tmp, j->eng_tmp, j->eng_tmp_len);
+	if (j->eng_tmp.buf != NULL)
+		link_mem_add(&j->eng_tmp, j->eng_tmp.buf, j->eng_tmp.len);
 }
 
 static void
@@ -738,6 +775,27 @@ engine_lazy(struct job *j, uint64_t lazy)
 	return lazy;
 }
 
+/*
+ * The node buffer goes back to its budget once the engine has waited
+ * IDLE_NS for work since its last op: a loop of large ops keeps it, an
+ * idle job holds none.  The time to wake at, or 0.
+ */
+static uint64_t
+engine_idle(struct job *j, uint64_t idle)
+{
+	uint64_t now;
+
+	if (j->eng_tmp.buf == NULL)
+		return 0;
+	now = now_ns();
+	if (idle == 0)
+		return now + IDLE_NS;
+	if (now < idle)
+		return idle;
+	engine_tmp_release(j);
+	return 0;
+}
+
 static uint64_t
 earliest(uint64_t a, uint64_t b)
 {
@@ -752,7 +810,7 @@ earliest(uint64_t a, uint64_t b)
 static struct op *
 engine_next(struct job *j)
 {
-	uint64_t until, lazy = 0;
+	uint64_t until, lazy = 0, idle = 0;
 	uint32_t kicks;
 	struct op *op;
 	int quit, take;
@@ -779,7 +837,8 @@ engine_next(struct job *j)
 		if (engine_spin(j, kicks))
 			continue;
 		lazy = engine_lazy(j, lazy);
-		subq_sleep(j, kicks, earliest(until, lazy));
+		idle = engine_idle(j, idle);
+		subq_sleep(j, kicks, earliest(earliest(until, lazy), idle));
 	}
 }
 
@@ -857,12 +916,10 @@ engine_main(void *arg)
 		}
 		engine_done(j, op);
 	}
-	if (j->eng_registers) {
+	if (j->eng_registers)
 		link_mem_forget(scratch);
-		link_mem_forget(&j->eng_tmp);
-	}
 	free(scratch);
-	free(j->eng_tmp);
+	engine_tmp_release(j);
 	/* Under the lock: the main thread frees the event only after it. */
 	pthread_mutex_lock(&j->eng_mtx);
 	j->eng_exited = 1;
@@ -888,6 +945,7 @@ engine_start(struct job *j, char *err, size_t errlen)
 		return -1;
 	for (uint32_t p = 0; p < ROWS(j) * j->nnodes; p++)
 		j->eng_fds[p] = -1;
+	j->eng_tmp = (struct scratch){ NULL, 0, j->uid, md.conf.node_name };
 	if ((j->eng_abort_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) == -1) {
 		snprintf(err, errlen, "eventfd: %s", strerror(errno));
 		return -1;

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "mccld.h"
+#include "engine/budget.h"
 #include "transport/transport.h"
 
 #define P2P_UNEXPECTED_MAX	((uint64_t)1 << 30)
@@ -114,40 +115,22 @@ op_complete(struct p2p *p, struct op *op, int code, const char *fmt, ...)
 
 /* ---- memory kept for messages not yet received, across jobs ---- */
 
-struct uid_kept {
-	TAILQ_ENTRY(uid_kept) entry;
-	uid_t		 uid;
-	uint64_t	 bytes;
-};
-
-static pthread_mutex_t		 kept_mtx = PTHREAD_MUTEX_INITIALIZER;
-static TAILQ_HEAD(, uid_kept)	 kept_by_uid = TAILQ_HEAD_INITIALIZER(kept_by_uid);
-static uint64_t			 kept_total;
-static uint64_t			 kept_uid_max, kept_total_max;	/* config */
+static struct budget kept_budget = BUDGET_INIT(kept_budget,
+    "messages not yet received", "max_unreceived_bytes_per_uid",
+    "max_unreceived_bytes");
 
 /* The main thread, at start and on reload. */
 void
 p2p_limits(uint64_t per_uid, uint64_t total)
 {
-	pthread_mutex_lock(&kept_mtx);
-	kept_uid_max = per_uid;
-	kept_total_max = total;
-	pthread_mutex_unlock(&kept_mtx);
+	budget_limits(&kept_budget, per_uid, total);
 }
 
-static struct uid_kept *
-kept_find(uid_t uid)
+/* Bytes kept for all users (metrics). */
+uint64_t
+p2p_kept_bytes(void)
 {
-	struct uid_kept *k;
-
-	TAILQ_FOREACH(k, &kept_by_uid, entry)
-		if (k->uid == uid)
-			return k;
-	if ((k = calloc(1, sizeof(*k))) != NULL) {
-		k->uid = uid;
-		TAILQ_INSERT_TAIL(&kept_by_uid, k, entry);
-	}
-	return k;
+	return budget_held(&kept_budget, (uid_t)-1);
 }
 
 /*
@@ -157,58 +140,24 @@ kept_find(uid_t uid)
 static int
 kept_reserve(struct p2p *p, uint64_t bytes, char *err, size_t errlen)
 {
-	uid_t uid = p->job->uid;
-	struct uid_kept *k;
-	int rc = -1;
-
 	if (bytes > P2P_UNEXPECTED_MAX - p->unexpected_bytes) {
 		snprintf(err, errlen, "over the limit of %llu bytes of messages "
 		    "not yet received in one job", (unsigned long long)
 		    P2P_UNEXPECTED_MAX);
 		return -1;
 	}
-	pthread_mutex_lock(&kept_mtx);
-	if ((k = kept_find(uid)) == NULL)
-		snprintf(err, errlen, "out of memory");
-	/* No overflow: bytes is at most P2P_UNEXPECTED_MAX, the sums at
-	   most the limits, which config.c keeps below 2^63. */
-	else if (k->bytes + bytes > kept_uid_max)
-		snprintf(err, errlen, "over the limit of %llu bytes of messages "
-		    "not yet received for uid %u on node %s "
-		    "(max_unreceived_bytes_per_uid)",
-		    (unsigned long long)kept_uid_max, (unsigned)uid,
-		    md.conf.node_name);
-	else if (kept_total + bytes > kept_total_max)
-		snprintf(err, errlen, "over the limit of %llu bytes of messages "
-		    "not yet received on node %s (max_unreceived_bytes)",
-		    (unsigned long long)kept_total_max, md.conf.node_name);
-	else {
-		k->bytes += bytes;
-		kept_total += bytes;
-		p->unexpected_bytes += bytes;
-		rc = 0;
-	}
-	if (rc == -1 && k != NULL && k->bytes == 0) {
-		TAILQ_REMOVE(&kept_by_uid, k, entry);
-		free(k);
-	}
-	pthread_mutex_unlock(&kept_mtx);
-	return rc;
+	if (budget_take(&kept_budget, p->job->uid, bytes, md.conf.node_name,
+	    err, errlen) == -1)
+		return -1;
+	p->unexpected_bytes += bytes;
+	return 0;
 }
 
 static void
 kept_release(struct p2p *p, uint64_t bytes)
 {
-	struct uid_kept *k;
-
 	p->unexpected_bytes -= bytes;
-	pthread_mutex_lock(&kept_mtx);
-	kept_total -= bytes;
-	if ((k = kept_find(p->job->uid)) != NULL && (k->bytes -= bytes) == 0) {
-		TAILQ_REMOVE(&kept_by_uid, k, entry);
-		free(k);
-	}
-	pthread_mutex_unlock(&kept_mtx);
+	budget_give(&kept_budget, p->job->uid, bytes);
 }
 
 static void

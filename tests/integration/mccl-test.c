@@ -38,6 +38,10 @@
  *                      submit 8 allreduces; the first must fail with CODE
  *                      and TEXT (printing failed_at=, as loop does)
  *   late MS CODE TEXT  after MS ms, an allreduce must fail with CODE, TEXT
+ *   scratch BYTES CODE TEXT MS
+ *                      a reduce_scatter of BYTES of input (floats), which
+ *                      must fail with CODE and TEXT (CODE MCCL_SUCCESS: end
+ *                      well, each block the sum), then stay MS ms
  *
  * Exit status 0 when every check passed; every failure prints a line.
  */
@@ -1257,6 +1261,40 @@ mode_late(int ms, const char *code, const char *text)
 	return failures != 0;
 }
 
+static int
+mode_scratch(size_t bytes, const char *code, const char *text, int ms)
+{
+	mccl_comm_t *comm;
+	mccl_result_t rc;
+	size_t block, n;
+	float *in, *out;
+
+	if ((comm = join()) == NULL)
+		return 1;
+	n = (size_t)mccl_comm_size(comm);
+	block = bytes / sizeof(float) / n;
+	in = mccl_alloc(comm, block * n * sizeof(float));
+	out = mccl_alloc(comm, block * sizeof(float) + 1);
+	if (in == NULL || out == NULL) {
+		FAIL("mccl_alloc: %s", mccl_last_error(comm));
+		return 1;
+	}
+	for (size_t i = 0; i < block * n; i++)
+		in[i] = (float)(i / block);
+	rc = mccl_reduce_scatter(in, out, block, MCCL_FLOAT32, MCCL_SUM, comm,
+	    NULL);
+	expect(comm, rc, code_of(code), text, "reduce_scatter");
+	for (size_t i = 0; rc == MCCL_SUCCESS && i < block; i++)
+		if (out[i] != (float)(my_rank * (int)n)) {
+			FAIL("reduce_scatter: element %zu is %g, expected %d", i,
+			    out[i], my_rank * (int)n);
+			break;
+		}
+	usleep((useconds_t)ms * 1000);
+	mccl_comm_destroy(comm);
+	return failures != 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1297,6 +1335,9 @@ main(int argc, char **argv)
 		return mode_queued(argv[2], argv[3], argv[4]);
 	if (argc == 5 && strcmp(argv[1], "late") == 0)
 		return mode_late(atoi(argv[2]), argv[3], argv[4]);
+	if (argc == 6 && strcmp(argv[1], "scratch") == 0)
+		return mode_scratch(strtoul(argv[2], NULL, 10), argv[3],
+		    argv[4], atoi(argv[5]));
 	if (argc == 4 && strcmp(argv[1], "send-hold") == 0)
 		return mode_send_kept(strtoul(argv[2], NULL, 10), atoi(argv[3]),
 		    NULL, NULL);

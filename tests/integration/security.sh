@@ -95,7 +95,8 @@ echo "== per-user caps: messages not yet received, replies not yet read"
 uport=$(free_ports 1)
 sec_conf "$T/u0.conf" u0 "$T/u0.sock" "$uport" \
     '"max_unreceived_bytes_per_uid": 1048576, "max_unreceived_bytes": 3145728,
-  "max_reply_bytes_per_uid": 1048576, "max_connections_per_uid": 64,'
+  "max_reply_bytes_per_uid": 1048576, "max_connections_per_uid": 64,
+  "max_scratch_bytes_per_uid": 8388608, "max_scratch_bytes": 12582912,'
 "$B/mccld" -c "$T/u0.conf" >>"$T/u0.log" 2>&1 &
 DAEMON_PIDS[25]=$!
 sec_wait_socket "$T/u0.sock" || bad "u0 did not start"
@@ -142,6 +143,36 @@ if [ -n "$uid_max" ] && [ "$uid_max" -le $((1048576 + 65536)) ]; then
 else
 	bad "the uid's queued replies reached ${uid_max:-?} bytes"
 fi
+
+# The engines' working memory: bounded per uid, given back when idle.
+u_scratch() {	# the daemon's mccl_scratch_bytes
+	"$B/mcclctl" -s "$T/u0.sock" metrics 2>/dev/null |
+	    awk '$1 == "mccl_scratch_bytes" { print $2 }'
+}
+u_scratch_until() {	# BYTES: wait (4 s) until the daemon holds BYTES
+	local deadline=$((SECONDS + 4))
+	until [ "$(u_scratch)" = "$1" ]; do
+		[ $SECONDS -lt $deadline ] || return 1
+		sleep 0.05
+	done
+}
+MCCL_SOCKET="$T/u0.sock" MCCL_JOB=usa MCCL_NRANKS=1 MCCL_RANK=0 \
+    "$B/mccl-test" scratch 16777216 MCCL_ERR_NO_MEMORY \
+    "limit of 8388608 for uid $(id -u) on node u0 (max_scratch_bytes_per_uid" \
+    0 >"$T/usa.out" 2>&1 &&
+    ok "a reduce_scatter needing more than max_scratch_bytes_per_uid: \
+NO_MEMORY, named" || { bad "max_scratch_bytes_per_uid"; cat "$T/usa.out"; }
+u_rank usb 0 scratch 4194304 MCCL_SUCCESS "" 3000; usb0=$LAST_PID
+u_rank usb 1 scratch 4194304 MCCL_SUCCESS "" 3000; usb1=$LAST_PID
+if u_scratch_until 4194304; then
+	u_scratch_until 0 &&
+	    ok "the job's 4 MiB of scratch is given back while it idles" ||
+	    bad "scratch still held while the job idles: $(u_scratch) bytes"
+else
+	bad "scratch of a 4 MiB reduce_scatter: $(u_scratch) bytes"
+fi
+wait "$usb0" && wait "$usb1" && ok "a reduce_scatter within the limit: right \
+sums" || { bad "a reduce_scatter within the limit"; cat "$T"/usb.r*.out; }
 kill -0 "${DAEMON_PIDS[25]}" && ok "u0 still running" || bad "u0 died"
 kill -TERM "${DAEMON_PIDS[25]}" 2>/dev/null
 wait "${DAEMON_PIDS[25]}" 2>/dev/null

@@ -534,14 +534,21 @@ START_TEST(test_uid_caps)
 	ck_assert_uint_eq(c.max_reply_bytes_per_uid, 16ULL << 20);
 	ck_assert_uint_eq(c.max_unreceived_bytes_per_uid, 4ULL << 30);
 	ck_assert_uint_eq(c.max_unreceived_bytes, 16ULL << 30);
+	ck_assert_uint_eq(c.max_scratch_bytes_per_uid, 4ULL << 30);
+	ck_assert_uint_eq(c.max_scratch_bytes, 16ULL << 30);
 	config_free(&c);
 	parse_ok("{\"max_reply_bytes_per_uid\": 65536, "
 	    "\"max_unreceived_bytes_per_uid\": 1, "
-	    "\"max_unreceived_bytes\": 1048576}", &c);
+	    "\"max_unreceived_bytes\": 1048576, "
+	    "\"max_scratch_bytes_per_uid\": 2, "
+	    "\"max_scratch_bytes\": 3}", &c);
 	ck_assert_uint_eq(c.max_reply_bytes_per_uid, 65536);
 	ck_assert_uint_eq(c.max_unreceived_bytes_per_uid, 1);
 	ck_assert_uint_eq(c.max_unreceived_bytes, 1048576);
+	ck_assert_uint_eq(c.max_scratch_bytes_per_uid, 2);
+	ck_assert_uint_eq(c.max_scratch_bytes, 3);
 	config_free(&c);
+	parse_err("{\"max_scratch_bytes\": 0}", "key \"max_scratch_bytes\"");
 	parse_err("{\"max_reply_bytes_per_uid\": 100}",
 	    "key \"max_reply_bytes_per_uid\"");
 }
