@@ -109,6 +109,37 @@ batch" "$T/ddp.out" $?
 [ -s "$T/ddp.out" ] || tail -n 20 "$T/torchrun.$((p + 1)).out" \
     "$T/torchrun.$((p + 2)).out"
 
+echo "== a rank that fails under DDP: the others raise, never crash"
+# ddp_fault.py: the last rank is killed or stopped at step 20, or rank 0
+# aborts the job; the ranks left must print "raised" (and exit 3) within
+# the time the failure takes to be seen, none may crash.
+ddp_fault() {	# MODE RAISERS SECONDS [MCCLRUN_ARGS...]: 2 nodes x 2 ranks
+	local mode=$1 want=$2 limit=$3 rc raised slow
+	shift 3
+	rm -f "$T/fault.out"
+	"${MCCLRUN[@]}" "${REMOTE[@]}" -N 2 "$@" --env PYTHONFAULTHANDLER=1 \
+	    "$PY" "$HERE/ddp_fault.py" "$mode" >"$T/fault.out" 2>&1 &
+	CHILD_PIDS+=($!)
+	wait $!
+	rc=$?
+	raised=$(grep -cE "^\[[0-9]\] raised [A-Za-z]+Error after" "$T/fault.out")
+	slow=$(awk -v lim="$limit" '/ raised / { if ($5 + 0 > lim) n++ }
+	    END { print n + 0 }' "$T/fault.out")
+	if [ "$raised" = "$want" ] && [ "$slow" = 0 ] &&
+	    ! grep -qE "Segmentation|Fatal Python|core dumped|exit(ed with)? status 139" \
+	    "$T/fault.out"; then
+		ok "DDP, $mode: $want ranks raise within $limit s \
+($(grep -m1 -o 'raised [A-Za-z]*Error after [0-9.]* s: .\{0,60\}' "$T/fault.out"))"
+	else
+		bad "DDP, $mode: $raised of $want raised, $slow too late (mcclrun \
+exit $rc)"
+		tail -n 15 "$T/fault.out"
+	fi
+}
+ddp_fault kill 3 5
+ddp_fault stop 3 6 --env MCCL_OP_TIMEOUT_MS=3000
+ddp_fault abort 4 5
+
 echo "== mcclrun's failure paths"
 out=$("${MCCLRUN[@]}" --socket "$T/none.sock" -n 2 true 2>&1)
 rc=$?

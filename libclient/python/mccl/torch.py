@@ -60,36 +60,45 @@ def _flat(t):
 
 
 class _Work(Work):
-    """A Work over a torch Future: wait() raises the operation's error
-    (the Work torch makes from a future only waits).  torch's C++ reaches
-    these methods only while this Python object lives, so its group keeps
-    it (_Keep) until long after it completed."""
+    """A Work over an operation's source future (src), completed with the
+    tensors or _Failed.  wait() raises the operation's own error (an
+    mccl.Error); the future torch gets (get_future) carries it as a C++
+    error, which torch raises as a RuntimeError naming it, from
+    Future.wait(), DDP's backward and every other caller.  torch's C++
+    reaches these methods only while this Python object lives, so its
+    group keeps it (_Keep) until long after it completed."""
 
-    def __init__(self, fut):
+    def __init__(self, src):
         super().__init__()
-        self._fut = fut
+        self._src = src
+        self._fut = src.then(_unwrap)
+
+    def _error(self):
+        value = self._src.value()
+        return value.error if isinstance(value, _Failed) else None
 
     def wait(self, timeout=None):
-        self._fut.wait()		# raises the operation's error
+        self._src.wait()
+        error = self._error()
+        if error is not None:
+            raise error
         return True
 
     def is_completed(self):
-        return self._fut.done()
+        return self._src.done()
 
     def is_success(self):
-        if not self._fut.done():
-            return False
-        try:
-            self._fut.value()
-        except Exception:		# noqa: BLE001 (that is the answer)
-            return False
-        return True
+        return self._src.done() and self._error() is None
+
+    def exception(self):
+        return self._error() if self._src.done() else None
 
     def get_future(self):
         return self._fut
 
     def result(self):
-        return self._fut.value()
+        self.wait()
+        return self._src.value()
 
     def synchronize(self):
         pass
@@ -118,6 +127,27 @@ class _Keep:
             self._done.append(work)
 
 
+class _Failed:
+    """What a failed operation's source future holds: its error."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error):
+        self.error = error
+
+
+def _unwrap(src):
+    """The callback between an operation's source future and the future
+    torch sees: it raises a failure, so that torch records it as the
+    future's error in C++.  (Future.set_exception stores the exception as
+    an ordinary value, with a Python-only unwrap: DDP's reducer, in C++,
+    then took it for its gradients and crashed.)"""
+    value = src.value()
+    if isinstance(value, _Failed):
+        raise value.error
+    return value
+
+
 class _Completer(threading.Thread):
     """Waits for a group's operations in order and completes their
     futures: first the copies back, then the future, with the tensors as
@@ -139,7 +169,7 @@ class _Completer(threading.Thread):
                 if after is not None:
                     after()
             except Exception as e:	# noqa: BLE001 (handed to the future)
-                fut.set_exception(e)
+                fut.set_result(_Failed(e))
             else:
                 fut.set_result(value)
             done()
@@ -165,10 +195,10 @@ class ProcessGroupMCCL(ProcessGroup):
     # -- the path every operation takes --
 
     def _work(self, req, value, after=None):
-        fut = Future()
-        work = _Work(fut)
+        src = Future()
+        work = _Work(src)
         self._keep.add(work)
-        self._completer.queue.put((req, after, fut, value,
+        self._completer.queue.put((req, after, src, value,
                                    lambda: self._keep.completed(work)))
         return work
 
@@ -374,6 +404,16 @@ class ProcessGroupMCCL(ProcessGroup):
 
 
 _A2A_TAG = 0x7fff0a2a	# uneven all_to_all's messages
+
+
+def abort(group=None):
+    """End every pending operation of group's job (default: the world) on
+    every rank, with mccl.AbortedError: what a rank that gives up calls so
+    that the others raise at once instead of waiting for their deadline."""
+    pg = group if group is not None else dist.distributed_c10d._get_default_group()
+    if not isinstance(pg, ProcessGroupMCCL):
+        raise ValueError("mccl: abort: %r is not an mccl group" % (pg,))
+    pg._comm.abort()
 
 
 def _join(store, rank, size, timeout):
