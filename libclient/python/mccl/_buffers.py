@@ -23,7 +23,8 @@ _NUMPY = {"|i1": INT8, "|u1": UINT8, "<i4": INT32, "<u4": UINT32,
 _TORCH = {"torch.int8": INT8, "torch.uint8": UINT8, "torch.int32": INT32,
           "torch.int64": INT64, "torch.float16": FLOAT16,
           "torch.bfloat16": BFLOAT16, "torch.float32": FLOAT32,
-          "torch.float64": FLOAT64}
+          "torch.float64": FLOAT64,
+          "torch.uint32": UINT32, "torch.uint64": UINT64}	# torch >= 2.3
 # struct/memoryview format characters, by item size where it varies.
 _FORMAT = {("b", 1): INT8, ("B", 1): UINT8, ("c", 1): UINT8,
            ("e", 2): FLOAT16, ("i", 4): INT32,
