@@ -1079,6 +1079,12 @@ op_check(mccl_comm_t *comm, const struct op_args *a, uint64_t *sb,
 	    a->dtype < MCCL_FLOAT16)
 		return comm_error(comm, MCCL_ERR_UNSUPPORTED, "MCCL_AVG needs a "
 		    "floating-point dtype, not an integer one");
+	if (proto_coll_reduces(a->coll) && a->redop >= MCCL_BAND &&
+	    a->dtype >= MCCL_FLOAT16)
+		return comm_error(comm, MCCL_ERR_UNSUPPORTED, "%s needs an "
+		    "integer dtype, not a floating-point one", a->redop ==
+		    MCCL_BAND ? "MCCL_BAND" : a->redop == MCCL_BOR ? "MCCL_BOR" :
+		    "MCCL_BXOR");
 	if (proto_coll_has_root(a->coll) && (a->root < 0 || a->root >= comm->nranks))
 		return comm_error(comm, MCCL_ERR_INVALID_ARGUMENT, "%s %d is "
 		    "out of range for %d ranks", proto_coll_p2p(a->coll) ?

@@ -81,11 +81,14 @@ typedef enum {
 	MCCL_PROD,
 	MCCL_MIN,
 	MCCL_MAX,
-	MCCL_AVG	/* floating-point types only: the sum, divided by
+	MCCL_AVG,	/* floating-point types only: the sum, divided by
 			   nranks once at the end */
+	MCCL_BAND,	/* integer types only: bitwise and, */
+	MCCL_BOR,	/* or, */
+	MCCL_BXOR	/* exclusive or */
 } mccl_op_t;
 
-#define MCCL_NUM_OPS	5
+#define MCCL_NUM_OPS	8
 
 typedef struct mccl_comm mccl_comm_t;		/* opaque */
 typedef struct mccl_request mccl_request_t;	/* opaque */

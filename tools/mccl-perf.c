@@ -187,6 +187,9 @@ struct sizes {
 
 static double	fold_sum(double, double);
 static double	fold_prod(double, double);
+static double	fold_band(double, double);
+static double	fold_bor(double, double);
+static double	fold_bxor(double, double);
 static mccl_result_t start_allreduce(const struct bench *, size_t, int,
 		    mccl_request_t **);
 static mccl_result_t start_broadcast(const struct bench *, size_t, int,
@@ -248,6 +251,9 @@ static const struct op_info ops[] = {
 	{ { "min", NULL }, MCCL_MIN, fmin, 0 },
 	{ { "max", NULL }, MCCL_MAX, fmax, 0 },
 	{ { "avg", NULL }, MCCL_AVG, fold_sum, 1 },
+	{ { "band", NULL }, MCCL_BAND, fold_band, 0 },
+	{ { "bor", NULL }, MCCL_BOR, fold_bor, 0 },
+	{ { "bxor", NULL }, MCCL_BXOR, fold_bxor, 0 },
 };
 
 /* nccl-tests' conventions: size is the larger buffer, busbw factors alike. */
@@ -459,6 +465,9 @@ opts_check(const struct opts *o, int spawn_opts, int format_set)
 	if (o->coll->has_op && o->op->op == MCCL_AVG && !o->dtype->is_float)
 		usage_error("-o: avg needs a floating-point type, not %s",
 		    o->dtype->n.name);
+	if (o->coll->has_op && o->op->op >= MCCL_BAND && o->dtype->is_float)
+		usage_error("-o: %s needs an integer type, not %s",
+		    o->op->n.name, o->dtype->n.name);
 	if (format_set && o->path == NULL)
 		usage_error("-F: needs -j FILE");
 	if (spawn_opts && o->nprocs == 0)
@@ -692,6 +701,25 @@ static double
 fold_prod(double a, double b)
 {
 	return a * b;
+}
+
+/* The bitwise ops see the pattern's small non-negative integers. */
+static double
+fold_band(double a, double b)
+{
+	return (double)((uint64_t)a & (uint64_t)b);
+}
+
+static double
+fold_bor(double a, double b)
+{
+	return (double)((uint64_t)a | (uint64_t)b);
+}
+
+static double
+fold_bxor(double a, double b)
+{
+	return (double)((uint64_t)a ^ (uint64_t)b);
 }
 
 /*

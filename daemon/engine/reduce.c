@@ -35,10 +35,13 @@
 
 #define REDUCE_BLOCK	8192		/* dst bytes kept in L1 */
 #define REDUCE_STREAM	(8u << 20)	/* bigger results: no cache */
-#define NKOPS		4		/* per dtype: AVG uses SUM */
+#define NKOPS		7		/* per dtype: AVG uses SUM's */
 
-_Static_assert(MCCL_SUM == 0 && MCCL_PROD == 1 && MCCL_MIN == 2 &&
-    MCCL_MAX == 3, "kernel tables are indexed by op");
+/* The kernel of each op: AVG sums (and scales once at the end). */
+static const uint8_t kernel_of[MCCL_NUM_OPS] = {
+	[MCCL_SUM] = 0, [MCCL_PROD] = 1, [MCCL_MIN] = 2, [MCCL_MAX] = 3,
+	[MCCL_AVG] = 0, [MCCL_BAND] = 4, [MCCL_BOR] = 5, [MCCL_BXOR] = 6,
+};
 
 typedef void (*kernel_fn)(void *, const void *, const void *, size_t);
 typedef void (*scale_fn)(void *, size_t, uint32_t);
@@ -62,7 +65,8 @@ static const struct {
 
 static const char *const redops[MCCL_NUM_OPS] = {
 	[MCCL_SUM] = "sum", [MCCL_PROD] = "prod", [MCCL_MIN] = "min",
-	[MCCL_MAX] = "max", [MCCL_AVG] = "avg",
+	[MCCL_MAX] = "max", [MCCL_AVG] = "avg", [MCCL_BAND] = "band",
+	[MCCL_BOR] = "bor", [MCCL_BXOR] = "bxor",
 };
 
 /* ---- scalar conversions of the 16-bit float formats ---- */
@@ -155,6 +159,9 @@ f2bf(float f)
 
 #define S_ADD(x, y)	((__typeof__(x))((x) + (y)))
 #define S_MUL(x, y)	((__typeof__(x))((x) * (y)))
+#define S_AND(x, y)	((__typeof__(x))((x) & (y)))
+#define S_OR(x, y)	((__typeof__(x))((x) | (y)))
+#define S_XOR(x, y)	((__typeof__(x))((x) ^ (y)))
 #define S_MIN(x, y)	((y) < (x) ? (y) : (x))
 #define S_MAX(x, y)	((x) < (y) ? (y) : (x))
 #define S_NAN(x)	((__typeof__(x))NAN)
@@ -171,6 +178,9 @@ f2bf(float f)
 			    (~(m) & (__typeof__(m))(b))))
 #define V_ADD(x, y)	((x) + (y))
 #define V_MUL(x, y)	((x) * (y))
+#define V_AND(x, y)	((x) & (y))
+#define V_OR(x, y)	((x) | (y))
+#define V_XOR(x, y)	((x) ^ (y))
 #define V_MIN(x, y)	V_SEL((y) < (x), y, x)
 #define V_MAX(x, y)	V_SEL((x) < (y), y, x)
 #define V_NAN(x)	((__typeof__(x)){ 0 } + NAN)
@@ -248,6 +258,12 @@ fn(void *buf, size_t n, uint32_t nranks)				\
 	    ID, ID, S_ADD)						\
 	KERNEL(p##_##s##_prod, attr, T, p##_##s, ID, ID, o##_MUL,	\
 	    ID, ID, S_MUL)						\
+	KERNEL(p##_##s##_band, attr, T, p##_##s, ID, ID, o##_AND,	\
+	    ID, ID, S_AND)						\
+	KERNEL(p##_##s##_bor, attr, T, p##_##s, ID, ID, o##_OR,	\
+	    ID, ID, S_OR)						\
+	KERNEL(p##_##s##_bxor, attr, T, p##_##s, ID, ID, o##_XOR,	\
+	    ID, ID, S_XOR)						\
 	MINMAX_KERNELS(p, attr, o, s, T)
 
 #define FLOAT_KERNELS(p, attr, o, s, T, VT, WV, NV, WS, NS, D)		\
@@ -425,9 +441,13 @@ struct isa {
 	scale_fn	 scale[MCCL_NUM_DTYPES];	/* float types */
 };
 
-/* A row of kernels: signed types share SUM and PROD with unsigned ones. */
+/* A row of kernels: signed types share SUM, PROD and the bitwise ops
+ * with unsigned ones; floating-point types have no bitwise ops. */
 #define ROW(p, u, s)	{ p##_##u##_sum, p##_##u##_prod, p##_##s##_min, \
-			    p##_##s##_max }
+			    p##_##s##_max, p##_##u##_band, p##_##u##_bor, \
+			    p##_##u##_bxor }
+#define FROW(p, f)	{ p##_##f##_sum, p##_##f##_prod, p##_##f##_min, \
+			    p##_##f##_max, NULL, NULL, NULL }
 #define ISA_ENTRY(p, usable) {						\
 	#p, usable, {							\
 		[MCCL_INT8] = ROW(p, u8, i8),				\
@@ -436,10 +456,10 @@ struct isa {
 		[MCCL_UINT32] = ROW(p, u32, u32),			\
 		[MCCL_INT64] = ROW(p, u64, i64),			\
 		[MCCL_UINT64] = ROW(p, u64, u64),			\
-		[MCCL_FLOAT16] = ROW(p, f16, f16),			\
-		[MCCL_BFLOAT16] = ROW(p, bf16, bf16),			\
-		[MCCL_FLOAT32] = ROW(p, f32, f32),			\
-		[MCCL_FLOAT64] = ROW(p, f64, f64),			\
+		[MCCL_FLOAT16] = FROW(p, f16),				\
+		[MCCL_BFLOAT16] = FROW(p, bf16),			\
+		[MCCL_FLOAT32] = FROW(p, f32),				\
+		[MCCL_FLOAT64] = FROW(p, f64),				\
 	}, {								\
 		[MCCL_FLOAT16] = p##_f16_scale,				\
 		[MCCL_BFLOAT16] = p##_bf16_scale,			\
@@ -510,7 +530,9 @@ reduce_supported(int dtype, int op)
 	if (dtype < 0 || dtype >= MCCL_NUM_DTYPES || op < 0 ||
 	    op >= MCCL_NUM_OPS)
 		return 0;
-	return op != MCCL_AVG || dtypes[dtype].isfloat;
+	if (op == MCCL_AVG)
+		return dtypes[dtype].isfloat;
+	return !dtypes[dtype].isfloat || kernel_of[op] < 4;
 }
 
 const char *
@@ -546,7 +568,7 @@ reduce_kernel(int dtype, int op)
 	if (!reduce_supported(dtype, op))
 		fatalx("reduce: unsupported dtype %d (%s) with op %d (%s)",
 		    dtype, dtype_name(dtype), op, redop_name(op));
-	return isa_get()->kernels[dtype][op == MCCL_AVG ? MCCL_SUM : op];
+	return isa_get()->kernels[dtype][kernel_of[op]];
 }
 
 void

@@ -174,6 +174,9 @@ expected(int n, size_t i, mccl_op_t op)
 		case MCCL_PROD: acc *= v; break;
 		case MCCL_MIN: acc = v < acc ? v : acc; break;
 		case MCCL_MAX: acc = v > acc ? v : acc; break;
+		case MCCL_BAND: acc = (double)((uint64_t)acc & (uint64_t)v); break;
+		case MCCL_BOR: acc = (double)((uint64_t)acc | (uint64_t)v); break;
+		case MCCL_BXOR: acc = (double)((uint64_t)acc ^ (uint64_t)v); break;
 		}
 	}
 	return op == MCCL_AVG ? acc / n : acc;
@@ -433,7 +436,8 @@ run_alltoall(mccl_comm_t *comm, struct bufs *b, int in_place, size_t count,
 static int
 in_matrix(int full, int t, int op)
 {
-	if (op == MCCL_AVG && t < MCCL_FLOAT16)
+	if ((op == MCCL_AVG && t < MCCL_FLOAT16) ||
+	    (op >= MCCL_BAND && t >= MCCL_FLOAT16))
 		return 0;
 	return full || ((t == MCCL_INT8 || t == MCCL_FLOAT32) &&
 	    (op == MCCL_SUM || op == MCCL_MAX));
@@ -442,8 +446,8 @@ in_matrix(int full, int t, int op)
 static void
 run_matrix(mccl_comm_t *comm, struct bufs *b, int full)
 {
-	for (int t = 0; t < 10; t++)
-		for (int op = 0; op < 5; op++) {
+	for (int t = 0; t < MCCL_NUM_DTYPES; t++)
+		for (int op = 0; op < MCCL_NUM_OPS; op++) {
 			if (!in_matrix(full, t, op))
 				continue;
 			for (size_t c = 0; c < NCOUNTS; c++)

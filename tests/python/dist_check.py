@@ -30,6 +30,11 @@ def values(rank, count, op):
 def reference(count, op):
     ins = numpy.array([values(k, count, op) for k in range(N)],
                       dtype=numpy.float64)
+    if op >= mccl.BAND:
+        bits = ins.astype(numpy.int64)
+        fold = {mccl.BAND: numpy.bitwise_and, mccl.BOR: numpy.bitwise_or,
+                mccl.BXOR: numpy.bitwise_xor}[op]
+        return fold.reduce(bits, axis=0).astype(numpy.float64)
     return {mccl.SUM: ins.sum(0), mccl.PROD: ins.prod(0),
             mccl.MIN: ins.min(0), mccl.MAX: ins.max(0),
             mccl.AVG: ins.sum(0) / N}[op]
@@ -64,6 +69,13 @@ for dtype in mccl._buffers.DTYPE_NAMES:
                    mccl.UnsupportedError, lambda: world.allreduce(
                        make(dtype, values(R, COUNT, op), "numpy"),
                        op=op), "floating-point")
+            continue
+        if op >= mccl.BAND and dtype in FLOATS:
+            raises("allreduce %s on %s is refused" % (opname, dtype),
+                   mccl.UnsupportedError, lambda: world.allreduce(
+                       make(dtype, values(R, COUNT, op), "torch" if
+                            dtype == "bfloat16" else "numpy"), op=op),
+                   "integer dtype")
             continue
         want = reference(COUNT, op)
         # torch 1.13 has no uint32 or uint64; numpy no bfloat16 (make()

@@ -34,9 +34,25 @@ for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16,
         dist.all_reduce(t, op=op)
         check("all_reduce %s %s" % (dtype, op),
               bool((t.double() == want).all()), t)
-raises("all_reduce BAND is refused, named", ValueError,
-       lambda: dist.all_reduce(torch.ones(2, dtype=torch.int32),
-                               op=RO.BAND), "not supported")
+# bitwise reductions on integers; refused on floats, named
+for dtype in (torch.int32, torch.int64, torch.int8, torch.uint8):
+    for op, fold in ((RO.BAND, lambda a, b: a & b),
+                     (RO.BOR, lambda a, b: a | b),
+                     (RO.BXOR, lambda a, b: a ^ b)):
+        want = 3
+        for k in range(1, N):
+            want = fold(want, 3 + k)
+        t = torch.full((5,), 3 + R, dtype=dtype)
+        dist.all_reduce(t, op=op)
+        check("all_reduce %s %s" % (dtype, op), bool((t == want).all()), t)
+raises("all_reduce BXOR on float32 is refused, named", ValueError,
+       lambda: dist.all_reduce(torch.ones(2), op=RO.BXOR),
+       "ReduceOp.BXOR needs an integer tensor")
+if hasattr(dist, "_make_nccl_premul_sum"):	# torch's only way to make one
+    raises("all_reduce PREMUL_SUM is refused, named", ValueError,
+           lambda: dist.all_reduce(torch.ones(2),
+                                   op=dist._make_nccl_premul_sum(2.0)),
+           "ReduceOp.PREMUL_SUM is not supported")
 raises("all_reduce AVG on integers is refused", ValueError,
        lambda: dist.all_reduce(torch.ones(2, dtype=torch.int64),
                                op=RO.AVG), "floating-point")

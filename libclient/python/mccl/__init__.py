@@ -26,13 +26,14 @@ from ._buffers import (BFLOAT16, DTYPE_NAMES, DTYPE_SIZES, FLOAT16,
                        UINT64, dtype_code, like, view)
 
 __all__ = ["init", "Comm", "Request", "empty", "Error", "SUM", "PROD",
-           "MIN", "MAX", "AVG", "ANY_TAG", "UNDEFINED"]
+           "MIN", "MAX", "AVG", "BAND", "BOR", "BXOR", "ANY_TAG",
+           "UNDEFINED"]
 
 __version__ = "0.1.0"
 
 # Reduction operations (mccl_op_t) and special values of mccl.h.
-SUM, PROD, MIN, MAX, AVG = 0, 1, 2, 3, 4
-OP_NAMES = ("sum", "prod", "min", "max", "avg")
+SUM, PROD, MIN, MAX, AVG, BAND, BOR, BXOR = range(8)
+OP_NAMES = ("sum", "prod", "min", "max", "avg", "band", "bor", "bxor")
 ANY_TAG = -1
 UNDEFINED = -1
 
@@ -255,9 +256,9 @@ class Comm:
 
     @staticmethod
     def _op(op):
-        if op not in (SUM, PROD, MIN, MAX, AVG):
+        if not _pow_ok(op) or not 0 <= op < len(OP_NAMES):
             raise ValueError("mccl: op %r is not one of mccl.SUM, PROD, "
-                             "MIN, MAX, AVG" % (op,))
+                             "MIN, MAX, AVG, BAND, BOR, BXOR" % (op,))
         return op
 
     def _rank_arg(self, r, what):

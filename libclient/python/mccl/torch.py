@@ -35,8 +35,18 @@ import mccl
 
 _OPS = {ReduceOp.SUM: mccl.SUM, ReduceOp.PRODUCT: mccl.PROD,
         ReduceOp.MIN: mccl.MIN, ReduceOp.MAX: mccl.MAX,
-        ReduceOp.AVG: mccl.AVG}
+        ReduceOp.AVG: mccl.AVG, ReduceOp.BAND: mccl.BAND,
+        ReduceOp.BOR: mccl.BOR, ReduceOp.BXOR: mccl.BXOR}
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def _op_name(reduce_op):
+    """ReduceOp.X's name: torch prints some ops as an object's address."""
+    for name in ("SUM", "PRODUCT", "MIN", "MAX", "AVG", "BAND", "BOR",
+                 "BXOR", "PREMUL_SUM"):
+        if reduce_op == getattr(ReduceOp, name, None):
+            return "ReduceOp." + name
+    return repr(reduce_op)
 
 
 def _op(reduce_op, dtype):
@@ -45,9 +55,13 @@ def _op(reduce_op, dtype):
             if v == mccl.AVG and dtype not in _FLOATS:
                 raise ValueError("mccl: ReduceOp.AVG needs a floating-point "
                                  "tensor, not %s" % dtype)
+            if v >= mccl.BAND and (dtype in _FLOATS or dtype.is_complex):
+                raise ValueError("mccl: %s needs an integer tensor, not %s"
+                                 % (_op_name(reduce_op), dtype))
             return v
     raise ValueError("mccl: reduce op %s is not supported (SUM, PRODUCT, "
-                     "MIN, MAX, AVG are)" % reduce_op)
+                     "MIN, MAX, AVG, BAND, BOR and BXOR are)" %
+                     _op_name(reduce_op))
 
 
 def _flat(t):
