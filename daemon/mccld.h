@@ -165,6 +165,8 @@ struct xfer {
 	uint64_t	  spin_ns;	/* spin on the links before sleeping */
 	uint8_t		 *scratch;	/* at least 2 * chunk * nlanes bytes */
 	struct peer_ophdr hdr;		/* this operation, checked against the peers' */
+	int		  pair_bytes;	/* hdr.count: the bytes of each pair, */
+	uint64_t	  rx_bytes;	/* expected from the node we receive from */
 	const uint32_t	 *node_index;	/* cluster index of each position */
 	uint64_t	 *tx_ctr;	/* bytes sent, by cluster index; or NULL */
 	uint64_t	 *rx_ctr;	/* bytes received, alike */
@@ -182,6 +184,12 @@ int		ring_allgather(struct xfer *, void *, const size_t *, const size_t *);
 int		ring_barrier(struct xfer *);
 int		xfer_exchange(struct xfer *, uint32_t, const void *, size_t,
 		    uint32_t, void *, size_t);
+int		xfer_exchange_sized(struct xfer *, uint32_t, const void *,
+		    size_t, uint32_t, void *, size_t);
+int		ring_gather(struct xfer *, void *, const size_t *,
+		    const size_t *, uint32_t, void *);
+int		ring_scatter(struct xfer *, void *, const size_t *,
+		    const size_t *, uint32_t, void *);
 
 /* ---- mccld.c: process-wide state (main thread) ---- */
 
@@ -316,6 +324,8 @@ struct op_part {			/* one local rank's buffers */
 	struct seg	*recv_seg;
 	uint8_t		*send;
 	uint8_t		*recv;
+	uint64_t	*vec;		/* v-collectives: the rank's vector, a
+					   copy (proto_vec_len); freed with op */
 };
 
 struct op {

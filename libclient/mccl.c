@@ -54,6 +54,7 @@ struct mccl_request {
 	int		 done;
 	mccl_result_t	 code;
 	struct lseg	*stage;		/* copy out of it on completion */
+	struct lseg	*vstage;	/* the v-collectives' vector */
 	void		*out;
 	size_t		 out_bytes;
 	size_t		 out_off;
@@ -157,6 +158,16 @@ comm_error(mccl_comm_t *comm, mccl_result_t code, const char *fmt, ...)
 	return code;
 }
 
+/* The staging segments r held go back to the communicator. */
+static void
+request_unstage(struct mccl_request *r)
+{
+	if (r->stage != NULL)
+		r->stage->busy = 0;
+	if (r->vstage != NULL)
+		r->vstage->busy = 0;
+}
+
 /* The communicator is unusable from now on: fail everything pending. */
 static mccl_result_t
 comm_break(mccl_comm_t *comm, mccl_result_t code)
@@ -166,8 +177,7 @@ comm_break(mccl_comm_t *comm, mccl_result_t code)
 	for (struct mccl_request *r = comm->pending; r != NULL; r = r->next) {
 		r->done = 1;
 		r->code = comm->failed;
-		if (r->stage != NULL)
-			r->stage->busy = 0;
+		request_unstage(r);
 	}
 	comm->pending = comm->pending_tail = NULL;
 	pthread_cond_broadcast(&comm->cond);
@@ -237,11 +247,9 @@ request_complete(mccl_comm_t *comm, struct mccl_request *r, mccl_result_t code)
 	r->next = NULL;
 	r->done = 1;
 	r->code = code;
-	if (r->stage != NULL) {
-		if (code == MCCL_SUCCESS && r->out_bytes > 0)
-			memcpy(r->out, r->stage->base + r->out_off, r->out_bytes);
-		r->stage->busy = 0;
-	}
+	if (r->stage != NULL && code == MCCL_SUCCESS && r->out_bytes > 0)
+		memcpy(r->out, r->stage->base + r->out_off, r->out_bytes);
+	request_unstage(r);
 }
 
 /* Collectives complete in order; sends and receives may overtake them. */
@@ -874,6 +882,8 @@ struct op_args {
 	const void	*send;
 	void		*recv;
 	int		 tag;
+	const uint64_t	*vec;		/* v-collectives (proto_vec_len) */
+	size_t		 sendcount;	/* allgatherv: the caller's */
 };
 
 /* Stage [send, recv] through the library's segment: see mccl.h. */
@@ -1006,6 +1016,24 @@ ring_submit(mccl_comm_t *comm, struct ipc_op *m, uint64_t deadline_ms)
 	return MCCL_SUCCESS;
 }
 
+/* A v-collective's vector goes to a staging segment of its own. */
+static mccl_result_t
+op_vec(mccl_comm_t *comm, const struct op_args *a, struct ipc_op *m,
+    struct mccl_request *r)
+{
+	size_t n = proto_vec_len(a->coll, (uint32_t)comm->nranks);
+
+	if (n == 0)
+		return MCCL_SUCCESS;
+	if ((r->vstage = stage_get(comm, n * sizeof(uint64_t))) == NULL)
+		return comm->failed ? comm->failed : MCCL_ERR_NO_MEMORY;
+	r->vstage->busy = 1;
+	memcpy(r->vstage->base, a->vec, n * sizeof(uint64_t));
+	m->vec_seg = r->vstage->id;
+	m->vec_off = 0;
+	return MCCL_SUCCESS;
+}
+
 static mccl_result_t
 op_submit(mccl_comm_t *comm, const struct op_args *a, size_t sb, size_t rb,
     mccl_request_t **req)
@@ -1034,10 +1062,10 @@ op_submit(mccl_comm_t *comm, const struct op_args *a, size_t sb, size_t rb,
 	m.timeout_ms = comm->op_timeout_ms;
 	m.tag = a->tag == MCCL_ANY_TAG ? IPC_ANY_TAG : (uint32_t)a->tag;
 	if (r->collective) {
-		if ((rc = ring_submit(comm, &m, r->deadline_ms)) !=
+		if ((rc = op_vec(comm, a, &m, r)) != MCCL_SUCCESS ||
+		    (rc = ring_submit(comm, &m, r->deadline_ms)) !=
 		    MCCL_SUCCESS) {
-			if (r->stage != NULL)
-				r->stage->busy = 0;
+			request_unstage(r);
 			free(r);
 			return rc;
 		}
@@ -1060,12 +1088,31 @@ op_submit(mccl_comm_t *comm, const struct op_args *a, size_t sb, size_t rb,
 	return rc;
 }
 
+/* A v-collective's vector, and the extents of its buffers from it. */
+static mccl_result_t
+op_check_vec(mccl_comm_t *comm, const struct op_args *a, size_t es,
+    uint64_t *sb, uint64_t *rb)
+{
+	char err[ERRLEN];
+
+	if (a->coll == COLL_ALLGATHERV && a->sendcount != a->vec[comm->rank])
+		return comm_error(comm, MCCL_ERR_INVALID_ARGUMENT, "sendcount "
+		    "%zu, but recvcounts[%d] is %llu: they must be equal",
+		    a->sendcount, comm->rank,
+		    (unsigned long long)a->vec[comm->rank]);
+	if (proto_vec_bytes(a->coll, a->count, es, (uint32_t)comm->nranks,
+	    (uint32_t)comm->rank, a->vec, sb, rb, err, sizeof(err)) == -1)
+		return comm_error(comm, MCCL_ERR_INVALID_ARGUMENT, "%s", err);
+	return MCCL_SUCCESS;
+}
+
 /* Check every argument; on failure comm->err says which and why. */
 static mccl_result_t
 op_check(mccl_comm_t *comm, const struct op_args *a, uint64_t *sb,
     uint64_t *rb)
 {
 	size_t es = mccl_dtype_size(a->dtype);
+	mccl_result_t rc;
 
 	if (comm->failed != MCCL_SUCCESS)
 		return comm->failed;	/* comm->err still says why */
@@ -1094,9 +1141,12 @@ op_check(mccl_comm_t *comm, const struct op_args *a, uint64_t *sb,
 		return comm_error(comm, MCCL_ERR_INVALID_ARGUMENT, "tag %d: a "
 		    "send needs a tag >= 0, a receive one >= 0 or MCCL_ANY_TAG",
 		    a->tag);
-	if (proto_op_bytes(a->coll, a->count, es, (uint32_t)comm->nranks,
-	    (uint32_t)comm->rank, (uint32_t)a->root, sb, rb) == -1 ||
-	    *sb > SIZE_MAX / 2 || *rb > SIZE_MAX / 2)
+	if (a->vec != NULL) {
+		if ((rc = op_check_vec(comm, a, es, sb, rb)) != MCCL_SUCCESS)
+			return rc;
+	} else if (proto_op_bytes(a->coll, a->count, es,
+	    (uint32_t)comm->nranks, (uint32_t)comm->rank, (uint32_t)a->root,
+	    sb, rb) == -1 || *sb > SIZE_MAX / 2 || *rb > SIZE_MAX / 2)
 		return comm_error(comm, MCCL_ERR_INVALID_ARGUMENT, "count %zu "
 		    "is too large", a->count);
 	if ((*sb > 0 && a->send == NULL) || (*rb > 0 && a->recv == NULL))
@@ -1107,7 +1157,7 @@ op_check(mccl_comm_t *comm, const struct op_args *a, uint64_t *sb,
 	    (uintptr_t)a->send, *sb, (uintptr_t)a->recv, *rb))
 		return comm_error(comm, MCCL_ERR_INVALID_ARGUMENT, "sendbuf and "
 		    "recvbuf overlap, but not in this collective's in-place "
-		    "form");
+		    "form%s", a->vec != NULL ? " (it has none)" : "");
 	return MCCL_SUCCESS;
 }
 
@@ -1149,8 +1199,8 @@ mccl_result_t
 mccl_allreduce(const void *sendbuf, void *recvbuf, size_t count,
     mccl_dtype_t dtype, mccl_op_t op, mccl_comm_t *comm, mccl_request_t **req)
 {
-	struct op_args a = { COLL_ALLREDUCE, dtype, op, 0, count, sendbuf,
-	    recvbuf, 0 };
+	struct op_args a = { .coll = COLL_ALLREDUCE, .dtype = dtype,
+	    .redop = op, .count = count, .send = sendbuf, .recv = recvbuf };
 
 	return op_start(comm, &a, req);
 }
@@ -1159,8 +1209,8 @@ mccl_result_t
 mccl_broadcast(void *buf, size_t count, mccl_dtype_t dtype, int root,
     mccl_comm_t *comm, mccl_request_t **req)
 {
-	struct op_args a = { COLL_BROADCAST, dtype, MCCL_SUM, root, count, buf,
-	    buf, 0 };
+	struct op_args a = { .coll = COLL_BROADCAST, .dtype = dtype,
+	    .root = root, .count = count, .send = buf, .recv = buf };
 
 	return op_start(comm, &a, req);
 }
@@ -1170,8 +1220,8 @@ mccl_reduce(const void *sendbuf, void *recvbuf, size_t count,
     mccl_dtype_t dtype, mccl_op_t op, int root, mccl_comm_t *comm,
     mccl_request_t **req)
 {
-	struct op_args a = { COLL_REDUCE, dtype, op, root, count, sendbuf,
-	    recvbuf, 0 };
+	struct op_args a = { .coll = COLL_REDUCE, .dtype = dtype, .redop = op,
+	    .root = root, .count = count, .send = sendbuf, .recv = recvbuf };
 
 	return op_start(comm, &a, req);
 }
@@ -1180,8 +1230,8 @@ mccl_result_t
 mccl_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
     mccl_dtype_t dtype, mccl_comm_t *comm, mccl_request_t **req)
 {
-	struct op_args a = { COLL_ALLGATHER, dtype, MCCL_SUM, 0, sendcount,
-	    sendbuf, recvbuf, 0 };
+	struct op_args a = { .coll = COLL_ALLGATHER, .dtype = dtype,
+	    .count = sendcount, .send = sendbuf, .recv = recvbuf };
 
 	return op_start(comm, &a, req);
 }
@@ -1190,8 +1240,9 @@ mccl_result_t
 mccl_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
     mccl_dtype_t dtype, mccl_op_t op, mccl_comm_t *comm, mccl_request_t **req)
 {
-	struct op_args a = { COLL_REDUCE_SCATTER, dtype, op, 0, recvcount,
-	    sendbuf, recvbuf, 0 };
+	struct op_args a = { .coll = COLL_REDUCE_SCATTER, .dtype = dtype,
+	    .redop = op, .count = recvcount, .send = sendbuf,
+	    .recv = recvbuf };
 
 	return op_start(comm, &a, req);
 }
@@ -1200,18 +1251,118 @@ mccl_result_t
 mccl_alltoall(const void *sendbuf, void *recvbuf, size_t count,
     mccl_dtype_t dtype, mccl_comm_t *comm, mccl_request_t **req)
 {
-	struct op_args a = { COLL_ALLTOALL, dtype, MCCL_SUM, 0, count, sendbuf,
-	    recvbuf, 0 };
+	struct op_args a = { .coll = COLL_ALLTOALL, .dtype = dtype,
+	    .count = count, .send = sendbuf, .recv = recvbuf };
 
 	return op_start(comm, &a, req);
+}
+
+mccl_result_t
+mccl_gather(const void *sendbuf, void *recvbuf, size_t sendcount,
+    mccl_dtype_t dtype, int root, mccl_comm_t *comm, mccl_request_t **req)
+{
+	struct op_args a = { .coll = COLL_GATHER, .dtype = dtype, .root = root,
+	    .count = sendcount, .send = sendbuf, .recv = recvbuf };
+
+	return op_start(comm, &a, req);
+}
+
+mccl_result_t
+mccl_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+    mccl_dtype_t dtype, int root, mccl_comm_t *comm, mccl_request_t **req)
+{
+	struct op_args a = { .coll = COLL_SCATTER, .dtype = dtype,
+	    .root = root, .count = recvcount, .send = sendbuf,
+	    .recv = recvbuf };
+
+	return op_start(comm, &a, req);
+}
+
+/*
+ * The vector of a v-collective from the caller's arrays of nranks each
+ * (NULL arrays refused), and allgatherv's count, the sum of recvcounts.
+ */
+static mccl_result_t
+vec_build(mccl_comm_t *comm, const size_t *const *arrays, int narrays,
+    uint64_t **vec, size_t *sum)
+{
+	static const char *const names[] = { "the first", "the second",
+	    "the third", "the fourth" };
+	size_t n;
+
+	*vec = NULL;
+	if (comm_check(comm) != MCCL_SUCCESS)
+		return MCCL_ERR_INVALID_ARGUMENT;
+	n = (size_t)comm->nranks;
+	for (int k = 0; k < narrays; k++)
+		if (arrays[k] == NULL) {
+			pthread_mutex_lock(&comm->lock);
+			comm_error(comm, MCCL_ERR_INVALID_ARGUMENT, "%s count or "
+			    "displacement array is NULL", names[k]);
+			pthread_mutex_unlock(&comm->lock);
+			return MCCL_ERR_INVALID_ARGUMENT;
+		}
+	if ((*vec = calloc(n * (size_t)narrays, sizeof(uint64_t))) == NULL)
+		return MCCL_ERR_NO_MEMORY;
+	*sum = 0;
+	for (int k = 0; k < narrays; k++)
+		for (size_t r = 0; r < n; r++)
+			(*vec)[(size_t)k * n + r] = arrays[k][r];
+	for (size_t r = 0; r < n; r++)	/* wraps only past what is checked */
+		*sum += arrays[0][r];
+	return MCCL_SUCCESS;
+}
+
+mccl_result_t
+mccl_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
+    const size_t *recvcounts, const size_t *displs, mccl_dtype_t dtype,
+    mccl_comm_t *comm, mccl_request_t **req)
+{
+	const size_t *arrays[] = { recvcounts, displs };
+	struct op_args a = { .coll = COLL_ALLGATHERV, .dtype = dtype,
+	    .send = sendbuf, .recv = recvbuf, .sendcount = sendcount };
+	uint64_t *vec;
+	mccl_result_t rc;
+
+	if (req != NULL)
+		*req = NULL;
+	if ((rc = vec_build(comm, arrays, 2, &vec, &a.count)) != MCCL_SUCCESS)
+		return rc;
+	a.vec = vec;
+	rc = op_start(comm, &a, req);
+	free(vec);
+	return rc;
+}
+
+mccl_result_t
+mccl_alltoallv(const void *sendbuf, const size_t *sendcounts,
+    const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
+    const size_t *rdispls, mccl_dtype_t dtype, mccl_comm_t *comm,
+    mccl_request_t **req)
+{
+	const size_t *arrays[] = { sendcounts, sdispls, recvcounts, rdispls };
+	struct op_args a = { .coll = COLL_ALLTOALLV, .dtype = dtype,
+	    .send = sendbuf, .recv = recvbuf };
+	uint64_t *vec;
+	size_t unused;
+	mccl_result_t rc;
+
+	if (req != NULL)
+		*req = NULL;
+	if ((rc = vec_build(comm, arrays, 4, &vec, &unused)) != MCCL_SUCCESS)
+		return rc;
+	a.vec = vec;
+	rc = op_start(comm, &a, req);
+	free(vec);
+	return rc;
 }
 
 mccl_result_t
 mccl_send(const void *buf, size_t count, mccl_dtype_t dtype, int peer, int tag,
     mccl_comm_t *comm, mccl_request_t **req)
 {
-	struct op_args a = { COLL_SEND, dtype, MCCL_SUM, peer, count, buf, NULL,
-	    tag };
+	struct op_args a = { .coll = COLL_SEND, .dtype = dtype, .root = peer,
+	    .count = count, .send = buf, .tag = tag };
 
 	return op_start(comm, &a, req);
 }
@@ -1220,8 +1371,8 @@ mccl_result_t
 mccl_recv(void *buf, size_t count, mccl_dtype_t dtype, int peer, int tag,
     mccl_comm_t *comm, mccl_request_t **req)
 {
-	struct op_args a = { COLL_RECV, dtype, MCCL_SUM, peer, count, NULL, buf,
-	    tag };
+	struct op_args a = { .coll = COLL_RECV, .dtype = dtype, .root = peer,
+	    .count = count, .recv = buf, .tag = tag };
 
 	return op_start(comm, &a, req);
 }
@@ -1229,8 +1380,7 @@ mccl_recv(void *buf, size_t count, mccl_dtype_t dtype, int peer, int tag,
 mccl_result_t
 mccl_barrier(mccl_comm_t *comm, mccl_request_t **req)
 {
-	struct op_args a = { COLL_BARRIER, MCCL_UINT8, MCCL_SUM, 0, 0, NULL,
-	    NULL, 0 };
+	struct op_args a = { .coll = COLL_BARRIER, .dtype = MCCL_UINT8 };
 
 	return op_start(comm, &a, req);
 }

@@ -170,6 +170,39 @@ mccl_result_t	mccl_reduce_scatter(const void *sendbuf, void *recvbuf,
 mccl_result_t	mccl_alltoall(const void *sendbuf, void *recvbuf, size_t count,
 		    mccl_dtype_t dtype, mccl_comm_t *comm, mccl_request_t **req);
 
+/* recvbuf on root (nranks * sendcount elements) = every rank's sendbuf,
+ * rank 0's first; recvbuf is not used elsewhere (may be NULL).  In place:
+ * sendbuf == recvbuf + root * sendcount elements on root. */
+mccl_result_t	mccl_gather(const void *sendbuf, void *recvbuf,
+		    size_t sendcount, mccl_dtype_t dtype, int root,
+		    mccl_comm_t *comm, mccl_request_t **req);
+
+/* recvbuf on rank r (recvcount elements) = block r of root's sendbuf
+ * (nranks * recvcount elements); sendbuf is not used elsewhere.  In place:
+ * recvbuf == sendbuf + root * recvcount elements on root. */
+mccl_result_t	mccl_scatter(const void *sendbuf, void *recvbuf,
+		    size_t recvcount, mccl_dtype_t dtype, int root,
+		    mccl_comm_t *comm, mccl_request_t **req);
+
+/* Rank r's sendbuf (sendcount elements, equal to recvcounts[r]) lands at
+ * recvbuf + displs[r] elements on every rank.  recvcounts must be the same
+ * on every rank (the daemons check it); displs are each rank's own.  The
+ * receive blocks must not overlap sendbuf: there is no in-place form. */
+mccl_result_t	mccl_allgatherv(const void *sendbuf, size_t sendcount,
+		    void *recvbuf, const size_t *recvcounts,
+		    const size_t *displs, mccl_dtype_t dtype,
+		    mccl_comm_t *comm, mccl_request_t **req);
+
+/* sendcounts[j] elements at sendbuf + sdispls[j] go to rank j, and land
+ * at recvbuf + rdispls[r] there, r being the sender; each rank's
+ * recvcounts[r] must equal rank r's sendcounts for it (checked: the
+ * operation fails on every rank if they differ).  No in-place form. */
+mccl_result_t	mccl_alltoallv(const void *sendbuf, const size_t *sendcounts,
+		    const size_t *sdispls, void *recvbuf,
+		    const size_t *recvcounts, const size_t *rdispls,
+		    mccl_dtype_t dtype, mccl_comm_t *comm,
+		    mccl_request_t **req);
+
 /*
  * Point to point: send count elements of buf to rank peer with tag (>= 0),
  * or receive them from rank peer with tag (or MCCL_ANY_TAG).  Any two ranks

@@ -13,6 +13,9 @@
  *      descriptors there, taken by the job's engine thread; IPC_OP carries
  *      sends and receives only.  A doorbell is needed before IPC_JOIN.
  *      IPC_JOB_FAILED tells a rank its job failed, whatever it had pending.
+ *   5  gather, scatter, allgatherv and alltoallv; the v-collectives' counts
+ *      and displacements in a segment (ipc_op.vec_seg, vec_off); bitwise
+ *      reductions; the doorbell takes two pages.
  */
 #ifndef MCCL_IPC_H
 #define MCCL_IPC_H
@@ -23,7 +26,7 @@
 #include "wire.h"
 
 #define IPC_MAGIC		0x4d43434cU	/* "MCCL" */
-#define IPC_VERSION		4
+#define IPC_VERSION		5
 #define IPC_MSG_MAX		(256 * 1024)	/* largest record either side sends */
 #define IPC_TEXT_MAX		1024		/* error and status messages */
 
@@ -65,7 +68,12 @@ enum coll_type {
 	COLL_ALLTOALL = 7,
 	COLL_SEND = 8,		/* point to point: root is the peer rank */
 	COLL_RECV = 9,
-	COLL_MAX = 9,
+	COLL_GATHER = 10,
+	COLL_SCATTER = 11,
+	COLL_ALLGATHERV = 12,	/* vec: recvcounts, displs; count: their sum */
+	COLL_ALLTOALLV = 13,	/* vec: sendcounts, sdispls, recvcounts,
+				   rdispls; count: 0 */
+	COLL_MAX = 13,
 };
 
 /*
@@ -157,7 +165,9 @@ struct ipc_joined {
  * An operation: a collective's descriptor in the submission ring, or a send
  * or receive in an IPC_OP record.  Buffers are (segment, offset) pairs
  * inside segments this connection registered; the daemon checks that
- * [off, off + len) lies inside.
+ * [off, off + len) lies inside.  A v-collective's vector (nranks uint64s
+ * per array, proto_vec_len) is one more such pair: the daemon copies it
+ * before it checks it.
  */
 struct ipc_op {
 	uint64_t	seq;		/* rises with each op of a connection,
@@ -176,6 +186,8 @@ struct ipc_op {
 	uint64_t	recv_off;
 	uint32_t	timeout_ms;	/* 0: the daemon's op_timeout */
 	uint32_t	tag;		/* send and recv; IPC_ANY_TAG for recv */
+	uint32_t	vec_seg;	/* the v-collectives' vector */
+	uint64_t	vec_off;
 };
 
 /*
@@ -231,7 +243,7 @@ struct ipc_doorbell {
 
 #define IPC_BELL_SIZE		sizeof(struct ipc_doorbell)
 
-_Static_assert(IPC_BELL_SIZE <= 4096, "the doorbell fits in a page");
+_Static_assert(IPC_BELL_SIZE <= 8192, "the doorbell fits in two pages");
 
 struct ipc_op_done {
 	uint64_t	seq;
@@ -260,6 +272,10 @@ int	proto_dir_check(const char *, const uid_t *, size_t, char *, size_t);
 int	proto_op_bytes(int, uint64_t, size_t, uint32_t, uint32_t, uint32_t,
 	    uint64_t *, uint64_t *);
 int	proto_bufs_ok(int, uint32_t, uintptr_t, uint64_t, uintptr_t, uint64_t);
+size_t	proto_vec_len(int, uint32_t);
+int	proto_vec_bytes(int, uint64_t, size_t, uint32_t, uint32_t,
+	    const uint64_t *, uint64_t *, uint64_t *, char *, size_t);
+uint32_t proto_vec_digest(const uint64_t *, size_t);
 const char *proto_coll_name(int);
 const char *proto_algo_name(int);
 int	proto_algo_parse(const char *);

@@ -247,10 +247,107 @@ proto_op_bytes(int coll, uint64_t count, size_t esize, uint32_t nranks,
 		*send = one; *recv = 0; break;
 	case COLL_RECV:
 		*send = 0; *recv = one; break;
-	default:
+	case COLL_GATHER:
+		*send = one; *recv = rank == root ? all : 0; break;
+	case COLL_SCATTER:
+		*send = rank == root ? all : 0; *recv = one; break;
+	default:		/* the v-collectives: proto_vec_bytes */
 		return -1;
 	}
 	return 0;
+}
+
+/* uint64s in a v-collective's vector: nranks per array; 0 for the others. */
+size_t
+proto_vec_len(int coll, uint32_t nranks)
+{
+	return coll == COLL_ALLGATHERV ? 2 * (size_t)nranks :
+	    coll == COLL_ALLTOALLV ? 4 * (size_t)nranks : 0;
+}
+
+/*
+ * In bytes, the end of the furthest of the n blocks of counts[] elements
+ * at displs[]; -1 (with why) when one reaches past 2^62 bytes.
+ */
+static int
+vec_extent(const uint64_t *counts, const uint64_t *displs, uint32_t n,
+    size_t esize, const char *what, uint64_t *bytes, char *err, size_t errlen)
+{
+	const uint64_t lim = (UINT64_MAX >> 2) / (esize ? esize : 1);
+	uint64_t end = 0;
+
+	for (uint32_t r = 0; r < n; r++) {
+		if (counts[r] > lim || displs[r] > lim - counts[r]) {
+			snprintf(err, errlen, "%s block %u (%llu elements at "
+			    "%llu) is too large", what, r,
+			    (unsigned long long)counts[r],
+			    (unsigned long long)displs[r]);
+			return -1;
+		}
+		if (counts[r] > 0 && displs[r] + counts[r] > end)
+			end = displs[r] + counts[r];
+	}
+	*bytes = end * esize;
+	return 0;
+}
+
+/*
+ * A v-collective's bytes read and written by one rank: each buffer's
+ * extent, the furthest of its blocks; -1 with why when the vector does not
+ * hold.  allgatherv: count is the sum of recvcounts, and this rank sends
+ * recvcounts[rank] elements.  alltoallv: count is 0.
+ */
+int
+proto_vec_bytes(int coll, uint64_t count, size_t esize, uint32_t nranks,
+    uint32_t rank, const uint64_t *vec, uint64_t *send, uint64_t *recv,
+    char *err, size_t errlen)
+{
+	const uint64_t *v1 = vec + nranks, *v2 = v1 + nranks, *v3 = v2 + nranks;
+	uint64_t sum = 0;
+
+	if (coll == COLL_ALLTOALLV) {
+		if (count != 0) {
+			snprintf(err, errlen, "alltoallv with count %llu, not 0",
+			    (unsigned long long)count);
+			return -1;
+		}
+		return vec_extent(vec, v1, nranks, esize, "send", send, err,
+		    errlen) == -1 || vec_extent(v2, v3, nranks, esize, "receive",
+		    recv, err, errlen) == -1 ? -1 : 0;
+	}
+	if (coll != COLL_ALLGATHERV || rank >= nranks) {
+		snprintf(err, errlen, "collective %d has no vector", coll);
+		return -1;
+	}
+	if (vec_extent(vec, v1, nranks, esize, "receive", recv, err,
+	    errlen) == -1)
+		return -1;
+	for (uint32_t r = 0; r < nranks; r++)
+		if ((sum += vec[r]) > (UINT64_MAX >> 2)) {
+			snprintf(err, errlen, "allgatherv recvcounts sum to "
+			    "more than 2^62 elements");
+			return -1;
+		}
+	if (sum != count) {
+		snprintf(err, errlen, "allgatherv of %llu elements, but its "
+		    "recvcounts sum to %llu", (unsigned long long)count,
+		    (unsigned long long)sum);
+		return -1;
+	}
+	*send = vec[rank] * esize;
+	return 0;
+}
+
+/* 32 bits of FNV-1a over n uint64s: ranks compare their recvcounts by it. */
+uint32_t
+proto_vec_digest(const uint64_t *v, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (size_t i = 0; i < n; i++)
+		for (int b = 0; b < 64; b += 8)
+			h = (h ^ ((v[i] >> b) & 0xff)) * 0x100000001b3ULL;
+	return (uint32_t)(h ^ (h >> 32));
 }
 
 /*
@@ -267,10 +364,12 @@ proto_bufs_ok(int coll, uint32_t rank, uintptr_t send, uint64_t sbytes,
 	    recv >= send + sbytes)
 		return 1;
 	switch (coll) {
-	case COLL_ALLGATHER:
+	case COLL_ALLGATHER: case COLL_GATHER:
 		return send == recv + (uint64_t)rank * sbytes;
-	case COLL_REDUCE_SCATTER:
+	case COLL_REDUCE_SCATTER: case COLL_SCATTER:
 		return recv == send + (uint64_t)rank * rbytes;
+	case COLL_ALLGATHERV: case COLL_ALLTOALLV:
+		return 0;		/* no in-place form */
 	default:
 		return send == recv && sbytes == rbytes;
 	}
@@ -402,7 +501,8 @@ proto_dir_check(const char *path, const uid_t *ok, size_t nok, char *err,
 
 static const char *const coll_names[] = {
 	"none", "allreduce", "broadcast", "barrier", "reduce", "allgather",
-	"reduce_scatter", "alltoall", "send", "recv"
+	"reduce_scatter", "alltoall", "send", "recv", "gather", "scatter",
+	"allgatherv", "alltoallv"
 };
 _Static_assert(sizeof(coll_names) / sizeof(coll_names[0]) == COLL_MAX + 1,
     "a name for every collective");
@@ -447,7 +547,8 @@ int
 proto_coll_has_root(int coll)
 {
 	return coll == COLL_BROADCAST || coll == COLL_REDUCE ||
-	    coll == COLL_SEND || coll == COLL_RECV;
+	    coll == COLL_SEND || coll == COLL_RECV || coll == COLL_GATHER ||
+	    coll == COLL_SCATTER;
 }
 
 int
@@ -536,7 +637,8 @@ static const struct wire_field f_ipc_op[] = {
 	F(ipc_op, count, WIRE_INT), F(ipc_op, send_seg, WIRE_INT),
 	F(ipc_op, recv_seg, WIRE_INT), F(ipc_op, send_off, WIRE_INT),
 	F(ipc_op, recv_off, WIRE_INT), F(ipc_op, timeout_ms, WIRE_INT),
-	F(ipc_op, tag, WIRE_INT),
+	F(ipc_op, tag, WIRE_INT), F(ipc_op, vec_seg, WIRE_INT),
+	F(ipc_op, vec_off, WIRE_INT),
 };
 static const struct wire_field f_ipc_op_done[] = {
 	F(ipc_op_done, seq, WIRE_INT), F(ipc_op_done, code, WIRE_INT),

@@ -833,6 +833,7 @@ op_free(struct op *op)
 			seg_unref(op->parts[i].send_seg);
 		if (op->parts[i].recv_seg != NULL)
 			seg_unref(op->parts[i].recv_seg);
+		free(op->parts[i].vec);
 	}
 	free(op);
 }
@@ -880,8 +881,9 @@ op_check(uint32_t nranks, const struct ipc_op *m, char *err, size_t len)
 	else if (proto_coll_has_root(m->coll) && m->root >= nranks)
 		snprintf(err, len, "%s %u is out of range for %u ranks",
 		    proto_coll_p2p(m->coll) ? "peer" : "root", m->root, nranks);
-	else if (proto_op_bytes(m->coll, m->count, dtype_size(m->dtype),
-	    nranks, 0, m->root, &sb, &rb) == -1 || sb > (UINT64_MAX >> 2))
+	else if (proto_vec_len(m->coll, nranks) == 0 &&	/* else: its vector */
+	    (proto_op_bytes(m->coll, m->count, dtype_size(m->dtype), nranks, 0,
+	    m->root, &sb, &rb) == -1 || sb > (UINT64_MAX >> 2)))
 		snprintf(err, len, "count %llu is too large",
 		    (unsigned long long)m->count);
 	else

@@ -469,6 +469,16 @@ engine_blocks(const struct job *j, size_t blk, size_t **offs, size_t **lens)
 	return 0;
 }
 
+/* Copy a buffer in rank order (blk bytes per rank) into node order. */
+static void
+engine_reslot(const struct job *j, uint8_t *dst, const uint8_t *src,
+    size_t blk)
+{
+	for (uint32_t r = 0; r < j->nranks; r++)
+		memcpy(dst + (size_t)j->rank_slot[r] * blk, src + (size_t)r * blk,
+		    blk);
+}
+
 /* Copy a buffer in node order (blk bytes per rank) into rank order. */
 static void
 engine_unslot(const struct job *j, uint8_t *dst, const uint8_t *src,
@@ -482,6 +492,37 @@ engine_unslot(const struct job *j, uint8_t *dst, const uint8_t *src,
 	for (uint32_t r = 0; r < j->nranks; r++)
 		memcpy(dst + (size_t)r * blk, src + (size_t)j->rank_slot[r] * blk,
 		    blk);
+}
+
+/*
+ * The local ranks' sends into their slots of dst, blk bytes each, slots
+ * counted from first_slot (0: dst holds every slot of the job).
+ */
+static void
+engine_slot_sends(const struct job *j, const struct op *op, uint8_t *dst,
+    size_t blk, uint32_t first_slot)
+{
+	for (uint32_t i = 0; i < j->nlocal && blk > 0; i++) {
+		uint8_t *slot = dst + (size_t)(j->rank_slot[j->local_ranks[i]] -
+		    first_slot) * blk;
+
+		if (slot != op->parts[i].send)
+			memcpy(slot, op->parts[i].send, blk);
+	}
+}
+
+/* The other way: each local rank's block of src into its receive. */
+static void
+engine_slot_recvs(const struct job *j, const struct op *op,
+    const uint8_t *src, size_t blk, uint32_t first_slot)
+{
+	for (uint32_t i = 0; i < j->nlocal && blk > 0; i++) {
+		const uint8_t *slot = src + (size_t)(j->rank_slot[
+		    j->local_ranks[i]] - first_slot) * blk;
+
+		if (slot != op->parts[i].recv)
+			memcpy(op->parts[i].recv, slot, blk);
+	}
 }
 
 static int
@@ -499,19 +540,71 @@ engine_allgather(struct job *j, struct op *op, struct xfer *x)
 		return -1;
 	if (engine_blocks(j, blk, &offs, &lens))
 		return engine_nomem(x);
-	for (uint32_t i = 0; i < j->nlocal && blk > 0; i++) {
-		uint8_t *slot = buf + (size_t)j->rank_slot[j->local_ranks[i]] *
-		    blk;
-
-		if (slot != op->parts[i].send)
-			memcpy(slot, op->parts[i].send, blk);
-	}
+	engine_slot_sends(j, op, buf, blk, 0);
 	rc = ring_allgather(x, buf, offs, lens);
 	free(offs);
 	free(lens);
 	for (uint32_t i = 0; rc == 0 && i < j->nlocal && total > 0; i++)
 		engine_unslot(j, op->parts[i].recv, buf, blk);
 	return rc;
+}
+
+/*
+ * Gather and scatter: the root's node holds every block, in node order (in
+ * the root's own buffer when that order is the ranks'); another node only
+ * its ranks' blocks, side by side in `mine` (in place for a lone rank).
+ */
+static int
+engine_rooted(struct job *j, struct op *op, struct xfer *x, int gather)
+{
+	const struct ipc_op *d = &op->desc;
+	size_t blk = (size_t)d->count * dtype_size(d->dtype);
+	size_t total = blk * j->nranks, ours = blk * j->nlocal, *offs, *lens;
+	uint32_t root = local_index_of(j, d->root), first = j->pos_first[j->me];
+	uint8_t *buf = NULL, *mine = NULL, *user = NULL;
+	int rc;
+
+	if (root != UINT32_MAX) {
+		user = gather ? op->parts[root].recv : op->parts[root].send;
+		buf = j->slots_are_ranks ? user : engine_tmp(j, total, x);
+		if (buf == NULL && total > 0)
+			return -1;
+		if (gather)
+			engine_slot_sends(j, op, buf, blk, 0);
+		else if (buf != user)
+			engine_reslot(j, buf, user, blk);
+	} else {
+		mine = j->nlocal == 1 ? (gather ? op->parts[0].send :
+		    op->parts[0].recv) : engine_tmp(j, ours, x);
+		if (mine == NULL && ours > 0)
+			return -1;
+		if (gather && j->nlocal > 1)
+			engine_slot_sends(j, op, mine, blk, first);
+	}
+	if (engine_blocks(j, blk, &offs, &lens))
+		return engine_nomem(x);
+	rc = (gather ? ring_gather : ring_scatter)(x, buf, offs, lens,
+	    j->rank_pos[d->root], mine);
+	free(offs);
+	free(lens);
+	if (rc == 0 && gather && buf != NULL && buf != user && total > 0)
+		engine_unslot(j, user, buf, blk);
+	if (rc == 0 && !gather)
+		engine_slot_recvs(j, op, buf != NULL ? buf : mine, blk,
+		    buf != NULL ? 0 : first);
+	return rc;
+}
+
+static int
+engine_gather(struct job *j, struct op *op, struct xfer *x)
+{
+	return engine_rooted(j, op, x, 1);
+}
+
+static int
+engine_scatter(struct job *j, struct op *op, struct xfer *x)
+{
+	return engine_rooted(j, op, x, 0);
 }
 
 static int
@@ -657,6 +750,293 @@ engine_alltoall(struct job *j, struct op *op, struct xfer *x)
 }
 
 /*
+ * Allgatherv: as allgather, with each slot as long as its rank's count.
+ * at[s] is where slot s starts in the node-order buffer (at[nranks]: its
+ * length); every position's region follows from it.
+ */
+static int
+v_layout(const struct job *j, const uint64_t *counts, size_t es,
+    size_t **at, size_t **offs, size_t **lens)
+{
+	*at = calloc(j->nranks + 1, sizeof(size_t));
+	*offs = calloc(j->nnodes, sizeof(size_t));
+	*lens = calloc(j->nnodes, sizeof(size_t));
+	if (*at == NULL || *offs == NULL || *lens == NULL) {
+		free(*at);
+		free(*offs);
+		free(*lens);
+		return -1;
+	}
+	for (uint32_t r = 0; r < j->nranks; r++)	/* slot sizes, shifted */
+		(*at)[j->rank_slot[r] + 1] = (size_t)counts[r] * es;
+	for (uint32_t s = 0; s < j->nranks; s++)
+		(*at)[s + 1] += (*at)[s];
+	for (uint32_t p = 0; p < j->nnodes; p++) {
+		(*offs)[p] = (*at)[j->pos_first[p]];
+		(*lens)[p] = (*at)[j->pos_first[p] + j->pos_count[p]] -
+		    (*offs)[p];
+	}
+	return 0;
+}
+
+static int
+engine_allgatherv(struct job *j, struct op *op, struct xfer *x)
+{
+	const uint64_t *counts = op->parts[0].vec;	/* the same on all */
+	size_t es = dtype_size(op->desc.dtype), *at, *offs, *lens;
+	uint8_t *buf;
+	int rc;
+
+	if (v_layout(j, counts, es, &at, &offs, &lens) == -1)
+		return engine_nomem(x);
+	if ((buf = engine_tmp(j, at[j->nranks], x)) == NULL &&
+	    at[j->nranks] > 0) {
+		rc = -1;
+		goto out;
+	}
+	for (uint32_t i = 0; i < j->nlocal; i++) {
+		uint32_t r = j->local_ranks[i];
+
+		if (counts[r] > 0)
+			memcpy(buf + at[j->rank_slot[r]], op->parts[i].send,
+			    counts[r] * es);
+	}
+	/* The nodes must agree on every count: the header carries a digest. */
+	x->hdr.root = proto_vec_digest(counts, j->nranks);
+	if ((rc = ring_allgather(x, buf, offs, lens)) == 0)
+		for (uint32_t i = 0; i < j->nlocal; i++) {
+			const uint64_t *displs = op->parts[i].vec + j->nranks;
+
+			for (uint32_t r = 0; r < j->nranks; r++)
+				if (counts[r] > 0)
+					memcpy(op->parts[i].recv + displs[r] *
+					    es, buf + at[j->rank_slot[r]],
+					    counts[r] * es);
+		}
+out:
+	free(at);
+	free(offs);
+	free(lens);
+	return rc;
+}
+
+/*
+ * Alltoallv, rank i's view: sendcounts, sdispls, recvcounts, rdispls,
+ * nranks each, in its vector.
+ */
+#define SCOUNT(op, i, n)	((op)->parts[i].vec)
+#define SDISPL(op, i, n)	((op)->parts[i].vec + (n))
+#define RCOUNT(op, i, n)	((op)->parts[i].vec + 2 * (size_t)(n))
+#define RDISPL(op, i, n)	((op)->parts[i].vec + 3 * (size_t)(n))
+
+/*
+ * Each pair's block with the node at pos, in one order on both sides: by
+ * sending rank, then receiving rank.  fn sees the local rank i, the other
+ * rank r and the pair's count; it returns the block's bytes.
+ */
+static size_t
+a2av_pairs(const struct job *j, const struct op *op, uint32_t pos, int recv,
+    size_t (*fn)(const struct job *, const struct op *, uint32_t,
+    uint32_t, void *), void *arg)
+{
+	uint32_t n = j->nranks;
+	size_t total = 0;
+
+	for (uint32_t a = 0; a < (recv ? n : j->nlocal); a++)
+		for (uint32_t b = 0; b < (recv ? j->nlocal : n); b++) {
+			uint32_t r = recv ? a : b, i = recv ? b : a;
+
+			if (j->rank_pos[r] == pos)
+				total += fn(j, op, i, r, arg);
+		}
+	return total;
+}
+
+/*
+ * A step's stream: for each pair, what the sender sends on it and what it
+ * expects back on the same pair of ranks, then the blocks.  The receiver
+ * checks both directions, so a pair whose counts disagree fails on the
+ * nodes of both its ranks, however the steps pair the nodes.
+ */
+#define A2AV_PAIR	(2 * sizeof(uint64_t))
+
+struct a2av_cursor {
+	int		 recv;
+	size_t		 es;
+	uint8_t		*counts;	/* the pairs' counts, in order */
+	uint8_t		*data;		/* their blocks, in order */
+	int		 bad;		/* unpack: a pair's counts differ */
+	uint32_t	 from, to;	/* its sending and receiving rank */
+	uint64_t	 sends, expects;
+};
+
+static size_t
+a2av_size(const struct job *j, const struct op *op, uint32_t i, uint32_t r,
+    void *arg)
+{
+	const struct a2av_cursor *c = arg;
+
+	return A2AV_PAIR + (c->recv ? RCOUNT(op, i, j->nranks) :
+	    SCOUNT(op, i, j->nranks))[r] * c->es;
+}
+
+static size_t
+a2av_put(const struct job *j, const struct op *op, uint32_t i, uint32_t r,
+    void *arg)
+{
+	struct a2av_cursor *c = arg;
+	uint64_t count[2] = { SCOUNT(op, i, j->nranks)[r],
+	    RCOUNT(op, i, j->nranks)[r] };
+
+	memcpy(c->counts, count, A2AV_PAIR);
+	c->counts += A2AV_PAIR;
+	memcpy(c->data, op->parts[i].send + SDISPL(op, i, j->nranks)[r] *
+	    c->es, count[0] * c->es);
+	c->data += count[0] * c->es;
+	return 0;
+}
+
+static void
+a2av_bad(struct a2av_cursor *c, uint32_t from, uint32_t to, uint64_t sends,
+    uint64_t expects)
+{
+	if (c->bad++)
+		return;
+	c->from = from;
+	c->to = to;
+	c->sends = sends;
+	c->expects = expects;
+}
+
+/* Check every pair's counts first, before any block lands. */
+static size_t
+a2av_check(const struct job *j, const struct op *op, uint32_t i, uint32_t r,
+    void *arg)
+{
+	struct a2av_cursor *c = arg;
+	uint32_t me = j->local_ranks[i];
+	uint64_t count[2];
+
+	memcpy(count, c->counts, A2AV_PAIR);
+	c->counts += A2AV_PAIR;
+	if (count[0] != RCOUNT(op, i, j->nranks)[r])
+		a2av_bad(c, r, me, count[0], RCOUNT(op, i, j->nranks)[r]);
+	else if (count[1] != SCOUNT(op, i, j->nranks)[r])
+		a2av_bad(c, me, r, SCOUNT(op, i, j->nranks)[r], count[1]);
+	return 0;
+}
+
+static size_t
+a2av_get(const struct job *j, const struct op *op, uint32_t i, uint32_t r,
+    void *arg)
+{
+	struct a2av_cursor *c = arg;
+	size_t len = RCOUNT(op, i, j->nranks)[r] * c->es;
+
+	memcpy(op->parts[i].recv + RDISPL(op, i, j->nranks)[r] * c->es, c->data,
+	    len);
+	c->data += len;
+	return 0;
+}
+
+/* The pairs' counts take the stream's first bytes. */
+static size_t
+a2av_npairs(const struct job *j, uint32_t pos)
+{
+	return (size_t)j->pos_count[pos] * j->nlocal * A2AV_PAIR;
+}
+
+/* Between local ranks: each pair's counts must agree, then a copy. */
+static int
+a2av_local(const struct job *j, const struct op *op, size_t es,
+    struct xfer *x)
+{
+	uint32_t n = j->nranks;
+
+	for (uint32_t i = 0; i < j->nlocal; i++)
+		for (uint32_t k = 0; k < j->nlocal; k++) {
+			uint32_t src = j->local_ranks[i], dst = j->local_ranks[k];
+			uint64_t c = SCOUNT(op, i, n)[dst];
+
+			if (c != RCOUNT(op, k, n)[src]) {
+				x->code = MCCL_ERR_INVALID_ARGUMENT;
+				snprintf(x->err, sizeof(x->err), "alltoallv: rank "
+				    "%u sends %llu elements to rank %u, which "
+				    "expects %llu", src, (unsigned long long)c,
+				    dst, (unsigned long long)RCOUNT(op, k, n)[src]);
+				return -1;
+			}
+			if (c > 0)
+				memcpy(op->parts[k].recv + RDISPL(op, k, n)[src] *
+				    es, op->parts[i].send + SDISPL(op, i, n)[dst] *
+				    es, c * es);
+		}
+	return 0;
+}
+
+/* One pairwise step: to `to`, from `from`, through spack and rpack. */
+static int
+a2av_step(struct job *j, struct op *op, struct xfer *x, uint32_t to,
+    uint32_t from, uint8_t *spack, uint8_t *rpack)
+{
+	size_t es = dtype_size(op->desc.dtype);
+	struct a2av_cursor tx = { .es = es, .counts = spack,
+	    .data = spack + a2av_npairs(j, to) };
+	struct a2av_cursor rx = { .recv = 1, .es = es, .counts = rpack,
+	    .data = rpack + a2av_npairs(j, from) };
+	size_t sbytes = a2av_pairs(j, op, to, 0, a2av_size, &tx);
+	size_t rbytes = a2av_pairs(j, op, from, 1, a2av_size, &rx);
+
+	a2av_pairs(j, op, to, 0, a2av_put, &tx);
+	if (xfer_exchange_sized(x, to, spack, sbytes, from, rpack, rbytes) == -1)
+		return -1;
+	a2av_pairs(j, op, from, 1, a2av_check, &rx);
+	if (rx.bad) {
+		x->code = MCCL_ERR_INVALID_ARGUMENT;
+		snprintf(x->err, sizeof(x->err), "alltoallv: rank %u sends %llu "
+		    "elements to rank %u, which expects %llu", rx.from,
+		    (unsigned long long)rx.sends, rx.to,
+		    (unsigned long long)rx.expects);
+		return -1;
+	}
+	a2av_pairs(j, op, from, 1, a2av_get, &rx);
+	return 0;
+}
+
+/*
+ * Alltoallv in the pairwise steps of alltoall.  Each step's stream starts
+ * with every pair's counts, and its header carries its length: counts that
+ * disagree fail the op on the nodes of the pair's ranks, naming them,
+ * before any block of that step lands.
+ */
+static int
+engine_alltoallv(struct job *j, struct op *op, struct xfer *x)
+{
+	size_t es = dtype_size(op->desc.dtype), smax = 0, rmax = 0, b;
+	struct a2av_cursor sz = { .es = es };
+	uint8_t *tmp;
+	int rc = 0;
+
+	for (uint32_t p = 0; p < j->nnodes; p++) {
+		if (p == j->me)
+			continue;
+		sz.recv = 0;
+		if ((b = a2av_pairs(j, op, p, 0, a2av_size, &sz)) > smax)
+			smax = b;
+		sz.recv = 1;
+		if ((b = a2av_pairs(j, op, p, 1, a2av_size, &sz)) > rmax)
+			rmax = b;
+	}
+	if ((tmp = engine_tmp(j, smax + rmax, x)) == NULL && smax + rmax > 0)
+		return -1;
+	/* The other nodes first: they need not wait for a local mismatch. */
+	for (uint32_t s = 1; rc == 0 && s < j->nnodes; s++)
+		rc = a2av_step(j, op, x, (j->me + s) % j->nnodes,
+		    (j->me + j->nnodes - s) % j->nnodes, tmp, tmp + smax);
+	return rc == 0 ? a2av_local(j, op, es, x) : rc;
+}
+
+/*
  * Links that send from registered memory learn the op's buffers first: the
  * local ranks' segments (registered once, then found in a cache) and the
  * engine's node buffer.
@@ -711,6 +1091,10 @@ engine_run(struct job *j, struct op *op, uint8_t *scratch)
 	case COLL_ALLGATHER: rc = engine_allgather(j, op, &x); break;
 	case COLL_REDUCE_SCATTER: rc = engine_reduce_scatter(j, op, &x); break;
 	case COLL_ALLTOALL: rc = engine_alltoall(j, op, &x); break;
+	case COLL_GATHER: rc = engine_gather(j, op, &x); break;
+	case COLL_SCATTER: rc = engine_scatter(j, op, &x); break;
+	case COLL_ALLGATHERV: rc = engine_allgatherv(j, op, &x); break;
+	case COLL_ALLTOALLV: rc = engine_alltoallv(j, op, &x); break;
 	case COLL_BARRIER: rc = ring_barrier(&x); break;
 	default:
 		x.code = MCCL_ERR_INTERNAL;

@@ -491,7 +491,8 @@ op_desc(const struct peer_ophdr *h, char *s, size_t size)
 {
 	enum { D = 1, O = 2, C = 4, R = 8 };
 	static const uint8_t show[COLL_MAX + 1] = { 0, D | O | C, D | C | R,
-	    0, D | O | C | R, D | C, D | O | C, D | C };
+	    0, D | O | C | R, D | C, D | O | C, D | C, 0, 0, D | C | R,
+	    D | C | R, D | C, D };
 	int f = h->coll <= COLL_MAX ? show[h->coll] : D | O | C | R;
 
 	s[0] = '\0';
@@ -535,6 +536,11 @@ ophdr_mismatch(struct xfer *x, uint32_t peer, const struct peer_ophdr *h)
 		    "op seq %llu (%s), this node at op seq %llu (%s)",
 		    node_name(x, peer), (unsigned long long)h->seq, theirs,
 		    SEQ(x), ours);
+	if (h->coll == COLL_ALLGATHERV && x->hdr.coll == COLL_ALLGATHERV &&
+	    h->root != x->hdr.root)	/* root: a digest of the counts */
+		return ring_fail(x, MCCL_ERR_INVALID_ARGUMENT, "the ranks on "
+		    "node %s gave other allgatherv recvcounts than those on this "
+		    "node (op seq %llu)", node_name(x, peer), SEQ(x));
 	return ring_fail(x, MCCL_ERR_INVALID_ARGUMENT, "node %s issued %s for "
 	    "op seq %llu, this node %s", node_name(x, peer), theirs, SEQ(x),
 	    ours);
@@ -554,9 +560,17 @@ ophdr_check(struct xfer *x, const struct rx *rx)
 	    sizeof(why)) == -1)
 		return ring_fail(x, MCCL_ERR_PROTOCOL, "bad operation header "
 		    "from node %s: %s", node_name(x, rx->peer), why);
+	if (x->pair_bytes && h.seq == me->seq && h.coll == me->coll &&
+	    h.count != x->rx_bytes)
+		return ring_fail(x, MCCL_ERR_INVALID_ARGUMENT, "%s: node %s "
+		    "sends %llu bytes to this node's ranks, which expect %llu "
+		    "from it: the counts of their ranks disagree (op seq %llu)",
+		    proto_coll_name(h.coll), node_name(x, rx->peer),
+		    (unsigned long long)h.count,
+		    (unsigned long long)x->rx_bytes, SEQ(x));
 	if (h.seq == me->seq && h.coll == me->coll && h.dtype == me->dtype &&
-	    h.redop == me->redop && h.root == me->root && h.count == me->count &&
-	    h.algo == me->algo)
+	    h.redop == me->redop && h.root == me->root &&
+	    (h.count == me->count || x->pair_bytes) && h.algo == me->algo)
 		return 0;
 	return ophdr_mismatch(x, rx->peer, &h);
 }
@@ -724,13 +738,49 @@ links_ready(const struct pollfd *pfd, size_t n)
 	return 0;
 }
 
-/* What io_wait sleeps on: the abort fd, then what the links armed. */
-struct watch {
-	struct pollfd	 pfd[1 + 4 * PEER_LANES_MAX];
-	struct link	*link[1 + 4 * PEER_LANES_MAX];
-	uint32_t	 peer[1 + 4 * PEER_LANES_MAX];
-	nfds_t		 n;
+/*
+ * What io_wait sleeps on: the abort fd, then what the links armed, at
+ * most WATCH_PER_LANE per lane.  Room for PEER_LANES_MAX lanes is on the
+ * stack; a star over more nodes brings its own (watch_init).
+ */
+#define WATCH_PER_LANE	4
+#define WATCH_STACK	(1 + WATCH_PER_LANE * PEER_LANES_MAX)
+
+struct watch_slot {
+	struct link	*link;
+	uint32_t	 peer;
 };
+
+struct watch {
+	struct pollfd	 *pfd;
+	struct watch_slot *slot;
+	nfds_t		 n;
+	struct pollfd	 pfd_stack[WATCH_STACK];
+	struct watch_slot slot_stack[WATCH_STACK];
+};
+
+static int
+watch_init(struct watch *w, size_t nl)
+{
+	size_t cap = 1 + WATCH_PER_LANE * nl;
+
+	w->pfd = w->pfd_stack;
+	w->slot = w->slot_stack;
+	if (cap <= WATCH_STACK)
+		return 0;
+	w->pfd = calloc(cap, sizeof(*w->pfd));
+	w->slot = calloc(cap, sizeof(*w->slot));
+	return w->pfd == NULL || w->slot == NULL ? -1 : 0;
+}
+
+static void
+watch_free(struct watch *w)
+{
+	if (w->pfd != w->pfd_stack)
+		free(w->pfd);
+	if (w->slot != w->slot_stack)
+		free(w->slot);
+}
 
 /* Arm l for `want`; 0: it can move already, no need to sleep. */
 static int
@@ -738,10 +788,8 @@ watch_add(struct watch *w, struct link *l, uint32_t peer, short want)
 {
 	int n = link_arm(l, want, w->pfd + w->n);
 
-	for (int i = 0; i < n; i++) {
-		w->link[w->n + (nfds_t)i] = l;
-		w->peer[w->n + (nfds_t)i] = peer;
-	}
+	for (int i = 0; i < n; i++)
+		w->slot[w->n + (nfds_t)i] = (struct watch_slot){ l, peer };
 	w->n += (nfds_t)n;
 	return n;
 }
@@ -752,41 +800,41 @@ watch_add(struct watch *w, struct link *l, uint32_t peer, short want)
  * it: its node can't finish this operation before taking all we send.
  */
 static int
-io_wait(struct xfer *x, const struct lane *lanes, size_t nl)
+io_wait(struct xfer *x, const struct lane *lanes, size_t nl,
+    struct watch *w)
 {
-	struct watch w;
 	int timeout;
 	char buf[128];
 
 	if (wait_timeout(x, lanes, nl, &timeout) == -1)
 		return -1;
-	w.pfd[0] = (struct pollfd){ x->abort_fd, POLLIN, 0 };
-	w.n = 1;
+	w->pfd[0] = (struct pollfd){ x->abort_fd, POLLIN, 0 };
+	w->n = 1;
 	for (size_t k = 0; k < nl; k++) {
 		const struct tx *tx = &lanes[k].tx;
 		const struct rx *rx = &lanes[k].rx;
 
-		if ((!tx_complete(tx) && watch_add(&w, tx->link, tx->peer,
+		if ((!tx_complete(tx) && watch_add(w, tx->link, tx->peer,
 		    (short)(POLLRDHUP | (tx->qlen > 0 ? POLLOUT : 0))) == 0) ||
-		    (!rx_complete(rx) && watch_add(&w, rx->link, rx->peer,
+		    (!rx_complete(rx) && watch_add(w, rx->link, rx->peer,
 		    POLLIN) == 0))
 			return 0;
 	}
-	if (links_poll(x, w.pfd, w.n, timeout) == -1)
+	if (links_poll(x, w->pfd, w->n, timeout) == -1)
 		return errno == EINTR ? 0 : ring_fail(x, MCCL_ERR_INTERNAL,
 		    "poll: %s", strerror_r(errno, buf, sizeof(buf)));
 	/* What a peer sent before it hung up is taken first. */
-	for (nfds_t i = 1; i < w.n && !links_ready(w.pfd + 1, w.n - 1); i++)
-		if ((w.pfd[i].events & POLLRDHUP) &&
-		    (w.pfd[i].revents & (POLLERR | POLLHUP | POLLRDHUP)))
-			return link_error(x, w.peer[i], w.link[i],
-			    link_hangup_errno(w.link[i]));
+	for (nfds_t i = 1; i < w->n && !links_ready(w->pfd + 1, w->n - 1); i++)
+		if ((w->pfd[i].events & POLLRDHUP) &&
+		    (w->pfd[i].revents & (POLLERR | POLLHUP | POLLRDHUP)))
+			return link_error(x, w->slot[i].peer, w->slot[i].link,
+			    link_hangup_errno(w->slot[i].link));
 	/*
 	 * Aborted: give up, unless a link can move.  The op may then still
 	 * end well here, as it did on the nodes that sent its last frames
 	 * before the failure of a later op aborted the job.
 	 */
-	if (w.pfd[0].revents != 0 && !links_ready(w.pfd + 1, w.n - 1))
+	if (w->pfd[0].revents != 0 && !links_ready(w->pfd + 1, w->n - 1))
 		return ring_fail(x, MCCL_ERR_ABORTED, "job aborted");
 	return 0;
 }
@@ -820,13 +868,11 @@ ring_start(struct xfer *x, const struct lane *lanes, size_t nl)
  * header.
  */
 static int
-lanes_run(struct xfer *x, struct lane *lanes, size_t nl)
+lanes_step(struct xfer *x, struct lane *lanes, size_t nl, struct watch *w)
 {
 	struct lane *l;
 	int moved, done;
 
-	if (ring_start(x, lanes, nl) == -1)
-		return -1;
 	for (l = lanes; l < lanes + nl; l++) {
 		if (tx_init(x, &l->tx, l->ptx, l->nown, l->nsend, l->to) == -1)
 			return -1;
@@ -843,9 +889,27 @@ lanes_run(struct xfer *x, struct lane *lanes, size_t nl)
 		}
 		if (done)
 			return 0;
-		if (!moved && io_wait(x, lanes, nl) == -1)
+		if (!moved && io_wait(x, lanes, nl, w) == -1)
 			return -1;
 	}
+}
+
+static int
+lanes_run(struct xfer *x, struct lane *lanes, size_t nl)
+{
+	struct watch w;
+	int rc;
+
+	if (ring_start(x, lanes, nl) == -1)
+		return -1;
+	if (watch_init(&w, nl) == -1) {
+		watch_free(&w);
+		return ring_fail(x, MCCL_ERR_NO_MEMORY, "out of memory for "
+		    "watching %zu links", nl);
+	}
+	rc = lanes_step(x, lanes, nl, &w);
+	watch_free(&w);
+	return rc;
 }
 
 /* One lane: the two-plan exchanges and the single ring. */
@@ -1086,6 +1150,122 @@ xfer_exchange(struct xfer *x, uint32_t to, const void *sbuf, size_t sbytes,
 	ptx.total = sbytes;
 	prx.total = rbytes;
 	return duplex_run(x, &ptx, &prx, 1, 1, 1, to, from);
+}
+
+/*
+ * xfer_exchange where the two sides' sizes differ by pair (alltoallv):
+ * the header this node sends carries sbytes, and the one it receives must
+ * carry rbytes, or the op fails naming the node.
+ */
+int
+xfer_exchange_sized(struct xfer *x, uint32_t to, const void *sbuf,
+    size_t sbytes, uint32_t from, void *rbuf, size_t rbytes)
+{
+	uint64_t count = x->hdr.count;
+	int rc;
+
+	x->hdr.count = sbytes;
+	x->rx_bytes = rbytes;
+	x->pair_bytes = 1;
+	rc = xfer_exchange(x, to, sbuf, sbytes, from, rbuf, rbytes);
+	x->hdr.count = count;
+	x->pair_bytes = 0;
+	return rc;
+}
+
+/*
+ * The star of gather and scatter: the root's node and each other node
+ * exchange that node's block (offs[p], lens[p] of buf) at once, a lane per
+ * node.  The root receives (gather) or sends (scatter) on n - 1 lanes; a
+ * node sends from or receives into `mine` (lens[me] bytes).  Data carries
+ * the operation header between the root and the others; the others also
+ * swap headers among themselves (headers_run), so that, as in a
+ * broadcast, every node returns only once every node's header matched.
+ */
+static int
+star_run(struct xfer *x, uint8_t *buf, const size_t *offs,
+    const size_t *lens, int gather)
+{
+	uint32_t n = x->nnodes, k = 0;
+	struct plan *p;
+	struct lane *l;
+	int rc;
+
+	p = calloc(n, sizeof(*p));
+	l = calloc(n, sizeof(*l));
+	if (p == NULL || l == NULL) {
+		free(p);
+		free(l);
+		return ring_fail(x, MCCL_ERR_NO_MEMORY, "out of memory");
+	}
+	for (uint32_t q = 0; q < n; q++) {
+		if (q == x->me)
+			continue;
+		if (plan_init(x, &p[k], buf + offs[q], 1) == -1)
+			break;
+		p[k].block = whole_block;
+		p[k].total = lens[q];
+		l[k] = (struct lane){ .ptx = &p[k], .prx = &p[k], .nown = !gather,
+		    .nsend = !gather, .nrecv = gather, .to = q, .from = q };
+		k++;
+	}
+	rc = k == n - 1 ? lanes_run(x, l, k) : -1;
+	free(p);
+	free(l);
+	return rc;
+}
+
+/* A node other than the root's: its block, to or from the root. */
+static int
+star_leaf(struct xfer *x, uint8_t *mine, size_t len, uint32_t root,
+    int gather)
+{
+	struct plan p;
+
+	if (plan_init(x, &p, mine, 1) == -1)
+		return -1;
+	p.block = whole_block;
+	p.total = len;
+	return gather ? duplex_run(x, &p, &p, 1, 1, 0, root, root) :
+	    duplex_run(x, &p, &p, 0, 0, 1, root, root);
+}
+
+int
+ring_gather(struct xfer *x, void *buf, const size_t *offs, const size_t *lens,
+    uint32_t root, void *mine)
+{
+	uint32_t n = x->nnodes, none = UINT32_MAX;
+
+	if (n <= 1)
+		return 0;
+	if (root >= n)
+		return ring_fail(x, MCCL_ERR_INVALID_ARGUMENT, "gather root at "
+		    "position %u of %u nodes", root, n);
+	if (x->me == root)
+		return headers_run(x, none, 1) == -1 ? -1 :
+		    star_run(x, buf, offs, lens, 1);
+	if (headers_run(x, root, 1) == -1 || headers_run(x, none, 0) == -1)
+		return -1;
+	return star_leaf(x, mine, lens[x->me], root, 1);
+}
+
+int
+ring_scatter(struct xfer *x, void *buf, const size_t *offs, const size_t *lens,
+    uint32_t root, void *mine)
+{
+	uint32_t n = x->nnodes, none = UINT32_MAX;
+
+	if (n <= 1)
+		return 0;
+	if (root >= n)
+		return ring_fail(x, MCCL_ERR_INVALID_ARGUMENT, "scatter root at "
+		    "position %u of %u nodes", root, n);
+	if (x->me == root)
+		return headers_run(x, none, 0) == -1 ? -1 :
+		    star_run(x, buf, offs, lens, 0);
+	if (headers_run(x, none, 1) == -1 || headers_run(x, root, 0) == -1)
+		return -1;
+	return star_leaf(x, mine, lens[x->me], root, 0);
 }
 
 /* ---- halving and doubling ---- */

@@ -169,6 +169,12 @@ desc_check(struct job *j, struct op *op, uint32_t i, const struct ipc_op *d)
 	else if (proto_coll_p2p(d->coll))
 		snprintf(err, sizeof(err), "a %s in the submission ring: sends "
 		    "and receives go in IPC_OP records", proto_coll_name(d->coll));
+	else if (i > 0 && d->coll == COLL_ALLGATHERV && o->coll == d->coll &&
+	    o->count != d->count)
+		snprintf(err, sizeof(err), "its allgatherv recvcounts sum to "
+		    "%llu, those of another rank on node %s to %llu",
+		    (unsigned long long)d->count, md.conf.node_name,
+		    (unsigned long long)o->count);
 	else if (i > 0 && !desc_same(o, d))
 		snprintf(err, sizeof(err), "it is %s count %llu by %s, but "
 		    "another rank on node %s issued %s count %llu by %s as "
@@ -185,6 +191,34 @@ desc_check(struct job *j, struct op *op, uint32_t i, const struct ipc_op *d)
 	return -1;
 }
 
+/*
+ * A v-collective's vector, copied out of the rank's segment (the client may
+ * still write there), and the extents of the buffers it gives.
+ */
+static int
+part_vec(struct job *j, struct op_part *part, const struct subq *q,
+    const struct ipc_op *d, uint64_t *sbytes, uint64_t *rbytes, char *err,
+    size_t errlen)
+{
+	size_t n = proto_vec_len(d->coll, j->nranks);
+	struct seg *s;
+	uint8_t *p;
+
+	if ((s = seg_resolve(q->segs, d->vec_seg, d->vec_off,
+	    n * sizeof(uint64_t), &p, err, errlen)) == NULL)
+		return -1;
+	part->vec = malloc(n * sizeof(uint64_t));
+	if (part->vec != NULL)
+		memcpy(part->vec, p, n * sizeof(uint64_t));
+	seg_unref(s);
+	if (part->vec == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	return proto_vec_bytes(d->coll, d->count, dtype_size(d->dtype),
+	    j->nranks, q->rank, part->vec, sbytes, rbytes, err, errlen);
+}
+
 /* Rank i's buffers for op, resolved in its connection's segments. */
 static int
 part_attach(struct job *j, struct op *op, uint32_t i, const struct ipc_op *d)
@@ -194,8 +228,19 @@ part_attach(struct job *j, struct op *op, uint32_t i, const struct ipc_op *d)
 	uint64_t sbytes, rbytes;
 	char err[ERR_MAX];
 
-	proto_op_bytes(d->coll, d->count, dtype_size(d->dtype), j->nranks,
-	    q->rank, d->root, &sbytes, &rbytes);
+	if (proto_vec_len(d->coll, j->nranks) == 0)
+		proto_op_bytes(d->coll, d->count, dtype_size(d->dtype),
+		    j->nranks, q->rank, d->root, &sbytes, &rbytes);
+	else if (part_vec(j, part, q, d, &sbytes, &rbytes, err,
+	    sizeof(err)) == -1)
+		goto fail;
+	else if (i > 0 && d->coll == COLL_ALLGATHERV &&
+	    memcmp(part->vec, op->parts[0].vec, j->nranks * sizeof(uint64_t))) {
+		snprintf(err, sizeof(err), "its allgatherv recvcounts differ "
+		    "from those of rank %u on node %s", j->sq[0].rank,
+		    md.conf.node_name);
+		goto fail;
+	}
 	part->send_seg = seg_resolve(q->segs, d->send_seg, d->send_off, sbytes,
 	    &part->send, err, sizeof(err));
 	if (part->send == NULL && sbytes > 0)

@@ -58,6 +58,7 @@
 #define CLOSE_MS	2000		/* a bad message closes within this */
 #define REPLY_MS	5000
 #define SEG_SIZE	4096
+#define BELL_BYTES	8192		/* a doorbell: IPC_BELL_SIZE, rounded */
 #define SEG_SEALS	(F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
 #define HUGE_RECORD	(300 * 1024)	/* more than IPC_MSG_MAX */
 
@@ -1044,18 +1045,18 @@ bell_open(struct job_conn *jc, int garbage, char *why, size_t len)
 {
 	void *page;
 
-	if ((jc->bellfd = memfd_make(SEG_SIZE, SEG_SEALS)) == -1 ||
-	    (page = mmap(NULL, SEG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED,
+	if ((jc->bellfd = memfd_make(BELL_BYTES, SEG_SEALS)) == -1 ||
+	    (page = mmap(NULL, BELL_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED,
 	    jc->bellfd, 0)) == MAP_FAILED) {
 		snprintf(why, len, "memfd: %s", strerror(errno));
 		return -1;
 	}
 	jc->db = page;
 	if (garbage) {
-		memset(page, 0xff, SEG_SIZE);
+		memset(page, 0xff, BELL_BYTES);
 		jc->db->sq_head = 0;
 	}
-	if (seg_accepted(jc->fd, BELL_SEG, SEG_SIZE, jc->bellfd, why, len) ==
+	if (seg_accepted(jc->fd, BELL_SEG, BELL_BYTES, jc->bellfd, why, len) ==
 	    -1)
 		return -1;
 	return bell_accepted(jc->fd, BELL_SEG, why, len);
@@ -1113,7 +1114,7 @@ job_close(struct job_conn *jc)
 	if (jc->base != MAP_FAILED)
 		munmap(jc->base, SEG_SIZE);
 	if (jc->db != NULL)
-		munmap(jc->db, SEG_SIZE);
+		munmap(jc->db, BELL_BYTES);
 	if (jc->segfd != -1)
 		close(jc->segfd);
 	if (jc->bellfd != -1)
@@ -1171,6 +1172,16 @@ ring_answer(struct job_conn *jc, uint64_t seq, char *why, size_t len)
 	return -1;
 }
 
+/* Publish op (its seq set here) and wait: as ring_answer. */
+static int
+job_submit(struct job_conn *jc, struct ipc_op *op, char *why, size_t len)
+{
+	op->seq = ++jc->seq;
+	op->timeout_ms = REPLY_MS;
+	ring_put(jc, op);
+	return ring_answer(jc, op->seq, why, len);
+}
+
 /* A collective of count floats: 0, a failure's code, or -1 (see above). */
 static int
 job_coll(struct job_conn *jc, uint8_t coll, uint32_t send_seg,
@@ -1180,7 +1191,6 @@ job_coll(struct job_conn *jc, uint8_t coll, uint32_t send_seg,
 	struct ipc_op op;
 
 	memset(&op, 0, sizeof(op));
-	op.seq = ++jc->seq;
 	op.coll = coll;
 	op.dtype = MCCL_FLOAT32;
 	op.redop = MCCL_SUM;
@@ -1189,9 +1199,7 @@ job_coll(struct job_conn *jc, uint8_t coll, uint32_t send_seg,
 	op.recv_seg = recv_seg;
 	op.send_off = send_off;
 	op.recv_off = recv_off;
-	op.timeout_ms = REPLY_MS;
-	ring_put(jc, &op);
-	return ring_answer(jc, op.seq, why, len);
+	return job_submit(jc, &op, why, len);
 }
 
 static int
@@ -1264,6 +1272,50 @@ c_overlap(char *why, size_t len)
 		job_close(&jc);
 	}
 	return rc == 0 ? 0 : -1;
+}
+
+/*
+ * A v-collective's vector from a raw client: outside its segment, giving
+ * blocks outside the buffers' segment, or an alltoallv with a count.  The
+ * vector of a 1-rank alltoallv is 4 uint64s, at offset 3000 of segment 1.
+ */
+static int
+vec_refused(uint64_t vec_off, const uint64_t v[4], uint64_t count,
+    const char *want, char *why, size_t len)
+{
+	struct job_conn jc;
+	struct ipc_op op;
+	int rc = -1;
+
+	if (job_open(&jc, "vec", why, len) == 0) {
+		memcpy(jc.base + 3000, v, 4 * sizeof(uint64_t));
+		memset(&op, 0, sizeof(op));
+		op.coll = COLL_ALLTOALLV;
+		op.dtype = MCCL_FLOAT32;
+		op.count = count;
+		op.send_seg = op.recv_seg = op.vec_seg = 1;
+		op.recv_off = 1000;
+		op.vec_off = vec_off;
+		rc = failed_with(job_submit(&jc, &op, why, len),
+		    MCCL_ERR_INVALID_ARGUMENT, want, why, len);
+	}
+	job_close(&jc);
+	return rc;
+}
+
+static int
+c_vec_bad(char *why, size_t len)
+{
+	static const uint64_t ok[4] = { 10, 0, 10, 0 };
+	static const uint64_t far[4] = { 10, 0, 10, 4000 };
+	static const uint64_t huge[4] = { 1ULL << 62, 0, 10, 0 };
+
+	if (vec_refused(SEG_SIZE - 16, ok, 0, "outside segment", why, len) ==
+	    -1 || vec_refused(3000, far, 0, "outside segment", why, len) == -1 ||
+	    vec_refused(3000, huge, 0, "too large", why, len) == -1 ||
+	    vec_refused(3000, ok, 5, "with count 5, not 0", why, len) == -1)
+		return -1;
+	return 0;
 }
 
 static int
@@ -1427,7 +1479,7 @@ c_bell_twice(char *why, size_t len)
 	int rc = -1;
 
 	if (job_open(&jc, "belltwice", why, len) == 0)
-		rc = bell_refused(jc.fd, 1, "has a doorbell", why, len);
+		rc = bell_refused(jc.fd, BELL_SEG, "has a doorbell", why, len);
 	job_close(&jc);
 	return rc;
 }
@@ -1779,12 +1831,12 @@ join_rank(const char *job, uint32_t rank, char *why, size_t len)
 		snprintf(why, len, "%s", err);
 		return -1;
 	}
-	if ((bfd = memfd_make(SEG_SIZE, SEG_SEALS)) == -1) {
+	if ((bfd = memfd_make(BELL_BYTES, SEG_SEALS)) == -1) {
 		snprintf(why, len, "memfd: %s", strerror(errno));
 		close(fd);
 		return -1;
 	}
-	if (seg_accepted(fd, BELL_SEG, SEG_SIZE, bfd, why, len) == -1 ||
+	if (seg_accepted(fd, BELL_SEG, BELL_BYTES, bfd, why, len) == -1 ||
 	    bell_accepted(fd, BELL_SEG, why, len) == -1) {
 		close(bfd);
 		close(fd);
@@ -1918,6 +1970,8 @@ static const struct {
 	{ "op: count too large", c_count_huge },
 	{ "op: count whose byte size wraps to 0", c_count_wraps },
 	{ "op: unregistered segment id", c_unregistered },
+	{ "op: a v-collective's vector outside its segment, or out of range",
+	    c_vec_bad },
 	{ "op: send and recv buffers overlapping, not in place: refused; "
 	    "in place: run", c_overlap },
 	{ "op: segment id 0 with a length", c_seg_id_zero },

@@ -51,7 +51,7 @@ fi
 hostile_run "client" client "$T/n0.sock" "$T/n0.log"
 hostile_pool_restore
 hostile_logged "each client refusal is logged with its reason" "$T/n0.log" \
-    "bad ipc magic" "ipc version 5, expected 4" "unknown ipc message type" \
+    "bad ipc magic" "ipc version 6, expected 5" "unknown ipc message type" \
     "record shorter than a header" "header says 19 bytes, record has 9" \
     "header says 6 bytes, record has 14" "length 4294967295" \
     "longer than max_message_bytes" "first message is not HELLO" \

@@ -17,6 +17,12 @@
  *   mismatch           rank 0 issues another count: every rank fails
  *   mismatch-coll KIND rank 0 issues another collective or root: every
  *                      rank fails with INVALID_ARGUMENT naming both
+ *   mismatch-v KIND    KIND 0: in an alltoallv rank 0 sends rank 1 one
+ *                      element fewer than it expects: the ranks on their
+ *                      nodes fail with INVALID_ARGUMENT saying so, others
+ *                      (ranks 2 and up) may end well, then fail; 1: in an
+ *                      allgatherv rank 0 gives other recvcounts: every
+ *                      rank fails
  *   abort              rank 0 aborts: every other rank's op fails
  *   loop CODE TEXT     allreduce until an op fails with CODE and TEXT
  *   steady MS          allreduce for MS ms, every one must succeed
@@ -428,6 +434,160 @@ run_alltoall(mccl_comm_t *comm, struct bufs *b, int in_place, size_t count,
 		    in_place ? "in place" : "out of place", bad);
 }
 
+static void
+run_gather(mccl_comm_t *comm, struct bufs *b, int in_place, size_t count,
+    mccl_dtype_t t, int root)
+{
+	int n = mccl_comm_size(comm);
+	size_t es = mccl_dtype_size(t), bad = 0;
+	void *send = in_place && my_rank == root ? (uint8_t *)b->recv +
+	    (size_t)root * count * es : b->send;
+	mccl_result_t rc;
+
+	for (size_t i = 0; i < count; i++)
+		put(send, i, t, input(my_rank, i, MCCL_SUM));
+	rc = mccl_gather(send, my_rank == root ? b->recv : NULL, count, t,
+	    root, comm, NULL);
+	checks++;
+	if (rc != MCCL_SUCCESS) {
+		FAIL("gather dtype %d count %zu root %d: %s: %s", t, count,
+		    root, mccl_strerror(rc), mccl_last_error(comm));
+		return;
+	}
+	for (int r = 0; r < n && my_rank == root; r++)
+		for (size_t i = 0; i < count; i++)
+			bad += get(b->recv, (size_t)r * count + i, t) !=
+			    input(r, i, MCCL_SUM);
+	if (bad > 0)
+		FAIL("gather dtype %d count %zu root %d %s: %zu wrong", t, count,
+		    root, in_place ? "in place" : "out of place", bad);
+}
+
+static void
+run_scatter(mccl_comm_t *comm, struct bufs *b, int in_place, size_t count,
+    mccl_dtype_t t, int root)
+{
+	int n = mccl_comm_size(comm);
+	size_t es = mccl_dtype_size(t), bad = 0;
+	void *recv = in_place && my_rank == root ? (uint8_t *)b->send +
+	    (size_t)root * count * es : b->recv;
+	mccl_result_t rc;
+
+	for (int r = 0; r < n && my_rank == root; r++)
+		for (size_t i = 0; i < count; i++)
+			put(b->send, (size_t)r * count + i, t, a2a_value(root, r,
+			    i));
+	rc = mccl_scatter(my_rank == root ? b->send : NULL, recv, count, t,
+	    root, comm, NULL);
+	checks++;
+	if (rc != MCCL_SUCCESS) {
+		FAIL("scatter dtype %d count %zu root %d: %s: %s", t, count,
+		    root, mccl_strerror(rc), mccl_last_error(comm));
+		return;
+	}
+	for (size_t i = 0; i < count; i++)
+		bad += get(recv, i, t) != a2a_value(root, my_rank, i);
+	if (bad > 0)
+		FAIL("scatter dtype %d count %zu root %d %s: %zu wrong", t, count,
+		    root, in_place ? "in place" : "out of place", bad);
+}
+
+/* Uneven counts, from 0 to count: rank r's share for rank d. */
+static size_t
+v_count(size_t count, int r, int d)
+{
+	return count * (size_t)((r + 2 * d + 1) % 5) / 4;
+}
+
+static void
+run_allgatherv(mccl_comm_t *comm, struct bufs *b, size_t count,
+    mccl_dtype_t t)
+{
+	int n = mccl_comm_size(comm);
+	size_t *vc = calloc((size_t)n, sizeof(size_t));
+	size_t *displs = calloc((size_t)n, sizeof(size_t));
+	size_t bad = 0, at = 0;
+	mccl_result_t rc;
+
+	if (vc == NULL || displs == NULL) {
+		FAIL("out of memory");
+		goto out;
+	}
+	/* Blocks in reverse rank order with a gap after each. */
+	for (int r = n - 1; r >= 0; r--) {
+		vc[r] = v_count(count, r, 0);
+		displs[r] = at;
+		at += vc[r] + 1;
+	}
+	for (size_t i = 0; i < vc[my_rank]; i++)
+		put(b->send, i, t, input(my_rank, i, MCCL_SUM));
+	rc = mccl_allgatherv(b->send, vc[my_rank], b->recv, vc, displs,
+	    t, comm, NULL);
+	checks++;
+	if (rc != MCCL_SUCCESS) {
+		FAIL("allgatherv dtype %d count %zu: %s: %s", t, count,
+		    mccl_strerror(rc), mccl_last_error(comm));
+		goto out;
+	}
+	for (int r = 0; r < n; r++)
+		for (size_t i = 0; i < vc[r]; i++)
+			bad += get(b->recv, displs[r] + i, t) !=
+			    input(r, i, MCCL_SUM);
+	if (bad > 0)
+		FAIL("allgatherv dtype %d count %zu: %zu wrong", t, count, bad);
+out:
+	free(vc);
+	free(displs);
+}
+
+/*
+ * Rank s sends v_count(count, s, d) elements to rank d: in rank order in
+ * its send buffer, received in reverse rank order with a gap after each.
+ */
+static void
+run_alltoallv(mccl_comm_t *comm, struct bufs *b, size_t count,
+    mccl_dtype_t t)
+{
+	int n = mccl_comm_size(comm);
+	size_t *v = calloc(4 * (size_t)n, sizeof(size_t)), bad = 0, at = 0;
+	size_t *sc = v, *sd = v + n, *rc_ = v + 2 * n, *rd = v + 3 * n;
+	mccl_result_t rc;
+
+	if (v == NULL) {
+		FAIL("out of memory");
+		return;
+	}
+	for (int d = 0; d < n; d++) {
+		sc[d] = v_count(count, my_rank, d);
+		sd[d] = at;
+		at += sc[d];
+	}
+	at = 0;
+	for (int s = n - 1; s >= 0; s--) {
+		rc_[s] = v_count(count, s, my_rank);
+		rd[s] = at;
+		at += rc_[s] + 1;
+	}
+	for (int d = 0; d < n; d++)
+		for (size_t i = 0; i < sc[d]; i++)
+			put(b->send, sd[d] + i, t, a2a_value(my_rank, d, i));
+	rc = mccl_alltoallv(b->send, sc, sd, b->recv, rc_, rd, t, comm, NULL);
+	checks++;
+	if (rc != MCCL_SUCCESS) {
+		FAIL("alltoallv dtype %d count %zu: %s: %s", t, count,
+		    mccl_strerror(rc), mccl_last_error(comm));
+		free(v);
+		return;
+	}
+	for (int s = 0; s < n; s++)
+		for (size_t i = 0; i < rc_[s]; i++)
+			bad += get(b->recv, rd[s] + i, t) != a2a_value(s, my_rank,
+			    i);
+	if (bad > 0)
+		FAIL("alltoallv dtype %d count %zu: %zu wrong", t, count, bad);
+	free(v);
+}
+
 /*
  * Every dtype and op with buffers shared with the daemon; with staged ones
  * (any pointer) the staging path is the same for every dtype and op, so
@@ -470,9 +630,22 @@ run_matrix(mccl_comm_t *comm, struct bufs *b, int full)
 				run_alltoall(comm, b, ip, counts[c],
 				    (mccl_dtype_t)t);
 			}
+	for (int t = 0; t < MCCL_NUM_DTYPES; t++)
+		for (size_t c = 0; c < NCOUNTS && in_matrix(full, t, MCCL_SUM);
+		    c++) {
+			run_allgatherv(comm, b, counts[c], (mccl_dtype_t)t);
+			run_alltoallv(comm, b, counts[c], (mccl_dtype_t)t);
+		}
 	for (int root = 0; root < mccl_comm_size(comm); root++)
-		for (size_t c = 0; c < NCOUNTS; c++)
+		for (size_t c = 0; c < NCOUNTS; c++) {
 			run_broadcast(comm, b, counts[c], root);
+			for (int ip = 0; ip < 2; ip++) {
+				run_gather(comm, b, ip, counts[c], MCCL_INT32,
+				    root);
+				run_scatter(comm, b, ip, counts[c],
+				    c % 2 ? MCCL_FLOAT64 : MCCL_UINT8, root);
+			}
+		}
 }
 
 static int
@@ -485,7 +658,8 @@ mode_collectives(void)
 
 	if ((comm = join()) == NULL)
 		return 1;
-	bytes = MAXCOUNT * 8 * (size_t)mccl_comm_size(comm);
+	/* the v-collectives leave a gap of one element after each block */
+	bytes = (MAXCOUNT + 1) * 8 * (size_t)mccl_comm_size(comm);
 	shm.send = mccl_alloc(comm, bytes);
 	shm.recv = mccl_alloc(comm, bytes);
 	heap.send = malloc(bytes);
@@ -826,6 +1000,56 @@ mode_mismatch(void)
 	expect(comm, rc, MCCL_ERR_INVALID_ARGUMENT, "count", "mismatch");
 	expect(comm, mccl_barrier(comm, NULL), MCCL_ERR_INVALID_ARGUMENT,
 	    "count", "the communicator stays failed");
+	mccl_comm_destroy(comm);
+	return failures != 0;
+}
+
+static int
+mode_mismatch_v(int kind)
+{
+	size_t v[4 * 64] = { 0 };
+	float send[64] = { 0 }, recv[64];
+	int n;
+	mccl_comm_t *comm;
+	mccl_result_t rc;
+
+	if ((comm = join()) == NULL)
+		return 1;
+	if ((n = mccl_comm_size(comm)) > 64)
+		return 1;
+	expect(comm, mccl_barrier(comm, NULL), MCCL_SUCCESS, NULL, "barrier");
+	for (int r = 0; r < n; r++) {
+		v[r] = v[2 * n + r] = 1;	/* counts */
+		v[n + r] = v[3 * n + r] = (size_t)r;	/* displacements */
+	}
+	if (kind == 0) {
+		if (my_rank == 0)
+			v[1] = 0;	/* sends rank 1 nothing: it expects 1 */
+		rc = mccl_alltoallv(send, v, v + n, recv, v + 2 * n, v + 3 * n,
+		    MCCL_FLOAT32, comm, NULL);
+		/* the pair's ranks, or where the totals differ already, the
+		   nodes: "alltoallv: rank 0 sends 0 elements to rank 1,
+		   which expects 1", "alltoallv: node n0 sends 16 bytes to
+		   this node's ranks, which expect 20 from it" */
+		if (my_rank < 2 || rc != MCCL_SUCCESS)
+			expect(comm, rc, MCCL_ERR_INVALID_ARGUMENT,
+			    "which expect", "alltoallv");
+		else	/* its own exchanges agreed: the failure comes next */
+			expect(comm, mccl_barrier(comm, NULL),
+			    MCCL_ERR_INVALID_ARGUMENT, "which expect",
+			    "the barrier after");
+	} else {
+		if (my_rank == 0) {
+			v[0] = 2;	/* its own count, as it says: 2 */
+			v[n] = 0;
+			for (int r = 1; r < n; r++)
+				v[n + r] = (size_t)r + 1;
+		}
+		rc = mccl_allgatherv(send, v[my_rank], recv, v, v + n,
+		    MCCL_FLOAT32, comm, NULL);
+		expect(comm, rc, MCCL_ERR_INVALID_ARGUMENT, "recvcounts",
+		    "allgatherv");
+	}
 	mccl_comm_destroy(comm);
 	return failures != 0;
 }
@@ -1317,6 +1541,8 @@ main(int argc, char **argv)
 		return mode_mismatch();
 	if (argc == 3 && strcmp(argv[1], "mismatch-coll") == 0)
 		return mode_mismatch_coll(atoi(argv[2]) % 3);
+	if (argc == 3 && strcmp(argv[1], "mismatch-v") == 0)
+		return mode_mismatch_v(atoi(argv[2]));
 	if (argc == 2 && strcmp(argv[1], "abort") == 0)
 		return mode_abort();
 	if (argc == 3 && strcmp(argv[1], "steady") == 0)

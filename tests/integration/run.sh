@@ -48,6 +48,14 @@ run_job "API: bad arguments, 100 in flight, split, threads" japi "0 0 1 2 2" api
 run_job "API on one node x 4 ranks" japi1 "1 1 1 1" api
 run_job "mismatched counts fail every rank" jmis "0 1 1" mismatch
 run_job "abort reaches every rank" jab "0 1 2" abort
+run_job "alltoallv counts that disagree: every rank INVALID_ARGUMENT, the \
+pair named (2 nodes)" jmv0 "0 1" mismatch-v 0
+run_job "alltoallv counts that disagree on one node: its ranks fail, the \
+others at the latest on their next call" jmv0l "1 1 2" mismatch-v 0
+run_job "allgatherv recvcounts that differ between nodes: every rank \
+INVALID_ARGUMENT" jmv1 "0 1 1" mismatch-v 1
+run_job "allgatherv recvcounts that differ on one node" jmv1l "2 2 0" \
+    mismatch-v 1
 echo "== the submission ring"
 run_job "3 rings' worth of ops at once, a rank 300 ms late: 1 node x 3" \
     jrf1 "0 0 0" ring-full

@@ -300,7 +300,7 @@ START_TEST(test_doorbell_layout)
 	ck_assert_uint_eq(offsetof(struct ipc_doorbell, sq_tail), 128);
 	ck_assert_uint_eq(offsetof(struct ipc_doorbell, sq_sleeping), 136);
 	ck_assert_uint_eq(offsetof(struct ipc_doorbell, sq) % 64, 0);
-	ck_assert_uint_le(sizeof(struct ipc_doorbell), 4096);
+	ck_assert_uint_le(sizeof(struct ipc_doorbell), 8192);
 	ck_assert_uint_eq(IPC_SQ_SLOTS & (IPC_SQ_SLOTS - 1), 0);
 }
 END_TEST
@@ -322,7 +322,11 @@ START_TEST(test_ipc_op)
 	m.send_off = 0xfffffffffffffff0ULL;
 	m.recv_off = 0x8000000000000001ULL;
 	m.timeout_ms = 0xffffffffU;
+	m.vec_seg = V32B;
+	m.vec_off = 0x8000000000000002ULL;
 	rt(&ipc_proto, IPC_OP, &m, NULL, 0, &d);
+	ck_assert_uint_eq(d.vec_seg, V32B);
+	ck_assert_uint_eq(d.vec_off, m.vec_off);
 	ck_assert_uint_eq(d.seq, m.seq);
 	ck_assert_uint_eq(d.coll, COLL_ALLTOALL);
 	ck_assert_uint_eq(d.dtype, 0xfe);
@@ -656,7 +660,7 @@ START_TEST(test_bytes_seg_ok)
 {
 	static const uint8_t want[] = {
 		0x4d, 0x43, 0x43, 0x4c,		/* "MCCL" */
-		0x00, 0x04,			/* version 4 */
+		0x00, 0x05,			/* version 5 */
 		0x00, 0xc9,			/* IPC_SEG_OK = 201 */
 		0x00, 0x00, 0x00, 0x04,		/* body length */
 		0x01, 0x02, 0x03, 0x04,		/* seg_id */
@@ -675,8 +679,8 @@ END_TEST
 START_TEST(test_bytes_op)
 {
 	static const uint8_t want[] = {
-		0x4d, 0x43, 0x43, 0x4c, 0x00, 0x04, 0x01, 0x90,	/* v4, 400 */
-		0x00, 0x00, 0x00, 0x38,				/* 56 */
+		0x4d, 0x43, 0x43, 0x4c, 0x00, 0x05, 0x01, 0x90,	/* v5, 400 */
+		0x00, 0x00, 0x00, 0x44,				/* 68 */
 		0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,	/* seq */
 		0x11, 0x12, 0x13, 0x14,		/* coll dtype redop algo */
 		0x21, 0x22, 0x23, 0x24,		/* root */
@@ -687,6 +691,8 @@ START_TEST(test_bytes_op)
 		0x71, 0x72, 0x73, 0x74, 0x75, 0x76, 0x77, 0x78,	/* recv_off */
 		0x81, 0x82, 0x83, 0x84,		/* timeout_ms */
 		0x91, 0x92, 0x93, 0x94,		/* tag */
+		0xa1, 0xa2, 0xa3, 0xa4,		/* vec_seg */
+		0xb1, 0xb2, 0xb3, 0xb4, 0xb5, 0xb6, 0xb7, 0xb8,	/* vec_off */
 	};
 	struct ipc_op m;
 	uint8_t out[128];
@@ -705,6 +711,8 @@ START_TEST(test_bytes_op)
 	m.recv_off = 0x7172737475767778ULL;
 	m.timeout_ms = 0x81828384;
 	m.tag = 0x91929394;
+	m.vec_seg = 0xa1a2a3a4;
+	m.vec_off = 0xb1b2b3b4b5b6b7b8ULL;
 	ck_assert_uint_eq(wire_encode(&ipc_proto, IPC_OP, &m, NULL, 0, out,
 	    sizeof(out)), sizeof(want));
 	ck_assert_int_eq(memcmp(out, want, sizeof(want)), 0);
