@@ -172,6 +172,8 @@ struct bench {
 	int			 checked;
 	struct pattern		 pat;
 	char			*peers;		/* nranks * PEER_LEN */
+	size_t			*vec;		/* the v-collectives' arrays,
+						   4 * nranks, filled per call */
 	FILE			*file;
 	double			 start_us;
 	int			 progress;
@@ -206,6 +208,20 @@ static mccl_result_t start_alltoall(const struct bench *, size_t, int,
 		    mccl_request_t **);
 static mccl_result_t start_sendrecv(const struct bench *, size_t, int,
 		    mccl_request_t **);
+static mccl_result_t start_gather(const struct bench *, size_t, int,
+		    mccl_request_t **);
+static mccl_result_t start_scatter(const struct bench *, size_t, int,
+		    mccl_request_t **);
+static mccl_result_t start_allgatherv(const struct bench *, size_t, int,
+		    mccl_request_t **);
+static mccl_result_t start_alltoallv(const struct bench *, size_t, int,
+		    mccl_request_t **);
+static void	layout_gather(const struct bench *, size_t, int,
+		    struct layout *);
+static void	layout_scatter(const struct bench *, size_t, int,
+		    struct layout *);
+static void	layout_v(const struct bench *, size_t, int, struct layout *);
+static double	want_scatter(const struct bench *, size_t, size_t);
 static void	layout_same(const struct bench *, size_t, int, struct layout *);
 static void	layout_reduce(const struct bench *, size_t, int,
 		    struct layout *);
@@ -276,6 +292,19 @@ static const struct coll_info colls[] = {
 	{ { "alltoall", NULL }, "mccl_alltoall", start_alltoall,
 	    expect_broadcast, busfactor_gather, 0, 1, 1, -1, 1, 1,
 	    layout_same, want_alltoall },
+	{ { "gather", NULL }, "mccl_gather", start_gather,
+	    expect_broadcast, busfactor_gather, 0, 1, 1, 0, 1, 1,
+	    layout_gather, want_allgather },
+	{ { "scatter", NULL }, "mccl_scatter", start_scatter,
+	    expect_broadcast, busfactor_gather, 0, 1, 1, 0, 1, 1,
+	    layout_scatter, want_scatter },
+	/* the v-collectives with even counts: the cost of the general path */
+	{ { "allgatherv", NULL }, "mccl_allgatherv", start_allgatherv,
+	    expect_broadcast, busfactor_gather, 0, 1, 1, -1, 0, 1,
+	    layout_v, want_allgather },
+	{ { "alltoallv", NULL }, "mccl_alltoallv", start_alltoallv,
+	    expect_broadcast, busfactor_gather, 0, 1, 1, -1, 0, 1,
+	    layout_v, want_alltoall },
 	{ { "sendrecv", NULL }, "mccl_send/mccl_recv", start_sendrecv,
 	    expect_broadcast, busfactor_one, 0, 1, 1, -1, 0, 0,
 	    layout_same, want_sendrecv },
@@ -890,6 +919,106 @@ layout_reduce_scatter(const struct bench *b, size_t count, int inplace,
 	    b->esize : b->recvbuf;
 }
 
+/* At the root, in place, the root's slot of its receive buffer sends. */
+static void
+layout_gather(const struct bench *b, size_t count, int inplace,
+    struct layout *l)
+{
+	int root = b->o->coll->root;
+
+	layout_allgather(b, count, inplace && b->rank == root, l);
+	if (b->rank != root)
+		l->rcount = 0;
+}
+
+/* At the root, in place, the root's slot of its send buffer receives. */
+static void
+layout_scatter(const struct bench *b, size_t count, int inplace,
+    struct layout *l)
+{
+	size_t per = count / (size_t)b->nranks;
+	int root = b->o->coll->root;
+
+	l->send = b->sendbuf;
+	l->scount = count;
+	l->rcount = per;
+	l->recv = inplace && b->rank == root ? (uint8_t *)b->sendbuf +
+	    (size_t)root * per * b->esize : b->recvbuf;
+}
+
+/* The v-collectives: no in-place form; the whole send buffer goes out. */
+static void
+layout_v(const struct bench *b, size_t count, int inplace, struct layout *l)
+{
+	(void)inplace;
+	l->send = b->sendbuf;
+	l->recv = b->recvbuf;
+	l->rcount = count;
+	l->scount = b->o->coll->start == start_allgatherv ? count /
+	    (size_t)b->nranks : count;
+}
+
+static mccl_result_t
+start_gather(const struct bench *b, size_t count, int inplace,
+    mccl_request_t **req)
+{
+	struct layout l;
+
+	layout_gather(b, count, inplace, &l);
+	return mccl_gather(l.send, b->rank == b->o->coll->root ? b->recvbuf :
+	    NULL, count / (size_t)b->nranks, b->o->dtype->dtype,
+	    b->o->coll->root, b->comm, req);
+}
+
+static mccl_result_t
+start_scatter(const struct bench *b, size_t count, int inplace,
+    mccl_request_t **req)
+{
+	struct layout l;
+
+	layout_scatter(b, count, inplace, &l);
+	return mccl_scatter(b->rank == b->o->coll->root ? l.send : NULL,
+	    l.recv, l.rcount, b->o->dtype->dtype, b->o->coll->root, b->comm,
+	    req);
+}
+
+/* Even counts, blocks side by side: arrays k of b->vec, k < narrays. */
+static void
+vec_even(const struct bench *b, size_t per, int narrays)
+{
+	size_t n = (size_t)b->nranks;
+
+	for (int k = 0; k < narrays; k += 2)
+		for (size_t r = 0; r < n; r++) {
+			b->vec[(size_t)k * n + r] = per;
+			b->vec[(size_t)(k + 1) * n + r] = r * per;
+		}
+}
+
+static mccl_result_t
+start_allgatherv(const struct bench *b, size_t count, int inplace,
+    mccl_request_t **req)
+{
+	size_t per = count / (size_t)b->nranks;
+
+	(void)inplace;
+	vec_even(b, per, 2);
+	return mccl_allgatherv(b->sendbuf, per, b->recvbuf, b->vec,
+	    b->vec + b->nranks, b->o->dtype->dtype, b->comm, req);
+}
+
+static mccl_result_t
+start_alltoallv(const struct bench *b, size_t count, int inplace,
+    mccl_request_t **req)
+{
+	size_t n = (size_t)b->nranks;
+
+	(void)inplace;
+	vec_even(b, count / n, 4);
+	return mccl_alltoallv(b->sendbuf, b->vec, b->vec + n, b->recvbuf,
+	    b->vec + 2 * n, b->vec + 3 * n, b->o->dtype->dtype, b->comm, req);
+}
+
 static mccl_result_t
 start_reduce(const struct bench *b, size_t count, int inplace,
     mccl_request_t **req)
@@ -960,6 +1089,14 @@ want_allgather(const struct bench *b, size_t count, size_t j)
 	size_t per = count / (size_t)b->nranks;
 
 	return pattern_input(&b->pat, (int)(j / per), j % per);
+}
+
+/* Rank r's block is block r of the root's input. */
+static double
+want_scatter(const struct bench *b, size_t count, size_t j)
+{
+	return pattern_input(&b->pat, b->o->coll->root, (size_t)b->rank *
+	    (count / (size_t)b->nranks) + j);
 }
 
 static double
@@ -1492,6 +1629,8 @@ bench_open(struct bench *b, const struct opts *o, int rank)
 	if ((b->esize = mccl_dtype_size(o->dtype->dtype)) == 0)
 		fail("mccl_dtype_size: unknown type %s", o->dtype->n.name);
 	b->checked = o->check && o->coll->sized;
+	if ((b->vec = calloc(4 * (size_t)b->nranks, sizeof(size_t))) == NULL)
+		fail("out of memory");
 	if (o->coll->sized) {
 		bytes = o->maxbytes / b->esize * b->esize;
 		b->recvbuf = shared_alloc(b, bytes);
@@ -1553,6 +1692,7 @@ bench_close(struct bench *b)
 	if (b->recvbuf != NULL)
 		mccl_free(b->comm, b->recvbuf);
 	free(b->peers);
+	free(b->vec);
 	if ((r = mccl_comm_destroy(b->comm)) != MCCL_SUCCESS)
 		die_mccl(b->comm, "mccl_comm_destroy", r);
 }

@@ -17,6 +17,7 @@ perf_ok() {
 }
 
 for coll in allreduce reduce broadcast allgather reduce_scatter alltoall \
+    gather scatter allgatherv alltoallv \
     sendrecv barrier; do
 	pids=()
 	for i in 0 1 2; do
