@@ -120,6 +120,56 @@ for dtype in ("float32", "int64"):
     world.alltoall(a2a)
     check("alltoall %s in place" % dtype, numpy.array_equal(
         as64(a2a), [k * 100 + R for k in range(N)]), as64(a2a))
+
+# ---- gather, scatter, the v-collectives, pickled objects ----
+root = N - 1
+g = world.gather(numpy.full(3, R + 1, dtype=numpy.int64), root=root)
+check("gather to rank %d" % root, (g is None) if R != root else (
+    g.shape == (N, 3) and numpy.array_equal(g, numpy.repeat(
+        numpy.arange(1, N + 1), 3).reshape(N, 3))), g)
+t = world.gather(torch.full((2,), float(R)), root=0)
+check("gather of tensors: shape (size, 2) on rank 0", R != 0 or (
+    tuple(t.shape) == (N, 2) and bool((t[:, 0] == torch.arange(N)).all())))
+out = numpy.zeros(2, dtype=numpy.float32)
+world.scatter(numpy.arange(2 * N, dtype=numpy.float32) if R == root else
+              None, out, root=root)
+check("scatter from rank %d" % root, list(out) == [2 * R, 2 * R + 1], out)
+raises("scatter with a short buf on the root is a ValueError", ValueError,
+       lambda: world.scatter(numpy.zeros(1, dtype=numpy.float32),
+                             numpy.zeros(2, dtype=numpy.float32), root=R),
+       "needed")
+counts = [(r % 3) for r in range(N)]		# some ranks send nothing
+v = world.allgatherv(numpy.full(counts[R], R, dtype=numpy.int32), counts)
+check("allgatherv, uneven (0, 1, 2, ...)", list(v) == [r for r in range(N)
+                                                       for _ in range(counts[r])], v)
+o = numpy.full(sum(counts) + N, -1, dtype=numpy.int32)
+displs = [sum(counts[:r]) + r for r in range(N)]	# a gap after each
+world.allgatherv(numpy.full(counts[R], R, dtype=numpy.int32), counts, o,
+                 displs)
+check("allgatherv into out with displs", all(
+    list(o[displs[r]:displs[r] + counts[r]]) == [r] * counts[r]
+    for r in range(N)), o)
+raises("allgatherv: buf's length must be counts[rank]", ValueError,
+       lambda: world.allgatherv(numpy.zeros(counts[R] + 1), counts),
+       "counts[%d]" % R)
+sc = [(R + d) % 3 for d in range(N)]		# rank R sends (R+d)%3 to d
+rc = [(s + R) % 3 for s in range(N)]
+send = numpy.concatenate([numpy.full(sc[d], R * 10 + d, dtype=numpy.int64)
+                          for d in range(N)])
+o = numpy.zeros(sum(rc), dtype=numpy.int64)
+world.alltoallv(send, sc, o, rc)
+want = [s * 10 + R for s in range(N) for _ in range(rc[s])]
+check("alltoallv, uneven", list(o) == want, "%s != %s" % (o, want))
+check("bcast_obj", world.bcast_obj({"from": 0, "n": N} if R == 0 else None)
+      == {"from": 0, "n": N})
+check("allgather_obj", world.allgather_obj(("rank", R, "x" * R)) ==
+      [("rank", r, "x" * r) for r in range(N)])
+got = world.gather_obj([R] * R, root=root)
+check("gather_obj", got is None if R != root else got == [[r] * r for r
+                                                          in range(N)], got)
+check("scatter_obj", world.scatter_obj([{"to": k} for k in range(N)] if
+                                       R == 0 else None) == {"to": R})
+
 world.barrier()
 check("barrier", True)
 

@@ -47,6 +47,23 @@ class Alone(unittest.TestCase):
         self.assertIsNone(w.split(mccl.UNDEFINED))
         self.assertEqual(w.split(3).size, 1)
 
+    def test_gather_scatter_v_and_objects(self):
+        w = self.w
+        x = numpy.arange(3, dtype=numpy.int32)
+        self.assertEqual(w.gather(x).tolist(), [[0, 1, 2]])
+        out = numpy.zeros(3, dtype=numpy.int32)
+        self.assertIs(w.scatter(x, out), out)
+        self.assertEqual(out.tolist(), [0, 1, 2])
+        self.assertEqual(w.allgatherv(x, [3]).tolist(), [0, 1, 2])
+        o = numpy.zeros(5, dtype=numpy.int32)
+        w.alltoallv(x, [2], o, [2], [1], [3])
+        self.assertEqual(o.tolist(), [0, 0, 0, 1, 2])
+        self.assertRaises(ValueError, w.allgatherv, x, [2])
+        self.assertEqual(w.bcast_obj({"a": 1}), {"a": 1})
+        self.assertEqual(w.allgather_obj(("x",)), [("x",)])
+        self.assertEqual(w.gather_obj(7), [7])
+        self.assertEqual(w.scatter_obj([[1, 2]]), [1, 2])
+
     def test_point_to_point_has_no_peer(self):
         with self.assertRaises(mccl.InvalidArgumentError) as cm:
             self.w.send(numpy.zeros(2), 0)
@@ -72,8 +89,12 @@ class Alone(unittest.TestCase):
             w.broadcast(a)
         with self.assertRaisesRegex(ValueError, "holds 3 elements, 2"):
             w.allreduce(numpy.zeros(2), out=numpy.zeros(3))
-        with self.assertRaisesRegex(ValueError, "op 7"):
-            w.allreduce(numpy.zeros(2), op=7)
+        with self.assertRaisesRegex(ValueError, "op 8"):
+            w.allreduce(numpy.zeros(2), op=8)
+        with self.assertRaisesRegex(mccl.UnsupportedError, "integer dtype"):
+            w.allreduce(numpy.zeros(2), op=mccl.BXOR)
+        with self.assertRaisesRegex(mccl.UnsupportedError, "floating"):
+            w.allreduce(numpy.zeros(2, dtype=numpy.int32), op=mccl.AVG)
         with self.assertRaisesRegex(ValueError, "root 1 is out of range"):
             w.reduce(numpy.zeros(2), root=1)
         with self.assertRaisesRegex(ValueError, "not a whole number"):

@@ -14,9 +14,11 @@ shares (no copy).  Every failure raises an mccl.Error subclass carrying
 MCCL's code and the daemon's message.  See mccl(3) for the whole API.
 """
 
+import array
 import atexit
 import ctypes
 import os
+import pickle
 import threading
 import weakref
 
@@ -255,10 +257,20 @@ class Comm:
         return Request(self, req, result, bufs)
 
     @staticmethod
-    def _op(op):
+    def _op(op, b):
+        """op, checked against b's dtype as the C library checks it (the
+        world of one has no library to ask)."""
         if not _pow_ok(op) or not 0 <= op < len(OP_NAMES):
             raise ValueError("mccl: op %r is not one of mccl.SUM, PROD, "
                              "MIN, MAX, AVG, BAND, BOR, BXOR" % (op,))
+        floating = b.dtype >= FLOAT16
+        if op == AVG and not floating:
+            raise UnsupportedError("MCCL_AVG needs a floating-point dtype, "
+                                   "not an integer one", UnsupportedError.code)
+        if op >= BAND and floating:
+            raise UnsupportedError("MCCL_%s needs an integer dtype, not a "
+                                   "floating-point one" % OP_NAMES[op].upper(),
+                                   UnsupportedError.code)
         return op
 
     def _rank_arg(self, r, what):
@@ -297,7 +309,7 @@ class Comm:
             self._copy(o, b)
         return self._submit(_lib.load().mccl_allreduce if self._handle
                             else None, (b.ptr, o.ptr, b.count, b.dtype,
-                                        self._op(op)), o.obj, (b, o), nb)
+                                        self._op(op, b)), o.obj, (b, o), nb)
 
     def allreduce(self, buf, out=None, op=SUM, *, dtype=None):
         """out (or buf, in place) = op over every rank's buf."""
@@ -329,7 +341,7 @@ class Comm:
             self._copy(o, b)
         return self._submit(_lib.load().mccl_reduce if self._handle
                             else None, (b.ptr, o.ptr, b.count, b.dtype,
-                                        self._op(op), root), o.obj, (b, o),
+                                        self._op(op, b), root), o.obj, (b, o),
                             nb)
 
     def reduce(self, buf, out=None, op=SUM, root=0, *, dtype=None):
@@ -379,7 +391,7 @@ class Comm:
             self._copy(o, b)
         return self._submit(_lib.load().mccl_reduce_scatter if self._handle
                             else None, (b.ptr, o.ptr, n, b.dtype,
-                                        self._op(op)), o.obj, (b, o), nb)
+                                        self._op(op, b)), o.obj, (b, o), nb)
 
     def reduce_scatter(self, buf, out=None, op=SUM, *, dtype=None):
         """out on rank r = block r of op over every rank's buf (size
@@ -409,6 +421,209 @@ class Comm:
 
     def ialltoall(self, buf, out=None, *, dtype=None):
         return self._alltoall(buf, out, dtype, True)
+
+    def _gather(self, buf, out, root, dtype, nb):
+        root = self._rank_arg(root, "root")
+        b = view(buf, "buf", False, dtype)
+        o = None
+        if self.rank == root:
+            shape = None
+            if out is None and b.kind != "buffer":
+                shape = (self.size,) + tuple(b.obj.shape)
+            o = self._out(b, out, b.count * self.size, "out", shape, dtype)
+            if self._handle is None:
+                self._copy(o, b)
+        return self._submit(_lib.load().mccl_gather if self._handle
+                            else None, (b.ptr, o.ptr if o else None, b.count,
+                                        b.dtype, root),
+                            o.obj if o else None, (b, o), nb)
+
+    def gather(self, buf, out=None, root=0, *, dtype=None):
+        """On rank root: out = every rank's buf, rank 0's first (shape
+        (size, ...)), returned; None elsewhere."""
+        return self._gather(buf, out, root, dtype, False)
+
+    def igather(self, buf, out=None, root=0, *, dtype=None):
+        return self._gather(buf, out, root, dtype, True)
+
+    def _scatter(self, buf, out, root, dtype, nb):
+        root = self._rank_arg(root, "root")
+        o = view(out, "out", True, dtype)
+        b = None
+        if self.rank == root:
+            b = view(buf, "buf", False, dtype)
+            if b.dtype != o.dtype or b.count != o.count * self.size:
+                raise ValueError("mccl: scatter: buf holds %d %s elements, "
+                                 "%d x %d %s needed" % (
+                                     b.count, DTYPE_NAMES[b.dtype],
+                                     self.size, o.count,
+                                     DTYPE_NAMES[o.dtype]))
+            if self._handle is None:
+                self._copy(o, b)
+        return self._submit(_lib.load().mccl_scatter if self._handle
+                            else None, (b.ptr if b else None, o.ptr, o.count,
+                                        o.dtype, root), o.obj, (b, o), nb)
+
+    def scatter(self, buf, out, root=0, *, dtype=None):
+        """out on rank r = block r of buf on rank root (size blocks of
+        out's length); buf is not read elsewhere (may be None)."""
+        return self._scatter(buf, out, root, dtype, False)
+
+    def iscatter(self, buf, out, root=0, *, dtype=None):
+        return self._scatter(buf, out, root, dtype, True)
+
+    def _counts(self, counts, what):
+        """A ctypes array of size element counts (or displacements)."""
+        counts = list(counts)
+        if len(counts) != self.size or \
+                not all(_pow_ok(c) and c >= 0 for c in counts):
+            raise ValueError("mccl: %s must be %d integers >= 0, got %r" %
+                             (what, self.size, counts))
+        return (ctypes.c_size_t * self.size)(*counts)
+
+    @staticmethod
+    def _displs(counts, displs):
+        if displs is not None:
+            return displs
+        at, out = 0, []
+        for c in counts:
+            out.append(at)
+            at += c
+        return out
+
+    def _allgatherv(self, buf, counts, out, displs, dtype, nb):
+        b = view(buf, "buf", False, dtype)
+        c = self._counts(counts, "counts")
+        d = self._counts(self._displs(c, displs), "displs")
+        if b.count != c[self.rank]:
+            raise ValueError("mccl: allgatherv: buf holds %d elements, but "
+                             "counts[%d] is %d" % (b.count, self.rank,
+                                                   c[self.rank]))
+        end = max((d[r] + c[r] for r in range(self.size) if c[r]),
+                  default=0)
+        o = self._out(b, out, end, "out", dtype=dtype) if out is None else \
+            view(out, "out", True, dtype)
+        if o.count < end:
+            raise ValueError("mccl: allgatherv: out holds %d elements, %d "
+                             "needed" % (o.count, end))
+        if self._handle is None and b.nbytes:
+            ctypes.memmove(o.ptr + d[0] * DTYPE_SIZES[b.dtype], b.ptr,
+                           b.nbytes)
+        return self._submit(_lib.load().mccl_allgatherv if self._handle
+                            else None, (b.ptr, b.count, o.ptr, c, d,
+                                        b.dtype), o.obj, (b, o, c, d), nb)
+
+    def allgatherv(self, buf, counts, out=None, displs=None, *,
+                   dtype=None):
+        """Every rank's buf (counts[r] elements from rank r, the same counts
+        on every rank) into out at displs[r] (default: side by side);
+        returns out (1-D, new when None)."""
+        return self._allgatherv(buf, counts, out, displs, dtype, False)
+
+    def iallgatherv(self, buf, counts, out=None, displs=None, *,
+                    dtype=None):
+        return self._allgatherv(buf, counts, out, displs, dtype, True)
+
+    def _alltoallv(self, buf, sendcounts, out, recvcounts, sdispls,
+                   rdispls, dtype, nb):
+        b = view(buf, "buf", False, dtype)
+        o = view(out, "out", True, dtype)
+        if o.dtype != b.dtype:
+            raise TypeError("mccl: alltoallv: out is %s, buf %s" % (
+                DTYPE_NAMES[o.dtype], DTYPE_NAMES[b.dtype]))
+        sc = self._counts(sendcounts, "sendcounts")
+        rc = self._counts(recvcounts, "recvcounts")
+        sd = self._counts(self._displs(sc, sdispls), "sdispls")
+        rd = self._counts(self._displs(rc, rdispls), "rdispls")
+        for what, bb, c, d in (("buf", b, sc, sd), ("out", o, rc, rd)):
+            end = max((d[r] + c[r] for r in range(self.size) if c[r]),
+                      default=0)
+            if bb.count < end:
+                raise ValueError("mccl: alltoallv: %s holds %d elements, %d "
+                                 "needed" % (what, bb.count, end))
+        if self._handle is None and sc[0]:
+            if sc[0] != rc[0]:
+                raise ValueError("mccl: alltoallv: rank 0 sends itself %d "
+                                 "elements but expects %d" % (sc[0], rc[0]))
+            es = DTYPE_SIZES[b.dtype]
+            ctypes.memmove(o.ptr + rd[0] * es, b.ptr + sd[0] * es,
+                           sc[0] * es)
+        return self._submit(_lib.load().mccl_alltoallv if self._handle
+                            else None, (b.ptr, sc, sd, o.ptr, rc, rd,
+                                        b.dtype), o.obj,
+                            (b, o, sc, sd, rc, rd), nb)
+
+    def alltoallv(self, buf, sendcounts, out, recvcounts, sdispls=None,
+                  rdispls=None, *, dtype=None):
+        """sendcounts[j] elements of buf (at sdispls[j], default side by
+        side) go to rank j and land in its out at its rdispls[r], r being
+        the sender; recvcounts must match the senders' counts.  Returns
+        out."""
+        return self._alltoallv(buf, sendcounts, out, recvcounts, sdispls,
+                               rdispls, dtype, False)
+
+    def ialltoallv(self, buf, sendcounts, out, recvcounts, sdispls=None,
+                   rdispls=None, *, dtype=None):
+        return self._alltoallv(buf, sendcounts, out, recvcounts, sdispls,
+                               rdispls, dtype, True)
+
+    # -- Python objects, pickled (mpi4py's bcast/gather/... by other
+    #    names: ours take buffers) --
+
+    def bcast_obj(self, obj, root=0):
+        """Rank root's obj, on every rank."""
+        root = self._rank_arg(root, "root")
+        data = _pickle(obj) if self.rank == root else b""
+        n = array.array("q", [len(data)])
+        self.broadcast(n, root=root)
+        buf = bytearray(data) if self.rank == root else bytearray(int(n[0]))
+        self.broadcast(buf, root=root, dtype=UINT8)
+        return _unpickle(buf, int(n[0]))
+
+    def allgather_obj(self, obj):
+        """Every rank's obj, as a list in rank order."""
+        data = _pickle(obj)
+        counts = list(self.allgather(array.array("q", [len(data)])))
+        out = self.allgatherv(bytearray(data), counts,
+                              bytearray(sum(counts)), dtype=UINT8)
+        return _unpickle_all(out, counts)
+
+    def gather_obj(self, obj, root=0):
+        """On rank root, every rank's obj as a list in rank order; None
+        elsewhere.  Each is padded to the largest (one gather)."""
+        root = self._rank_arg(root, "root")
+        data = _pickle(obj)
+        sizes = list(self.allgather(array.array("q", [len(data)])))
+        most = max(sizes)
+        buf = bytearray(data) + bytearray(most - len(data))
+        out = bytearray(most * self.size) if self.rank == root else None
+        self.gather(buf, out, root=root, dtype=UINT8)
+        if self.rank != root:
+            return None
+        return [_unpickle(memoryview(out)[r * most:], sizes[r])
+                for r in range(self.size)]
+
+    def scatter_obj(self, objs, root=0):
+        """Element r of objs (a sequence of size objects on rank root) on
+        rank r.  Each is padded to the largest (one scatter)."""
+        root = self._rank_arg(root, "root")
+        sizes = array.array("q", [0] * self.size)
+        parts = None
+        if self.rank == root:
+            objs = list(objs)
+            if len(objs) != self.size:
+                raise ValueError("mccl: scatter_obj: %d objects for %d "
+                                 "ranks" % (len(objs), self.size))
+            parts = [_pickle(o) for o in objs]
+            sizes = array.array("q", [len(p) for p in parts])
+        self.broadcast(sizes, root=root)
+        most = max(sizes)
+        buf = None
+        if self.rank == root:
+            buf = b"".join(p + bytes(most - len(p)) for p in parts)
+        out = bytearray(most)
+        self.scatter(buf, out, root=root, dtype=UINT8)
+        return _unpickle(out, sizes[self.rank])
 
     def barrier(self):
         """Return once every rank has called it."""
@@ -503,6 +718,24 @@ class Comm:
                 self.destroy(force=True)
             except Exception:
                 pass
+
+# ---- pickled objects ----
+
+
+def _pickle(obj):
+    return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _unpickle(buf, size):
+    return pickle.loads(bytes(memoryview(buf)[:size]))
+
+
+def _unpickle_all(buf, sizes):
+    out, at = [], 0
+    for s in sizes:
+        out.append(_unpickle(memoryview(buf)[at:], s))
+        at += s
+    return out
 
 # ---- shared memory ----
 

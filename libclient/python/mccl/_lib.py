@@ -13,6 +13,7 @@ import os
 
 _c_int_p = ctypes.POINTER(ctypes.c_int)
 _void_pp = ctypes.POINTER(ctypes.c_void_p)
+_size_p = ctypes.POINTER(ctypes.c_size_t)
 
 # name: (result type, argument types)
 _PROTOTYPES = {
@@ -49,6 +50,21 @@ _PROTOTYPES = {
     "mccl_alltoall": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p,
                                      ctypes.c_size_t, ctypes.c_int,
                                      ctypes.c_void_p, _void_pp]),
+    "mccl_gather": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p,
+                                   ctypes.c_size_t, ctypes.c_int,
+                                   ctypes.c_int, ctypes.c_void_p, _void_pp]),
+    "mccl_scatter": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p,
+                                    ctypes.c_size_t, ctypes.c_int,
+                                    ctypes.c_int, ctypes.c_void_p,
+                                    _void_pp]),
+    "mccl_allgatherv": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_size_t,
+                                       ctypes.c_void_p, _size_p, _size_p,
+                                       ctypes.c_int, ctypes.c_void_p,
+                                       _void_pp]),
+    "mccl_alltoallv": (ctypes.c_int, [ctypes.c_void_p, _size_p, _size_p,
+                                      ctypes.c_void_p, _size_p, _size_p,
+                                      ctypes.c_int, ctypes.c_void_p,
+                                      _void_pp]),
     "mccl_send": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_size_t,
                                  ctypes.c_int, ctypes.c_int, ctypes.c_int,
                                  ctypes.c_void_p, _void_pp]),
