@@ -286,12 +286,15 @@ struct client {
 	char		 desc[64];	/* "pid 123 uid 1000", for logs */
 };
 
+struct op;
+
 int		control_listen(const char *, char *, size_t);
 void		control_close(void);
 int		client_send(struct client *, uint16_t, const void *, const void *,
 		    size_t);
 void		client_error(struct client *, uint32_t, uint16_t, const char *);
-void		client_op_done(struct client *, uint64_t, int, const char *);
+void		client_op_done(struct client *, const struct op *, uint64_t,
+		    int, const char *);
 void		monitor_event(const char *, const uid_t *, json_t *);
 int		client_privileged(const struct client *);
 int		client_sees(const struct client *, uid_t);
@@ -337,6 +340,8 @@ struct op {
 					   rank */
 	uint32_t	 p2p_rank;	/* send/recv: the local rank that posted it
 					   (its part is parts[its local index]) */
+	uint32_t	 p2p_source;	/* a receive that ended well: the */
+	uint32_t	 p2p_tag;	/* message's sender and tag */
 	uint64_t	 deadline_ns;	/* for the engine */
 	uint64_t	 ready_ns;	/* handed to the engine (metrics) */
 	int		 code;		/* result, set by the engine */

@@ -55,6 +55,7 @@ struct mccl_request {
 	mccl_result_t	 code;
 	struct lseg	*stage;		/* copy out of it on completion */
 	struct lseg	*vstage;	/* the v-collectives' vector */
+	mccl_status_t	*status;	/* a receive's, set as it completes */
 	void		*out;
 	size_t		 out_bytes;
 	size_t		 out_off;
@@ -271,6 +272,10 @@ dispatch_op_done(mccl_comm_t *comm, const struct ipc_msg *m)
 	if (code != MCCL_SUCCESS) {
 		comm_error(comm, code, "%.*s", (int)m->trailer_len, m->trailer);
 		return comm_break(comm, code);
+	}
+	if (r->status != NULL) {
+		r->status->source = (int)m->u.op_done.source;
+		r->status->tag = (int)m->u.op_done.tag;
 	}
 	request_complete(comm, r, MCCL_SUCCESS);
 	return MCCL_SUCCESS;
@@ -884,6 +889,7 @@ struct op_args {
 	int		 tag;
 	const uint64_t	*vec;		/* v-collectives (proto_vec_len) */
 	size_t		 sendcount;	/* allgatherv: the caller's */
+	mccl_status_t	*status;	/* a receive's, or NULL */
 };
 
 /* Stage [send, recv] through the library's segment: see mccl.h. */
@@ -1051,13 +1057,15 @@ op_submit(mccl_comm_t *comm, const struct op_args *a, size_t sb, size_t rb,
 		return rc;
 	}
 	r->comm = comm;
+	r->status = a->status;
 	r->collective = !proto_coll_p2p(a->coll);
 	r->deadline_ms = conn_now_ms() + comm->op_timeout_ms + DAEMON_MARGIN_MS;
 	m.coll = a->coll;
 	m.dtype = (uint8_t)a->dtype;
 	m.redop = (uint8_t)a->redop;
 	m.algo = comm->algo;
-	m.root = (uint32_t)a->root;
+	m.root = a->coll == COLL_RECV && a->root == MCCL_ANY_SOURCE ?
+	    IPC_ANY_SOURCE : (uint32_t)a->root;
 	m.count = a->count;
 	m.timeout_ms = comm->op_timeout_ms;
 	m.tag = a->tag == MCCL_ANY_TAG ? IPC_ANY_TAG : (uint32_t)a->tag;
@@ -1132,7 +1140,9 @@ op_check(mccl_comm_t *comm, const struct op_args *a, uint64_t *sb,
 		    "integer dtype, not a floating-point one", a->redop ==
 		    MCCL_BAND ? "MCCL_BAND" : a->redop == MCCL_BOR ? "MCCL_BOR" :
 		    "MCCL_BXOR");
-	if (proto_coll_has_root(a->coll) && (a->root < 0 || a->root >= comm->nranks))
+	if (proto_coll_has_root(a->coll) && (a->root < 0 ||
+	    a->root >= comm->nranks) && !(a->coll == COLL_RECV &&
+	    a->root == MCCL_ANY_SOURCE))
 		return comm_error(comm, MCCL_ERR_INVALID_ARGUMENT, "%s %d is "
 		    "out of range for %d ranks", proto_coll_p2p(a->coll) ?
 		    "peer" : "root", a->root, comm->nranks);
@@ -1371,8 +1381,15 @@ mccl_result_t
 mccl_recv(void *buf, size_t count, mccl_dtype_t dtype, int peer, int tag,
     mccl_comm_t *comm, mccl_request_t **req)
 {
+	return mccl_recv_status(buf, count, dtype, peer, tag, NULL, comm, req);
+}
+
+mccl_result_t
+mccl_recv_status(void *buf, size_t count, mccl_dtype_t dtype, int peer,
+    int tag, mccl_status_t *status, mccl_comm_t *comm, mccl_request_t **req)
+{
 	struct op_args a = { .coll = COLL_RECV, .dtype = dtype, .root = peer,
-	    .count = count, .recv = buf, .tag = tag };
+	    .count = count, .recv = buf, .tag = tag, .status = status };
 
 	return op_start(comm, &a, req);
 }

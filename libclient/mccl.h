@@ -205,21 +205,33 @@ mccl_result_t	mccl_alltoallv(const void *sendbuf, const size_t *sendcounts,
 
 /*
  * Point to point: send count elements of buf to rank peer with tag (>= 0),
- * or receive them from rank peer with tag (or MCCL_ANY_TAG).  Any two ranks
- * of the communicator may exchange messages.  Messages from one rank to
- * another are received in the order they were sent; a receive takes the
- * first one from its peer whose tag it accepts, and its count must equal
- * the send's.  Sends are eager: a send completes once the daemon has the
+ * or receive them from rank peer (or MCCL_ANY_SOURCE) with tag (or
+ * MCCL_ANY_TAG).  Any two ranks of the communicator may exchange messages.
+ * Messages from one rank to another are received in the order they were
+ * sent; a receive takes the first one from its peer (from any source: the
+ * first to arrive) whose tag it accepts, and its count must equal the
+ * send's.  mccl_recv_status also says whose message it took and its tag:
+ * *status is set when the receive completes well.  Sends are eager: a send completes once the daemon has the
  * data, whether or not the receive is posted yet (the daemon keeps at most
  * 1 GiB of such messages per job; past that the job fails with
  * MCCL_ERR_NO_MEMORY).  Unlike collectives, sends and receives may
  * complete out of the order they were issued in.
  */
 #define MCCL_ANY_TAG	(-1)
+#define MCCL_ANY_SOURCE	(-1)
+
+typedef struct {
+	int		source;		/* the sending rank */
+	int		tag;
+} mccl_status_t;
+
 mccl_result_t	mccl_send(const void *buf, size_t count, mccl_dtype_t dtype,
 		    int peer, int tag, mccl_comm_t *comm, mccl_request_t **req);
 mccl_result_t	mccl_recv(void *buf, size_t count, mccl_dtype_t dtype, int peer,
 		    int tag, mccl_comm_t *comm, mccl_request_t **req);
+mccl_result_t	mccl_recv_status(void *buf, size_t count, mccl_dtype_t dtype,
+		    int peer, int tag, mccl_status_t *status, mccl_comm_t *comm,
+		    mccl_request_t **req);
 
 /*
  * Split comm as MPI_Comm_split: every rank calls it; ranks passing the same

@@ -15,7 +15,8 @@
  *      IPC_JOB_FAILED tells a rank its job failed, whatever it had pending.
  *   5  gather, scatter, allgatherv and alltoallv; the v-collectives' counts
  *      and displacements in a segment (ipc_op.vec_seg, vec_off); bitwise
- *      reductions; the doorbell takes two pages.
+ *      reductions; the doorbell takes two pages; receives from any source
+ *      (IPC_ANY_SOURCE), IPC_OP_DONE says a receive's source and tag.
  */
 #ifndef MCCL_IPC_H
 #define MCCL_IPC_H
@@ -96,6 +97,7 @@ enum algo_type {
 
 
 #define IPC_ANY_TAG	0xffffffffU
+#define IPC_ANY_SOURCE	0xffffffffU	/* a receive's root: any rank */
 
 enum ctl_cmd {
 	CTL_STATUS = 1,
@@ -248,6 +250,8 @@ _Static_assert(IPC_BELL_SIZE <= 8192, "the doorbell fits in two pages");
 struct ipc_op_done {
 	uint64_t	seq;
 	uint32_t	code;
+	uint32_t	source;		/* a receive: the rank that sent, */
+	uint32_t	tag;		/* and its tag; else 0 */
 };
 
 struct ipc_job_failed {

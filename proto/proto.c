@@ -642,6 +642,7 @@ static const struct wire_field f_ipc_op[] = {
 };
 static const struct wire_field f_ipc_op_done[] = {
 	F(ipc_op_done, seq, WIRE_INT), F(ipc_op_done, code, WIRE_INT),
+	F(ipc_op_done, source, WIRE_INT), F(ipc_op_done, tag, WIRE_INT),
 };
 static const struct wire_field f_ipc_job_failed[] = {
 	F(ipc_job_failed, code, WIRE_INT),

@@ -555,10 +555,15 @@ client_error(struct client *c, uint32_t code, uint16_t request,
 }
 
 void
-client_op_done(struct client *c, uint64_t seq, int code, const char *msg)
+client_op_done(struct client *c, const struct op *op, uint64_t seq, int code,
+    const char *msg)
 {
-	struct ipc_op_done d = { seq, (uint32_t)code };
+	struct ipc_op_done d = { seq, (uint32_t)code, 0, 0 };
 
+	if (op != NULL && code == 0 && op->desc.coll == COLL_RECV) {
+		d.source = op->p2p_source;
+		d.tag = op->p2p_tag;
+	}
 	if (c->inflight > 0)
 		c->inflight--;
 	client_send(c, IPC_OP_DONE, &d, msg, code == 0 ? 0 :

@@ -853,7 +853,7 @@ op_finish(struct op *op, int code, const char *err)
 
 		for (uint32_t i = 0; i < j->nlocal; i++)
 			if (op->parts[i].submitted && c != NULL)
-				client_op_done(c, op->parts[i].req, code, err);
+				client_op_done(c, op, op->parts[i].req, code, err);
 	}
 	if (code == 0)
 		j->ops_completed++;
@@ -878,7 +878,8 @@ op_check(uint32_t nranks, const struct ipc_op *m, char *err, size_t len)
 	else if (proto_coll_reduces(m->coll) && !reduce_supported(m->dtype, m->redop))
 		snprintf(err, len, "reduction %s on %s is not supported",
 		    redop_name(m->redop), dtype_name(m->dtype));
-	else if (proto_coll_has_root(m->coll) && m->root >= nranks)
+	else if (proto_coll_has_root(m->coll) && m->root >= nranks &&
+	    !(m->coll == COLL_RECV && m->root == IPC_ANY_SOURCE))
 		snprintf(err, len, "%s %u is out of range for %u ranks",
 		    proto_coll_p2p(m->coll) ? "peer" : "root", m->root, nranks);
 	else if (proto_vec_len(m->coll, nranks) == 0 &&	/* else: its vector */
@@ -922,7 +923,7 @@ op_reject(struct client *c, const struct ipc_op *m, int code, const char *why)
 
 	job_fail(j, code, "job %s: rank %u: op %llu (%s): %s", j->name, c->rank,
 	    (unsigned long long)m->seq, proto_coll_name(m->coll), why);
-	client_op_done(c, m->seq, j->code, j->err);
+	client_op_done(c, NULL, m->seq, j->code, j->err);
 }
 
 /* A send or recv: it involves this rank alone, so it starts at once. */
@@ -968,12 +969,12 @@ job_client_op(struct client *c, const struct ipc_op *m)
 	if (j != NULL)
 		job_collect(j);
 	if (j == NULL || j->state == JOB_FORMING || j->state == JOB_LINKING) {
-		client_op_done(c, m->seq, MCCL_ERR_INVALID_ARGUMENT,
+		client_op_done(c, NULL, m->seq, MCCL_ERR_INVALID_ARGUMENT,
 		    "operation before the job was formed");
 		return;
 	}
 	if (j->state == JOB_FAILED) {
-		client_op_done(c, m->seq, j->code, j->err);
+		client_op_done(c, NULL, m->seq, j->code, j->err);
 		return;
 	}
 	/* Collectives take seqs too, on the ring: they rise, with gaps. */

@@ -191,12 +191,24 @@ deliver(struct p2p *p, struct op *recv, struct unexpected *u)
 		if (u->m.bytes > 0)
 			memcpy(recv->parts[local_part(j, recv->p2p_rank)].recv,
 			    u->buf, u->m.bytes);
+		recv->p2p_source = u->m.src;
+		recv->p2p_tag = u->m.tag;
 		op_complete(p, recv, 0, NULL);
 	}
 	unexpected_free(p, u);
 }
 
-/* The first message kept for recv, in arrival order. */
+/* A receive of source want (or of any) takes messages from src. */
+static int
+source_matches(uint32_t want, uint32_t src)
+{
+	return want == src || want == IPC_ANY_SOURCE;
+}
+
+/*
+ * The first message kept for recv, in arrival order: a receive from any
+ * source takes the first that arrived from anyone, as in MPI.
+ */
 static struct unexpected *
 find_unexpected(struct p2p *p, const struct op *recv)
 {
@@ -204,7 +216,7 @@ find_unexpected(struct p2p *p, const struct op *recv)
 
 	TAILQ_FOREACH(u, &p->unexpected, entry)
 		if (u->waiter == NULL && u->m.dst == recv->p2p_rank &&
-		    u->m.src == recv->desc.root &&
+		    source_matches(recv->desc.root, u->m.src) &&
 		    tag_matches(recv->desc.tag, u->m.tag))
 			return u;
 	return NULL;
@@ -217,7 +229,8 @@ find_posted(struct p2p *p, const struct peer_p2p *m)
 	struct op *op;
 
 	TAILQ_FOREACH(op, &p->posted, entry)
-		if (op->p2p_rank == m->dst && op->desc.root == m->src &&
+		if (op->p2p_rank == m->dst &&
+		    source_matches(op->desc.root, m->src) &&
 		    tag_matches(op->desc.tag, m->tag))
 			return op;
 	return NULL;
@@ -289,6 +302,8 @@ send_local(struct p2p *p, struct op *send)
 		if (m.bytes > 0)
 			memcpy(recv->parts[local_part(j, recv->p2p_rank)].recv,
 			    src, m.bytes);
+		recv->p2p_source = m.src;
+		recv->p2p_tag = m.tag;
 		op_complete(p, recv, 0, NULL);
 		op_complete(p, send, 0, NULL);
 		return;
@@ -410,6 +425,8 @@ rx_start(struct p2p *p, struct p2p_link *l, uint32_t pos, char *err,
 	    op_bytes(l->rxop) == l->rx.bytes) {
 		TAILQ_REMOVE(&p->posted, l->rxop, entry);
 		l->rxdst = l->rxop->parts[local_part(j, l->rxop->p2p_rank)].recv;
+		l->rxop->p2p_source = l->rx.src;
+		l->rxop->p2p_tag = l->rx.tag;
 		return 0;
 	}
 	l->rxop = NULL;
@@ -505,7 +522,9 @@ fail_ops(struct p2p *p, uint32_t pos, int code, const char *why)
 	}
 	for (op = TAILQ_FIRST(&p->posted); op != NULL; op = next) {
 		next = TAILQ_NEXT(op, entry);
-		if (pos == UINT32_MAX || j->rank_pos[op->desc.root] == pos) {
+		/* from any source: the job is broken, it may never come */
+		if (pos == UINT32_MAX || op->desc.root == IPC_ANY_SOURCE ||
+		    j->rank_pos[op->desc.root] == pos) {
 			TAILQ_REMOVE(&p->posted, op, entry);
 			op_complete(p, op, code, "%s", why);
 			n++;
@@ -544,7 +563,12 @@ expire(struct p2p *p, uint64_t now)
 
 	for (op = TAILQ_FIRST(&p->posted); op != NULL; op = nop) {
 		nop = TAILQ_NEXT(op, entry);
-		if (op->deadline_ns <= now) {
+		if (op->deadline_ns <= now && op->desc.root == IPC_ANY_SOURCE) {
+			TAILQ_REMOVE(&p->posted, op, entry);
+			op_complete(p, op, MCCL_ERR_TIMEOUT, "rank %u: no "
+			    "message from any rank with tag %d before the "
+			    "deadline", op->p2p_rank, (int)op->desc.tag);
+		} else if (op->deadline_ns <= now) {
 			TAILQ_REMOVE(&p->posted, op, entry);
 			op_complete(p, op, MCCL_ERR_TIMEOUT, "rank %u: no "
 			    "message from rank %u (node %s) with tag %d before "

@@ -98,8 +98,8 @@ ipc_valid(void)
 	struct ipc_op send = { .seq = 2, .coll = COLL_SEND, .dtype = MCCL_INT8,
 	    .root = 3, .count = 100, .send_seg = 1, .timeout_ms = 500,
 	    .tag = 7 };
-	struct ipc_op_done done = { 1, MCCL_SUCCESS };
-	struct ipc_op_done failed = { 2, MCCL_ERR_TIMEOUT };
+	struct ipc_op_done done = { 1, MCCL_SUCCESS, 3, 7 };
+	struct ipc_op_done failed = { 2, MCCL_ERR_TIMEOUT, 0, 0 };
 	struct ipc_ctl status = { CTL_STATUS }, jobs = { CTL_JOBS };
 	struct ipc_ctl_reply reply = { 0 };
 

@@ -561,7 +561,7 @@ b_op(void)
 static size_t
 b_op_done(void)
 {
-	struct ipc_op_done d = { 1, 0 };
+	struct ipc_op_done d = { 1, 0, 0, 0 };
 
 	return ipc_enc(IPC_OP_DONE, &d, NULL, 0);
 }

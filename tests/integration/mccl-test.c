@@ -766,6 +766,50 @@ p2p_any_tag(mccl_comm_t *comm, int32_t *buf)
 		}
 }
 
+/*
+ * Two rounds, a barrier between: every other rank r sends rank 0 a message
+ * of tag 10 * round + r.  Rank 0 receives from any source, in round 1 with
+ * any tag, in round 2 by tag in rank order: each status names the sender
+ * and tag, the data is that sender's, every sender once.
+ */
+static void
+p2p_any_source(mccl_comm_t *comm, int32_t *buf)
+{
+	int n = mccl_comm_size(comm), seen[2][64] = { { 0 } };
+	mccl_status_t st;
+
+	if (n > 64)
+		return;
+	for (int k = 1; k <= 2; k++) {
+		if (my_rank != 0) {
+			fill_check(buf, 5, my_rank, 0, k * 10 + my_rank, 1);
+			if (mccl_send(buf, 5, MCCL_INT32, 0, k * 10 + my_rank,
+			    comm, NULL) != MCCL_SUCCESS)
+				FAIL("send to rank 0: %s", mccl_last_error(comm));
+		}
+		for (int i = 1; i < n && my_rank == 0; i++) {
+			int tag = k == 1 ? MCCL_ANY_TAG : 20 + i;
+
+			checks++;
+			st.source = st.tag = -2;
+			if (mccl_recv_status(buf, 5, MCCL_INT32, MCCL_ANY_SOURCE,
+			    tag, &st, comm, NULL) != MCCL_SUCCESS)
+				FAIL("recv from any source: %s",
+				    mccl_last_error(comm));
+			else if (st.source < 1 || st.source >= n ||
+			    st.tag != k * 10 + st.source ||
+			    seen[k - 1][st.source]++ ||
+			    (k == 2 && st.source != i) ||
+			    !fill_check(buf, 5, st.source, 0, st.tag, 0))
+				FAIL("recv from any source: status source %d tag "
+				    "%d (round %d, message %d)", st.source,
+				    st.tag, k, i);
+		}
+		if (mccl_barrier(comm, NULL) != MCCL_SUCCESS)
+			FAIL("barrier: %s", mccl_last_error(comm));
+	}
+}
+
 static int
 mode_p2p(void)
 {
@@ -790,6 +834,7 @@ mode_p2p(void)
 	for (size_t c = 0; c < sizeof(sizes) / sizeof(sizes[0]); c++)
 		p2p_all_pairs(comm, sbuf, rbuf, sizes[c]);
 	p2p_any_tag(comm, sbuf[0]);
+	p2p_any_source(comm, sbuf[0]);
 	checks++;
 	if ((rc = mccl_barrier(comm, NULL)) != MCCL_SUCCESS)
 		FAIL("barrier: %s", mccl_last_error(comm));

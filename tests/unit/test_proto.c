@@ -344,7 +344,7 @@ END_TEST
 
 START_TEST(test_ipc_op_done)
 {
-	struct ipc_op_done m = { V64, MCCL_ERR_PEER_FAILED }, d;
+	struct ipc_op_done m = { V64, MCCL_ERR_PEER_FAILED, V32, V32B }, d;
 	const char *msg = "node \"b\" failed: connection reset";
 
 	rt(&ipc_proto, IPC_OP_DONE, &m, msg, strlen(msg), &d);
@@ -353,6 +353,8 @@ START_TEST(test_ipc_op_done)
 	m.code = 0;
 	rt(&ipc_proto, IPC_OP_DONE, &m, NULL, 0, &d);
 	ck_assert_uint_eq(d.code, 0);
+	ck_assert_uint_eq(d.source, V32);
+	ck_assert_uint_eq(d.tag, V32B);
 }
 END_TEST
 
