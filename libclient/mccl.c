@@ -1441,6 +1441,24 @@ mccl_test(mccl_request_t *req, int *done)
 	return rc;
 }
 
+mccl_result_t
+mccl_comm_set_timeout(mccl_comm_t *comm, int op_timeout_ms)
+{
+	mccl_result_t rc;
+
+	if ((rc = comm_check(comm)) != MCCL_SUCCESS)
+		return rc;
+	pthread_mutex_lock(&comm->lock);
+	if (op_timeout_ms < 0)
+		rc = comm_error(comm, MCCL_ERR_INVALID_ARGUMENT, "op_timeout_ms "
+		    "%d: must be 0 (the daemon's) or more", op_timeout_ms);
+	else
+		comm->op_timeout_ms = op_timeout_ms > 0 ?
+		    (uint32_t)op_timeout_ms : comm->hello.op_timeout_ms;
+	pthread_mutex_unlock(&comm->lock);
+	return rc;
+}
+
 /* ---- abort and split ---- */
 
 mccl_result_t

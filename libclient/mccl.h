@@ -117,6 +117,14 @@ mccl_result_t	mccl_comm_init(mccl_comm_t **comm, const char *job, int nranks,
  */
 mccl_result_t	mccl_comm_init_env(mccl_comm_t **comm);
 
+/*
+ * The deadline of comm's later operations: each fails with MCCL_ERR_TIMEOUT
+ * once it has waited op_timeout_ms for another rank (0: the daemon's
+ * op_timeout_ms; MCCL_OP_TIMEOUT_MS sets it at init).  torch's process
+ * group timeout is this.
+ */
+mccl_result_t	mccl_comm_set_timeout(mccl_comm_t *comm, int op_timeout_ms);
+
 /* Leave the job and free the communicator, its buffers and requests.  Other
  * ranks' pending operations on the job fail if this one leaves early. */
 mccl_result_t	mccl_comm_destroy(mccl_comm_t *comm);

@@ -9,6 +9,7 @@ check; exits 1 if any failed.
 
 import array
 import sys
+import time
 
 import numpy
 import torch
@@ -283,6 +284,29 @@ x = numpy.full(3, 2.0)
 world.allreduce(x)
 check("the world is untouched by the sub-job's failure", numpy.all(
     x == 2 * N))
+
+# ---- receives from any source; a deadline set on a communicator ----
+if R == 0:
+    got = {}
+    for _ in range(N - 1):
+        rq = world.irecv(numpy.zeros(1, dtype=numpy.int32), mccl.ANY_SOURCE)
+        v = rq.wait()
+        got[rq.source] = (rq.tag, int(v[0]))
+    check("receives from any source: each sender once, its tag and data",
+          got == {s: (200 + s, s * 10) for s in range(1, N)}, got)
+else:
+    world.send(numpy.array([R * 10], dtype=numpy.int32), 0, tag=200 + R)
+last = world.split(0)		# its failure must not end the world's job
+last.set_timeout(0.5)
+if R == 0:
+    t0 = time.monotonic()
+    raises("set_timeout(0.5): a receive that never comes times out",
+           mccl.TimeoutError, lambda: last.recv(
+               numpy.zeros(1, dtype=numpy.int32), mccl.ANY_SOURCE, tag=9),
+           "before the deadline")
+    check("... after 0.5 s", 0.45 < time.monotonic() - t0 < 3,
+          time.monotonic() - t0)
+world.barrier()
 
 print("rank %d: %d checks failed" % (R, checklib.failed))
 sys.exit(1 if checklib.failed else 0)

@@ -29,7 +29,7 @@ from ._buffers import (BFLOAT16, DTYPE_NAMES, DTYPE_SIZES, FLOAT16,
 
 __all__ = ["init", "Comm", "Request", "empty", "Error", "SUM", "PROD",
            "MIN", "MAX", "AVG", "BAND", "BOR", "BXOR", "ANY_TAG",
-           "UNDEFINED"]
+           "ANY_SOURCE", "UNDEFINED"]
 
 __version__ = "0.1.0"
 
@@ -37,6 +37,7 @@ __version__ = "0.1.0"
 SUM, PROD, MIN, MAX, AVG, BAND, BOR, BXOR = range(8)
 OP_NAMES = ("sum", "prod", "min", "max", "avg", "band", "bor", "bxor")
 ANY_TAG = -1
+ANY_SOURCE = -1
 UNDEFINED = -1
 
 # ---- errors: one class per code, under Error ----
@@ -118,20 +119,40 @@ def _check(rc, handle):
 # ---- requests ----
 
 
+class _Status(ctypes.Structure):
+    """mccl_status_t: whose message a receive took, and its tag."""
+    _fields_ = [("source", ctypes.c_int), ("tag", ctypes.c_int)]
+
+
 class Request:
     """An operation in flight.  wait() returns its result (the output
     buffer, or None) and raises its error; test() says whether it is done,
-    without blocking.  The buffers stay referenced until it completes."""
+    without blocking.  The buffers stay referenced until it completes.  A
+    receive's .source and .tag say whose message it took, once done."""
 
-    __slots__ = ("_comm", "_handle", "_result", "_bufs", "_done", "_error")
+    __slots__ = ("_comm", "_handle", "_result", "_bufs", "_done", "_error",
+                 "_status")
 
-    def __init__(self, comm, handle, result, bufs):
+    def __init__(self, comm, handle, result, bufs, status=None):
         self._comm = comm
         self._handle = handle
         self._result = result
         self._bufs = bufs
         self._done = handle is None
         self._error = None
+        self._status = status
+
+    @property
+    def source(self):
+        """A receive that ended well: the rank that sent; else None."""
+        return self._status.source if self._done and self._status and \
+            self._error is None else None
+
+    @property
+    def tag(self):
+        """A receive that ended well: the message's tag; else None."""
+        return self._status.tag if self._done and self._status and \
+            self._error is None else None
 
     def _finish(self, rc):
         self._handle = None
@@ -244,17 +265,17 @@ class Comm:
 
     # -- the one path every operation takes --
 
-    def _submit(self, fn, args, result, bufs, nonblocking):
+    def _submit(self, fn, args, result, bufs, nonblocking, status=None):
         self._live()
         if self._handle is None:
-            return Request(self, None, result, None) if nonblocking \
-                else result
+            return Request(self, None, result, None, status) if \
+                nonblocking else result
         if not nonblocking:
             _check(fn(*args, self._handle, None), self._handle)
             return result
         req = ctypes.c_void_p()
         _check(fn(*args, self._handle, ctypes.byref(req)), self._handle)
-        return Request(self, req, result, bufs)
+        return Request(self, req, result, bufs, status)
 
     @staticmethod
     def _op(op, b):
@@ -641,14 +662,19 @@ class Comm:
             raise InvalidArgumentError(
                 "%s to rank %r: a world of one rank has no one to talk to" %
                 (what, peer), InvalidArgumentError.code)
-        fn = getattr(_lib.load(), "mccl_" + what)
         b = view(buf, "buf", what == "recv", dtype)
-        peer = self._rank_arg(peer, "peer")
+        if what != "recv" or peer != ANY_SOURCE:
+            peer = self._rank_arg(peer, "peer")
         if not _pow_ok(tag) or tag < (-1 if what == "recv" else 0):
             raise ValueError("mccl: tag %r: a send needs a tag >= 0, a "
                              "receive one >= 0 or mccl.ANY_TAG" % (tag,))
-        return self._submit(fn, (b.ptr, b.count, b.dtype, peer, tag),
-                            b.obj if what == "recv" else None, (b,), nb)
+        if what == "send":
+            return self._submit(_lib.load().mccl_send, (b.ptr, b.count,
+                                b.dtype, peer, tag), None, (b,), nb)
+        st = _Status(-1, -1)
+        return self._submit(_lib.load().mccl_recv_status,
+                            (b.ptr, b.count, b.dtype, peer, tag,
+                             ctypes.byref(st)), b.obj, (b, st), nb, st)
 
     def send(self, buf, dest, tag=0, *, dtype=None):
         """Send buf to rank dest; returns once the daemon has it."""
@@ -660,8 +686,9 @@ class Comm:
                          "send", True)
 
     def recv(self, buf, source, tag=ANY_TAG, *, dtype=None):
-        """Receive into buf the first message from rank source whose tag
-        matches; returns buf."""
+        """Receive into buf the first message from rank source (or from
+        anyone: mccl.ANY_SOURCE) whose tag matches; returns buf.  irecv's
+        Request says the sender and tag."""
         return self._p2p(buf, source, tag, dtype,
                          "recv", False)
 
@@ -685,6 +712,19 @@ class Comm:
         _check(_lib.load().mccl_comm_split(self._handle, color, key,
                                            ctypes.byref(new)), self._handle)
         return Comm(new, "%s/%d" % (self.job, color)) if new.value else None
+
+    def set_timeout(self, seconds):
+        """Every later operation fails with mccl.TimeoutError once it has
+        waited this long for another rank (0 or None: the daemon's
+        op_timeout_ms)."""
+        ms = 0 if not seconds else int(round(seconds * 1000))
+        if ms < 0 or ms > 2 ** 31 - 1:
+            raise ValueError("mccl: set_timeout(%r): expected 0 to %d "
+                             "seconds" % (seconds, (2 ** 31 - 1) // 1000))
+        self._live()
+        if self._handle is not None:
+            _check(_lib.load().mccl_comm_set_timeout(self._handle, ms),
+                   self._handle)
 
     def abort(self):
         """End every pending operation of the job, on every rank, with
