@@ -117,7 +117,8 @@ ddp_fault() {	# MODE RAISERS SECONDS [MCCLRUN_ARGS...]: 2 nodes x 2 ranks
 	local mode=$1 want=$2 limit=$3 rc raised slow
 	shift 3
 	rm -f "$T/fault.out"
-	"${MCCLRUN[@]}" "${REMOTE[@]}" -N 2 "$@" --env PYTHONFAULTHANDLER=1 \
+	timeout 120 "${MCCLRUN[@]}" "${REMOTE[@]}" -N 2 "$@" \
+	    --env PYTHONFAULTHANDLER=1 \
 	    "$PY" "$HERE/ddp_fault.py" "$mode" >"$T/fault.out" 2>&1 &
 	CHILD_PIDS+=($!)
 	wait $!

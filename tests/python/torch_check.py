@@ -5,7 +5,10 @@ send/recv and the refusals, each checked against a reference.  Prints
 "ok NAME" or "FAIL NAME: why"; exits 1 if any failed.
 """
 
+import datetime
 import sys
+import time
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -119,6 +122,57 @@ dist.all_to_all_single(o, ins, output_split_sizes=[k + 1 for k in range(N)],
 want = torch.cat([torch.full((k + 1,), float(k)) for k in range(N)])
 check("all_to_all_single, uneven splits", torch.equal(o, want), o)
 
+# gather, scatter and the object collectives built on them
+root = N - 1
+outs = [torch.zeros(3) for _ in range(N)] if R == root else None
+dist.gather(torch.full((3,), float(R)), outs, dst=root)
+check("gather to rank %d" % root, R != root or all(
+    bool((o == k).all()) for k, o in enumerate(outs)))
+o = torch.zeros(2, dtype=torch.int64)
+dist.scatter(o, [torch.tensor([k, 10 * k]) for k in range(N)] if R == 0
+             else None, src=0)
+check("scatter from rank 0", o.tolist() == [R, 10 * R], o)
+got = [None] * N if R == 0 else None
+dist.gather_object({"rank": R, "pad": "x" * R}, got, dst=0)
+check("gather_object", R != 0 or got == [{"rank": k, "pad": "x" * k}
+                                         for k in range(N)], got)
+got = [None]
+dist.scatter_object_list(got, [("to", k) for k in range(N)] if R == 0
+                         else None, src=0)
+check("scatter_object_list", got == [("to", R)], got)
+objs = [None] * N
+dist.all_gather_object(objs, [R] * R)
+check("all_gather_object", objs == [[k] * k for k in range(N)], objs)
+
+# uneven all_gather and all_to_all, all_gather_coalesced
+outs = [torch.zeros(k + 1) for k in range(N)]
+dist.all_gather(outs, torch.full((R + 1,), float(R)))
+check("all_gather with uneven sizes", all(
+    o.numel() == k + 1 and bool((o == k).all()) for k, o in enumerate(outs)))
+outs = [torch.zeros(k + 1) for k in range(N)]	# rank k sends k + 1 to all
+dist.all_to_all(outs, [torch.full((R + 1,), float(R * 10 + d))
+                       for d in range(N)])
+check("all_to_all with uneven sizes", all(
+    bool((o == k * 10 + R).all()) for k, o in enumerate(outs)), outs)
+ins = [torch.full((2,), float(R)), torch.full((3,), float(R))]
+outs = [[torch.zeros(2), torch.zeros(3)] for _ in range(N)]
+with warnings.catch_warnings():		# torch says it will go away
+    warnings.simplefilter("ignore")
+    dist.all_gather_coalesced(outs, ins)
+check("all_gather_coalesced", all(
+    bool((a == k).all()) and bool((b == k).all())
+    for k, (a, b) in enumerate(outs)))
+
+# a sparse all_reduce sums every rank's entries
+sp = torch.sparse_coo_tensor([[R, N], [0, 1]], [1.0, float(R)], (N + 1, 2))
+dist.all_reduce(sp)
+want = torch.zeros(N + 1, 2)
+for k in range(N):
+    want[k, 0] += 1
+    want[N, 1] += k
+check("all_reduce of a sparse tensor", torch.equal(sp.to_dense(), want),
+      sp.to_dense())
+
 # non-contiguous tensors: results copied back
 nc = torch.zeros(4, 6).t()
 nc += R + 1
@@ -151,8 +205,31 @@ if N > 1:
     dist.recv(x, (R - 1) % N)
     req.wait()
     check("isend/recv around the ring", bool((x == 1).all()))
-raises("recv from any source is refused", ValueError,
-       lambda: dist.recv(torch.zeros(1)), "source rank")
+if N > 1:		# recv without src: from any rank, which it returns
+    if R == 0:
+        srcs = set()
+        for _ in range(N - 1):
+            x = torch.zeros(1)
+            src = dist.recv(x, tag=12)
+            srcs.add((src, int(x.item())))
+        check("recv from any source returns the sender",
+              srcs == {(k, 100 + k) for k in range(1, N)}, srcs)
+    else:
+        dist.send(torch.tensor([100.0 + R]), dst=0, tag=12)
+    dist.barrier()
+
+# A group's timeout is its operations' deadline
+if N > 1:
+    g = dist.new_group(list(range(N)), timeout=datetime.timedelta(seconds=1))
+    if R == 0:
+        t0 = time.monotonic()
+        raises("a group's timeout=: a receive that never comes times out",
+               TimeoutError, lambda: dist.recv(torch.zeros(1), src=1,
+                                               group=g, tag=77),
+               "before the deadline")
+        check("... after the group's 1 s", 0.9 < time.monotonic() - t0 < 5,
+              time.monotonic() - t0)
+    dist.barrier()
 
 # An error reaches Work.wait(): a receive of 3 elements meets a send of 2
 # (the job fails: the last check, once every rank is done with the others).

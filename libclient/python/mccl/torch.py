@@ -15,12 +15,15 @@ gradient allreduces so run on the daemon while backward goes on.
 
 Tensors must be on the CPU.  A non-contiguous tensor is copied into a
 contiguous one and the result copied back.  Reductions: SUM, PRODUCT, MIN,
-MAX, and AVG on floating-point tensors; BAND, BOR, BXOR and PREMUL_SUM are
-refused with a clear error.  recv from any source is refused (MCCL matches
-receives by peer).
+MAX, AVG on floating-point tensors, BAND, BOR and BXOR on integer ones;
+PREMUL_SUM is refused with a clear error.  all_gather and all_to_all take
+uneven sizes (allgatherv, alltoallv); a sparse all_reduce sums as gloo's
+does; recv takes a message from any source; the group's timeout is every
+operation's deadline.
 """
 
 import collections
+import inspect
 import queue
 import threading
 import uuid
@@ -28,10 +31,16 @@ import weakref
 
 import torch
 import torch.distributed as dist
-from torch._C._distributed_c10d import ProcessGroup, ReduceOp, Work
+from torch.distributed import ProcessGroup, ReduceOp, Work
 from torch.futures import Future
 
 import mccl
+
+try:
+    from torch.distributed.constants import default_pg_timeout as \
+        _TORCH_DEFAULT_TIMEOUT
+except ImportError:		# it has always been there, but is not public
+    _TORCH_DEFAULT_TIMEOUT = None
 
 _OPS = {ReduceOp.SUM: mccl.SUM, ReduceOp.PRODUCT: mccl.PROD,
         ReduceOp.MIN: mccl.MIN, ReduceOp.MAX: mccl.MAX,
@@ -82,10 +91,11 @@ class _Work(Work):
     reaches these methods only while this Python object lives, so its
     group keeps it (_Keep) until long after it completed."""
 
-    def __init__(self, src):
+    def __init__(self, src, source=None):
         super().__init__()
         self._src = src
         self._fut = src.then(_unwrap)
+        self._source = source	# a receive from any source: its Request
 
     def _error(self):
         value = self._src.value()
@@ -113,6 +123,11 @@ class _Work(Work):
     def result(self):
         self.wait()
         return self._src.value()
+
+    def _source_rank(self):
+        """recv_anysource's: who sent (torch's dist.recv returns it)."""
+        self.wait()
+        return self._source.source
 
     def synchronize(self):
         pass
@@ -195,6 +210,10 @@ class ProcessGroupMCCL(ProcessGroup):
     def __init__(self, store, rank, size, timeout):
         super().__init__(rank, size)
         self._comm = _join(store, rank, size, timeout)
+        # A timeout= given is every operation's deadline; torch's default
+        # (30 min) leaves MCCL's (MCCL_OP_TIMEOUT_MS, or op_timeout_ms).
+        if timeout and timeout != _TORCH_DEFAULT_TIMEOUT:
+            self._comm.set_timeout(timeout.total_seconds())
         self._keep = _Keep()
         self._completer = _Completer(self._comm.job)
         self._completer.start()
@@ -208,9 +227,9 @@ class ProcessGroupMCCL(ProcessGroup):
 
     # -- the path every operation takes --
 
-    def _work(self, req, value, after=None):
+    def _work(self, req, value, after=None, source=None):
         src = Future()
-        work = _Work(src)
+        work = _Work(src, source)
         self._keep.add(work)
         self._completer.queue.put((req, after, src, value,
                                    lambda: self._keep.completed(work)))
@@ -240,9 +259,32 @@ class ProcessGroupMCCL(ProcessGroup):
         t = self._one(tensors, "allreduce")
         op = _op(opts.reduceOp if opts is not None else ReduceOp.SUM,
                  t.dtype)
+        if t.is_sparse:
+            return self._allreduce_sparse(t, op, tensors)
         w = _flat(t)
         req = self._comm.iallreduce(w, op=op)
         return self._work(req, tensors, self._back([(w, t)]))
+
+    def _allreduce_sparse(self, t, op, tensors):
+        """As gloo: every rank's indices and values gathered, then summed
+        here (coalesce), the same on every rank.  SUM only."""
+        if op != mccl.SUM:
+            raise ValueError("mccl: all_reduce of a sparse tensor sums only, "
+                             "not %s" % mccl.OP_NAMES[op])
+        c = t.coalesce()
+        idx = c.indices().t().contiguous()	# nnz rows of ndim
+        val = c.values().contiguous()		# nnz rows of the rest
+        nnz = [int(x) for x in self._comm.allgather(
+            torch.tensor([idx.shape[0]], dtype=torch.int64)).view(-1)]
+        ndim, row = idx.shape[1], val.shape[1:].numel()
+        all_idx = self._comm.allgatherv(idx.view(-1),
+                                        [k * ndim for k in nnz])
+        all_val = self._comm.allgatherv(val.view(-1), [k * row for k in nnz])
+        total = torch.sparse_coo_tensor(
+            all_idx.view(-1, ndim).t(), all_val.view(-1, *val.shape[1:]),
+            t.shape).coalesce()
+        t.copy_(total)
+        return self._work(None, tensors)
 
     def allreduce_coalesced(self, tensors, opts=None):
         if not tensors:
@@ -251,13 +293,7 @@ class ProcessGroupMCCL(ProcessGroup):
                  tensors[0].dtype)
         flat = torch.cat([_flat(t).view(-1) for t in tensors])
         req = self._comm.iallreduce(flat, op=op)
-
-        def unflatten():
-            at = 0
-            for t in tensors:
-                t.copy_(flat[at:at + t.numel()].view_as(t))
-                at += t.numel()
-        return self._work(req, tensors, unflatten)
+        return self._work(req, tensors, _split_into(flat, tensors))
 
     def broadcast(self, tensors, opts=None):
         t = self._one(tensors, "broadcast")
@@ -279,17 +315,41 @@ class ProcessGroupMCCL(ProcessGroup):
             raise ValueError("mccl: all_gather: %d output tensors for %d "
                              "ranks" % (len(outs), self.size()))
         for o in outs:
-            if o.numel() != t.numel() or o.dtype != t.dtype:
+            if o.dtype != t.dtype:
                 raise ValueError("mccl: all_gather: every output tensor "
-                                 "must match the input (%d %s)" %
-                                 (t.numel(), t.dtype))
-        flat = torch.empty((self.size(),) + tuple(t.shape), dtype=t.dtype)
-        req = self._comm.iallgather(_flat(t), out=flat)
+                                 "must be %s, as the input" % t.dtype)
+        counts = [o.numel() for o in outs]
+        if counts[self.rank()] != t.numel():
+            raise ValueError("mccl: all_gather: this rank's output tensor "
+                             "has %d elements, its input %d" % (
+                                 counts[self.rank()], t.numel()))
+        flat = torch.empty(sum(counts), dtype=t.dtype)
+        if len(set(counts)) == 1:
+            req = self._comm.iallgather(_flat(t).view(-1), out=flat)
+        else:			# uneven, as torch allows: allgatherv
+            req = self._comm.iallgatherv(_flat(t).view(-1), counts, flat)
+        return self._work(req, output_tensors, _split_into(flat, outs))
 
-        def scatter_back():
-            for o, part in zip(outs, flat):
-                o.copy_(part)
-        return self._work(req, output_tensors, scatter_back)
+    def allgather_coalesced(self, output_lists, input_list, opts=None):
+        """Every input of every rank, as bytes in one allgather."""
+        ins = [_flat(t).view(-1).view(torch.uint8) for t in input_list]
+        mine = torch.cat(ins) if ins else torch.empty(0, dtype=torch.uint8)
+        flat = torch.empty(mine.numel() * self.size(), dtype=torch.uint8)
+        if len(output_lists) != self.size() or any(
+                len(o) != len(input_list) for o in output_lists):
+            raise ValueError("mccl: all_gather_coalesced: output lists must "
+                             "be %d lists of %d tensors" % (
+                                 self.size(), len(input_list)))
+        req = self._comm.iallgather(mine, out=flat)
+
+        def unpack():
+            at = 0
+            for outs in output_lists:
+                for o, i in zip(outs, ins):
+                    part = flat[at:at + i.numel()]
+                    o.copy_(part.view(o.dtype).view_as(o))
+                    at += i.numel()
+        return self._work(req, output_lists, unpack)
 
     def _allgather_base(self, output, input, opts=None):
         if output.numel() != input.numel() * self.size():
@@ -300,6 +360,39 @@ class ProcessGroupMCCL(ProcessGroup):
         w = _flat(output)
         req = self._comm.iallgather(_flat(input), out=w.view(-1))
         return self._work(req, [output], self._back([(w, output)]))
+
+    def gather(self, output_tensors, input_tensors, opts):
+        t = self._one(input_tensors, "gather")
+        root = opts.rootRank
+        if self.rank() != root:
+            req = self._comm.igather(_flat(t).view(-1), root=root)
+            return self._work(req, output_tensors)
+        outs = self._one(output_tensors, "gather")
+        if len(outs) != self.size() or any(
+                o.numel() != t.numel() or o.dtype != t.dtype for o in outs):
+            raise ValueError("mccl: gather: the root needs %d output "
+                             "tensors like the input (%d %s)" % (
+                                 self.size(), t.numel(), t.dtype))
+        flat = torch.empty(t.numel() * self.size(), dtype=t.dtype)
+        req = self._comm.igather(_flat(t).view(-1), out=flat, root=root)
+        return self._work(req, output_tensors, _split_into(flat, outs))
+
+    def scatter(self, output_tensors, input_tensors, opts):
+        o = self._one(output_tensors, "scatter")
+        root = opts.rootRank
+        w = _flat(o)
+        flat = None
+        if self.rank() == root:
+            ins = self._one(input_tensors, "scatter")
+            if len(ins) != self.size() or any(
+                    i.numel() != o.numel() or i.dtype != o.dtype
+                    for i in ins):
+                raise ValueError("mccl: scatter: the root needs %d input "
+                                 "tensors like the output (%d %s)" % (
+                                     self.size(), o.numel(), o.dtype))
+            flat = torch.cat([_flat(i).view(-1) for i in ins])
+        req = self._comm.iscatter(flat, w.view(-1), root=root)
+        return self._work(req, output_tensors, self._back([(w, o)]))
 
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
         o = self._one(output_tensors, "reduce_scatter")
@@ -338,16 +431,22 @@ class ProcessGroupMCCL(ProcessGroup):
             raise ValueError("mccl: all_to_all: %d output and %d input "
                              "tensors for %d ranks" % (
                                  len(output_tensors), len(input_tensors), n))
-        sizes = {t.numel() for t in list(output_tensors) + list(input_tensors)}
-        if len(sizes) != 1:
-            return self._alltoall_uneven(output_tensors, input_tensors)
+        dtypes = {t.dtype for t in list(output_tensors) + list(input_tensors)}
+        if len(dtypes) != 1:
+            raise ValueError("mccl: all_to_all: the tensors must share one "
+                             "dtype, not %s" % sorted(map(str, dtypes)))
         flat = torch.cat([_flat(t).view(-1) for t in input_tensors])
-        req = self._comm.ialltoall(flat)
-
-        def split_back():
-            for o, part in zip(output_tensors, flat.chunk(n)):
-                o.copy_(part.view_as(o))
-        return self._work(req, output_tensors, split_back)
+        sizes = {t.numel() for t in list(output_tensors) + list(input_tensors)}
+        if len(sizes) == 1:
+            req = self._comm.ialltoall(flat)
+            return self._work(req, output_tensors,
+                              _split_into(flat, output_tensors))
+        out = torch.empty(sum(o.numel() for o in output_tensors),
+                          dtype=flat.dtype)
+        req = self._comm.ialltoallv(flat, [t.numel() for t in input_tensors],
+                                    out, [o.numel() for o in output_tensors])
+        return self._work(req, output_tensors,
+                          _split_into(out, output_tensors))
 
     def alltoall_base(self, output, input, output_split_sizes,
                       input_split_sizes, opts=None):
@@ -362,40 +461,17 @@ class ProcessGroupMCCL(ProcessGroup):
             req = self._comm.ialltoall(_flat(input).view(-1),
                                        out=w.view(-1))
             return self._work(req, [output], self._back([(w, output)]))
-        ins = list(_flat(input).split(list(input_split_sizes) or
-                                      [input.shape[0] // n] * n))
-        outs = list(output.split(list(output_split_sizes) or
-                                 [output.shape[0] // n] * n))
-        return self._alltoall_uneven(outs, ins)
-
-    def _alltoall_uneven(self, outs, ins):
-        """Uneven blocks: one send and one receive per pair of ranks, and
-        the block to ourselves copied."""
-        me = self.rank()
-        if outs[me].numel() != ins[me].numel():
-            raise ValueError("mccl: all_to_all: rank %d sends itself %d "
-                             "elements but expects %d" % (
-                                 me, ins[me].numel(), outs[me].numel()))
-        reqs = []
-        for peer in range(self.size()):
-            if peer != me:
-                reqs.append(self._comm.isend(_flat(ins[peer]), peer,
-                                             tag=_A2A_TAG))
-        works = [(_flat(o), o) for o in outs]
-        for peer in range(self.size()):
-            if peer == me:
-                works[peer][0].copy_(ins[peer].view_as(works[peer][0]))
-            else:
-                reqs.append(self._comm.irecv(works[peer][0], peer,
-                                             tag=_A2A_TAG))
-        back = self._back(works)
-
-        def finish():
-            for r in reqs:
-                r.wait()
-            if back is not None:
-                back()
-        return self._work(None, list(outs), finish)
+        # splits count rows of dim 0: alltoallv counts elements
+        row_in = input[0].numel() if input.dim() and input.shape[0] else 1
+        row_out = output[0].numel() if output.dim() and output.shape[0] \
+            else 1
+        sc = [s * row_in for s in (list(input_split_sizes) or
+                                   [input.shape[0] // n] * n)]
+        rc = [s * row_out for s in (list(output_split_sizes) or
+                                    [output.shape[0] // n] * n)]
+        w = _flat(output)
+        req = self._comm.ialltoallv(_flat(input).view(-1), sc, w.view(-1), rc)
+        return self._work(req, [output], self._back([(w, output)]))
 
     def barrier(self, opts=None):
         return self._work(self._comm.ibarrier(), [])
@@ -413,11 +489,20 @@ class ProcessGroupMCCL(ProcessGroup):
         return self._work(req, tensors, self._back([(w, t)]))
 
     def recv_anysource(self, tensors, tag):
-        raise ValueError("mccl: recv needs a source rank: MCCL matches "
-                         "receives by peer")
+        t = self._one(tensors, "recv")
+        w = _flat(t)
+        req = self._comm.irecv(w, mccl.ANY_SOURCE, tag=tag)
+        return self._work(req, tensors, self._back([(w, t)]), source=req)
 
 
-_A2A_TAG = 0x7fff0a2a	# uneven all_to_all's messages
+def _split_into(flat, outs):
+    """A closure copying consecutive parts of flat into each of outs."""
+    def copy_out():
+        at = 0
+        for o in outs:
+            o.copy_(flat[at:at + o.numel()].view_as(o))
+            at += o.numel()
+    return copy_out
 
 
 def abort(group=None):
@@ -449,5 +534,14 @@ def _create(store, rank, size, timeout):
     return ProcessGroupMCCL(store, rank, size, timeout)
 
 
+def _register():
+    """Backend "mccl", for CPU tensors; torch 2 also wants the devices."""
+    kw = {}
+    if "devices" in inspect.signature(
+            dist.Backend.register_backend).parameters:
+        kw["devices"] = ["cpu"]
+    dist.Backend.register_backend("mccl", _create, **kw)
+
+
 if not hasattr(dist.Backend, "MCCL"):	# imported twice: registered once
-    dist.Backend.register_backend("mccl", _create)
+    _register()
