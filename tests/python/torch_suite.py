@@ -1,0 +1,43 @@
+"""torch_suite.py [unittest arguments]: PyTorch's own distributed tests,
+DistributedTest._DistTestBase of torch's distributed_test.py, as torch's
+test_distributed_spawn.py runs them, against a backend (run by
+tests/python/torch_suite.sh, which starts the daemons).
+
+Environment: BACKEND (mccl, or gloo to compare), WORLD_SIZE, TEMP_DIR
+(torch's), MCCL_SOCKETS (the daemons' sockets, comma-separated: the ranks
+are spread over them in order), OPEN_GATES=1 to run the tests whose gate
+names gloo too (the gates are read when the module is imported).
+"""
+
+import os
+import sys
+
+BACKEND = os.environ["BACKEND"]
+if os.environ.get("OPEN_GATES") == "1":
+    os.environ["BACKEND"] = "gloo"	# the gates see gloo ...
+
+import mccl.torch  # noqa: E402,F401 (registers the backend)
+from torch.testing._internal.common_utils import run_tests  # noqa: E402
+from torch.testing._internal.distributed import \
+    distributed_test as dt  # noqa: E402
+
+os.environ["BACKEND"] = dt.BACKEND = BACKEND	# ... the tests run BACKEND
+
+
+class TestDistBackendWithSpawn(dt.TestDistBackend,
+                               dt.DistributedTest._DistTestBase):
+    def setUp(self):
+        super().setUp()
+        self._spawn_processes()
+
+    @classmethod
+    def _run(cls, rank, test_name, file_name, pipe):
+        socks = os.environ.get("MCCL_SOCKETS", "").split(",")
+        if socks[0]:
+            os.environ["MCCL_SOCKET"] = socks[
+                rank * len(socks) // int(os.environ["WORLD_SIZE"])]
+        super()._run(rank, test_name, file_name, pipe)
+
+
+if __name__ == "__main__":
+    sys.exit(run_tests())
