@@ -263,6 +263,7 @@ UNITDIR	    = $(PREFIX)/lib/systemd/system
 PYVER	    = $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
 PYDIR	    = $(PREFIX)/lib/python$(PYVER)/dist-packages
 PYFILES	    = libclient/python/mccl/__init__.py libclient/python/mccl/_lib.py \
+	      libclient/python/mccl/run.py \
 	      libclient/python/mccl/_buffers.py libclient/python/mccl/torch.py
 SYSUSERSDIR = $(PREFIX)/lib/sysusers.d
 MAN1	    = man/mccl-perf.1 man/mcclrun.1

@@ -256,6 +256,23 @@ done
 out=$("${MCCLRUN[@]}" --ssh "$HERE/fakessh $T" --hosts n0,,n1 true 2>&1)
 [ $? = 2 ] && grep -q 'empty host name' <<<"$out" &&
     ok "--hosts with an empty name: refused" || bad "--hosts n0,,n1: $out"
+out=$(cd "$T" && "$PY" "$TOP/tools/mcclrun" --socket "$T/n0.sock" -n 2 \
+    sh -c 'echo "rank $MCCL_RANK"' 2>&1)
+[ "$(sort <<<"$out")" = "[0] rank 0
+[1] rank 1" ] && ok "mcclrun from the build tree finds build/mcclctl itself" ||
+    bad "mcclrun without --mcclctl: $out"
+out=$(cd "$T" && "$PY" -m mccl.run --socket "$T/n0.sock" -n 1 echo one 2>&1)
+[ "$out" = "[0] one" ] && ok "python -m mccl.run is the launcher too" ||
+    bad "python -m mccl.run: $out"
+# A launcher and package far from any build tree, no mcclctl on PATH.
+mkdir -p "$T/lonely/pkg"
+cp "$TOP/tools/mcclrun" "$T/lonely/"
+cp -r "$TOP/libclient/python/mccl" "$T/lonely/pkg/"
+out=$(cd "$T" && PATH=/usr/bin:/bin PYTHONPATH="$T/lonely/pkg" "$PY" \
+    "$T/lonely/mcclrun" --socket "$T/n0.sock" -n 1 true 2>&1)
+[ $? != 0 ] && grep -q "no mcclctl to check the daemons with: tried .*lonely/mcclctl.* and PATH" <<<"$out" &&
+    ok "no mcclctl anywhere: every place tried is named" ||
+    bad "no mcclctl: $out"
 out=$("${MCCLRUN[@]}" -n 1 2>&1)
 [ $? = 2 ] && grep -q "no command to run" <<<"$out" &&
     ok "no command: a usage error" || bad "no command: $out"
