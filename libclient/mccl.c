@@ -32,6 +32,7 @@
 
 #define ERRLEN			1024
 #define CONNECT_TIMEOUT_MS	5000
+#define STATS_TIMEOUT_MS	5000	/* mccl_comm_stats: the daemons answer */
 #define DAEMON_MARGIN_MS	5000	/* beyond the daemon's own deadline */
 #define BELL_NAP_MS		200	/* longest doorbell sleep: then see
 					   whether the daemon is still there */
@@ -76,6 +77,7 @@ struct mccl_comm {
 	pthread_cond_t	 cond;
 	int		 reading;	/* a thread is reading the socket */
 	int		 fd;
+	char		 path[108];	/* the daemon's socket */
 	char		 job[JOB_NAME_MAX];
 	int		 rank;
 	int		 nranks;
@@ -629,6 +631,7 @@ mccl_comm_init(mccl_comm_t **commp, const char *job, int nranks, int rank)
 	    err, sizeof(err))) == -1)
 		return init_fail(comm, (mccl_result_t)code, err);
 	snprintf(comm->job, sizeof(comm->job), "%s", job);
+	snprintf(comm->path, sizeof(comm->path), "%s", path);
 	comm->rank = rank;
 	comm->nranks = nranks;
 	comm->algo = (uint8_t)algo;
@@ -1456,6 +1459,67 @@ mccl_comm_set_timeout(mccl_comm_t *comm, int op_timeout_ms)
 		comm->op_timeout_ms = op_timeout_ms > 0 ?
 		    (uint32_t)op_timeout_ms : comm->hello.op_timeout_ms;
 	pthread_mutex_unlock(&comm->lock);
+	return rc;
+}
+
+/*
+ * The daemons' view of comm's job, as `mcclctl -j job NAME` prints it, on
+ * a connection of its own: the communicator's stays free for its ops.
+ */
+static mccl_result_t
+stats_query(mccl_comm_t *comm, struct ipc_msg *m, char *err, size_t errlen)
+{
+	struct ipc_ctl req = { CTL_JOB };
+	struct ipc_hello_ok ok;
+	int fd, code = MCCL_ERR_CONNECT;
+	mccl_result_t rc = MCCL_SUCCESS;
+
+	if ((fd = conn_open(comm->path, STATS_TIMEOUT_MS, &ok, &code, err,
+	    errlen)) == -1)
+		return (mccl_result_t)code;
+	if ((rc = conn_send(fd, IPC_CTL, &req, comm->job, strlen(comm->job),
+	    -1, err, errlen)) == MCCL_SUCCESS)
+		rc = conn_recv(fd, STATS_TIMEOUT_MS, m, err, errlen);
+	close(fd);
+	if (rc == MCCL_SUCCESS && m->hdr.type == IPC_ERROR) {
+		snprintf(err, errlen, "%.*s", (int)m->trailer_len,
+		    (const char *)m->trailer);
+		rc = m->u.error.code < MCCL_NUM_RESULTS ?
+		    (mccl_result_t)m->u.error.code : MCCL_ERR_PROTOCOL;
+	} else if (rc == MCCL_SUCCESS && m->hdr.type != IPC_CTL_REPLY) {
+		snprintf(err, errlen, "the daemon answered %s", m->type->name);
+		rc = MCCL_ERR_PROTOCOL;
+	}
+	return rc;
+}
+
+mccl_result_t
+mccl_comm_stats(mccl_comm_t *comm, char *buf, size_t len)
+{
+	struct ipc_msg *m;
+	char err[ERRLEN];
+	mccl_result_t rc;
+
+	if ((rc = comm_check(comm)) != MCCL_SUCCESS)
+		return rc;
+	snprintf(err, sizeof(err), "out of memory");
+	if ((m = malloc(sizeof(*m))) == NULL)
+		rc = MCCL_ERR_NO_MEMORY;
+	else if ((rc = stats_query(comm, m, err, sizeof(err))) ==
+	    MCCL_SUCCESS && (buf == NULL || m->trailer_len >= len)) {
+		snprintf(err, sizeof(err), "the job's stats take %zu bytes, "
+		    "the buffer has %zu", m->trailer_len + 1, len);
+		rc = MCCL_ERR_INVALID_ARGUMENT;
+	} else if (rc == MCCL_SUCCESS) {
+		memcpy(buf, m->trailer, m->trailer_len);
+		buf[m->trailer_len] = '\0';
+	}
+	free(m);
+	if (rc != MCCL_SUCCESS) {
+		pthread_mutex_lock(&comm->lock);
+		comm_error(comm, rc, "stats: %s", err);
+		pthread_mutex_unlock(&comm->lock);
+	}
 	return rc;
 }
 

@@ -125,6 +125,14 @@ mccl_result_t	mccl_comm_init_env(mccl_comm_t **comm);
  */
 mccl_result_t	mccl_comm_set_timeout(mccl_comm_t *comm, int op_timeout_ms);
 
+/*
+ * The daemons' view of comm's job, as JSON (what `mcclctl -j job NAME`
+ * prints): its state, ranks, nodes, operations completed and in flight,
+ * per node.  buf gets it, NUL-terminated; a buffer too small fails with
+ * MCCL_ERR_INVALID_ARGUMENT saying the size needed.
+ */
+mccl_result_t	mccl_comm_stats(mccl_comm_t *comm, char *buf, size_t len);
+
 /* Leave the job and free the communicator, its buffers and requests.  Other
  * ranks' pending operations on the job fail if this one leaves early. */
 mccl_result_t	mccl_comm_destroy(mccl_comm_t *comm);

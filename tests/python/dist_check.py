@@ -285,6 +285,14 @@ world.allreduce(x)
 check("the world is untouched by the sub-job's failure", numpy.all(
     x == 2 * N))
 
+# ---- the daemons' counters for this job ----
+world.barrier()
+m = mccl.get_metrics()
+mine = [rk for node in m["nodes"] for rk in node["ranks"] if rk["rank"] == R]
+check("get_metrics: this job, every node, this rank's collectives counted",
+      m["name"] == world.job and m["nranks"] == N and len(mine) == 1 and
+      mine[0]["completed"] > 10 and m["state"] == "ready", m)
+
 # ---- receives from any source; a deadline set on a communicator ----
 if R == 0:
     got = {}

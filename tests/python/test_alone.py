@@ -63,6 +63,7 @@ class Alone(unittest.TestCase):
         self.assertEqual(w.allgather_obj(("x",)), [("x",)])
         self.assertEqual(w.gather_obj(7), [7])
         self.assertEqual(w.scatter_obj([[1, 2]]), [1, 2])
+        self.assertEqual(mccl.get_metrics()["state"], "alone")
 
     def test_point_to_point_has_no_peer(self):
         with self.assertRaises(mccl.InvalidArgumentError) as cm:

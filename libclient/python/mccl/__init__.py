@@ -17,6 +17,7 @@ MCCL's code and the daemon's message.  See mccl(3) for the whole API.
 import array
 import atexit
 import ctypes
+import json
 import os
 import pickle
 import threading
@@ -27,7 +28,8 @@ from ._buffers import (BFLOAT16, DTYPE_NAMES, DTYPE_SIZES, FLOAT16,
                        FLOAT32, FLOAT64, INT8, INT32, INT64, UINT8, UINT32,
                        UINT64, dtype_code, like, view)
 
-__all__ = ["init", "Comm", "Request", "empty", "Error", "SUM", "PROD",
+__all__ = ["init", "get_metrics", "Comm", "Request", "empty", "Error",
+           "SUM", "PROD",
            "MIN", "MAX", "AVG", "BAND", "BOR", "BXOR", "ANY_TAG",
            "ANY_SOURCE", "UNDEFINED"]
 
@@ -39,6 +41,7 @@ OP_NAMES = ("sum", "prod", "min", "max", "avg", "band", "bor", "bxor")
 ANY_TAG = -1
 ANY_SOURCE = -1
 UNDEFINED = -1
+_STATS_MAX = 256 * 1024		# a reply record (IPC_MSG_MAX) at most
 
 # ---- errors: one class per code, under Error ----
 
@@ -726,6 +729,17 @@ class Comm:
             _check(_lib.load().mccl_comm_set_timeout(self._handle, ms),
                    self._handle)
 
+    def stats(self):
+        """The daemons' view of this job, as a dict (mcclctl -j job)."""
+        self._live()
+        if self._handle is None:	# no daemon: nothing to count
+            return {"name": self.job, "nranks": 1, "nnodes": 0,
+                    "state": "alone", "nodes": []}
+        buf = ctypes.create_string_buffer(_STATS_MAX)
+        _check(_lib.load().mccl_comm_stats(self._handle, buf, len(buf)),
+               self._handle)
+        return json.loads(buf.value.decode())
+
     def abort(self):
         """End every pending operation of the job, on every rank, with
         mccl.AbortedError."""
@@ -874,6 +888,13 @@ def _make_world(job, rank, size):
     handle = ctypes.c_void_p()
     _check(_lib.load().mccl_comm_init_env(ctypes.byref(handle)), None)
     return Comm(handle, os.environ.get("MCCL_JOB", "env"))
+
+
+def get_metrics(comm=None):
+    """The daemons' counters for comm's job (default: the world) as a dict:
+    its state, ranks and nodes, operations completed and in flight, by
+    node (Comm.stats)."""
+    return (comm if comm is not None else init()).stats()
 
 
 def finalize():
