@@ -20,7 +20,8 @@ LIBVER	 = 0.1.0
 # command -> package.
 DEB_PKGS = libevent-dev libjansson-dev libsystemd-dev check libsodium-dev \
 	   libibverbs-dev pkg-config mandoc iproute2 clang systemd man-db \
-	   python3 python3-numpy python3-torch
+	   python3 python3-numpy python3-torch python3-venv python3-pip \
+	   python3-setuptools python3-wheel python3-hypothesis
 PC_MODS	 = libevent libevent_pthreads jansson libsystemd check libsodium
 
 # Messages are cut to fixed buffers on purpose: no -Wformat-truncation.

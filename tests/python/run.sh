@@ -277,6 +277,50 @@ out=$("${MCCLRUN[@]}" -n 1 2>&1)
 [ $? = 2 ] && grep -q "no command to run" <<<"$out" &&
     ok "no command: a usage error" || bad "no command: $out"
 
+echo "== pip install into a virtual environment, without the network"
+# As a torch user does: a venv (Debian's torch and numpy through
+# --system-site-packages), the package from a copy of its folder.
+VENV=$T/venv
+cp -r "$TOP/libclient/python" "$T/pysrc"
+if "$PY" -m venv --system-site-packages "$VENV" >"$T/venv.out" 2>&1 &&
+    "$VENV/bin/pip" install --no-index --no-build-isolation --quiet \
+    "$T/pysrc" >>"$T/venv.out" 2>&1; then
+	ok "pip install ./libclient/python into a venv"
+else
+	bad "pip install into a venv: $(tail -n 3 "$T/venv.out")"
+fi
+VPY=$VENV/bin/python
+vrun() {	# ARGS...: from the venv, outside the tree, its own mccl only
+	(cd "$T" && env -u PYTHONPATH -u MCCL_LIBRARY "$@")
+}
+out=$(vrun MCCL_LIBRARY=/none "$VPY" -c 'import mccl; print(mccl.__file__)' \
+    2>&1)
+case $out in
+"$VENV"/*) ok "the venv's python imports the venv's mccl" ;;
+*) bad "the venv's mccl: $out" ;;
+esac
+out=$(vrun "$VPY" -c 'import mccl; mccl.Comm.create("x", 0, 1)' 2>&1)
+grep -q "cannot load libmccl.so.0: .*/site-packages/mccl/libmccl.so.0: no such file.*MCCL_LIBRARY" <<<"$out" &&
+    ok "no libmccl to be found: the error names where it looked" ||
+    bad "no libmccl: $out"
+out=$(vrun MCCL_LIBRARY="$B/libmccl.so.0" "$VENV/bin/mcclrun" --mcclctl \
+    "$B/mcclctl" --socket "$T/n0.sock" -n 2 "$VPY" \
+    "$TOP/libclient/python/examples/allreduce.py" 2>&1)
+[ "$(grep -c 'of 2: 3 (expected 3)' <<<"$out")" = 2 ] &&
+    ok "the example under the venv's mcclrun, MCCL_LIBRARY" ||
+    bad "the example from the venv: $out"
+cp "$B/libmccl.so.0" "$(dirname "$(vrun MCCL_LIBRARY=/none "$VPY" -c \
+    'import mccl; print(mccl.__file__)')")/"
+out=$(vrun "$VPY" -m mccl.run --mcclctl "$B/mcclctl" --socket "$T/n0.sock" \
+    -n 2 "$VPY" -c 'import torch, torch.distributed as dist, mccl.torch
+dist.init_process_group("mccl")
+t = torch.ones(3) * (dist.get_rank() + 1)
+dist.all_reduce(t)
+print("sum", t.tolist())' 2>&1)
+[ "$(grep -c 'sum \[3.0, 3.0, 3.0\]' <<<"$out")" = 2 ] &&
+    ok "a torch all_reduce from the venv, libmccl.so.0 next to the package" ||
+    bad "torch from the venv: $out"
+
 echo "== per-call overhead over the C call"
 out=$(MCCL_SOCKET="$T/n0.sock" MCCL_JOB=pyoverhead MCCL_RANK=0 \
     MCCL_NRANKS=1 "$PY" "$TOP/tools/bench/pyoverhead.py" 5 2000 2>&1)

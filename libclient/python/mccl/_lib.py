@@ -1,10 +1,10 @@
 """The C library, libmccl.so.0, through ctypes: its functions with their
 argument and result types, loaded once.
 
-Where it is looked for: MCCL_LIBRARY (a path), else beside this package
-(a build tree keeps build/libmccl.so.0 two levels up from
-libclient/python), else the dynamic linker's search (an installed
-libmccl).  ctypes releases the GIL around every call, so a rank waiting in
+Where it is looked for: MCCL_LIBRARY (a path) alone when set; else next
+to this module (a copy put there), in the build tree this package lies in
+(build/libmccl.so.0, three levels up from libclient/python/mccl), and the
+dynamic linker's search (an installed libmccl), in that order.  ctypes releases the GIL around every call, so a rank waiting in
 mccl_wait does not stop the interpreter's other threads.
 """
 
@@ -93,7 +93,8 @@ def _candidates():
         return [env]
     here = os.path.dirname(os.path.abspath(__file__))
     build = os.path.join(here, "..", "..", "..", "build", "libmccl.so.0")
-    return [os.path.normpath(build), "libmccl.so.0"]
+    return [os.path.join(here, "libmccl.so.0"), os.path.normpath(build),
+            "libmccl.so.0"]
 
 
 def load():
@@ -120,8 +121,8 @@ def _open():
             fn.restype = restype
             fn.argtypes = argtypes
         return lib
-    raise ImportError("mccl: cannot load libmccl.so.0 (set MCCL_LIBRARY to "
-                      "its path): " + "; ".join(errors))
+    raise ImportError("mccl: cannot load libmccl.so.0: " + "; ".join(errors) +
+                      " (install libmccl, or set MCCL_LIBRARY to its path)")
 
 
 _lib = None
