@@ -21,7 +21,7 @@ LIBVER	 = 0.1.0
 DEB_PKGS = libevent-dev libjansson-dev libsystemd-dev check libsodium-dev \
 	   libibverbs-dev pkg-config mandoc iproute2 clang systemd man-db \
 	   python3 python3-numpy python3-torch python3-venv python3-pip \
-	   python3-setuptools python3-wheel python3-hypothesis
+	   python3-setuptools python3-wheel
 PC_MODS	 = libevent libevent_pthreads jansson libsystemd check libsodium
 
 # Messages are cut to fixed buffers on purpose: no -Wformat-truncation.
