@@ -277,6 +277,27 @@ out=$("${MCCLRUN[@]}" -n 1 2>&1)
 [ $? = 2 ] && grep -q "no command to run" <<<"$out" &&
     ok "no command: a usage error" || bad "no command: $out"
 
+echo "== tools/cluster.sh: two daemons from the build tree, as the README"
+CL=$T/cl
+cl_stop() { BUILD="$B" "$TOP/tools/cluster.sh" stop "$CL" >/dev/null 2>&1; }
+CLEANUP_HOOKS+=(cl_stop)
+if out=$(BUILD="$B" "$TOP/tools/cluster.sh" start 2 "$CL" 2>&1); then
+	ok "cluster.sh start 2: $out"
+else
+	bad "cluster.sh start 2: $out"
+fi
+out=$("${MCCLRUN[@]}" --ssh "$TOP/tools/cluster.sh on $CL" --hosts n0,n1 \
+    -N 2 "$PY" "$TOP/libclient/python/examples/allreduce.py" 2>&1)
+[ "$(grep -c 'of 4: 10 (expected 10)' <<<"$out")" = 4 ] &&
+    ok "the example on them, 2 ranks on each, by mcclrun --ssh \
+\"cluster.sh on\"" || bad "the example on cluster.sh's daemons: $out"
+pids=$(cat "$CL"/n*.pid 2>/dev/null)
+BUILD="$B" "$TOP/tools/cluster.sh" stop "$CL"
+alive=""
+for p in $pids; do kill -0 "$p" 2>/dev/null && alive="$alive $p"; done
+[ -n "$pids" ] && [ -z "$alive" ] && ok "cluster.sh stop: the daemons are gone" ||
+    bad "cluster.sh stop: still running:$alive"
+
 echo "== pip install into a virtual environment, without the network"
 # As a torch user does: a venv (Debian's torch and numpy through
 # --system-site-packages), the package from a copy of its folder.
