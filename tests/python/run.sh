@@ -46,6 +46,14 @@ else
 	bad "test_alone.py"
 	echo "$out" | tail -n 20
 fi
+out=$("$PY" -m unittest "$HERE/test_constants.py" 2>&1)
+if [ $? = 0 ]; then
+	ok "test_constants.py: mccl.h's constants in Python: $(echo "$out" |
+	    grep -o 'Ran [0-9]* tests')"
+else
+	bad "test_constants.py"
+	echo "$out" | tail -n 20
+fi
 out=$(MCCL_LIBRARY=/nonexistent "$PY" "$TOP/libclient/python/examples/allreduce.py" 2>&1)
 [ "$out" = "rank 0 of 1: 1 (expected 1)" ] &&
     ok "the README's example, alone" || bad "the example alone: $out"
