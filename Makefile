@@ -30,8 +30,9 @@ WARN	 = -Wall -Wextra -Werror -Wshadow -Wpointer-arith -Wstrict-prototypes \
 	   -Wcast-qual -Wundef -Wno-format-truncation
 OPT	?= -O2 -g
 SAN	?=
+# Hidden by default: libmccl exports what mccl.h declares, nothing else.
 CFLAGS	+= -std=c11 -D_GNU_SOURCE $(OPT) $(SAN) $(WARN) -fPIC \
-	   -Iproto -Ilibclient -Idaemon
+	   -fvisibility=hidden -Iproto -Ilibclient -Idaemon
 LDFLAGS	+= $(SAN)
 
 PKG_CFLAGS = $(shell pkg-config --cflags $(PC_MODS) 2>/dev/null)
@@ -339,6 +340,7 @@ check-ops: all $(B)/notify-sink $(TEST_PROGS)
 	tests/ops/verify-units.sh $(B)
 	tests/ops/notify-test.sh $(B)
 	tests/ops/private-build.sh $(B)
+	tests/ops/exports.sh $(B)
 	@out=$$(mandoc -T lint -W warning $(MANPAGES) 2>&1); \
 	if [ -n "$$out" ]; then echo "$$out"; echo "FAIL mandoc lint"; exit 1; fi; \
 	echo "ok   mandoc -T lint -W warning $(MANPAGES)"

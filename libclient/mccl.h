@@ -41,6 +41,12 @@
 extern "C" {
 #endif
 
+/* The library is built with hidden visibility: what is declared here is
+ * all it exports (a test checks the list). */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
 #define MCCL_VERSION_MAJOR	0
 #define MCCL_VERSION_MINOR	1
 #define MCCL_VERSION_PATCH	0
@@ -286,6 +292,10 @@ const char	*mccl_last_error(const mccl_comm_t *comm);
 
 /* Size in bytes of one element of dtype, or 0 if dtype is unknown. */
 size_t		 mccl_dtype_size(mccl_dtype_t dtype);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

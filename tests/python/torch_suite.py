@@ -9,6 +9,7 @@ are spread over them in order), OPEN_GATES=1 to run the tests whose gate
 names gloo too (the gates are read when the module is imported).
 """
 
+import logging
 import os
 import sys
 
@@ -22,6 +23,7 @@ from torch.testing._internal.distributed import \
     distributed_test as dt  # noqa: E402
 
 os.environ["BACKEND"] = dt.BACKEND = BACKEND	# ... the tests run BACKEND
+logging.getLogger().setLevel(logging.WARNING)	# torch's helpers say INFO
 
 
 class TestDistBackendWithSpawn(dt.TestDistBackend,
