@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# check.sh PART...: `make check`.  Runs each part (a make target of the
+# Makefile) in turn, shows its output, and counts its results: a line
+# "ok ..." passes, "FAIL ..." fails, check's "N%: Checks: N, Failures: F,
+# Errors: E" adds N - F - E and F + E, and a part that fails without saying
+# what counts one failure of its own.  Ends with each part's count and one
+# grand total line, "N passed, N failed"; exits 1 if anything failed.
+set -u
+MAKE_CMD=${MAKE:-make}
+total_ok=0 total_bad=0
+summary=""
+
+tally() {	# LOG: "OK BAD" of its lines
+	awk '
+	/^ok / { ok++ }
+	/^FAIL / { bad++ }
+	/^[0-9]+%: Checks: / {
+		gsub(",", ""); n = $3; f = $5; e = $7
+		ok += n - f - e; bad += f + e
+	}
+	END { print ok + 0, bad + 0 }' "$1"
+}
+
+for part in "$@"; do
+	log=$(mktemp "${TMPDIR:-/tmp}/mccl-check.XXXXXX")
+	echo "==== make $part"
+	$MAKE_CMD --no-print-directory "$part" 2>&1 | tee "$log"
+	rc=${PIPESTATUS[0]}
+	read -r ok bad <<<"$(tally "$log")"
+	rm -f "$log"
+	if [ "$rc" -ne 0 ] && [ "$bad" -eq 0 ]; then
+		echo "FAIL make $part exited $rc"
+		bad=1
+	fi
+	total_ok=$((total_ok + ok))
+	total_bad=$((total_bad + bad))
+	summary="$summary$(printf '  %-16s %6d passed, %d failed' "$part" \
+	    "$ok" "$bad")
+"
+done
+echo "==== make check"
+printf '%s' "$summary"
+echo "$total_ok passed, $total_bad failed"
+[ "$total_bad" -eq 0 ]
