@@ -309,15 +309,20 @@ for p in $pids; do kill -0 "$p" 2>/dev/null && alive="$alive $p"; done
 echo "== pip install into a virtual environment, without the network"
 # As a torch user does: a venv (Debian's torch and numpy through
 # --system-site-packages), the package from a copy of its folder.
-VENV=$T/venv
+VENV=$T/venv VENV_OK=0
 cp -r "$TOP/libclient/python" "$T/pysrc"
-if "$PY" -m venv --system-site-packages "$VENV" >"$T/venv.out" 2>&1 &&
-    "$VENV/bin/pip" install --no-index --no-build-isolation --quiet \
+if ! "$PY" -m venv --system-site-packages "$VENV" >"$T/venv.out" 2>&1; then
+	bad "python -m venv: $(tail -n 3 "$T/venv.out")"
+elif ! "$VENV/bin/python" -c 'import setuptools' 2>/dev/null; then
+	echo "(skipped: no setuptools for the venv to build with, offline)"
+elif "$VENV/bin/pip" install --no-index --no-build-isolation --quiet \
     "$T/pysrc" >>"$T/venv.out" 2>&1; then
 	ok "pip install ./libclient/python into a venv"
+	VENV_OK=1
 else
 	bad "pip install into a venv: $(tail -n 3 "$T/venv.out")"
 fi
+if [ $VENV_OK = 1 ]; then
 VPY=$VENV/bin/python
 vrun() {	# ARGS...: from the venv, outside the tree, its own mccl only
 	(cd "$T" && env -u PYTHONPATH -u MCCL_LIBRARY "$@")
@@ -340,6 +345,11 @@ out=$(vrun MCCL_LIBRARY="$B/libmccl.so.0" "$VENV/bin/mcclrun" --mcclctl \
     bad "the example from the venv: $out"
 cp "$B/libmccl.so.0" "$(dirname "$(vrun MCCL_LIBRARY=/none "$VPY" -c \
     'import mccl; print(mccl.__file__)')")/"
+# --system-site-packages reaches Debian's torch; from a python that is a
+# venv itself (the 16-core machine's), only its base's packages.
+if ! vrun "$VPY" -c 'import torch' 2>/dev/null; then
+	echo "(skipped: the venv sees no torch: $PY is a venv itself)"
+else
 out=$(vrun "$VPY" -m mccl.run --mcclctl "$B/mcclctl" --socket "$T/n0.sock" \
     -n 2 "$VPY" -c 'import torch, torch.distributed as dist, mccl.torch
 dist.init_process_group("mccl")
@@ -349,6 +359,8 @@ print("sum", t.tolist())' 2>&1)
 [ "$(grep -c 'sum \[3.0, 3.0, 3.0\]' <<<"$out")" = 2 ] &&
     ok "a torch all_reduce from the venv, libmccl.so.0 next to the package" ||
     bad "torch from the venv: $out"
+fi
+fi
 
 echo "== per-call overhead over the C call"
 out=$(MCCL_SOCKET="$T/n0.sock" MCCL_JOB=pyoverhead MCCL_RANK=0 \
