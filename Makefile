@@ -345,6 +345,7 @@ check-ops: all $(B)/notify-sink $(TEST_PROGS)
 	tests/ops/notify-test.sh $(B)
 	tests/ops/private-build.sh $(B)
 	tests/ops/exports.sh $(B)
+	tests/ops/settings.sh $(B)
 	@out=$$(mandoc -T lint -W warning $(MANPAGES) 2>&1); \
 	if [ -n "$$out" ]; then echo "$$out"; echo "FAIL mandoc lint"; exit 1; fi; \
 	echo "ok   mandoc -T lint -W warning $(MANPAGES)"

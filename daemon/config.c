@@ -39,13 +39,36 @@ struct pctx {
 	json_t		*nodes;		/* "nodes", until conf_finish */
 };
 
+/* What a reload does with a key that changed. */
+enum conf_reload {
+	RELOAD_RESTART,		/* nothing: the log says a restart applies it */
+	RELOAD_APPLY,		/* applies it (the main thread reads it) */
+	RELOAD_ATOMIC,		/* applies it by an atomic store: the engine
+				   threads read it as they run */
+	RELOAD_OWN,		/* the daemon's reload handles it (nodes) */
+};
+
+/*
+ * One row per key, all there is to know of a setting: its parser (numbers:
+ * conf_uint), its field in struct config, bounds and default (numbers, and
+ * the enums behind some strings), what a reload does with it, and its
+ * documentation.  Defaults, parsing, reload (config_apply), mccld -n
+ * (config_show) and config/mccld.conf.keys (config_keys_file) all come
+ * from here; a test checks mccld.conf(5) against it.
+ */
 struct conf_key {
 	const char	*name;
+	const char	*type;		/* as the documentation says it */
 	int		(*parse)(struct pctx *, const struct conf_key *, json_t *,
 			    struct config *);
-	size_t		 offset;	/* integers: the field in struct config */
-	size_t		 size;		/* integers: 4 or 8 */
-	uint64_t	 min, max;	/* integers: inclusive bounds */
+	void		(*show)(const struct config *, FILE *);	/* or NULL */
+	size_t		 offset;	/* the field in struct config */
+	size_t		 size;		/* 0: none of its own (nodes) */
+	uint64_t	 min, max;	/* numbers: inclusive bounds */
+	int64_t		 dflt;		/* numbers and enums: the default */
+	enum conf_reload reload;
+	const char	*dflt_doc;	/* NULL: dflt, as a number */
+	const char	*doc;
 };
 
 static void	conf_err(struct pctx *, const char *, ...)
@@ -104,34 +127,7 @@ conf_hostname(char *buf, size_t len)
 	conf_strcpy(buf, host, len);
 }
 
-/* Everything but the node list and what derives from it. */
-static void
-conf_scalars(struct config *c)
-{
-	memset(c, 0, sizeof(*c));
-	c->log_level = LOG_INFO;
-	c->init_timeout_ms = 30000;
-	c->op_timeout_ms = 60000;
-	c->connect_timeout_ms = 5000;
-	c->heartbeat_interval_ms = 1000;
-	c->heartbeat_timeout_ms = 5000;
-	c->chunk_bytes = 1024 * 1024;
-	c->streams_per_peer = 2;
-	c->spin_us = SPIN_AUTO;
-	c->max_clients = 1024;
-	c->max_segments = 64;
-	c->max_pending_ops = 4096;
-	c->max_connections_per_uid = 256;
-	c->max_message_bytes = IPC_MSG_MAX;
-	c->max_fds_per_message = 1;
-	c->max_jobs_per_uid = 64;
-	c->max_segment_bytes = 64ULL * 1024 * 1024 * 1024;
-	c->max_reply_bytes_per_uid = 16ULL * 1024 * 1024;
-	c->max_unreceived_bytes_per_uid = 4ULL * 1024 * 1024 * 1024;
-	c->max_unreceived_bytes = 16ULL * 1024 * 1024 * 1024;
-	c->max_scratch_bytes_per_uid = 4ULL * 1024 * 1024 * 1024;
-	c->max_scratch_bytes = 16ULL * 1024 * 1024 * 1024;
-}
+static void	conf_scalars(struct config *);
 
 /* The cluster of one: this node on the loopback, default port. */
 static int
@@ -679,18 +675,26 @@ conf_rdma(struct pctx *p, struct config *c)
 	return 0;
 }
 
+static const char *const transport_names[] = { "auto", "tcp", "rdma" };
+
+const char *
+conf_transport_name(int t)
+{
+	return t >= 0 && t <= CONF_TRANSPORT_RDMA ? transport_names[t] :
+	    "unknown";
+}
+
 static int
 conf_transport(struct pctx *p, const struct conf_key *k, json_t *v,
     struct config *c)
 {
-	static const char *const names[] = { "auto", "tcp", "rdma" };
 	const char *s;
 
 	if ((s = conf_string(p, k->name, v)) == NULL)
 		return -1;
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (strcmp(s, names[i]) == 0) {
-			c->transport = (int)i;
+	for (int i = 0; i <= CONF_TRANSPORT_RDMA; i++)
+		if (strcmp(s, transport_names[i]) == 0) {
+			c->transport = i;
 			return 0;
 		}
 	conf_err(p, "key \"%s\": unknown transport \"%.32s\" (expected "
@@ -733,48 +737,336 @@ conf_uint(struct pctx *p, const struct conf_key *k, json_t *v,
 	return 0;
 }
 
-#define KEY_UINT(n, m, lo, hi) { (n), conf_uint, \
-	offsetof(struct config, m), sizeof(((struct config *)0)->m), (lo), (hi) }
-#define KEY(n, fn) { (n), (fn), 0, 0, 0, 0 }
+/* ---- how each special key shows its value (mccld -n) ---- */
+
+static void
+show_str(FILE *f, const char *s)
+{
+	fprintf(f, "%s", *s ? s : "(none)");
+}
+
+static void
+show_addr(FILE *f, const struct conf_addr *a)
+{
+	fprintf(f, strchr(a->host, ':') != NULL ? "[%s]:%u" : "%s:%u",
+	    a->host, a->port);
+}
+
+static void
+show_node(const struct config *c, FILE *f)
+{
+	show_str(f, c->node_name);
+}
+
+static void
+show_socket(const struct config *c, FILE *f)
+{
+	show_str(f, c->socket_path);
+}
+
+static void
+show_listen(const struct config *c, FILE *f)
+{
+	for (size_t i = 0; i < c->nlisten; i++) {
+		fprintf(f, i ? ", " : "");
+		show_addr(f, &c->listen[i]);
+	}
+}
+
+static void
+show_nodes(const struct config *c, FILE *f)
+{
+	for (size_t i = 0; i < c->nnodes; i++) {
+		fprintf(f, "%s%s ", i ? ", " : "", c->nodes[i].name);
+		show_addr(f, &c->nodes[i].addr);
+	}
+}
+
+static void
+show_log_level(const struct config *c, FILE *f)
+{
+	fprintf(f, "%s", log_level_name(c->log_level));
+}
+
+static void
+show_algo(const struct config *c, FILE *f)
+{
+	fprintf(f, "%s", proto_algo_name(c->algo));
+}
+
+static void
+show_transport(const struct config *c, FILE *f)
+{
+	fprintf(f, "%s", conf_transport_name(c->transport));
+}
+
+static void
+show_spin(const struct config *c, FILE *f)
+{
+	if (c->spin_us == SPIN_AUTO)
+		fprintf(f, "auto");
+	else
+		fprintf(f, "%d", (int)c->spin_us);
+}
+
+static void
+show_key_file(const struct config *c, FILE *f)
+{
+	show_str(f, c->key_file);
+}
+
+static void
+show_admin_group(const struct config *c, FILE *f)
+{
+	show_str(f, c->admin_group);
+}
+
+static void
+show_metrics_listen(const struct config *c, FILE *f)
+{
+	if (c->metrics_listen.port == 0)
+		fprintf(f, "(none)");
+	else
+		show_addr(f, &c->metrics_listen);
+}
+
+/* ---- the keys ---- */
+
+#define FIELD(m)	offsetof(struct config, m), \
+			sizeof(((struct config *)0)->m)
+#define NUM(n, m, lo, hi, d, rl, doc) \
+	{ (n), "integer", conf_uint, NULL, FIELD(m), (lo), (hi), (d), (rl), \
+	    NULL, (doc) }
+#define SPECIAL(n, type, fn, m, d, rl, ddoc, doc) \
+	{ (n), (type), conf_##fn, show_##fn, FIELD(m), 0, 0, (d), (rl), \
+	    (ddoc), (doc) }
 
 static const struct conf_key conf_keys[] = {
-	KEY("node", conf_node),
-	KEY("socket", conf_socket),
-	KEY("listen", conf_listen),
-	KEY("log_level", conf_log_level),
-	KEY("algo", conf_algo),
-	KEY("transport", conf_transport),
-	KEY("spin_us", conf_spin),
-	KEY("nodes", conf_nodes),
-	KEY("key_file", conf_key_file),
-	KEY("admin_group", conf_admin_group),
-	KEY("metrics_listen", conf_metrics_listen),
-	KEY_UINT("init_timeout_ms", init_timeout_ms, 1, UINT32_MAX),
-	KEY_UINT("op_timeout_ms", op_timeout_ms, 1, UINT32_MAX),
-	KEY_UINT("connect_timeout_ms", connect_timeout_ms, 1, UINT32_MAX),
-	KEY_UINT("heartbeat_interval_ms", heartbeat_interval_ms, 1,
-	    UINT32_MAX),
-	KEY_UINT("heartbeat_timeout_ms", heartbeat_timeout_ms, 1, UINT32_MAX),
-	KEY_UINT("max_clients", max_clients, 1, UINT32_MAX),
-	KEY_UINT("max_segments", max_segments, 1, UINT32_MAX),
-	KEY_UINT("max_pending_ops", max_pending_ops, 1, UINT32_MAX),
-	KEY_UINT("max_connections_per_uid", max_connections_per_uid, 1,
-	    UINT32_MAX),
-	KEY_UINT("max_jobs_per_uid", max_jobs_per_uid, 1, UINT32_MAX),
-	KEY_UINT("max_message_bytes", max_message_bytes, 1024, IPC_MSG_MAX),
-	KEY_UINT("max_fds_per_message", max_fds_per_message, 1, 3),
-	KEY_UINT("chunk_bytes", chunk_bytes, CHUNK_MIN, CHUNK_MAX),
-	KEY_UINT("streams_per_peer", streams_per_peer, 1, PEER_LANES_MAX),
-	KEY_UINT("max_segment_bytes", max_segment_bytes, 1, INT64_MAX),
-	KEY_UINT("max_reply_bytes_per_uid", max_reply_bytes_per_uid, 65536,
-	    INT64_MAX),
-	KEY_UINT("max_unreceived_bytes_per_uid", max_unreceived_bytes_per_uid,
-	    1, INT64_MAX),
-	KEY_UINT("max_unreceived_bytes", max_unreceived_bytes, 1, INT64_MAX),
-	KEY_UINT("max_scratch_bytes_per_uid", max_scratch_bytes_per_uid, 1,
-	    INT64_MAX),
-	KEY_UINT("max_scratch_bytes", max_scratch_bytes, 1, INT64_MAX),
+	SPECIAL("node", "string", node, node_name, 0, RELOAD_RESTART,
+	    "see meaning", "this node's name; must be in \"nodes\". Default: "
+	    "the only node of \"nodes\", else the host name"),
+	SPECIAL("socket", "string", socket, socket_path, 0, RELOAD_RESTART,
+	    PROTO_SYSTEM_SOCKET, "absolute path of the Unix socket for "
+	    "clients and mcclctl, at most 107 bytes (non-root: "
+	    "$XDG_RUNTIME_DIR/mccl/mccld.sock or /tmp/mccl-<uid>/mccld.sock); "
+	    "its directory must be the daemon user's (or root's), writable by "
+	    "no one else"),
+	SPECIAL("listen", "array of strings", listen, listen, 0, RELOAD_RESTART,
+	    "this node's address", "\"host:port\" or \"[v6]:port\" addresses "
+	    "to accept peer daemons on, 1 to 8"),
+	SPECIAL("log_level", "string", log_level, log_level, LOG_INFO,
+	    RELOAD_APPLY, "info", "error, warning, info or debug"),
+	{ "nodes", "array of objects", conf_nodes, show_nodes, 0, 0, 0, 0, 0,
+	    RELOAD_OWN, "one node, 127.0.0.1:7470", "the cluster in order, "
+	    "{\"name\": string, \"address\": \"host:port\", \"rdma\": {\"other "
+	    "node\": \"device[:port]\", ...} (optional: the RDMA device this "
+	    "node reaches each other node through; a change needs a "
+	    "restart)}; names and addresses unique, names under 64 bytes, 1 "
+	    "to 1024 nodes; every daemon needs the same list; a reload "
+	    "applies nodes added at the end" },
+	NUM("init_timeout_ms", init_timeout_ms, 1, UINT32_MAX, 30000,
+	    RELOAD_APPLY, "job formation timeout when the client gives none"),
+	NUM("op_timeout_ms", op_timeout_ms, 1, UINT32_MAX, 60000,
+	    RELOAD_ATOMIC, "one operation's timeout when the client gives "
+	    "none"),
+	NUM("connect_timeout_ms", connect_timeout_ms, 1, UINT32_MAX, 5000,
+	    RELOAD_ATOMIC, "TCP connect and data-link set-up (RDMA queue "
+	    "pairs included) to a peer"),
+	NUM("heartbeat_interval_ms", heartbeat_interval_ms, 1, UINT32_MAX,
+	    1000, RELOAD_APPLY, "interval between pings to each peer"),
+	NUM("heartbeat_timeout_ms", heartbeat_timeout_ms, 1, UINT32_MAX, 5000,
+	    RELOAD_APPLY, "silence after which a peer is dead; must exceed "
+	    "heartbeat_interval_ms"),
+	SPECIAL("algo", "string", algo, algo, ALGO_AUTO, RELOAD_ATOMIC, "auto",
+	    "allreduce algorithm when the client asks for none: auto (by a "
+	    "cost model of size and node count), ring, doubling, rabenseifner "
+	    "or direct"),
+	SPECIAL("transport", "string", transport, transport, CONF_TRANSPORT_AUTO,
+	    RELOAD_ATOMIC, "auto", "what carries a job's data between nodes: "
+	    "auto (RDMA where both nodes have a device for each other, else "
+	    "TCP), tcp or rdma (RDMA or the job fails)"),
+	SPECIAL("spin_us", "integer or string", spin, spin_us, SPIN_AUTO,
+	    RELOAD_ATOMIC, "auto", "microseconds an engine spins for its next "
+	    "operation and on its links before it sleeps, 0 to 100000, or "
+	    "auto (up to 50 while a CPU is idle)"),
+	NUM("streams_per_peer", streams_per_peer, 1, PEER_LANES_MAX, 2,
+	    RELOAD_APPLY, "data links (TCP connections or RDMA queue pairs) "
+	    "between two nodes for a job's collectives, 1 to 8: large ring "
+	    "allreduces run one ring per connection, alternately in each "
+	    "direction; the coordinator's value applies to the job"),
+	NUM("chunk_bytes", chunk_bytes, CHUNK_MIN, CHUNK_MAX, 1048576,
+	    RELOAD_RESTART, "pipeline chunk of the ring algorithms, 4096 to "
+	    "67108864"),
+	NUM("max_clients", max_clients, 1, UINT32_MAX, 1024, RELOAD_APPLY,
+	    "connections on the Unix socket"),
+	NUM("max_segments", max_segments, 1, UINT32_MAX, 64, RELOAD_APPLY,
+	    "shared-memory segments per client"),
+	NUM("max_segment_bytes", max_segment_bytes, 1, INT64_MAX, 68719476736,
+	    RELOAD_APPLY, "bytes of all segments of one client together (64 "
+	    "GiB)"),
+	NUM("max_pending_ops", max_pending_ops, 1, UINT32_MAX, 4096,
+	    RELOAD_APPLY, "sends and receives one client may have submitted "
+	    "and not yet seen answered"),
+	NUM("max_connections_per_uid", max_connections_per_uid, 1, UINT32_MAX,
+	    256, RELOAD_APPLY, "connections on the Unix socket from one user "
+	    "id"),
+	NUM("max_jobs_per_uid", max_jobs_per_uid, 1, UINT32_MAX, 64,
+	    RELOAD_APPLY, "jobs of one user id on this node, forming or "
+	    "running"),
+	NUM("max_reply_bytes_per_uid", max_reply_bytes_per_uid, 65536,
+	    INT64_MAX, 16777216, RELOAD_APPLY, "bytes of replies the "
+	    "connections of one user id may leave unread (>= 65536); past it "
+	    "the daemon stops reading from the connection"),
+	NUM("max_unreceived_bytes_per_uid", max_unreceived_bytes_per_uid, 1,
+	    INT64_MAX, 4294967296, RELOAD_APPLY, "bytes of point-to-point "
+	    "messages sent, not yet received, kept for one user id's jobs; a "
+	    "send past it fails"),
+	NUM("max_unreceived_bytes", max_unreceived_bytes, 1, INT64_MAX,
+	    17179869184, RELOAD_APPLY, "the same for all users together"),
+	NUM("max_scratch_bytes_per_uid", max_scratch_bytes_per_uid, 1,
+	    INT64_MAX, 4294967296, RELOAD_APPLY, "bytes of the engines' "
+	    "working buffers (a reduce's partial result on a node without the "
+	    "root, allgather's and reduce_scatter's node buffers, alltoall's "
+	    "packing) held for one user id's jobs; an operation past it fails "
+	    "with MCCL_ERR_NO_MEMORY; given back after a second idle"),
+	NUM("max_scratch_bytes", max_scratch_bytes, 1, INT64_MAX, 17179869184,
+	    RELOAD_APPLY, "the same for all users together"),
+	SPECIAL("key_file", "string", key_file, key_file, 0, RELOAD_RESTART,
+	    "(none)", "the cluster's shared secret (>= 32 bytes, the daemon "
+	    "user's or root's, mode 0600); without it, peers authenticate "
+	    "with the host key (host.key beside the socket, made on first "
+	    "start) and the daemon listens on loopback only"),
+	SPECIAL("admin_group", "string", admin_group, admin_group, 0,
+	    RELOAD_APPLY, "(none)", "group whose members may run mcclctl "
+	    "abort, reload and metrics and see every user's jobs, besides "
+	    "root"),
+	NUM("max_message_bytes", max_message_bytes, 1024, IPC_MSG_MAX, 262144,
+	    RELOAD_APPLY, "largest record a client may send (1024 to "
+	    "262144); a longer one closes the connection"),
+	NUM("max_fds_per_message", max_fds_per_message, 1, 3, 1, RELOAD_APPLY,
+	    "descriptors one client record may carry (1 to 3); more close "
+	    "the connection"),
+	SPECIAL("metrics_listen", "string", metrics_listen, metrics_listen, 0,
+	    RELOAD_RESTART, "(none)", "host:port where the daemon serves "
+	    "Prometheus metrics at /metrics over HTTP; off when unset"),
 };
+
+#define NKEYS	(sizeof(conf_keys) / sizeof(conf_keys[0]))
+
+/* Every default of the table; the node list and what derives from it
+ * come later (conf_finish). */
+static void
+conf_scalars(struct config *c)
+{
+	memset(c, 0, sizeof(*c));
+	for (size_t i = 0; i < NKEYS; i++) {
+		const struct conf_key *k = &conf_keys[i];
+		uint8_t *dst = (uint8_t *)c + k->offset;
+
+		if (k->size == sizeof(uint32_t)) {
+			uint32_t u = (uint32_t)k->dflt;
+
+			memcpy(dst, &u, sizeof(u));
+		} else if (k->size == sizeof(uint64_t)) {
+			uint64_t u = (uint64_t)k->dflt;
+
+			memcpy(dst, &u, sizeof(u));
+		}
+	}
+}
+
+/* The running configuration takes what a reload may change now. */
+static void
+conf_apply_one(const struct conf_key *k, struct config *run,
+    const struct config *nc)
+{
+	uint8_t *to = (uint8_t *)run + k->offset;
+	const uint8_t *from = (const uint8_t *)nc + k->offset;
+	uint32_t u32;
+	uint64_t u64;
+
+	if (k->reload == RELOAD_APPLY)
+		memcpy(to, from, k->size);
+	else if (k->size == sizeof(u32)) {
+		memcpy(&u32, from, sizeof(u32));
+		__atomic_store_n((uint32_t *)(void *)to, u32, __ATOMIC_RELAXED);
+	} else {
+		memcpy(&u64, from, sizeof(u64));
+		__atomic_store_n((uint64_t *)(void *)to, u64, __ATOMIC_RELAXED);
+	}
+}
+
+/*
+ * A reload: apply to run, the daemon's configuration, every key of nc that
+ * changed and that a reload applies; name, through restart(), each that
+ * changed and needs a restart.  The node list is the caller's.
+ */
+void
+config_apply(struct config *run, const struct config *nc,
+    void (*restart)(const char *))
+{
+	for (size_t i = 0; i < NKEYS; i++) {
+		const struct conf_key *k = &conf_keys[i];
+
+		if (k->size == 0 || k->reload == RELOAD_OWN ||
+		    memcmp((const uint8_t *)run + k->offset,
+		    (const uint8_t *)nc + k->offset, k->size) == 0)
+			continue;
+		if (k->reload == RELOAD_RESTART)
+			restart(k->name);
+		else
+			conf_apply_one(k, run, nc);
+	}
+}
+
+static void
+conf_show_value(const struct conf_key *k, const struct config *c, FILE *f)
+{
+	uint32_t u32;
+	uint64_t u64;
+
+	if (k->show != NULL)
+		k->show(c, f);
+	else if (k->size == sizeof(u32)) {
+		memcpy(&u32, (const uint8_t *)c + k->offset, sizeof(u32));
+		fprintf(f, "%" PRIu32, u32);
+	} else {
+		memcpy(&u64, (const uint8_t *)c + k->offset, sizeof(u64));
+		fprintf(f, "%" PRIu64, u64);
+	}
+}
+
+/* mccld -n: every key with the value in force. */
+void
+config_show(const struct config *c, FILE *f)
+{
+	for (size_t i = 0; i < NKEYS; i++) {
+		fprintf(f, "%-28s ", conf_keys[i].name);
+		conf_show_value(&conf_keys[i], c, f);
+		fputc('\n', f);
+	}
+}
+
+/* config/mccld.conf.keys, as mccld -k prints it. */
+void
+config_keys_file(FILE *f)
+{
+	char dflt[32];
+
+	fprintf(f, "# Keys of mccld.conf (/etc/mccl/mccld.conf): one JSON "
+	    "object, every key\n# optional; unknown keys and values of the "
+	    "wrong type are errors.  Made by\n# mccld -k from the daemon's "
+	    "table of keys (daemon/config.c).\n");
+	fprintf(f, "# %-26s %-17s %-25s %s\n", "key", "type", "default",
+	    "meaning");
+	for (size_t i = 0; i < NKEYS; i++) {
+		const struct conf_key *k = &conf_keys[i];
+
+		snprintf(dflt, sizeof(dflt), "%" PRId64, k->dflt);
+		fprintf(f, "%-28s %-17s %-25s %s\n", k->name, k->type,
+		    k->dflt_doc != NULL ? k->dflt_doc : dflt, k->doc);
+	}
+}
 
 static const struct conf_key *
 conf_key_lookup(const char *name)

@@ -20,16 +20,21 @@
 struct mccld_state md;
 
 
+/* -h: on standard output, exit 0; a wrong argument: on stderr, exit 2. */
 static void
-usage(void)
+usage(int asked)
 {
-	fprintf(stderr, "usage: mccld [-dhnv] [-c config] [-s socket]\n"
+	fprintf(asked ? stdout : stderr, "usage: mccld [-dhknv] [-c config] "
+	    "[-s socket]\n"
 	    "  -c config  configuration file (default %s)\n"
 	    "  -s socket  Unix socket path (overrides the configuration)\n"
-	    "  -n         check the configuration and exit\n"
+	    "  -n         check the configuration, print every key's value, "
+	    "exit\n"
+	    "  -k         print the keys of the configuration, documented, "
+	    "exit\n"
 	    "  -v         more verbose logging (debug)\n"
 	    "  -h         this help\n", MCCLD_DEFAULT_CONF);
-	exit(2);
+	exit(asked ? 0 : 2);
 }
 
 /* Tell systemd, when it is listening, what the daemon is doing. */
@@ -136,23 +141,6 @@ reload_nodes(struct config *nc)
 	    md.conf.nnodes);
 }
 
-static int
-addr_same(const struct conf_addr *a, const struct conf_addr *b)
-{
-	return a->port == b->port && strcmp(a->host, b->host) == 0;
-}
-
-static int
-listen_same(const struct config *a, const struct config *b)
-{
-	if (a->nlisten != b->nlisten)
-		return 0;
-	for (size_t i = 0; i < a->nlisten; i++)
-		if (!addr_same(&a->listen[i], &b->listen[i]))
-			return 0;
-	return 1;
-}
-
 /* This node's devices to the nodes both lists have. */
 static int
 rdma_same(const struct config *a, const struct config *b)
@@ -165,31 +153,27 @@ rdma_same(const struct config *a, const struct config *b)
 	return 1;
 }
 
-/* Keys that only a restart applies: each one that changed is named. */
 static void
-reload_needs_restart(const struct config *nc)
+reload_restart(const char *key)
+{
+	log_warnx("reload: \"%s\" changed: restart mccld to apply it; "
+	    "keeping the running value", key);
+}
+
+/* The node list: nodes added at the end apply, other changes need a
+ * restart (the devices to reach peers through too). */
+static void
+reload_node_list(struct config *nc)
 {
 	const struct config *c = &md.conf;
-	const struct {
-		const char	*key;
-		int		 changed;
-	} keys[] = {
-		{ "key_file", strcmp(nc->key_file, c->key_file) != 0 },
-		{ "chunk_bytes", nc->chunk_bytes != c->chunk_bytes },
-		{ "socket", strcmp(nc->socket_path, c->socket_path) != 0 },
-		{ "listen", !listen_same(nc, c) },
-		{ "metrics_listen", !addr_same(&nc->metrics_listen,
-		    &c->metrics_listen) },
-		{ "node", strcmp(nc->node_name, c->node_name) != 0 },
-		{ "rdma", !rdma_same(nc, c) },
-	};
 
-	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
-		if (keys[i].changed)
-			log_warnx("reload: \"%s\" changed: restart mccld to "
-			    "apply it; keeping the running value", keys[i].key);
-	if (strcmp(nc->node_name, c->node_name) == 0 && !nodes_appended(c, nc) &&
-	    config_cluster_hash(nc) != config_cluster_hash(c))
+	if (strcmp(nc->node_name, c->node_name) != 0)
+		return;		/* config_apply named "node" */
+	if (!rdma_same(nc, c))
+		reload_restart("rdma");
+	if (nodes_appended(c, nc))
+		reload_nodes(nc);
+	else if (config_cluster_hash(nc) != config_cluster_hash(c))
 		log_warnx("reload: \"nodes\": nodes were removed, renamed or "
 		    "moved: restart mccld to apply that; keeping the running "
 		    "list");
@@ -214,38 +198,9 @@ reload(char *err, size_t errlen)
 		log_warnx("reload: %s; keeping the running configuration", err);
 		return -1;
 	}
-	reload_needs_restart(&nc);
-	if (strcmp(nc.node_name, md.conf.node_name) == 0 &&
-	    nodes_appended(&md.conf, &nc))
-		reload_nodes(&nc);
-	md.conf.log_level = nc.log_level;
-	log_setlevel(md.verbose ? LOG_DEBUG : nc.log_level);
-	md.conf.init_timeout_ms = nc.init_timeout_ms;
-	/* The engine threads read these three as they take ops. */
-	__atomic_store_n(&md.conf.op_timeout_ms, nc.op_timeout_ms,
-	    __ATOMIC_RELAXED);
-	__atomic_store_n(&md.conf.algo, nc.algo, __ATOMIC_RELAXED);
-	__atomic_store_n(&md.conf.transport, nc.transport, __ATOMIC_RELAXED);
-	__atomic_store_n(&md.conf.spin_us, nc.spin_us, __ATOMIC_RELAXED);
-	md.conf.streams_per_peer = nc.streams_per_peer;	/* new jobs */
-	__atomic_store_n(&md.conf.connect_timeout_ms, nc.connect_timeout_ms,
-	    __ATOMIC_RELAXED);	/* engines read it too */
-	md.conf.heartbeat_interval_ms = nc.heartbeat_interval_ms;
-	md.conf.heartbeat_timeout_ms = nc.heartbeat_timeout_ms;
-	md.conf.max_clients = nc.max_clients;
-	md.conf.max_segments = nc.max_segments;
-	md.conf.max_segment_bytes = nc.max_segment_bytes;
-	md.conf.max_pending_ops = nc.max_pending_ops;
-	md.conf.max_connections_per_uid = nc.max_connections_per_uid;
-	md.conf.max_jobs_per_uid = nc.max_jobs_per_uid;
-	md.conf.max_message_bytes = nc.max_message_bytes;
-	md.conf.max_fds_per_message = nc.max_fds_per_message;
-	md.conf.max_reply_bytes_per_uid = nc.max_reply_bytes_per_uid;
-	md.conf.max_unreceived_bytes_per_uid = nc.max_unreceived_bytes_per_uid;
-	md.conf.max_unreceived_bytes = nc.max_unreceived_bytes;
-	md.conf.max_scratch_bytes_per_uid = nc.max_scratch_bytes_per_uid;
-	md.conf.max_scratch_bytes = nc.max_scratch_bytes;
-	memcpy(md.conf.admin_group, nc.admin_group, sizeof(nc.admin_group));
+	reload_node_list(&nc);
+	config_apply(&md.conf, &nc, reload_restart);
+	log_setlevel(md.verbose ? LOG_DEBUG : md.conf.log_level);
 	config_free(&nc);
 	p2p_limits(md.conf.max_unreceived_bytes_per_uid,
 	    md.conf.max_unreceived_bytes);
@@ -310,7 +265,7 @@ parse_args(int argc, char **argv, const char **socket_path, int *check_only,
 	int ch;
 
 	md.conf_path = MCCLD_DEFAULT_CONF;
-	while ((ch = getopt(argc, argv, "c:dhns:v")) != -1) {
+	while ((ch = getopt(argc, argv, "c:dhkns:v")) != -1) {
 		switch (ch) {
 		case 'c':
 			md.conf_path = optarg;
@@ -318,6 +273,12 @@ parse_args(int argc, char **argv, const char **socket_path, int *check_only,
 			break;
 		case 'd':
 			break;		/* foreground is the only mode */
+		case 'h':
+			usage(1);
+			break;
+		case 'k':
+			config_keys_file(stdout);
+			exit(0);
 		case 'n':
 			*check_only = 1;
 			break;
@@ -328,11 +289,11 @@ parse_args(int argc, char **argv, const char **socket_path, int *check_only,
 			*verbose = 1;
 			break;
 		default:
-			usage();
+			usage(0);
 		}
 	}
 	if (optind != argc)
-		usage();
+		usage(0);
 }
 
 static void
@@ -378,6 +339,7 @@ main(int argc, char **argv)
 			fatalx("%s", err);
 		printf("configuration OK: node %s, %zu nodes\n",
 		    md.conf.node_name, md.conf.nnodes);
+		config_show(&md.conf, stdout);
 		return 0;
 	}
 	signal(SIGPIPE, SIG_IGN);

@@ -14,6 +14,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "engine/budget.h"
 #include "mccl.h"
@@ -96,6 +97,11 @@ uint64_t	config_cluster_hash(const struct config *);
 int		config_parse_addr(const char *, struct conf_addr *, char *, size_t);
 void		default_socket_path(char *, size_t);
 void		config_warnings(const struct config *);
+void		config_apply(struct config *, const struct config *,
+		    void (*)(const char *));
+void		config_show(const struct config *, FILE *);
+void		config_keys_file(FILE *);
+const char	*conf_transport_name(int);
 
 /* ---- auth.c: peer authentication (any thread) ---- */
 

@@ -60,6 +60,18 @@ case $out in
 	ok "an admin_group that does not exist is said so" ;;
 *) bad "a missing admin_group: $out" ;;
 esac
+out=$("$B/mccld" -h 2>/dev/null)
+[ $? = 0 ] && grep -q "^usage: mccld" <<<"$out" &&
+    ok "mccld -h: its usage on standard output, exit 0" ||
+    bad "mccld -h: $out"
+"$B/mccld" -Z >/dev/null 2>&1
+[ $? = 2 ] && ok "mccld with an unknown option exits 2" ||
+    bad "mccld -Z did not exit 2"
+out=$("$B/mccld" -n -c "$T/grp.conf" 2>/dev/null)
+grep -q "^op_timeout_ms  *60000$" <<<"$out" &&
+    grep -q "^admin_group  *mccl-no-such-group$" <<<"$out" &&
+    ok "mccld -n prints every key's value, defaults included" ||
+    bad "mccld -n: $out"
 sec_conf "$T/rel.conf" s0 "rel/mccld.sock" "$sport"
 sec_fails_start "a relative socket path is refused" \
     '"rel/mccld.sock" is not an absolute path' "$B/mccld" -c "$T/rel.conf"

@@ -554,6 +554,46 @@ START_TEST(test_uid_caps)
 }
 END_TEST
 
+/* What config_apply named as needing a restart. */
+static char restart_keys[256];
+
+static void
+note_restart(const char *key)
+{
+	strncat(restart_keys, key, sizeof(restart_keys) - strlen(restart_keys) -
+	    2);
+	strcat(restart_keys, " ");
+}
+
+/* A reload applies what it may from the table, names the rest. */
+START_TEST(test_apply)
+{
+	struct config run, nc;
+
+	parse_ok("{\"op_timeout_ms\": 100, \"chunk_bytes\": 65536, "
+	    "\"log_level\": \"info\", \"spin_us\": 5}", &run);
+	parse_ok("{\"op_timeout_ms\": 200, \"chunk_bytes\": 131072, "
+	    "\"log_level\": \"debug\", \"spin_us\": \"auto\", "
+	    "\"admin_group\": \"wheel\", \"key_file\": \"/k\", "
+	    "\"max_scratch_bytes\": 7}", &nc);
+	restart_keys[0] = '\0';
+	config_apply(&run, &nc, note_restart);
+	ck_assert_uint_eq(run.op_timeout_ms, 200);
+	ck_assert_int_eq(run.log_level, LOG_DEBUG);
+	ck_assert_int_eq(run.spin_us, SPIN_AUTO);
+	ck_assert_str_eq(run.admin_group, "wheel");
+	ck_assert_uint_eq(run.max_scratch_bytes, 7);
+	ck_assert_uint_eq(run.chunk_bytes, 65536);	/* kept */
+	ck_assert_str_eq(run.key_file, "");		/* kept */
+	ck_assert_str_eq(restart_keys, "chunk_bytes key_file ");
+	restart_keys[0] = '\0';
+	config_apply(&run, &run, note_restart);		/* nothing changed */
+	ck_assert_str_eq(restart_keys, "");
+	config_free(&run);
+	config_free(&nc);
+}
+END_TEST
+
 START_TEST(test_heartbeat)
 {
 	struct config c;
@@ -758,6 +798,7 @@ config_suite(void)
 	tcase_add_test(tc, test_listen_bad);
 	tcase_add_test(tc, test_socket_long);
 	tcase_add_test(tc, test_uid_caps);
+	tcase_add_test(tc, test_apply);
 	tcase_add_test(tc, test_heartbeat);
 	tcase_add_test(tc, test_syntax);
 	suite_add_tcase(s, tc);
