@@ -52,11 +52,12 @@ LINK_SRCS   = daemon/transport/tcp.c daemon/transport/linkerr.c
 CORE_SRCS   = daemon/log.c daemon/config.c daemon/engine/reduce.c \
 	      daemon/engine/ring.c $(LINK_SRCS)
 CONTROL_SRCS = daemon/control/control.c daemon/control/peer.c \
-	      daemon/control/job.c daemon/control/auth.c daemon/control/metrics.c
+	      daemon/control/job.c daemon/control/metrics.c
 ENGINE_SRCS = daemon/engine/engine.c daemon/engine/subq.c daemon/engine/seg.c \
-	      daemon/engine/p2p.c daemon/engine/budget.c
+	      daemon/engine/p2p.c daemon/engine/budget.c daemon/engine/op.c
 DAEMON_SRCS = daemon/mccld.c $(CONTROL_SRCS) $(ENGINE_SRCS) \
-	      daemon/transport/link.c daemon/transport/rdma.c $(CORE_SRCS) \
+	      daemon/transport/link.c daemon/transport/rdma.c \
+	      daemon/transport/dial.c daemon/transport/auth.c $(CORE_SRCS) \
 	      $(PROTO_SRCS)
 LIB_SRCS    = libclient/mccl.c libclient/conn.c $(PROTO_SRCS)
 CTL_SRCS    = tools/mcclctl.c tools/output.c libclient/conn.c $(PROTO_SRCS)
@@ -160,7 +161,7 @@ $(B)/mccl-test: $(call obj,tests/integration/mccl-test.c) $(B)/libmccl.a
 	$(CC) $(LDFLAGS) -o $@ $^ -lpthread -lm
 
 $(B)/mccl-hostile: $(call obj,tests/integration/hostile.c libclient/conn.c \
-    daemon/control/auth.c daemon/log.c $(PROTO_SRCS))
+    daemon/transport/auth.c daemon/log.c $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(SODIUM_LIBS)
 
 $(B)/notify-sink: $(call obj,tests/ops/notify-sink.c)
@@ -346,6 +347,7 @@ check-ops: all $(B)/notify-sink $(TEST_PROGS)
 	tests/ops/private-build.sh $(B)
 	tests/ops/exports.sh $(B)
 	tests/ops/settings.sh $(B)
+	tests/ops/layers.sh $(B)
 	@out=$$(mandoc -T lint -W warning $(MANPAGES) 2>&1); \
 	if [ -n "$$out" ]; then echo "$$out"; echo "FAIL mandoc lint"; exit 1; fi; \
 	echo "ok   mandoc -T lint -W warning $(MANPAGES)"

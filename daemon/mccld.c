@@ -16,6 +16,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "mccld.h"
+#include "control/control.h"
 
 struct mccld_state md;
 

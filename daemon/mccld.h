@@ -294,33 +294,9 @@ struct client {
 
 struct op;
 
-int		control_listen(const char *, char *, size_t);
-void		control_close(void);
-int		client_send(struct client *, uint16_t, const void *, const void *,
-		    size_t);
-void		client_error(struct client *, uint32_t, uint16_t, const char *);
-void		client_op_done(struct client *, const struct op *, uint64_t,
-		    int, const char *);
-void		monitor_event(const char *, const uid_t *, json_t *);
-int		client_privileged(const struct client *);
-int		client_sees(const struct client *, uid_t);
 
 /* ---- peer.c: control connections to the other daemons (main thread) ---- */
 
-int		peer_init(char *, size_t);
-int		peer_add_nodes(uint32_t, char *, size_t);
-void		peer_heartbeat_reset(void);
-void		peer_close(void);
-int		peer_send(uint32_t, uint16_t, const void *, const void *, size_t);
-int		peer_is_up(uint32_t);
-const char	*peer_name(uint32_t);
-int		peer_data_send(int, uint16_t, const void *);
-int		peer_data_read(int, uint16_t, void *, int, uint64_t, char *,
-		    size_t);
-int		peer_data_connect(uint32_t, uint64_t, uint32_t, int, char *,
-		    size_t);
-json_t		*peer_ctl_list(void);
-void		peer_metrics(json_t *);
 
 /* ---- job.c: job formation, operations, failure (main thread) ---- */
 
@@ -436,40 +412,17 @@ struct job {
 	int		 dying;		/* job_free: waiting for its threads */
 };
 
-void		job_client_join(struct client *, const struct ipc_join *);
-void		job_client_op(struct client *, const struct ipc_op *);
-const char	*op_check(uint32_t, const struct ipc_op *, char *, size_t);
-void		op_free(struct op *);
-void		job_client_gone(struct client *, int);
-void		job_client_abort(struct client *);
-int		job_peer_msg(uint32_t, uint16_t, const void *, const uint8_t *,
-		    size_t);
-void		job_peer_up(uint32_t);
-void		job_peer_down(uint32_t, const char *);
-void		job_data_link(int, const struct peer_data_hello *);
-void		job_engine_done(struct job *, struct op *);
-void		job_collect(struct job *);
-void		job_collect_all(void);
-void		job_shutdown(const char *);
-void		job_reap_all(void);
-json_t		*job_ctl_list(const struct client *);
-json_t		*job_ctl_abort(const struct client *, const char *, char *,
-		    size_t);
-int		job_ctl_query(struct client *, const char *, char *, size_t);
-void		job_ctl_forget(const struct client *);
-int		job_count(const struct client *);
 
-/* ---- metrics.c: counters, and their one rendering (main thread) ---- */
-
-struct evbuffer;
-void		metrics_op_done(int, int, int, uint64_t);
-void		metrics_add(json_t *, const char *, json_t *, double);
-json_t		*metrics_samples(void);
-void		metrics_text(struct evbuffer *, const json_t *);
-json_t		*metrics_ctl(void);
-int		metrics_init(char *, size_t);
-void		metrics_close(void);
+/* ring.c: add n bytes to ctr[node_index[pos]] (the peers' byte counts) */
 void		count_bytes(uint64_t *, const uint32_t *, uint32_t, size_t);
+
+/* ---- engine/op.c: an operation's life (any thread) ---- */
+
+struct op	*op_new(struct job *);
+void		 op_free(struct op *);
+const char	*op_check(uint32_t, const struct ipc_op *, char *, size_t);
+int		 op_attach(struct op *, uint32_t, struct segtab *, uint32_t,
+		    const struct ipc_op *, char *, size_t);
 
 /* ---- p2p.c: a job's point-to-point messages (their own thread) ---- */
 
@@ -509,11 +462,11 @@ int		subq_pending(const struct job *, uint32_t);
 
 /* ---- engine.c: a job's data plane thread ---- */
 
-int		job_engine_event(struct job *);
 int		engine_start(struct job *, char *, size_t);
 int		engine_adopt_link(struct job *, uint32_t, uint32_t, int);
 void		engine_wake(struct job *);
 void		engine_notify(struct job *);
+void		engine_op_done(struct job *, struct op *);
 void		engine_quit(struct job *);
 int		engine_exited(struct job *);
 void		engine_finish(struct job *);

@@ -29,6 +29,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "mccld.h"
+#include "control/control.h"
 
 #define CLIENT_FDS_MAX	4	/* room to notice a record carrying too many */
 #define OUTQ_MAX	(4U * 1024 * 1024)	/* replies a client left unread */

@@ -27,6 +27,7 @@
 #include <jansson.h>
 
 #include "mccld.h"
+#include "control/control.h"
 
 #define FORM_GRACE_MS	1000	/* the coordinator's timeout message first */
 
@@ -602,7 +603,11 @@ job_formed(const struct peer_formed *m, const uint32_t *rank_node)
 	log_info("job %s: formed, id %016llx, %u ranks on %u nodes, %u here",
 	    j->name, (unsigned long long)j->id, j->nranks, j->nnodes,
 	    j->nlocal);
-	if (p2p_init(j, err, sizeof(err)) == -1 ||
+	/* The engine and p2p threads tell the main loop through ev_engine. */
+	if ((j->ev_engine = event_new(md.base, -1, 0, job_engine_cb, j)) ==
+	    NULL)
+		snprintf(err, sizeof(err), "out of memory");
+	if (j->ev_engine == NULL || p2p_init(j, err, sizeof(err)) == -1 ||
 	    engine_start(j, err, sizeof(err)) == -1 ||
 	    p2p_start(j, err, sizeof(err)) == -1) {
 		job_fail(j, MCCL_ERR_INTERNAL, "job %s: %s", j->name, err);
@@ -825,19 +830,6 @@ job_data_link(int fd, const struct peer_data_hello *m)
 
 /* ---- operations ---- */
 
-void
-op_free(struct op *op)
-{
-	for (uint32_t i = 0; i < op->job->nlocal; i++) {
-		if (op->parts[i].send_seg != NULL)
-			seg_unref(op->parts[i].send_seg);
-		if (op->parts[i].recv_seg != NULL)
-			seg_unref(op->parts[i].recv_seg);
-		free(op->parts[i].vec);
-	}
-	free(op);
-}
-
 /*
  * An op has ended: count it, and answer a send or receive.  A collective
  * that ended well was answered through the doorbells; one that failed
@@ -861,58 +853,6 @@ op_finish(struct op *op, int code, const char *err)
 		metrics_op_done(op->desc.coll, op->algo_run, code,
 		    now_ns() - op->ready_ns);
 	op_free(op);
-}
-
-/* Check an operation's own fields; the library checked them too. */
-const char *
-op_check(uint32_t nranks, const struct ipc_op *m, char *err, size_t len)
-{
-	uint64_t sb, rb;
-
-	if (m->coll < 1 || m->coll > COLL_MAX)
-		snprintf(err, len, "unknown collective %u", m->coll);
-	else if (m->algo > ALGO_MAX)
-		snprintf(err, len, "unknown algorithm %u", m->algo);
-	else if (m->coll != COLL_BARRIER && dtype_size(m->dtype) == 0)
-		snprintf(err, len, "unknown dtype %u", m->dtype);
-	else if (proto_coll_reduces(m->coll) && !reduce_supported(m->dtype, m->redop))
-		snprintf(err, len, "reduction %s on %s is not supported",
-		    redop_name(m->redop), dtype_name(m->dtype));
-	else if (proto_coll_has_root(m->coll) && m->root >= nranks &&
-	    !(m->coll == COLL_RECV && m->root == IPC_ANY_SOURCE))
-		snprintf(err, len, "%s %u is out of range for %u ranks",
-		    proto_coll_p2p(m->coll) ? "peer" : "root", m->root, nranks);
-	else if (proto_vec_len(m->coll, nranks) == 0 &&	/* else: its vector */
-	    (proto_op_bytes(m->coll, m->count, dtype_size(m->dtype), nranks, 0,
-	    m->root, &sb, &rb) == -1 || sb > (UINT64_MAX >> 2)))
-		snprintf(err, len, "count %llu is too large",
-		    (unsigned long long)m->count);
-	else
-		return NULL;
-	return err;
-}
-
-/* c's buffers for its send or receive op. */
-static int
-op_attach(struct client *c, struct op *op, const struct ipc_op *m, char *err,
-    size_t len)
-{
-	struct op_part *part = &op->parts[c->local_index];
-	uint64_t sbytes, rbytes;
-
-	proto_op_bytes(m->coll, m->count, dtype_size(m->dtype), op->job->nranks,
-	    c->rank, m->root, &sbytes, &rbytes);
-	part->send_seg = seg_resolve(c->segs, m->send_seg, m->send_off, sbytes,
-	    &part->send, err, len);
-	if (part->send == NULL && sbytes > 0)
-		return -1;
-	part->recv_seg = seg_resolve(c->segs, m->recv_seg, m->recv_off, rbytes,
-	    &part->recv, err, len);
-	if (part->recv == NULL && rbytes > 0)
-		return -1;
-	part->submitted = 1;
-	part->req = m->seq;
-	return 0;
 }
 
 /* Fail the job because of this op, and answer it. */
@@ -940,15 +880,14 @@ job_p2p(struct client *c, const struct ipc_op *m)
 		    "not MCCL_ANY_TAG");
 		return;
 	}
-	if ((op = calloc(1, sizeof(*op) + j->nlocal * sizeof(op->parts[0]))) ==
-	    NULL) {
+	if ((op = op_new(j)) == NULL) {
 		op_reject(c, m, MCCL_ERR_NO_MEMORY, "out of memory");
 		return;
 	}
-	op->job = j;
 	op->desc = *m;
 	op->p2p_rank = c->rank;
-	if (op_attach(c, op, m, err, sizeof(err)) == -1) {
+	if (op_attach(op, c->local_index, c->segs, c->rank, m, err,
+	    sizeof(err)) == -1) {
 		op_free(op);
 		op_reject(c, m, MCCL_ERR_INVALID_ARGUMENT, err);
 		return;
@@ -1093,13 +1032,6 @@ job_collect_all(void)
 
 	TAILQ_FOREACH(j, &md.jobs, entry)
 		job_collect(j);
-}
-
-int
-job_engine_event(struct job *j)
-{
-	j->ev_engine = event_new(md.base, -1, 0, job_engine_cb, j);
-	return j->ev_engine == NULL ? -1 : 0;
 }
 
 /* ---- failure and departure ---- */

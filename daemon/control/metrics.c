@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "mccld.h"
+#include "control/control.h"
 
 /* Operation latency buckets, in seconds (upper bounds; +Inf implied). */
 static const double lat_bounds[] = { 0.0001, 0.0003, 0.001, 0.003, 0.01,

@@ -27,6 +27,7 @@
 #include <jansson.h>
 
 #include "mccld.h"
+#include "control/control.h"
 #include "transport/transport.h"
 
 #define RETRY_MIN_MS	100
@@ -105,30 +106,6 @@ static void	peer_connect(struct peer *);
 static void	peer_down(struct peer *, const char *);
 static int	peer_frame(struct peer *, const uint8_t *, size_t);
 
-static int
-resolve(const struct conf_addr *a, int passive, struct sockaddr_storage *ss,
-    socklen_t *len, char *err, size_t errlen)
-{
-	struct addrinfo hints, *res;
-	char port[8];
-	int rc;
-
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = passive ? AI_PASSIVE : 0;
-	snprintf(port, sizeof(port), "%u", a->port);
-	if ((rc = getaddrinfo(a->host, port, &hints, &res)) != 0) {
-		snprintf(err, errlen, "%s:%u: %s", a->host, a->port,
-		    gai_strerror(rc));
-		return -1;
-	}
-	memcpy(ss, res->ai_addr, res->ai_addrlen);
-	*len = res->ai_addrlen;
-	freeaddrinfo(res);
-	return 0;
-}
-
 const char *
 peer_name(uint32_t index)
 {
@@ -140,14 +117,6 @@ peer_is_up(uint32_t index)
 {
 	return index == md.conf.node_index ||
 	    (index < md.conf.nnodes && peers[index]->state == PEER_UP);
-}
-
-static void
-tcp_tune(int fd)
-{
-	int one = 1;
-
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
 /* ---- sending ---- */
@@ -414,7 +383,7 @@ peer_event_cb(struct bufferevent *bev, short events, void *arg)
 	if (events & BEV_EVENT_CONNECTED) {
 		struct peer_auth_hello ah = { md.conf.node_index, { 0 } };
 
-		tcp_tune(bufferevent_getfd(p->bev));
+		dial_tune(bufferevent_getfd(p->bev));
 		auth_nonce(p->nonce);
 		memcpy(ah.nonce, p->nonce, sizeof(ah.nonce));
 		peer_set_state(p, PEER_AUTH);
@@ -525,24 +494,12 @@ inbound_hello(struct inbound *in, const struct peer_hello *h)
 	}
 	if (p->state != PEER_DOWN)
 		peer_down(p, "replaced by a new connection");
-	tcp_tune(in->fd);
+	dial_tune(in->fd);
 	peer_attach(p, in->fd);
 	inbound_free(in, 0);
 	peer_set_state(p, PEER_WAIT_HELLO);
 	peer_send_hello(p);
 	peer_up(p);
-}
-
-/* Send a small frame on a fresh socket; it fits the empty send buffer. */
-static int
-send_frame(int fd, uint16_t type, const void *msg)
-{
-	uint8_t buf[WIRE_HDR_LEN + INBOUND_MAX];
-	size_t len;
-
-	len = wire_encode(&peer_proto, type, msg, NULL, 0, buf, sizeof(buf));
-	return len > 0 && send(fd, buf, len, MSG_NOSIGNAL) == (ssize_t)len ?
-	    0 : -1;
 }
 
 static uint32_t
@@ -577,7 +534,7 @@ inbound_auth_hello(struct inbound *in, const struct peer_auth_hello *m)
 	memcpy(c.nonce, in->our_nonce, AUTH_NONCE_LEN);
 	auth_mac(c.mac, 'A', in->their_nonce, in->our_nonce, c.node);
 	in->state = IN_AUTH_RESPONSE;
-	return send_frame(in->fd, PEER_AUTH_CHALLENGE, &c);
+	return dial_frame_send(in->fd, PEER_AUTH_CHALLENGE, &c);
 }
 
 static int
@@ -633,7 +590,7 @@ inbound_dispatch(struct inbound *in, const struct wire_hdr *h,
 		return;
 	} else if (h->type == PEER_DATA_HELLO && inbound_identity_ok(in,
 	    msg.data.node)) {
-		tcp_tune(in->fd);
+		dial_tune(in->fd);
 		job_data_link(in->fd, &msg.data);
 		inbound_free(in, 0);
 		return;
@@ -861,7 +818,7 @@ peer_listen_one(const struct conf_addr *a, char *err, size_t errlen)
 	socklen_t len;
 	int fd, one = 1;
 
-	if (resolve(a, 1, &ss, &len, err, errlen) == -1)
+	if (dial_resolve(a, 1, &ss, &len, err, errlen) == -1)
 		return -1;
 	if ((fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK |
 	    SOCK_CLOEXEC, 0)) == -1 ||
@@ -903,7 +860,7 @@ peer_listen_all(char *err, size_t errlen)
 	for (size_t i = 0; i < md.conf.nlisten; i++) {
 		const struct conf_addr *a = &md.conf.listen[i];
 
-		if (resolve(a, 1, &ss, &len, err, errlen) == -1)
+		if (dial_resolve(a, 1, &ss, &len, err, errlen) == -1)
 			return -1;
 		if (auth_host_only() && !is_loopback(&ss)) {
 			log_warnx("peer: no key_file: not listening on %s:%u; "
@@ -931,7 +888,7 @@ peer_new(uint32_t i, char *err, size_t errlen)
 	p->retry_ms = RETRY_MIN_MS;
 	p->ev_retry = evtimer_new(md.base, peer_retry_cb, p);
 	peers[i] = p;
-	if (i != md.conf.node_index && resolve(&p->node->addr, 0, &p->sa,
+	if (i != md.conf.node_index && dial_resolve(&p->node->addr, 0, &p->sa,
 	    &p->salen, err, errlen) == -1)
 		return -1;
 	return 0;
@@ -1019,202 +976,6 @@ peer_close(void)
 		event_free(self_ev);
 	if (heartbeat_ev != NULL)
 		event_free(heartbeat_ev);
-}
-
-/* ---- data links (called from engine threads: touches only config) ---- */
-
-/*
- * Wait until fd is ready for events, at most until deadline_ns, and only
- * while abort_fd (the job's) stays quiet: a thread setting up a job's
- * links must give up at once when the job is aborted or torn down.
- */
-static int
-wait_ready(int fd, short events, int abort_fd, uint64_t deadline_ns,
-    char *err, size_t errlen)
-{
-	struct pollfd pfd[2] = { { fd, events, 0 }, { abort_fd, POLLIN, 0 } };
-	uint64_t now;
-	int n;
-
-	for (;;) {
-		if ((now = now_ns()) >= deadline_ns) {
-			snprintf(err, errlen, "timed out after %u ms",
-			    __atomic_load_n(&md.conf.connect_timeout_ms,
-			    __ATOMIC_RELAXED));
-			return -1;
-		}
-		n = poll(pfd, abort_fd == -1 ? 1 : 2,
-		    (int)((deadline_ns - now) / 1000000) + 1);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			snprintf(err, errlen, "poll: %s", strerror(errno));
-			return -1;
-		}
-		if (abort_fd != -1 && pfd[1].revents != 0) {
-			snprintf(err, errlen, "the job was aborted");
-			return -1;
-		}
-		if (pfd[0].revents != 0)
-			return 0;
-	}
-}
-
-static int
-await_connected(int fd, int abort_fd, uint64_t deadline_ns, char *err,
-    size_t errlen)
-{
-	socklen_t len = sizeof(int);
-	int soerr = 0;
-
-	if (wait_ready(fd, POLLOUT, abort_fd, deadline_ns, err, errlen) == -1)
-		return -1;
-	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) == -1 ||
-	    soerr != 0) {
-		snprintf(err, errlen, "connect: %s", strerror(soerr ? soerr :
-		    errno));
-		return -1;
-	}
-	return 0;
-}
-
-/* Read exactly len bytes by deadline_ns; `when` says what it was in. */
-static int
-read_exact(int fd, int abort_fd, uint8_t *buf, size_t len,
-    uint64_t deadline_ns, const char *when, char *err, size_t errlen)
-{
-	size_t got = 0;
-	ssize_t n;
-
-	while (got < len) {
-		if (wait_ready(fd, POLLIN, abort_fd, deadline_ns, err,
-		    errlen) == -1)
-			return -1;
-		if ((n = recv(fd, buf + got, len - got, MSG_DONTWAIT)) == 0 ||
-		    (n < 0 && errno != EAGAIN && errno != EINTR)) {
-			snprintf(err, errlen, "it closed the connection %s%s%s",
-			    when, n < 0 ? ": " : "", n < 0 ? strerror(errno) :
-			    "");
-			return -1;
-		}
-		got += n > 0 ? (size_t)n : 0;
-	}
-	return 0;
-}
-
-/* The connector's side of authentication, by the deadline. */
-static int
-data_auth(int fd, uint32_t index, int abort_fd, uint64_t deadline_ns,
-    char *err, size_t errlen)
-{
-	const struct wire_type *t = NULL;
-	struct peer_auth_hello ah = { md.conf.node_index, { 0 } };
-	struct peer_auth_challenge c;
-	struct peer_auth_response r;
-	uint8_t buf[WIRE_HDR_LEN + sizeof(c)];
-	size_t want = WIRE_HDR_LEN + 4 + 2 * AUTH_NONCE_LEN;
-	struct wire_hdr h;
-
-	auth_nonce(ah.nonce);
-	if (send_frame(fd, PEER_AUTH_HELLO, &ah) == -1) {
-		snprintf(err, errlen, "sending AUTH_HELLO: %s", strerror(errno));
-		return -1;
-	}
-	if (read_exact(fd, abort_fd, buf, want, deadline_ns, "before "
-	    "authenticating (peer port full, or not our cluster key?)", err,
-	    errlen) == -1 ||
-	    wire_hdr_check(&peer_proto, buf, &h, &t, err, errlen) == -1)
-		return -1;
-	if (h.type != PEER_AUTH_CHALLENGE || wire_decode(t, buf + WIRE_HDR_LEN,
-	    h.len, &c, NULL, NULL, err, errlen) == -1) {
-		snprintf(err, errlen, "it answered AUTH_HELLO with %s", t->name);
-		return -1;
-	}
-	if (c.node != index || auth_check(c.mac, 'A', ah.nonce, c.nonce,
-	    index) == -1) {
-		snprintf(err, errlen, "it failed authentication (not our "
-		    "cluster key)");
-		return -1;
-	}
-	auth_mac(r.mac, 'C', c.nonce, ah.nonce, md.conf.node_index);
-	return send_frame(fd, PEER_AUTH_RESPONSE, &r);
-}
-
-/*
- * Open a data link (stream) of job job_id to node index, authenticate,
- * send DATA_HELLO, all within connect_timeout_ms and given up as soon as
- * abort_fd is readable.  Returns a connected non-blocking socket, or -1
- * with err set.
- */
-int
-peer_data_connect(uint32_t index, uint64_t job_id, uint32_t stream,
-    int abort_fd, char *err, size_t errlen)
-{
-	struct peer_data_hello dh = { job_id, md.conf.node_index, stream };
-	uint64_t deadline = now_ns() + (uint64_t)__atomic_load_n(
-	    &md.conf.connect_timeout_ms, __ATOMIC_RELAXED) * 1000000;
-	struct sockaddr_storage ss;
-	socklen_t sslen;
-	int fd;
-
-	if (resolve(&md.conf.nodes[index].addr, 0, &ss, &sslen, err,
-	    errlen) == -1)
-		return -1;
-	if ((fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK |
-	    SOCK_CLOEXEC, 0)) == -1) {
-		snprintf(err, errlen, "socket: %s", strerror(errno));
-		return -1;
-	}
-	if (connect(fd, (struct sockaddr *)&ss, sslen) == -1 &&
-	    errno != EINPROGRESS) {
-		snprintf(err, errlen, "connect: %s", strerror(errno));
-		close(fd);
-		return -1;
-	}
-	tcp_tune(fd);
-	if (await_connected(fd, abort_fd, deadline, err, errlen) == -1 ||
-	    data_auth(fd, index, abort_fd, deadline, err, errlen) == -1) {
-		close(fd);
-		return -1;
-	}
-	if (send_frame(fd, PEER_DATA_HELLO, &dh) == -1) {
-		snprintf(err, errlen, "sending DATA_HELLO: %s", strerror(errno));
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
-/* A data link's set-up frame: small, it fits the socket's buffer. */
-int
-peer_data_send(int fd, uint16_t type, const void *msg)
-{
-	return send_frame(fd, type, msg);
-}
-
-/* Read the data link's next frame, which must be `type`, by deadline_ns. */
-int
-peer_data_read(int fd, uint16_t type, void *msg, int abort_fd,
-    uint64_t deadline_ns, char *err, size_t errlen)
-{
-	const struct wire_type *t = wire_type_lookup(&peer_proto, type), *got;
-	uint8_t buf[WIRE_HDR_LEN + INBOUND_MAX];
-	const char *when = "during the link's set-up";
-	struct wire_hdr h;
-	size_t fixed = wire_fixed_len(t);
-
-	if (read_exact(fd, abort_fd, buf, WIRE_HDR_LEN, deadline_ns, when, err,
-	    errlen) == -1 || wire_hdr_check(&peer_proto, buf, &h, &got, err,
-	    errlen) == -1)
-		return -1;
-	if (h.type != type || h.len != fixed) {
-		snprintf(err, errlen, "it sent %s where %s was due", got->name,
-		    t->name);
-		return -1;
-	}
-	return read_exact(fd, abort_fd, buf + WIRE_HDR_LEN, fixed, deadline_ns,
-	    when, err, errlen) == -1 || (fixed > 0 && wire_decode(t, buf +
-	    WIRE_HDR_LEN, fixed, msg, NULL, NULL, err, errlen) == -1) ? -1 : 0;
 }
 
 /* ---- metrics ---- */

@@ -67,8 +67,11 @@ engine_connect_links(struct job *j, struct link_setup *su, char *err,
 			struct link_setup *s = &su[k * j->nnodes + p];
 			char why[ERR_MAX] = "";
 
-			if ((s->fd = peer_data_connect(j->node_index[p], j->id,
-			    row_stream(j, k), j->eng_abort_fd, why,
+			uint32_t node = j->node_index[p];
+
+			if ((s->fd = dial_data_link(&md.conf.nodes[node].addr,
+			    md.conf.node_index, node, j->id, row_stream(j, k),
+			    j->eng_abort_fd, link_deadline(), why,
 			    sizeof(why))) == -1 ||
 			    link_offer(s, why, sizeof(why)) == -1) {
 				snprintf(err, errlen, "cannot open a data link "
@@ -1256,7 +1259,7 @@ engine_done(struct job *j, struct op *op)
 
 /* Any thread: hand a finished op back to the main thread. */
 void
-job_engine_done(struct job *j, struct op *op)
+engine_op_done(struct job *j, struct op *op)
 {
 	pthread_mutex_lock(&j->eng_mtx);
 	TAILQ_INSERT_TAIL(&j->eng_out, op, entry);
@@ -1321,7 +1324,7 @@ engine_start(struct job *j, char *err, size_t errlen)
 
 	if ((j->eng_fds = malloc(ROWS(j) * j->nnodes * sizeof(int))) ==
 	    NULL || (j->eng_links = calloc(ROWS(j) * j->nnodes,
-	    sizeof(*j->eng_links))) == NULL || job_engine_event(j) == -1) {
+	    sizeof(*j->eng_links))) == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
@@ -1456,7 +1459,7 @@ engine_quit(struct job *j)
 	j->eng_quit = 1;
 	subq_wake(j);
 	pthread_mutex_unlock(&j->eng_mtx);
-	/* Also gives up a data link being connected (peer_data_connect). */
+	/* Also gives up a data link being connected (dial_data_link). */
 	if (write(j->eng_abort_fd, &one, sizeof(one)) == -1)
 		log_warn("job %s: stopping the engine", j->name);
 }

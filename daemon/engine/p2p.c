@@ -110,7 +110,7 @@ op_complete(struct p2p *p, struct op *op, int code, const char *fmt, ...)
 		vsnprintf(op->err, sizeof(op->err), fmt, ap);
 		va_end(ap);
 	}
-	job_engine_done(p->job, op);
+	engine_op_done(p->job, op);
 }
 
 /* ---- memory kept for messages not yet received, across jobs ---- */
@@ -890,14 +890,14 @@ p2p_finish(struct job *j)
 	take_inbox(p);
 	for (uint32_t q = 0; q < j->nnodes; q++) {
 		if (p->links[q].rxop != NULL)
-			job_engine_done(j, p->links[q].rxop);
+			engine_op_done(j, p->links[q].rxop);
 		link_close(p->links[q].link);
 		link_close(p->adopted[q]);
 	}
 	while ((u = TAILQ_FIRST(&p->unexpected)) != NULL) {
 		TAILQ_REMOVE(&p->unexpected, u, entry);
 		if (u->waiter != NULL)
-			job_engine_done(j, u->waiter);
+			engine_op_done(j, u->waiter);
 		unexpected_free(p, u);
 	}
 	close(p->wake_fd);

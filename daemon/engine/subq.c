@@ -116,17 +116,6 @@ op_timeout_ms(uint32_t ms)
 	    __ATOMIC_RELAXED);
 }
 
-static struct op *
-op_new(struct job *j)
-{
-	struct op *op;
-
-	if ((op = calloc(1, sizeof(*op) + j->nlocal * sizeof(op->parts[0]))) !=
-	    NULL)
-		op->job = j;
-	return op;
-}
-
 static void
 op_failed(struct job *j, struct op *op, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -191,74 +180,22 @@ desc_check(struct job *j, struct op *op, uint32_t i, const struct ipc_op *d)
 	return -1;
 }
 
-/*
- * A v-collective's vector, copied out of the rank's segment (the client may
- * still write there), and the extents of the buffers it gives.
- */
-static int
-part_vec(struct job *j, struct op_part *part, const struct subq *q,
-    const struct ipc_op *d, uint64_t *sbytes, uint64_t *rbytes, char *err,
-    size_t errlen)
-{
-	size_t n = proto_vec_len(d->coll, j->nranks);
-	struct seg *s;
-	uint8_t *p;
-
-	if ((s = seg_resolve(q->segs, d->vec_seg, d->vec_off,
-	    n * sizeof(uint64_t), &p, err, errlen)) == NULL)
-		return -1;
-	part->vec = malloc(n * sizeof(uint64_t));
-	if (part->vec != NULL)
-		memcpy(part->vec, p, n * sizeof(uint64_t));
-	seg_unref(s);
-	if (part->vec == NULL) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	return proto_vec_bytes(d->coll, d->count, dtype_size(d->dtype),
-	    j->nranks, q->rank, part->vec, sbytes, rbytes, err, errlen);
-}
-
-/* Rank i's buffers for op, resolved in its connection's segments. */
+/* Rank i's buffers for op; the local ranks' recvcounts must agree. */
 static int
 part_attach(struct job *j, struct op *op, uint32_t i, const struct ipc_op *d)
 {
-	struct op_part *part = &op->parts[i];
 	struct subq *q = &j->sq[i];
-	uint64_t sbytes, rbytes;
 	char err[ERR_MAX];
 
-	if (proto_vec_len(d->coll, j->nranks) == 0)
-		proto_op_bytes(d->coll, d->count, dtype_size(d->dtype),
-		    j->nranks, q->rank, d->root, &sbytes, &rbytes);
-	else if (part_vec(j, part, q, d, &sbytes, &rbytes, err,
-	    sizeof(err)) == -1)
+	if (op_attach(op, i, q->segs, q->rank, d, err, sizeof(err)) == -1)
 		goto fail;
-	else if (i > 0 && d->coll == COLL_ALLGATHERV &&
-	    memcmp(part->vec, op->parts[0].vec, j->nranks * sizeof(uint64_t))) {
+	if (i > 0 && d->coll == COLL_ALLGATHERV && memcmp(op->parts[i].vec,
+	    op->parts[0].vec, j->nranks * sizeof(uint64_t)) != 0) {
 		snprintf(err, sizeof(err), "its allgatherv recvcounts differ "
 		    "from those of rank %u on node %s", j->sq[0].rank,
 		    md.conf.node_name);
 		goto fail;
 	}
-	part->send_seg = seg_resolve(q->segs, d->send_seg, d->send_off, sbytes,
-	    &part->send, err, sizeof(err));
-	if (part->send == NULL && sbytes > 0)
-		goto fail;
-	part->recv_seg = seg_resolve(q->segs, d->recv_seg, d->recv_off, rbytes,
-	    &part->recv, err, sizeof(err));
-	if (part->recv == NULL && rbytes > 0)
-		goto fail;
-	/* The engine's copies rely on it, whatever the library checked. */
-	if (!proto_bufs_ok(d->coll, q->rank, (uintptr_t)part->send, sbytes,
-	    (uintptr_t)part->recv, rbytes)) {
-		snprintf(err, sizeof(err), "its send and receive buffers "
-		    "overlap, but not in the %s's in-place form",
-		    proto_coll_name(d->coll));
-		goto fail;
-	}
-	part->submitted = 1;
-	part->req = d->seq;
 	return 0;
 fail:
 	op_failed(j, op, MCCL_ERR_INVALID_ARGUMENT, "rank %u: %s", q->rank, err);

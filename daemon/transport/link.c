@@ -68,7 +68,7 @@ link_offer(struct link_setup *s, char *err, size_t errlen)
 		memset(&s->mine, 0, sizeof(s->mine));
 	s->mine.transport = s->half != NULL ? s->tp->wire : UINT32_MAX;
 	s->mine.need = want != NULL ? want->wire + 1 : 0;
-	if (peer_data_send(s->fd, PEER_DATA_LINK, &s->mine) == -1) {
+	if (dial_frame_send(s->fd, PEER_DATA_LINK, &s->mine) == -1) {
 		snprintf(err, errlen, "sending DATA_LINK: %s", strerror(errno));
 		return -1;
 	}
@@ -118,7 +118,7 @@ link_answer(struct link_setup *s, int abort_fd, uint64_t deadline_ns,
 	char why[LINK_WHY_MAX] = "";
 	void *half = s->half;
 
-	if (peer_data_read(s->fd, PEER_DATA_LINK, &theirs, abort_fd,
+	if (dial_frame_read(s->fd, PEER_DATA_LINK, &theirs, abort_fd,
 	    deadline_ns, err, errlen) == -1 ||
 	    (tp = agree(s, &theirs, err, errlen)) == NULL)
 		return -1;
@@ -138,7 +138,7 @@ link_answer(struct link_setup *s, int abort_fd, uint64_t deadline_ns,
 	}
 	s->fd = -1;
 	s->link->node = s->node;
-	if (peer_data_send(s->link->fd, PEER_DATA_READY, NULL) == -1) {
+	if (dial_frame_send(s->link->fd, PEER_DATA_READY, NULL) == -1) {
 		snprintf(err, errlen, "sending DATA_READY: %s", strerror(errno));
 		return -1;
 	}
@@ -190,7 +190,7 @@ int
 link_ready(struct link_setup *s, int abort_fd, uint64_t deadline_ns,
     char *err, size_t errlen)
 {
-	if (peer_data_read(s->link->fd, PEER_DATA_READY, NULL, abort_fd,
+	if (dial_frame_read(s->link->fd, PEER_DATA_READY, NULL, abort_fd,
 	    deadline_ns, err, errlen) == -1)
 		return -1;
 	peer_info_set(s->node, s->link);

@@ -16,6 +16,7 @@
 #ifndef MCCL_TRANSPORT_H
 #define MCCL_TRANSPORT_H
 
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -141,5 +142,17 @@ struct link	*link_tcp(int, uint32_t);
 
 extern const struct transport tcp_transport;
 extern const struct transport rdma_transport;
+
+/* dial.c: the TCP connection under a data link, any thread */
+struct conf_addr;
+struct sockaddr_storage;
+int		 dial_resolve(const struct conf_addr *, int,
+		    struct sockaddr_storage *, socklen_t *, char *, size_t);
+void		 dial_tune(int);
+int		 dial_frame_send(int, uint16_t, const void *);
+int		 dial_frame_read(int, uint16_t, void *, int, uint64_t, char *,
+		    size_t);
+int		 dial_data_link(const struct conf_addr *, uint32_t, uint32_t,
+		    uint64_t, uint32_t, int, uint64_t, char *, size_t);
 
 #endif

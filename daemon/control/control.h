@@ -1,0 +1,72 @@
+/*
+ * control.h: the control plane (control/: clients, peers, jobs, metrics),
+ * run by the main thread.  For the main thread's code alone: the process
+ * (mccld.c) and control/ include it; the data plane below (engine/,
+ * transport/) may not call up into it, and does not see it (a test checks
+ * the objects' symbols too).  What the engine must tell the control plane
+ * goes up as an event (job->ev_engine) with the op on the job's eng_out.
+ */
+#ifndef MCCL_CONTROL_H
+#define MCCL_CONTROL_H
+
+#include "mccld.h"
+
+/* ---- control.c: the Unix socket, clients and mcclctl ---- */
+
+int		control_listen(const char *, char *, size_t);
+void		control_close(void);
+int		client_send(struct client *, uint16_t, const void *, const void *,
+		    size_t);
+void		client_error(struct client *, uint32_t, uint16_t, const char *);
+void		client_op_done(struct client *, const struct op *, uint64_t,
+		    int, const char *);
+void		monitor_event(const char *, const uid_t *, json_t *);
+int		client_privileged(const struct client *);
+int		client_sees(const struct client *, uid_t);
+
+/* ---- peer.c: control connections to the other daemons ---- */
+
+int		peer_init(char *, size_t);
+int		peer_add_nodes(uint32_t, char *, size_t);
+void		peer_heartbeat_reset(void);
+void		peer_close(void);
+int		peer_send(uint32_t, uint16_t, const void *, const void *, size_t);
+int		peer_is_up(uint32_t);
+const char	*peer_name(uint32_t);
+json_t		*peer_ctl_list(void);
+void		peer_metrics(json_t *);
+
+/* ---- job.c: job formation, operations, failure ---- */
+
+void		job_client_join(struct client *, const struct ipc_join *);
+void		job_client_op(struct client *, const struct ipc_op *);
+void		job_client_gone(struct client *, int);
+void		job_client_abort(struct client *);
+int		job_peer_msg(uint32_t, uint16_t, const void *, const uint8_t *,
+		    size_t);
+void		job_peer_up(uint32_t);
+void		job_peer_down(uint32_t, const char *);
+void		job_data_link(int, const struct peer_data_hello *);
+void		job_collect(struct job *);
+void		job_collect_all(void);
+void		job_shutdown(const char *);
+void		job_reap_all(void);
+json_t		*job_ctl_list(const struct client *);
+json_t		*job_ctl_abort(const struct client *, const char *, char *,
+		    size_t);
+int		job_ctl_query(struct client *, const char *, char *, size_t);
+void		job_ctl_forget(const struct client *);
+int		job_count(const struct client *);
+
+/* ---- metrics.c: counters, and their one rendering ---- */
+
+struct evbuffer;
+void		metrics_op_done(int, int, int, uint64_t);
+void		metrics_add(json_t *, const char *, json_t *, double);
+json_t		*metrics_samples(void);
+void		metrics_text(struct evbuffer *, const json_t *);
+json_t		*metrics_ctl(void);
+int		metrics_init(char *, size_t);
+void		metrics_close(void);
+
+#endif
