@@ -371,4 +371,28 @@ grep -q "overhead over the C call, numpy: .* by parts" <<<"$out" &&
     bad "pyoverhead.py: $out"
 
 cluster_down
+
+# A part of PyTorch's own distributed tests (torch_suite.sh runs them all):
+# each collective, send/recv, groups, objects, futures and DDP once.
+echo "== PyTorch's distributed_test.py, a part, 4 ranks on 2 nodes"
+SUITE_PART="all_reduce_sum all_reduce_sum_async all_reduce_group_max
+    all_reduce_coalesced_sum broadcast broadcast_group broadcast_object_list
+    all_gather all_gather_coalesced_simple all_gather_object_default_pg
+    gather gather_object scatter scatter_object_list reduce_sum
+    reduce_group_min send_recv send_recv_any_source send_recv_with_tag isend
+    irecv batch_isend_irecv_gloo barrier barrier_group get_future
+    sparse_all_reduce_sum destroy_group DistributedDataParallel_requires_grad"
+suite_args=()
+for t in $SUITE_PART; do suite_args+=(-k "*.test_$t"); done
+"$HERE/torch_suite.sh" "$B" mccl 4 -g "${suite_args[@]}" >"$T/suite.txt" 2>&1
+rc=$?
+nran=$(grep -cE '^(ok|FAIL|skip) ' "$T/suite.txt")
+nok=$(grep -c '^ok ' "$T/suite.txt")
+nwant=$(wc -w <<<"$SUITE_PART")
+if [ $rc = 0 ] && [ "$nok" = "$nwant" ]; then
+	ok "$nok of PyTorch's tests pass on backend mccl"
+else
+	bad "PyTorch's tests: exit $rc, $nok of $nwant passed ($nran ran)"
+	grep -v '^ok ' "$T/suite.txt" | head -n 60
+fi
 summary
