@@ -52,7 +52,8 @@ LINK_SRCS   = daemon/transport/tcp.c daemon/transport/linkerr.c
 CORE_SRCS   = daemon/log.c daemon/config.c daemon/engine/reduce.c \
 	      daemon/engine/ring.c $(LINK_SRCS)
 CONTROL_SRCS = daemon/control/control.c daemon/control/peer.c \
-	      daemon/control/job.c daemon/control/metrics.c
+	      daemon/control/job.c daemon/control/form.c \
+	      daemon/control/jobctl.c daemon/control/metrics.c
 ENGINE_SRCS = daemon/engine/engine.c daemon/engine/subq.c daemon/engine/seg.c \
 	      daemon/engine/p2p.c daemon/engine/budget.c daemon/engine/op.c
 DAEMON_SRCS = daemon/mccld.c $(CONTROL_SRCS) $(ENGINE_SRCS) \

@@ -33,12 +33,12 @@ class TestDistBackendWithSpawn(dt.TestDistBackend,
         self._spawn_processes()
 
     @classmethod
-    def _run(cls, rank, test_name, file_name, pipe):
+    def _run(cls, rank, *args, **kwargs):   # torch 2.x adds arguments
         socks = os.environ.get("MCCL_SOCKETS", "").split(",")
         if socks[0]:
             os.environ["MCCL_SOCKET"] = socks[
                 rank * len(socks) // int(os.environ["WORLD_SIZE"])]
-        super()._run(rank, test_name, file_name, pipe)
+        super()._run(rank, *args, **kwargs)
 
 
 if __name__ == "__main__":
