@@ -3,7 +3,8 @@
 # own distributed tests (torch_suite.py) on 2 daemons on loopback, ranks
 # spread over them.  -g opens the gates that name gloo.  Prints a line per
 # test ("ok", "FAIL", "skip" and its name), then "N passed, N failed, N
-# skipped"; exits 1 if one failed.  Cleans up as the other tests do
+# skipped"; exits 1 if one failed.  SUITE_TIMEOUT (seconds, default 3000)
+# bounds the run; the tests that ended by then are still reported.  Cleans up as the other tests do
 # (tests/integration/lib.sh).
 set -u
 B=$(cd "${1:-build}" && pwd)
@@ -24,7 +25,7 @@ LOG_LEVEL=warning cluster_up 2 >/dev/null || { echo "FAIL cluster"; exit 1; }
 mkdir -p "$T/torch"
 (cd "$T" && BACKEND=$BACKEND_ARG WORLD_SIZE=$WS TEMP_DIR="$T/torch" \
     OPEN_GATES=$OPEN MCCL_SOCKETS="$T/n0.sock,$T/n1.sock" \
-    timeout 3000 "$PY" "$HERE/torch_suite.py" -v "$@") >"$T/suite.out" 2>&1
+    timeout "${SUITE_TIMEOUT:-3000}" "$PY" "$HERE/torch_suite.py" -v "$@") >"$T/suite.out" 2>&1
 rc=$?
 # unittest -v: "test_x (__main__.Class.test_x) ... ok|FAIL|ERROR|skipped"
 awk '
