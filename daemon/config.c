@@ -913,6 +913,10 @@ static const struct conf_key conf_keys[] = {
 	NUM("max_jobs_per_uid", max_jobs_per_uid, 1, UINT32_MAX, 64,
 	    RELOAD_APPLY, "jobs of one user id on this node, forming or "
 	    "running"),
+	NUM("failed_jobs_kept", failed_jobs_kept, 0, 1024, 16, RELOAD_APPLY,
+	    "failed or aborted jobs of each user id kept, with their reason, "
+	    "for mcclctl jobs --failed and mcclctl job (0 to 1024); the oldest "
+	    "goes first"),
 	NUM("max_reply_bytes_per_uid", max_reply_bytes_per_uid, 65536,
 	    INT64_MAX, 16777216, RELOAD_APPLY, "bytes of replies the "
 	    "connections of one user id may leave unread (>= 65536); past it "
@@ -1077,6 +1081,53 @@ conf_key_lookup(const char *name)
 	return NULL;
 }
 
+/* Edits (insert, delete, replace) from a to b, up to 64 bytes each. */
+static size_t
+edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), row[65];
+
+	if (la > 64 || lb > 64)
+		return SIZE_MAX;
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		size_t diag = row[0];
+
+		row[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			diag = up;
+			row[j] = best;
+		}
+	}
+	return row[lb];
+}
+
+/* The key an unknown name most likely meant: ", did you mean ...?", or "". */
+static void
+conf_key_suggest(const char *name, char *buf, size_t len)
+{
+	const char *best = NULL;
+	size_t d, min = SIZE_MAX;
+
+	for (size_t i = 0; i < sizeof(conf_keys) / sizeof(conf_keys[0]); i++)
+		if ((d = edit_distance(name, conf_keys[i].name)) < min) {
+			min = d;
+			best = conf_keys[i].name;
+		}
+	/* At most a third of the name wrong: closer than that is a typo. */
+	if (best != NULL && min <= 3 && min * 3 <= strlen(name))
+		snprintf(buf, len, ", did you mean \"%s\"?", best);
+	else
+		buf[0] = '\0';
+}
+
 /* Defaults that depend on other keys, then the checks across keys. */
 static int
 conf_finish(struct pctx *p, struct config *c)
@@ -1140,6 +1191,7 @@ conf_parse(struct pctx *p, const char *text, size_t len, struct config *out)
 	json_error_t jerr;
 	json_t *root, *v;
 	const char *key;
+	char hint[96];
 	int rc = -1;
 
 	conf_scalars(&c);
@@ -1156,7 +1208,8 @@ conf_parse(struct pctx *p, const char *text, size_t len, struct config *out)
 	}
 	json_object_foreach(root, key, v) {
 		if ((k = conf_key_lookup(key)) == NULL) {
-			conf_err(p, "unknown key \"%s\"", key);
+			conf_key_suggest(key, hint, sizeof(hint));
+			conf_err(p, "unknown key \"%s\"%s", key, hint);
 			goto out;
 		}
 		if (k->parse(p, k, v, &c) == -1)

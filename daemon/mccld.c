@@ -373,6 +373,7 @@ main(int argc, char **argv)
 	control_close();
 	metrics_close();
 	job_reap_all();
+	job_ctl_close();
 	engine_shutdown();
 	peer_close();
 	event_free(ev_term);

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "engine/budget.h"
 #include "mccl.h"
@@ -29,6 +30,7 @@
 #define CONF_NODES_MAX		1024
 #define CONF_HOST_MAX		256
 #define ERR_MAX			256
+#define NO_POS			UINT32_MAX	/* no node position */
 
 struct link;
 
@@ -79,6 +81,7 @@ struct config {
 	uint32_t	 max_message_bytes;	/* one client record, <= IPC_MSG_MAX */
 	uint32_t	 max_fds_per_message;	/* 1 .. CLIENT_FDS_MAX - 1 */
 	uint32_t	 max_jobs_per_uid;
+	uint32_t	 failed_jobs_kept;	/* per uid, for mcclctl */
 	uint64_t	 max_reply_bytes_per_uid;	/* queued, unread */
 	uint64_t	 max_unreceived_bytes_per_uid;	/* p2p messages kept */
 	uint64_t	 max_unreceived_bytes;		/* the same, all users */
@@ -176,6 +179,9 @@ struct xfer {
 	const uint32_t	 *node_index;	/* cluster index of each position */
 	uint64_t	 *tx_ctr;	/* bytes sent, by cluster index; or NULL */
 	uint64_t	 *rx_ctr;	/* bytes received, alike */
+	uint32_t	 *waiting;	/* the position waited on, published
+					   before each sleep; or NULL */
+	uint32_t	  blame;	/* timed out waiting on it; NO_POS */
 	int		  code;		/* mccl_result_t, on failure */
 	char		  err[ERR_MAX];
 };
@@ -326,6 +332,10 @@ struct op {
 	uint32_t	 p2p_tag;	/* message's sender and tag */
 	uint64_t	 deadline_ns;	/* for the engine */
 	uint64_t	 ready_ns;	/* handed to the engine (metrics) */
+	uint64_t	 done_ns;	/* the engine ended it */
+	uint32_t	 wait_pos;	/* the node position it waits on now
+					   (engine, relaxed atomic; NO_POS) */
+	uint32_t	 blame_pos;	/* it timed out waiting on this one */
 	int		 code;		/* result, set by the engine */
 	uint8_t		 algo_run;	/* allreduce between nodes: enum
 					   algo_type, set by the engine */
@@ -363,9 +373,16 @@ struct job {
 
 	/* operations */
 	uint64_t	 ops_completed;
+	uint64_t	 op_slow_ns[2];	/* the slowest collective of the last
+					   64, and of the 64 before (main
+					   thread: mcclctl's "behind") */
+	uint32_t	 op_slow_n;	/* collectives in this window */
 	uint64_t	 bytes_done;
 	int		 code;		/* the job's failure, once failed */
 	char		 err[ERR_MAX];
+	time_t		 failed_at;
+	uint64_t	 fail_seq;	/* the op that failed it here, if one */
+	uint8_t		 fail_coll;	/* did (0: none) */
 
 	/* engine: the data plane thread (engine.c); guarded by eng_mtx */
 	pthread_t	 eng_thread;
@@ -458,6 +475,7 @@ void		subq_sleep(struct job *, uint32_t, uint64_t);
 void		subq_wake(struct job *);
 void		subq_completed(struct job *);
 uint64_t	subq_submitted(const struct job *, uint32_t);
+uint64_t	subq_waiting_since(const struct job *, uint64_t *);
 int		subq_pending(const struct job *, uint32_t);
 
 /* ---- engine.c: a job's data plane thread ---- */

@@ -102,20 +102,13 @@ struct mccl_comm {
 
 static _Thread_local char init_error[ERRLEN];
 
-static const char *result_names[MCCL_NUM_RESULTS] = {
-	"success", "invalid argument", "unsupported", "cannot connect to the "
-	"daemon", "timeout", "peer failed", "aborted", "permission denied",
-	"out of memory", "protocol error", "internal error"
-};
-
 static const size_t dtype_sizes[MCCL_NUM_DTYPES] = { 1, 1, 4, 4, 8, 8, 2, 2,
     4, 8 };
 
 const char *
 mccl_strerror(mccl_result_t r)
 {
-	return (unsigned)r < MCCL_NUM_RESULTS ? result_names[r] :
-	    "unknown result code";
+	return proto_result_name((int)r);
 }
 
 size_t

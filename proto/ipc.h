@@ -108,7 +108,8 @@ enum ctl_cmd {
 	CTL_METRICS = 6,
 	CTL_JOB = 7,		/* trailer: job name */
 	CTL_MONITOR = 8,	/* a reply per event, until the client leaves */
-	CTL_MAX = 8,
+	CTL_FAILED = 9,		/* the failed jobs kept (failed_jobs_kept) */
+	CTL_MAX = 9,
 };
 
 struct ipc_hello {
@@ -281,6 +282,7 @@ int	proto_vec_bytes(int, uint64_t, size_t, uint32_t, uint32_t,
 	    const uint64_t *, uint64_t *, uint64_t *, char *, size_t);
 uint32_t proto_vec_digest(const uint64_t *, size_t);
 const char *proto_coll_name(int);
+const char *proto_result_name(int);
 const char *proto_algo_name(int);
 int	proto_algo_parse(const char *);
 int	proto_coll_reduces(int);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "ipc.h"
+#include "mccl.h"
 #include "peer.h"
 
 static void
@@ -511,6 +512,22 @@ const char *
 proto_coll_name(int coll)
 {
 	return coll >= 1 && coll <= COLL_MAX ? coll_names[coll] : "unknown";
+}
+
+/* mccl_result_t's words: mccl_strerror, and the daemon's failed jobs. */
+static const char *const result_names[] = {
+	"success", "invalid argument", "unsupported", "cannot connect to the "
+	"daemon", "timeout", "peer failed", "aborted", "permission denied",
+	"out of memory", "protocol error", "internal error"
+};
+_Static_assert(sizeof(result_names) / sizeof(result_names[0]) ==
+    MCCL_NUM_RESULTS, "a name for every result");
+
+const char *
+proto_result_name(int r)
+{
+	return r >= 0 && r < MCCL_NUM_RESULTS ? result_names[r] :
+	    "unknown result code";
 }
 
 static const char *const algo_names[] = {

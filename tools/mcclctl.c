@@ -5,6 +5,7 @@
  * JSON renderer (output.c).  Nothing here knows what a command prints.
  */
 #include <errno.h>
+#include <getopt.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -40,14 +41,19 @@ ctl_warn(const char *what, const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
+/* "jobs [--failed]": a row picked by an option follows its plain one. */
 static void
 usage(FILE *f)
 {
 	fprintf(f, "usage: mcclctl [-hj] [-s socket] [-t timeout_ms] "
-	    "command\ncommands:");
+	    "command [argument]\ncommands:");
 	for (const struct command *c = commands; c->name != NULL; c++)
-		fprintf(f, " %s%s%s", c->name, c->arg != NULL ? " " : "",
-		    c->arg != NULL ? c->arg : "");
+		if (c->option != NULL)
+			fprintf(f, " [--%s]", c->option);
+		else
+			fprintf(f, "%s %s%s%s", c == commands ? "" : ",",
+			    c->name, c->arg != NULL ? " " : "",
+			    c->arg != NULL ? c->arg : "");
 	fputc('\n', f);
 }
 
@@ -170,16 +176,23 @@ ctl_request(const char *path, int timeout_ms, const struct command *c,
 int
 main(int argc, char **argv)
 {
+	static const struct option longopts[] = {
+		{ "failed", no_argument, NULL, 'F' },
+		{ NULL, 0, NULL, 0 }
+	};
 	const struct command *c;
-	const char *path = NULL, *arg = NULL;
+	const char *path = NULL, *arg = NULL, *option = NULL;
 	char defpath[PATH_MAX];
 	int ch, json = 0, timeout_ms = TIMEOUT_MS_DEFAULT, rc;
 	json_t *doc = NULL;
 
-	/* "+": options come before the command, as the synopsis says. */
+	/* Options before or after the command (a job named "-x": "--" first). */
 	opterr = 0;
-	while ((ch = getopt(argc, argv, "+:hjs:t:")) != -1) {
+	while ((ch = getopt_long(argc, argv, ":hjs:t:", longopts, NULL)) != -1) {
 		switch (ch) {
+		case 'F':
+			option = "failed";
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -198,11 +211,11 @@ main(int argc, char **argv)
 			}
 			break;
 		case ':':
-			ctl_warn(NULL, "-%c needs an argument", optopt);
+			ctl_warn(NULL, "%s needs an argument", argv[optind - 1]);
 			usage(stderr);
 			return EXIT_UNREACHABLE;
 		default:
-			ctl_warn(NULL, "-%c: unknown option", optopt);
+			ctl_warn(NULL, "%s: unknown option", argv[optind - 1]);
 			usage(stderr);
 			return EXIT_UNREACHABLE;
 		}
@@ -213,8 +226,11 @@ main(int argc, char **argv)
 		usage(stderr);
 		return EXIT_UNREACHABLE;
 	}
-	if ((c = command_find(argv[0])) == NULL) {
-		ctl_warn(argv[0], "unknown command");
+	if ((c = command_find(argv[0], option)) == NULL) {
+		if (command_find(argv[0], NULL) != NULL)
+			ctl_warn(argv[0], "takes no --%s", option);
+		else
+			ctl_warn(argv[0], "unknown command");
 		usage(stderr);
 		return EXIT_UNREACHABLE;
 	}

@@ -200,21 +200,43 @@ json_render(FILE *out, const json_t *doc)
 
 /* ---- status ---- */
 
-static void
-status_kv(FILE *out, const char *key, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+/* Lines of "key: value", the values in one column after the longest key. */
+#define KV_MAX	16
+
+struct kv {
+	size_t		 n;
+	const char	*key[KV_MAX];
+	char		 val[KV_MAX][CELL_MAX];
+};
+
+static void	kv_add(struct kv *, const char *, const char *, ...)
+		    __attribute__((format(printf, 3, 4)));
 
 static void
-status_kv(FILE *out, const char *key, const char *fmt, ...)
+kv_add(struct kv *kv, const char *key, const char *fmt, ...)
 {
-	char raw[CELL_MAX], clean[CELL_MAX];
+	char raw[CELL_MAX];
 	va_list ap;
 
+	if (kv->n == KV_MAX)
+		return;
 	va_start(ap, fmt);
 	vsnprintf(raw, sizeof(raw), fmt, ap);
 	va_end(ap);
-	output_clean(clean, sizeof(clean), raw, sizeof(raw));
-	fprintf(out, "%-14s%s\n", key, clean);
+	kv->key[kv->n] = key;
+	output_clean(kv->val[kv->n++], CELL_MAX, raw, sizeof(raw));
+}
+
+static void
+kv_print(FILE *out, const struct kv *kv)
+{
+	int width = 0;
+
+	for (size_t i = 0; i < kv->n; i++)
+		if ((int)strlen(kv->key[i]) > width)
+			width = (int)strlen(kv->key[i]);
+	for (size_t i = 0; i < kv->n; i++)
+		fprintf(out, "%-*s %s\n", width, kv->key[i], kv->val[i]);
 }
 
 static void
@@ -222,6 +244,7 @@ status_text(FILE *out, const json_t *doc)
 {
 	const json_t *listen = json_object_get(doc, "listen"), *v;
 	char buf[CELL_MAX], up[32];
+	struct kv kv = { 0 };
 	size_t i, off = 0;
 	long long size = num(doc, "cluster_size");
 
@@ -232,19 +255,20 @@ status_text(FILE *out, const json_t *doc)
 			    "%s%s", i > 0 ? ", " : "", json_is_string(v) ?
 			    json_string_value(v) : "");
 	fmt_duration(up, sizeof(up), num(doc, "uptime_s"));
-	status_kv(out, "node:", "%s (index %lld)", str(doc, "node"),
+	kv_add(&kv, "node:", "%s (index %lld)", str(doc, "node"),
 	    num(doc, "node_index"));
-	status_kv(out, "version:", "%s", str(doc, "version"));
-	status_kv(out, "pid:", "%lld", num(doc, "pid"));
-	status_kv(out, "uptime:", "%s", up);
-	status_kv(out, "socket:", "%s", str(doc, "socket"));
-	status_kv(out, "listen:", "%s", off > 0 ? buf : "-");
-	status_kv(out, "cluster size:", "%lld", size);
-	status_kv(out, "peers up:", "%lld/%lld", num(doc, "peers_up"),
+	kv_add(&kv, "version:", "%s", str(doc, "version"));
+	kv_add(&kv, "pid:", "%lld", num(doc, "pid"));
+	kv_add(&kv, "uptime:", "%s", up);
+	kv_add(&kv, "socket:", "%s", str(doc, "socket"));
+	kv_add(&kv, "listen:", "%s", off > 0 ? buf : "-");
+	kv_add(&kv, "cluster size:", "%lld", size);
+	kv_add(&kv, "peers up:", "%lld/%lld", num(doc, "peers_up"),
 	    size > 0 ? size - 1 : 0);
-	status_kv(out, "clients:", "%lld", num(doc, "clients"));
-	status_kv(out, "jobs:", "%lld", num(doc, "jobs"));
-	status_kv(out, "log level:", "%s", str(doc, "log_level"));
+	kv_add(&kv, "clients:", "%lld", num(doc, "clients"));
+	kv_add(&kv, "jobs:", "%lld", num(doc, "jobs"));
+	kv_add(&kv, "log level:", "%s", str(doc, "log_level"));
+	kv_print(out, &kv);
 }
 
 /* ---- peers ---- */
@@ -321,8 +345,15 @@ job_row(struct table *t, const json_t *j)
 	snprintf(nodes, sizeof(nodes), "%lld", num(j, "nnodes"));
 	snprintf(ops, sizeof(ops), "%lld", num(j, "ops_completed"));
 	if (json_is_object(op))
-		snprintf(inflight, sizeof(inflight), "%s seq=%lld count=%lld",
-		    str(op, "coll"), num(op, "seq"), num(op, "count"));
+		snprintf(inflight, sizeof(inflight), "%s seq %lld count %lld, "
+		    "%.1f s, times out in %.1f s%s%s", str(op, "coll"),
+		    num(op, "seq"), num(op, "count"),
+		    (double)num(op, "age_ms") / 1000,
+		    (double)num(op, "timeout_in_ms") / 1000,
+		    json_is_string(json_object_get(op, "waiting_for")) ?
+		    ", waiting for " : "",
+		    json_is_string(json_object_get(op, "waiting_for")) ?
+		    str(op, "waiting_for") : "");
 	else
 		snprintf(inflight, sizeof(inflight), "-");
 	table_add(t, cells);
@@ -342,6 +373,39 @@ jobs_text(FILE *out, const json_t *doc)
 	table_init(&t, header, nitems(header));
 	json_array_foreach(json_object_get(doc, "jobs"), i, j)
 		job_row(&t, j);
+	table_print(out, &t);
+}
+
+/* mcclctl jobs --failed: one row each, its reason below it. */
+static void
+failed_text(FILE *out, const json_t *doc)
+{
+	static const char *const header[] = { "JOB", "ID", "FAILED AT",
+	    "RANKS(here/total)", "NODES", "OPS", "OP", "CODE" };
+	char ranks[48], nodes[24], ops[24], op[64];
+	const json_t *f;
+	struct table t;
+	size_t i;
+
+	table_init(&t, header, nitems(header));
+	json_array_foreach(json_object_get(doc, "failed_jobs"), i, f) {
+		const json_t *o = json_object_get(f, "op");
+		const char *cells[] = { str(f, "name"), json_is_string(
+		    json_object_get(f, "id")) ? str(f, "id") : "-",
+		    str(f, "failed_at"), ranks, nodes, ops, op, str(f, "code") };
+
+		snprintf(ranks, sizeof(ranks), "%lld/%lld", num(f, "nlocal"),
+		    num(f, "nranks"));
+		snprintf(nodes, sizeof(nodes), "%lld", num(f, "nnodes"));
+		snprintf(ops, sizeof(ops), "%lld", num(f, "ops_completed"));
+		if (json_is_object(o))
+			snprintf(op, sizeof(op), "%s seq %lld", str(o, "coll"),
+			    num(o, "seq"));
+		else
+			snprintf(op, sizeof(op), "-");
+		table_add(&t, cells);
+		table_note(&t, "error", str(f, "error"));
+	}
 	table_print(out, &t);
 }
 
@@ -384,10 +448,12 @@ job_text(FILE *out, const json_t *doc)
 	fprintf(out, "job %s (id %s): %s, %lld ranks on %lld nodes\n",
 	    str(doc, "name"), str(doc, "id"), str(doc, "state"),
 	    num(doc, "nranks"), num(doc, "nnodes"));
-	table_init(&t, header, nitems(header));
-	json_array_foreach(json_object_get(doc, "nodes"), i, n)
-		job_detail_rows(&t, n);
-	table_print(out, &t);
+	if (json_array_size(json_object_get(doc, "nodes")) > 0) {
+		table_init(&t, header, nitems(header));
+		json_array_foreach(json_object_get(doc, "nodes"), i, n)
+			job_detail_rows(&t, n);
+		table_print(out, &t);
+	}
 	fprintf(out, "diagnosis:\n");
 	json_array_foreach(json_object_get(doc, "diagnosis"), i, d)
 		fprintf(out, "  %s\n", json_string_value(d));
@@ -427,6 +493,14 @@ static const struct field peers_schema[] = {
 
 static const struct field op_schema[] = {
 	KEY("seq", T_UINT, 0), KEY("coll", T_STR, 0), KEY("count", T_UINT, 0),
+	KEY("age_ms", T_UINT, 0), KEY("timeout_in_ms", T_UINT, 0),
+	KEY("waiting_for", T_STR, F_NULL | F_OPT),
+	END
+};
+
+static const struct field waiting_schema[] = {
+	KEY("seq", T_UINT, 0), KEY("for_ms", T_UINT, 0),
+	LIST("ranks", T_UINT, NULL),
 	END
 };
 
@@ -445,6 +519,25 @@ static const struct field jobs_schema[] = {
 	END
 };
 
+static const struct field failed_op_schema[] = {
+	KEY("seq", T_UINT, 0), KEY("coll", T_STR, 0),
+	END
+};
+
+static const struct field failed_job_schema[] = {
+	KEY("name", T_STR, 0), KEY("id", T_STR, F_NULL), KEY("uid", T_UINT, 0),
+	KEY("nranks", T_UINT, 0), KEY("nnodes", T_UINT, 0),
+	KEY("nlocal", T_UINT, 0), KEY("ops_completed", T_UINT, 0),
+	KEY("failed_at", T_STR, 0), KEY("code", T_STR, 0),
+	KEY("error", T_STR, 0), OBJECT("op", F_NULL, failed_op_schema),
+	END
+};
+
+static const struct field failed_schema[] = {
+	LIST("failed_jobs", T_OBJ, failed_job_schema),
+	END
+};
+
 /* ---- the command table ---- */
 
 static const struct field rank_schema[] = {
@@ -456,13 +549,18 @@ static const struct field rank_schema[] = {
 static const struct field node_view_schema[] = {
 	KEY("node", T_STR, 0), KEY("state", T_STR, F_OPT),
 	{ "ranks", T_LIST, F_OPT, T_OBJ, rank_schema },	/* absent: no answer */
+	OBJECT("in_flight", F_NULL | F_OPT, op_schema),
+	OBJECT("waiting", F_NULL | F_OPT, waiting_schema),
+	KEY("error", T_STR, F_NULL | F_OPT),
 	END
 };
 
 static const struct field job_schema_one[] = {
 	KEY("name", T_STR, 0), KEY("id", T_STR, 0), KEY("state", T_STR, 0),
 	KEY("nranks", T_UINT, 0), KEY("nnodes", T_UINT, 0),
-	LIST("nodes", T_OBJ, node_view_schema), LIST("diagnosis", T_STR, NULL),
+	LIST("nodes", T_OBJ, node_view_schema), KEY("behind_ms", T_UINT, 0),
+	LIST("diagnosis", T_STR, NULL),
+	OBJECT("failed", F_OPT, failed_job_schema),
 	END
 };
 
@@ -545,38 +643,50 @@ abort_text(FILE *out, const json_t *doc)
 static void
 reload_text(FILE *out, const json_t *doc)
 {
-	status_kv(out, "reloaded:", "%s", "yes");
-	status_kv(out, "log level:", "%s", str(doc, "log_level"));
-	status_kv(out, "op timeout:", "%lld ms", num(doc, "op_timeout_ms"));
-	status_kv(out, "max pending ops:", "%lld",
-	    num(doc, "max_pending_ops"));
-	status_kv(out, "cluster size:", "%lld", num(doc, "cluster_size"));
+	struct kv kv = { 0 };
+
+	kv_add(&kv, "reloaded:", "%s", "yes");
+	kv_add(&kv, "log level:", "%s", str(doc, "log_level"));
+	kv_add(&kv, "op timeout:", "%lld ms", num(doc, "op_timeout_ms"));
+	kv_add(&kv, "max pending ops:", "%lld", num(doc, "max_pending_ops"));
+	kv_add(&kv, "cluster size:", "%lld", num(doc, "cluster_size"));
+	kv_print(out, &kv);
 }
 
 /* name, request, argument, reply schema, text, JSON, streams */
 const struct command commands[] = {
 	{ "status", CTL_STATUS, NULL, status_schema, status_text, json_render,
-	    0 },
-	{ "peers", CTL_PEERS, NULL, peers_schema, peers_text, json_render, 0 },
-	{ "jobs", CTL_JOBS, NULL, jobs_schema, jobs_text, json_render, 0 },
-	{ "job", CTL_JOB, "NAME", job_schema_one, job_text, json_render, 0 },
+	    0, NULL },
+	{ "peers", CTL_PEERS, NULL, peers_schema, peers_text, json_render, 0,
+	    NULL },
+	{ "jobs", CTL_JOBS, NULL, jobs_schema, jobs_text, json_render, 0,
+	    NULL },
+	{ "jobs", CTL_FAILED, NULL, failed_schema, failed_text, json_render, 0,
+	    "failed" },
+	{ "job", CTL_JOB, "NAME", job_schema_one, job_text, json_render, 0,
+	    NULL },
 	{ "metrics", CTL_METRICS, NULL, metrics_schema, metrics_text,
-	    json_render, 0 },
+	    json_render, 0, NULL },
 	{ "monitor", CTL_MONITOR, NULL, event_schema, event_text, event_json,
-	    1 },
+	    1, NULL },
 	{ "abort", CTL_ABORT, "JOB", abort_schema, abort_text, json_render,
-	    0 },
+	    0, NULL },
 	{ "reload", CTL_RELOAD, NULL, reload_schema, reload_text, json_render,
-	    0 },
-	{ NULL, 0, NULL, NULL, NULL, NULL, 0 }
+	    0, NULL },
+	{ NULL, 0, NULL, NULL, NULL, NULL, 0, NULL }
 };
 
-/* Exact names only: a prefix that is unique today may not be tomorrow. */
+/*
+ * The row of name picked by option (NULL: none given).  Exact names only:
+ * a prefix that is unique today may not be tomorrow.
+ */
 const struct command *
-command_find(const char *name)
+command_find(const char *name, const char *option)
 {
 	for (const struct command *c = commands; c->name != NULL; c++)
-		if (strcmp(c->name, name) == 0)
+		if (strcmp(c->name, name) == 0 && (c->option == NULL ?
+		    option == NULL : option != NULL &&
+		    strcmp(c->option, option) == 0))
 			return c;
 	return NULL;
 }

@@ -43,11 +43,13 @@ struct command {
 	render_fn		*text;
 	render_fn		*json;
 	int			 stream;	/* replies until the daemon goes */
+	const char		*option;	/* the long option that picks this
+						   row of the name, or NULL */
 };
 
 /* output.c */
 extern const struct command	 commands[];
-const struct command	*command_find(const char *);
+const struct command	*command_find(const char *, const char *);
 int			 reply_check(const json_t *, const struct field *,
 			    char *, size_t);
 void			 output_clean(char *, size_t, const char *, size_t);

@@ -609,10 +609,8 @@ monitor_event(const char *event, const uid_t *owner, json_t *fields)
 	struct ipc_ctl_reply r = { 0 };
 	struct client *c;
 	char when[32], *text;
-	struct tm tm;
-	time_t now = time(NULL);
 
-	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
+	utc_time(time(NULL), when, sizeof(when));
 	json_object_set_new(fields, "time", json_string(when));
 	json_object_set_new(fields, "event", json_string(event));
 	json_object_set_new(fields, "node", json_string(md.conf.node_name));
@@ -677,6 +675,7 @@ control_command(struct client *c, uint32_t cmd, const char *arg, char *err,
 	case CTL_STATUS: return control_status(c);
 	case CTL_PEERS: return peer_ctl_list();
 	case CTL_JOBS: return job_ctl_list(c);
+	case CTL_FAILED: return job_ctl_failed(c);
 	case CTL_ABORT: return job_ctl_abort(c, arg, err, errlen);
 	case CTL_RELOAD: return mccld_reload(err, errlen);
 	case CTL_METRICS: return metrics_ctl();
@@ -701,14 +700,16 @@ client_ctl(struct client *c, const struct ipc_ctl *m, const uint8_t *trailer,
 		monitor_event("monitoring", &c->uid, json_object());
 		return;
 	}
-	/* Asks the other nodes first: answered later, or now if it fails. */
-	if (m->cmd == CTL_JOB) {
-		if (job_ctl_query(c, arg, err, sizeof(err)) == -1)
-			client_error(c, MCCL_ERR_INVALID_ARGUMENT, IPC_CTL, err);
+	/* A job here asks the other nodes first: answered later.  One that
+	   has ended may be among the failed jobs kept. */
+	if (m->cmd == CTL_JOB && job_ctl_query(c, arg, err, sizeof(err)) == 0)
 		return;
-	}
-	if ((doc = control_command(c, m->cmd, arg, err, sizeof(err),
-	    &code)) == NULL) {
+	code = MCCL_ERR_INVALID_ARGUMENT;
+	if (m->cmd == CTL_JOB)
+		doc = job_ctl_ended(c, arg, err, sizeof(err));
+	else
+		doc = control_command(c, m->cmd, arg, err, sizeof(err), &code);
+	if (doc == NULL) {
 		client_error(c, code, IPC_CTL, err);
 		return;
 	}

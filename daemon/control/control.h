@@ -56,6 +56,11 @@ json_t		*job_ctl_abort(const struct client *, const char *, char *,
 		    size_t);
 int		job_ctl_query(struct client *, const char *, char *, size_t);
 void		job_ctl_forget(const struct client *);
+json_t		*job_ctl_failed(const struct client *);
+json_t		*job_ctl_ended(const struct client *, const char *, char *,
+		    size_t);
+void		job_ctl_close(void);
+void		utc_time(time_t, char *, size_t);
 int		job_count(const struct client *);
 
 /* ---- metrics.c: counters, and their one rendering ---- */

@@ -172,7 +172,7 @@ job_peer_down(uint32_t node, const char *why)
  * that ended well was answered through the doorbells; one that failed
  * failed the job, which told every rank (IPC_JOB_FAILED).
  */
-static void
+void
 op_finish(struct op *op, int code, const char *err)
 {
 	struct job *j = op->job;
@@ -308,6 +308,22 @@ job_links_reported(struct job *j, int ok, int code, const char *err)
 	mccld_status_update();
 }
 
+/* How long collectives take: mcclctl calls a rank behind past a multiple. */
+static void
+job_op_timed(struct job *j, const struct op *op)
+{
+	if (proto_coll_p2p(op->desc.coll) || op->code != 0 ||
+	    op->done_ns <= op->ready_ns)
+		return;
+	if (op->done_ns - op->ready_ns > j->op_slow_ns[0])
+		j->op_slow_ns[0] = op->done_ns - op->ready_ns;
+	if (++j->op_slow_n == OP_SLOW_WINDOW) {
+		j->op_slow_ns[1] = j->op_slow_ns[0];
+		j->op_slow_ns[0] = 0;
+		j->op_slow_n = 0;
+	}
+}
+
 void
 job_engine_cb(int fd, short events, void *arg)
 {
@@ -341,10 +357,14 @@ job_engine_cb(int fd, short events, void *arg)
 	 */
 	while ((op = TAILQ_FIRST(&done)) != NULL) {
 		TAILQ_REMOVE(&done, op, entry);
+		job_op_timed(j, op);
+		/* The node it waited on may know who held it up: ask. */
+		if (op->code == MCCL_ERR_TIMEOUT && op->blame_pos < j->nnodes &&
+		    op->blame_pos != j->me && j->state != JOB_FAILED &&
+		    job_blame(j, op) == 0)
+			continue;
 		if (op->code != 0)
-			job_fail(j, op->code, "job %s: op %llu (%s): %s", j->name,
-			    (unsigned long long)op->desc.seq,
-			    proto_coll_name(op->desc.coll), op->err);
+			job_fail_op(j, op, op->code, op->err);
 		op_finish(op, op->code != 0 ? j->code : 0, j->err);
 	}
 	if (j->state == JOB_FAILED && !j->fail_told)	/* the engine stopped */
@@ -430,6 +450,7 @@ job_fail(struct job *j, int code, const char *fmt, ...)
 		return;
 	j->state = JOB_FAILED;
 	j->code = code;
+	j->failed_at = time(NULL);
 	va_start(ap, fmt);
 	vsnprintf(j->err, sizeof(j->err), fmt, ap);
 	va_end(ap);
@@ -451,6 +472,19 @@ job_fail(struct job *j, int code, const char *fmt, ...)
 	}
 	job_fail_clients(j, was);
 	mccld_status_update();
+}
+
+/* Fail the job because of op: "job J: op 5 (allreduce): why". */
+void
+job_fail_op(struct job *j, const struct op *op, int code, const char *why)
+{
+	if (j->state == JOB_FAILED)
+		return;
+	j->fail_seq = op->desc.seq;
+	j->fail_coll = op->desc.coll;
+	job_fail(j, code, "job %s: op %llu (%s): %s", j->name,
+	    (unsigned long long)op->desc.seq, proto_coll_name(op->desc.coll),
+	    why);
 }
 
 void
@@ -525,8 +559,11 @@ job_free(struct job *j)
 	for (uint32_t r = 0; r < j->nranks; r++)
 		if (j->clients[r] != NULL)
 			j->clients[r]->job = NULL;
+	if (j->state == JOB_FAILED)
+		job_ctl_remember(j);
 	TAILQ_REMOVE(&md.jobs, j, entry);
 	evtimer_del(j->ev_timeout);
+	job_blame_cancel(j);
 	j->dying = 1;
 	TAILQ_INSERT_TAIL(&md.dying, j, entry);
 	p2p_quit(j);

@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 struct job;
+struct op;
 struct peer_formed;
 struct peer_join;
 struct peer_join_fail;
@@ -26,7 +27,10 @@ struct job	*job_find_id(uint64_t);
 void		 job_fail(struct job *, int, const char *, ...)
 		    __attribute__((format(printf, 3, 4)));
 void		 job_free(struct job *);
+void		 job_fail_op(struct job *, const struct op *, int,
+		    const char *);
 void		 job_engine_cb(int, short, void *);
+void		 op_finish(struct op *, int, const char *);
 int		 job_spans(const struct job *, uint32_t);
 
 /* form.c */
@@ -39,7 +43,12 @@ void		 job_recv_join_fail(const struct peer_join_fail *,
 		    const char *);
 void		 coord_node_down(uint32_t);
 
+#define OP_SLOW_WINDOW	64	/* collectives: see struct job's op_slow_ns */
+
 /* jobctl.c */
+int		 job_blame(struct job *, struct op *);
+void		 job_blame_cancel(struct job *);
+void		 job_ctl_remember(const struct job *);
 void		 job_recv_query(uint32_t, const struct peer_job_query *);
 int		 job_recv_info(uint32_t, const struct peer_job_query *,
 		    const uint8_t *, size_t);

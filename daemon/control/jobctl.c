@@ -1,15 +1,14 @@
 /*
  * jobctl.c: what mcclctl sees of jobs (main thread): the list, an abort,
  * and "mcclctl job NAME", every node's view of a job gathered by asking the
- * other nodes, with a diagnosis of what holds it up.
+ * other nodes, with a diagnosis of what holds it up.  The same question
+ * also ends a timed-out operation: the node it waited on is asked why, so
+ * every rank's error names the rank that held it up (job_blame).
  */
-#include <sys/random.h>
-
-#include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <event2/event.h>
 #include <jansson.h>
@@ -18,29 +17,68 @@
 #include "control/control.h"
 #include "control/job.h"
 
-/* ---- mcclctl job NAME: every node's view, and a diagnosis ---- */
+/* ---- one node's view of a job ---- */
 
 #define QUERY_MS	1000	/* for the other nodes to answer */
+#define BEHIND_MIN_MS	250	/* a wait shorter than this is no news */
+#define FAILED_LIST_MAX	200	/* failed jobs in one reply (< IPC_MSG_MAX) */
 
-struct query {
-	TAILQ_ENTRY(query) entry;
-	uint32_t	 qid;
-	struct client	*client;	/* mcclctl, waiting */
-	uint64_t	 job_id;
-	uint32_t	 waiting;	/* answers still to come */
-	json_t		*nodes;		/* each node's answer, by position */
-	json_t		*job;		/* name, id, state, ... */
-	struct event	*ev_timeout;
-};
+/*
+ * The collective the engine runs: its age, how long until its deadline,
+ * and the node it waits on (whose data it lacks, or who takes none).
+ */
+static json_t *
+inflight_json(struct job *j)
+{
+	json_t *o = json_null();
+	const struct op *op;
+	uint64_t now;
+	uint32_t pos;
 
-static TAILQ_HEAD(, query) queries = TAILQ_HEAD_INITIALIZER(queries);
-static uint32_t next_qid;
+	if (!j->eng_running)
+		return o;
+	pthread_mutex_lock(&j->eng_mtx);
+	if ((op = j->eng_current) != NULL) {
+		pos = __atomic_load_n(&op->wait_pos, __ATOMIC_RELAXED);
+		if ((now = now_ns()) < op->ready_ns)
+			now = op->ready_ns;
+		o = json_pack("{s:I, s:s, s:I, s:I, s:I, s:s?}", "seq",
+		    (json_int_t)op->desc.seq, "coll",
+		    proto_coll_name(op->desc.coll), "count",
+		    (json_int_t)op->desc.count, "age_ms",
+		    (json_int_t)((now - op->ready_ns) / 1000000),
+		    "timeout_in_ms", (json_int_t)(op->deadline_ns > now ?
+		    (op->deadline_ns - now) / 1000000 : 0), "waiting_for",
+		    pos < j->nnodes && pos != j->me ? j->names[pos] : NULL);
+	}
+	pthread_mutex_unlock(&j->eng_mtx);
+	return o;
+}
 
-/* This node's part: its ranks and what they have done. */
+/* The next collective, when some local ranks submitted it and others not. */
+static json_t *
+waiting_json(struct job *j)
+{
+	uint64_t seq, since, now = now_ns();
+	json_t *missing;
+
+	if (j->sq == NULL || (since = subq_waiting_since(j, &seq)) == 0 ||
+	    since > now)
+		return json_null();
+	missing = json_array();
+	for (uint32_t i = 0; i < j->nlocal; i++)
+		if (subq_submitted(j, i) < seq)
+			json_array_append_new(missing,
+			    json_integer(j->local_ranks[i]));
+	return json_pack("{s:I, s:I, s:o}", "seq", (json_int_t)seq, "for_ms",
+	    (json_int_t)((now - since) / 1000000), "ranks", missing);
+}
+
+/* This node's part: its ranks and what they have done, at one moment. */
 static json_t *
 job_snapshot(struct job *j)
 {
-	json_t *ranks = json_array(), *inflight = json_null();
+	json_t *ranks = json_array();
 
 	job_collect(j);
 	for (uint32_t i = 0; i < j->nlocal; i++) {
@@ -53,19 +91,85 @@ job_snapshot(struct job *j)
 		    "completed", (json_int_t)j->ops_completed, "connected",
 		    c != NULL));
 	}
-	if (j->eng_running) {
-		pthread_mutex_lock(&j->eng_mtx);
-		if (j->eng_current != NULL)
-			inflight = json_pack("{s:I, s:s}", "seq",
-			    (json_int_t)j->eng_current->desc.seq, "coll",
-			    proto_coll_name(j->eng_current->desc.coll));
-		pthread_mutex_unlock(&j->eng_mtx);
-	}
-	return json_pack("{s:s, s:s, s:o, s:o, s:s?}", "node",
+	return json_pack("{s:s, s:s, s:o, s:o, s:o, s:s?}", "node",
 	    md.conf.node_name, "state", job_state_names[j->state], "ranks",
-	    ranks, "in_flight", inflight, "error",
-	    j->state == JOB_FAILED ? j->err : NULL);
+	    ranks, "in_flight", inflight_json(j), "waiting", waiting_json(j),
+	    "error", j->state == JOB_FAILED ? j->err : NULL);
 }
+
+/*
+ * Why node `node` has not moved op seq, from its view (NULL: it did not
+ * answer): its ranks that have not submitted it or are gone, else whom it
+ * waits on itself.
+ */
+static void
+why_node(const json_t *view, const char *node, uint64_t seq, char *buf,
+    size_t len)
+{
+	const json_t *r, *in = json_object_get(view, "in_flight");
+	char ranks[96] = "";
+	size_t i, n = 0, off = 0;
+	int gone = 0;
+
+	if (!json_is_array(json_object_get(view, "ranks"))) {
+		snprintf(buf, len, "node %s did not answer within %d ms: is it "
+		    "down? (see mcclctl peers)", node, QUERY_MS);
+		return;
+	}
+	json_array_foreach(json_object_get(view, "ranks"), i, r) {
+		int left = !json_is_true(json_object_get(r, "connected"));
+
+		if (!left && (uint64_t)json_integer_value(json_object_get(r,
+		    "submitted")) >= seq)
+			continue;
+		gone |= left;
+		if (off < sizeof(ranks))
+			off += (size_t)snprintf(ranks + off, sizeof(ranks) - off,
+			    "%s%lld", n ? ", " : "", (long long)
+			    json_integer_value(json_object_get(r, "rank")));
+		n++;
+	}
+	if (n > 0)
+		snprintf(buf, len, "rank%s %s on node %s %s", n > 1 ? "s" : "",
+		    ranks, node, gone ? "left or died before submitting it" :
+		    n > 1 ? "have not submitted it" : "has not submitted it");
+	else if (json_is_string(json_object_get(view, "error")))
+		snprintf(buf, len, "on node %s the job failed: %s", node,
+		    json_string_value(json_object_get(view, "error")));
+	else if (json_is_object(in) && json_is_string(json_object_get(in,
+	    "waiting_for")))
+		snprintf(buf, len, "node %s runs op %lld too, waiting for node "
+		    "%s", node, (long long)json_integer_value(json_object_get(in,
+		    "seq")), json_string_value(json_object_get(in,
+		    "waiting_for")));
+	else
+		snprintf(buf, len, "node %s has it from every rank there and "
+		    "waits on no node", node);
+}
+
+/* ---- questions to the nodes of a job ---- */
+
+/*
+ * A question to nodes of a job: for mcclctl (every node, then a reply with
+ * a diagnosis) or for a timed-out op (the node it waited on, then the
+ * job's failure).
+ */
+struct query {
+	TAILQ_ENTRY(query) entry;
+	uint32_t	 qid;
+	struct client	*client;	/* mcclctl, waiting; or NULL */
+	struct op	*blame;		/* or the op that timed out */
+	uint64_t	 job_id;
+	uint32_t	 waiting;	/* answers still to come */
+	json_t		*nodes;		/* each node's answer, by position */
+	json_t		*job;		/* name, id, state, ... */
+	struct event	*ev_timeout;
+};
+
+static TAILQ_HEAD(, query) queries = TAILQ_HEAD_INITIALIZER(queries);
+static uint32_t next_qid;
+
+static void	query_done(struct query *);
 
 static void
 query_free(struct query *q)
@@ -78,126 +182,31 @@ query_free(struct query *q)
 }
 
 static void
-diag_add(json_t *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void
-diag_add(json_t *d, const char *fmt, ...)
-{
-	char line[ERR_MAX];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	json_array_append_new(d, json_string(line));
-}
-
-/* Ranks behind the others, or gone; nodes that did not answer or fail. */
-static json_t *
-query_diagnose(const struct query *q)
-{
-	json_t *d = json_array(), *n, *r;
-	json_int_t most = 0;
-	size_t i, k;
-
-	json_array_foreach(q->nodes, i, n)
-		json_array_foreach(json_object_get(n, "ranks"), k, r)
-			if (json_integer_value(json_object_get(r, "submitted")) >
-			    most)
-				most = json_integer_value(json_object_get(r,
-				    "submitted"));
-	json_array_foreach(q->nodes, i, n) {
-		const char *node = json_string_value(json_object_get(n, "node"));
-
-		if (json_object_get(n, "ranks") == NULL) {
-			diag_add(d, "node %s did not answer: is it down? (see "
-			    "mcclctl peers)", node);
-			continue;
-		}
-		if (json_is_string(json_object_get(n, "error")))
-			diag_add(d, "on node %s the job failed: %s", node,
-			    json_string_value(json_object_get(n, "error")));
-		json_array_foreach(json_object_get(n, "ranks"), k, r) {
-			json_int_t sub = json_integer_value(json_object_get(r,
-			    "submitted"));
-			int rank = (int)json_integer_value(json_object_get(r,
-			    "rank"));
-
-			if (!json_is_true(json_object_get(r, "connected")))
-				diag_add(d, "rank %d on node %s has left or died",
-				    rank, node);
-			else if (sub < most)
-				diag_add(d, "rank %d on node %s is behind: it "
-				    "submitted %lld collectives, others %lld",
-				    rank, node, (long long)sub, (long long)most);
-		}
-	}
-	if (json_array_size(d) == 0)
-		diag_add(d, "no problem seen: every rank submitted %lld "
-		    "collectives", (long long)most);
-	return d;
-}
-
-static void
-query_answer(struct query *q)
-{
-	struct ipc_ctl_reply r = { 0 };
-	char *text;
-
-	json_object_set_new(q->job, "nodes", json_incref(q->nodes));
-	json_object_set_new(q->job, "diagnosis", query_diagnose(q));
-	text = json_dumps(q->job, JSON_COMPACT);
-	if (text == NULL || strlen(text) > IPC_MSG_MAX - WIRE_HDR_LEN - 4)
-		client_error(q->client, MCCL_ERR_NO_MEMORY, IPC_CTL,
-		    "reply too large");
-	else
-		client_send(q->client, IPC_CTL_REPLY, &r, text, strlen(text));
-	free(text);
-	query_free(q);
-}
-
-static void
 query_timeout_cb(int fd, short events, void *arg)
 {
 	(void)fd;
 	(void)events;
-	query_answer(arg);
+	query_done(arg);
 }
 
-/* mcclctl job NAME: answered once every node of the job has, or at 1 s. */
-int
-job_ctl_query(struct client *c, const char *name, char *err, size_t errlen)
+/* Ask the nodes at positions [from, to) of j; this one answers itself. */
+static struct query *
+query_start(struct job *j, uint32_t from, uint32_t to)
 {
-	struct peer_job_query m;
 	struct timeval tv = { QUERY_MS / 1000, (QUERY_MS % 1000) * 1000 };
+	struct peer_job_query m;
 	struct query *q;
-	struct job *j;
 
-	TAILQ_FOREACH(j, &md.jobs, entry)
-		if (strcmp(j->name, name) == 0 && j->id != 0 &&
-		    client_sees(c, j->uid))
-			break;
-	if (j == NULL) {
-		snprintf(err, errlen, "no formed job named \"%s\" on node %s",
-		    name, md.conf.node_name);
-		return -1;
-	}
-	if ((q = calloc(1, sizeof(*q))) == NULL) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
+	if ((q = calloc(1, sizeof(*q))) == NULL)
+		return NULL;
 	q->qid = ++next_qid;
-	q->client = c;
 	q->job_id = j->id;
 	q->nodes = json_array();
-	q->job = json_pack("{s:s, s:i, s:i, s:s}", "name", j->name, "nranks",
-	    (int)j->nranks, "nnodes", (int)j->nnodes, "state",
-	    job_state_names[j->state]);
-	json_object_set_new(q->job, "id", json_sprintf("%016llx",
-	    (unsigned long long)j->id));
 	m = (struct peer_job_query){ j->id, q->qid };
 	for (uint32_t p = 0; p < j->nnodes; p++) {
-		if (p == j->me)
+		if (p < from || p >= to)
+			json_array_append_new(q->nodes, json_null());
+		else if (p == j->me)
 			json_array_append_new(q->nodes, job_snapshot(j));
 		else {
 			json_array_append_new(q->nodes, json_pack("{s:s}",
@@ -209,24 +218,8 @@ job_ctl_query(struct client *c, const char *name, char *err, size_t errlen)
 	}
 	q->ev_timeout = evtimer_new(md.base, query_timeout_cb, q);
 	TAILQ_INSERT_TAIL(&queries, q, entry);
-	if (q->waiting == 0)
-		query_answer(q);
-	else
-		evtimer_add(q->ev_timeout, &tv);
-	return 0;
-}
-
-/* A client gone: forget what it was waiting for. */
-void
-job_ctl_forget(const struct client *c)
-{
-	struct query *q, *next;
-
-	for (q = TAILQ_FIRST(&queries); q != NULL; q = next) {
-		next = TAILQ_NEXT(q, entry);
-		if (q->client == c)
-			query_free(q);
-	}
+	evtimer_add(q->ev_timeout, &tv);
+	return q;
 }
 
 void
@@ -264,12 +257,268 @@ job_recv_info(uint32_t from, const struct peer_job_query *m,
 		return -1;
 	for (uint32_t p = 0; p < j->nnodes; p++)
 		if (j->node_index[p] == from)
-			json_array_set_new(q->nodes, p, snap);
-	if (--q->waiting == 0) {
-		evtimer_del(q->ev_timeout);
-		query_answer(q);
-	}
+			json_array_set_new(q->nodes, p, json_incref(snap));
+	json_decref(snap);
+	if (q->waiting > 0 && --q->waiting == 0)
+		query_done(q);
 	return 0;
+}
+
+/* ---- a timed-out op: the node it waited on says why ---- */
+
+/*
+ * op timed out waiting on node op->blame_pos: ask that node, and fail the
+ * job with its answer (or with its silence) within QUERY_MS.  A failure
+ * that comes meanwhile (the node that knows says so itself) wins.
+ */
+int
+job_blame(struct job *j, struct op *op)
+{
+	struct query *q;
+
+	if ((q = query_start(j, op->blame_pos, op->blame_pos + 1)) == NULL)
+		return -1;
+	q->blame = op;
+	if (q->waiting == 0)
+		query_done(q);
+	return 0;
+}
+
+static void
+blame_done(struct query *q)
+{
+	struct op *op = q->blame;
+	struct job *j = op->job;
+	const char *node = j->names[op->blame_pos];
+	char why[ERR_MAX], msg[ERR_MAX];
+
+	why_node(json_array_get(q->nodes, op->blame_pos), node, op->desc.seq,
+	    why, sizeof(why));
+	snprintf(msg, sizeof(msg), "timeout waiting for node %s: %s", node,
+	    why);
+	job_fail_op(j, op, MCCL_ERR_TIMEOUT, msg);
+	op_finish(op, j->code, j->err);
+	query_free(q);
+}
+
+/* The job is going: its ops still waiting for an answer go with it. */
+void
+job_blame_cancel(struct job *j)
+{
+	struct query *q, *next;
+
+	for (q = TAILQ_FIRST(&queries); q != NULL; q = next) {
+		next = TAILQ_NEXT(q, entry);
+		if (q->blame != NULL && q->blame->job == j) {
+			op_free(q->blame);
+			query_free(q);
+		}
+	}
+}
+
+/* ---- mcclctl job NAME: every node's view, and a diagnosis ---- */
+
+static void
+diag_add(json_t *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void
+diag_add(json_t *d, const char *fmt, ...)
+{
+	char line[ERR_MAX];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	json_array_append_new(d, json_string(line));
+}
+
+/* Shorter waits are what any collective takes: a multiple of the slowest. */
+static json_int_t
+behind_ms(const struct job *j)
+{
+	uint64_t slow = j->op_slow_ns[0] > j->op_slow_ns[1] ?
+	    j->op_slow_ns[0] : j->op_slow_ns[1];
+	uint64_t ms = 4 * slow / 1000000;
+
+	return (json_int_t)(ms > BEHIND_MIN_MS ? ms : BEHIND_MIN_MS);
+}
+
+static const json_t *
+view_of(const json_t *nodes, const char *name)
+{
+	const json_t *n;
+	size_t i;
+
+	json_array_foreach(nodes, i, n)
+		if (json_is_string(json_object_get(n, "node")) &&
+		    strcmp(json_string_value(json_object_get(n, "node")),
+		    name) == 0)
+			return n;
+	return NULL;
+}
+
+/* An op in flight on node for longer than `behind`: what holds it. */
+static void
+diag_inflight(json_t *d, const json_t *nodes, const char *node,
+    const json_t *in, json_int_t behind)
+{
+	json_int_t age = json_integer_value(json_object_get(in, "age_ms"));
+	const char *on = json_string_value(json_object_get(in, "waiting_for"));
+	uint64_t seq = (uint64_t)json_integer_value(json_object_get(in, "seq"));
+	char why[ERR_MAX];
+
+	if (age < behind)
+		return;
+	if (on != NULL)
+		why_node(view_of(nodes, on), on, seq, why, sizeof(why));
+	diag_add(d, "%s seq %llu on node %s: in flight %.1f s, times out in "
+	    "%.1f s%s%s%s%s", json_string_value(json_object_get(in, "coll")),
+	    (unsigned long long)seq, node, (double)age / 1000,
+	    (double)json_integer_value(json_object_get(in, "timeout_in_ms")) /
+	    1000, on != NULL ? ", waiting for node " : "", on != NULL ? on : "",
+	    on != NULL ? ": " : "", on != NULL ? why : "");
+}
+
+/* Local ranks that have not submitted what the others there did. */
+static void
+diag_waiting(json_t *d, const char *node, const json_t *w, json_int_t behind)
+{
+	json_int_t ms = json_integer_value(json_object_get(w, "for_ms"));
+	const json_t *r;
+	size_t i;
+
+	if (ms < behind)
+		return;
+	json_array_foreach(json_object_get(w, "ranks"), i, r)
+		diag_add(d, "rank %lld on node %s has not submitted op %lld: "
+		    "the other ranks there did %.1f s ago",
+		    (long long)json_integer_value(r), node,
+		    (long long)json_integer_value(json_object_get(w, "seq")),
+		    (double)ms / 1000);
+}
+
+/*
+ * What holds the job up, from the nodes' views.  A rank is behind only
+ * when something has waited for it longer than `behind`: counts taken at
+ * different moments on different nodes differ in any busy job.
+ */
+static json_t *
+query_diagnose(const struct query *q, json_int_t behind)
+{
+	json_t *d = json_array(), *n, *r;
+	json_int_t most = 0;
+	size_t i, k;
+
+	json_array_foreach(q->nodes, i, n) {
+		const char *node = json_string_value(json_object_get(n, "node"));
+
+		if (json_object_get(n, "ranks") == NULL) {
+			diag_add(d, "node %s did not answer: is it down? (see "
+			    "mcclctl peers)", node);
+			continue;
+		}
+		if (json_is_string(json_object_get(n, "error")))
+			diag_add(d, "on node %s the job failed: %s", node,
+			    json_string_value(json_object_get(n, "error")));
+		json_array_foreach(json_object_get(n, "ranks"), k, r) {
+			json_int_t sub = json_integer_value(json_object_get(r,
+			    "submitted"));
+
+			if (sub > most)
+				most = sub;
+			if (!json_is_true(json_object_get(r, "connected")))
+				diag_add(d, "rank %lld on node %s has left or "
+				    "died", (long long)json_integer_value(
+				    json_object_get(r, "rank")), node);
+		}
+		if (json_is_object(json_object_get(n, "waiting")))
+			diag_waiting(d, node, json_object_get(n, "waiting"),
+			    behind);
+		if (json_is_object(json_object_get(n, "in_flight")))
+			diag_inflight(d, q->nodes, node, json_object_get(n,
+			    "in_flight"), behind);
+	}
+	if (json_array_size(d) == 0)
+		diag_add(d, "no problem seen: nothing has waited %lld ms or more "
+		    "(up to %lld collectives submitted)", (long long)behind,
+		    (long long)most);
+	return d;
+}
+
+static void
+query_answer(struct query *q)
+{
+	struct ipc_ctl_reply r = { 0 };
+	struct job *j = job_find_id(q->job_id);
+	json_int_t behind = j != NULL ? behind_ms(j) : BEHIND_MIN_MS;
+	char *text;
+
+	json_object_set_new(q->job, "nodes", json_incref(q->nodes));
+	json_object_set_new(q->job, "behind_ms", json_integer(behind));
+	json_object_set_new(q->job, "diagnosis", query_diagnose(q, behind));
+	text = json_dumps(q->job, JSON_COMPACT);
+	if (text == NULL || strlen(text) > IPC_MSG_MAX - WIRE_HDR_LEN - 4)
+		client_error(q->client, MCCL_ERR_NO_MEMORY, IPC_CTL,
+		    "reply too large");
+	else
+		client_send(q->client, IPC_CTL_REPLY, &r, text, strlen(text));
+	free(text);
+	query_free(q);
+}
+
+/* Every answer is in, or the time is up. */
+static void
+query_done(struct query *q)
+{
+	if (q->blame != NULL)
+		blame_done(q);
+	else
+		query_answer(q);
+}
+
+/* mcclctl job NAME: answered once every node of the job has, or at 1 s. */
+int
+job_ctl_query(struct client *c, const char *name, char *err, size_t errlen)
+{
+	struct query *q;
+	struct job *j;
+
+	TAILQ_FOREACH(j, &md.jobs, entry)
+		if (strcmp(j->name, name) == 0 && j->id != 0 &&
+		    client_sees(c, j->uid))
+			break;
+	if (j == NULL) {
+		snprintf(err, errlen, "no formed job named \"%s\" on node %s",
+		    name, md.conf.node_name);
+		return -1;
+	}
+	if ((q = query_start(j, 0, j->nnodes)) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	q->client = c;
+	q->job = json_pack("{s:s, s:i, s:i, s:s}", "name", j->name, "nranks",
+	    (int)j->nranks, "nnodes", (int)j->nnodes, "state",
+	    job_state_names[j->state]);
+	json_object_set_new(q->job, "id", json_sprintf("%016llx",
+	    (unsigned long long)j->id));
+	if (q->waiting == 0)
+		query_answer(q);
+	return 0;
+}
+
+/* A client gone: forget what it was waiting for. */
+void
+job_ctl_forget(const struct client *c)
+{
+	struct query *q, *next;
+
+	for (q = TAILQ_FIRST(&queries); q != NULL; q = next) {
+		next = TAILQ_NEXT(q, entry);
+		if (q->client == c)
+			query_free(q);
+	}
 }
 
 /* ---- mcclctl ---- */
@@ -278,7 +527,7 @@ job_recv_info(uint32_t from, const struct peer_job_query *m,
 static json_t *
 job_ctl_one(struct job *j)
 {
-	json_t *ranks = json_array(), *inflight = json_null();
+	json_t *ranks = json_array();
 	char id[20];
 
 	job_collect(j);
@@ -286,22 +535,13 @@ job_ctl_one(struct job *j)
 	for (uint32_t r = 0; r < j->nranks; r++)
 		if (j->clients[r] != NULL)
 			json_array_append_new(ranks, json_integer(r));
-	if (j->eng_running) {
-		pthread_mutex_lock(&j->eng_mtx);
-		if (j->eng_current != NULL)
-			inflight = json_pack("{s:I, s:s, s:I}", "seq",
-			    (json_int_t)j->eng_current->desc.seq, "coll",
-			    proto_coll_name(j->eng_current->desc.coll), "count",
-			    (json_int_t)j->eng_current->desc.count);
-		pthread_mutex_unlock(&j->eng_mtx);
-	}
 	return json_pack("{s:s, s:s, s:i, s:s, s:i, s:o, s:i, s:i, s:I, s:o, "
 	    "s:s?}",
 	    "name", j->name, "id", id, "uid", (int)j->uid,
 	    "state", job_state_names[j->state], "nranks", (int)j->nranks,
 	    "local_ranks", ranks, "nlocal", (int)(j->nlocal - j->nleft),
 	    "nnodes", (int)j->nnodes, "ops_completed",
-	    (json_int_t)j->ops_completed, "op_in_flight", inflight,
+	    (json_int_t)j->ops_completed, "op_in_flight", inflight_json(j),
 	    "error", j->state == JOB_FAILED ? j->err : NULL);
 }
 
@@ -340,4 +580,145 @@ job_ctl_list(const struct client *c)
 		if (client_sees(c, j->uid))
 			json_array_append_new(list, job_ctl_one(j));
 	return json_pack("{s:o}", "jobs", list);
+}
+
+/* ---- failed jobs, kept for mcclctl ---- */
+
+/* A failed or aborted job that has ended here, as mcclctl shows it. */
+struct failed_job {
+	TAILQ_ENTRY(failed_job) entry;
+	uid_t		 uid;
+	char		 name[JOB_NAME_MAX];
+	json_t		*doc;
+};
+
+static TAILQ_HEAD(failed_job_list, failed_job) failed_jobs =
+    TAILQ_HEAD_INITIALIZER(failed_jobs);	/* oldest first */
+
+void
+utc_time(time_t t, char *buf, size_t len)
+{
+	struct tm tm;
+
+	strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
+}
+
+static void
+failed_free(struct failed_job *f)
+{
+	TAILQ_REMOVE(&failed_jobs, f, entry);
+	json_decref(f->doc);
+	free(f);
+}
+
+/* Keep at most failed_jobs_kept of uid's: the oldest go. */
+static void
+failed_trim(uid_t uid)
+{
+	struct failed_job *f, *next;
+	uint32_t n = 0;
+
+	TAILQ_FOREACH(f, &failed_jobs, entry)
+		n += f->uid == uid;
+	for (f = TAILQ_FIRST(&failed_jobs); f != NULL &&
+	    n > md.conf.failed_jobs_kept; f = next) {
+		next = TAILQ_NEXT(f, entry);
+		if (f->uid == uid) {
+			failed_free(f);
+			n--;
+		}
+	}
+}
+
+/* A failed job is going: remember its reason, its op, its ranks. */
+void
+job_ctl_remember(const struct job *j)
+{
+	struct failed_job *f;
+	char when[32];
+
+	if (md.conf.failed_jobs_kept == 0 || (f = calloc(1, sizeof(*f))) ==
+	    NULL)
+		return;
+	f->uid = j->uid;
+	wire_strlcpy(f->name, j->name, sizeof(f->name));
+	utc_time(j->failed_at, when, sizeof(when));
+	f->doc = json_pack("{s:s, s:n, s:i, s:i, s:i, s:i, s:I, s:s, s:s, "
+	    "s:s, s:o}", "name", j->name, "id", "uid", (int)j->uid,
+	    "nranks", (int)j->nranks, "nnodes", (int)j->nnodes, "nlocal",
+	    (int)j->nlocal, "ops_completed", (json_int_t)j->ops_completed,
+	    "failed_at", when, "code", proto_result_name(j->code), "error",
+	    j->err, "op", j->fail_coll != 0 ? json_pack("{s:I, s:s}", "seq",
+	    (json_int_t)j->fail_seq, "coll", proto_coll_name(j->fail_coll)) :
+	    json_null());
+	if (f->doc == NULL) {
+		free(f);
+		return;
+	}
+	json_object_set_new(f->doc, "id", j->id != 0 ? json_sprintf("%016llx",
+	    (unsigned long long)j->id) : json_null());
+	TAILQ_INSERT_TAIL(&failed_jobs, f, entry);
+	failed_trim(j->uid);
+}
+
+/* mcclctl jobs --failed: the latest FAILED_LIST_MAX c may see, oldest first. */
+json_t *
+job_ctl_failed(const struct client *c)
+{
+	json_t *list = json_array();
+	struct failed_job *f;
+	size_t skip = 0;
+
+	TAILQ_FOREACH(f, &failed_jobs, entry)
+		skip += client_sees(c, f->uid);
+	skip = skip > FAILED_LIST_MAX ? skip - FAILED_LIST_MAX : 0;
+	TAILQ_FOREACH(f, &failed_jobs, entry)
+		if (client_sees(c, f->uid) && (skip == 0 || skip-- == 0))
+			json_array_append(list, f->doc);
+	return json_pack("{s:o}", "failed_jobs", list);
+}
+
+/*
+ * mcclctl job NAME of no job here: the latest failure of that name c may
+ * see, in the shape of a live job's answer, with what was kept of it.
+ */
+json_t *
+job_ctl_ended(const struct client *c, const char *name, char *err,
+    size_t errlen)
+{
+	struct failed_job *f;
+	json_t *d;
+
+	TAILQ_FOREACH_REVERSE(f, &failed_jobs, failed_job_list, entry)
+		if (strcmp(f->name, name) == 0 && client_sees(c, f->uid))
+			break;
+	if (f == NULL) {
+		snprintf(err, errlen, "no job named \"%s\" on node %s, running "
+		    "or among the failed jobs kept", name, md.conf.node_name);
+		return NULL;
+	}
+	d = f->doc;
+	return json_pack("{s:s, s:s, s:s, s:O, s:O, s:[], s:i, s:[s+++], "
+	    "s:O}", "name", f->name, "id", json_is_string(json_object_get(d,
+	    "id")) ? json_string_value(json_object_get(d, "id")) : "-",
+	    "state", "failed", "nranks", json_object_get(d, "nranks"),
+	    "nnodes", json_object_get(d, "nnodes"), "nodes", "behind_ms", 0,
+	    "diagnosis", "the job has ended: it failed at ",
+	    json_string_value(json_object_get(d, "failed_at")), ": ",
+	    json_string_value(json_object_get(d, "error")), "failed", d);
+}
+
+/* The daemon is exiting: let go of what was kept. */
+void
+job_ctl_close(void)
+{
+	struct query *q;
+
+	while (!TAILQ_EMPTY(&failed_jobs))
+		failed_free(TAILQ_FIRST(&failed_jobs));
+	while ((q = TAILQ_FIRST(&queries)) != NULL) {
+		if (q->blame != NULL)
+			op_free(q->blame);
+		query_free(q);
+	}
 }

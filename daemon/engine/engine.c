@@ -1085,6 +1085,8 @@ engine_run(struct job *j, struct op *op, uint8_t *scratch)
 	x.node_index = j->node_index;
 	x.tx_ctr = md.data_tx;
 	x.rx_ctr = md.data_rx;
+	x.waiting = &op->wait_pos;
+	x.blame = NO_POS;
 	x.hdr = (struct peer_ophdr){ op->desc.seq, op->desc.coll,
 	    op->desc.dtype, op->desc.redop, 0, op->desc.root, op->desc.count };
 	switch (op->desc.coll) {
@@ -1105,6 +1107,7 @@ engine_run(struct job *j, struct op *op, uint8_t *scratch)
 		    op->desc.coll);
 	}
 	op->code = rc == 0 ? 0 : x.code;
+	op->blame_pos = x.blame;
 	op->algo_run = x.hdr.algo;
 	wire_strlcpy(op->err, x.err, sizeof(op->err));
 }
@@ -1241,6 +1244,7 @@ engine_done(struct job *j, struct op *op)
 {
 	int notify = 1;
 
+	op->done_ns = now_ns();
 	pthread_mutex_lock(&j->eng_mtx);
 	j->eng_current = NULL;
 	TAILQ_INSERT_TAIL(&j->eng_out, op, entry);

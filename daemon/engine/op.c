@@ -17,9 +17,11 @@ op_new(struct job *j)
 {
 	struct op *op;
 
-	if ((op = calloc(1, sizeof(*op) + j->nlocal * sizeof(op->parts[0]))) !=
+	if ((op = calloc(1, sizeof(*op) + j->nlocal * sizeof(op->parts[0]))) ==
 	    NULL)
-		op->job = j;
+		return NULL;
+	op->job = j;
+	op->wait_pos = op->blame_pos = NO_POS;
 	return op;
 }
 

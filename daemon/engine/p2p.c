@@ -565,14 +565,14 @@ expire(struct p2p *p, uint64_t now)
 		nop = TAILQ_NEXT(op, entry);
 		if (op->deadline_ns <= now && op->desc.root == IPC_ANY_SOURCE) {
 			TAILQ_REMOVE(&p->posted, op, entry);
-			op_complete(p, op, MCCL_ERR_TIMEOUT, "rank %u: no "
-			    "message from any rank with tag %d before the "
-			    "deadline", op->p2p_rank, (int)op->desc.tag);
+			op_complete(p, op, MCCL_ERR_TIMEOUT, "rank %u: "
+			    "timeout waiting for a message from any rank with "
+			    "tag %d", op->p2p_rank, (int)op->desc.tag);
 		} else if (op->deadline_ns <= now) {
 			TAILQ_REMOVE(&p->posted, op, entry);
-			op_complete(p, op, MCCL_ERR_TIMEOUT, "rank %u: no "
-			    "message from rank %u (node %s) with tag %d before "
-			    "the deadline", op->p2p_rank, op->desc.root,
+			op_complete(p, op, MCCL_ERR_TIMEOUT, "rank %u: "
+			    "timeout waiting for a message from rank %u (node "
+			    "%s) with tag %d", op->p2p_rank, op->desc.root,
 			    j->names[j->rank_pos[op->desc.root]],
 			    (int)op->desc.tag);
 		} else if (next == 0 || op->deadline_ns < next)

@@ -679,14 +679,27 @@ lane_complete(const struct lane *l)
 	return tx_complete(&l->tx) && rx_complete(&l->rx);
 }
 
+/*
+ * The poll timeout until the op's deadline; past it, fail naming the node
+ * waited on (x->blame: the main thread asks it why).  Before each sleep the
+ * node waited on is published for mcclctl (x->waiting).
+ */
 static int
 wait_timeout(struct xfer *x, const struct lane *lanes, size_t nl,
     int *timeout)
 {
 	const struct lane *l = lanes;
 	uint64_t now, ms;
+	uint32_t peer;
+	int rx;
 	char what[96];
 
+	while (l < lanes + nl - 1 && lane_complete(l))
+		l++;
+	rx = !rx_complete(&l->rx);
+	peer = rx ? l->rx.peer : l->tx.peer;
+	if (x->waiting != NULL)
+		__atomic_store_n(x->waiting, peer, __ATOMIC_RELAXED);
 	*timeout = -1;
 	if (x->deadline_ns == 0)
 		return 0;
@@ -695,17 +708,13 @@ wait_timeout(struct xfer *x, const struct lane *lanes, size_t nl,
 		*timeout = ms > INT_MAX ? INT_MAX : (int)ms;
 		return 0;
 	}
-	while (l < lanes + nl - 1 && lane_complete(l))
-		l++;
+	x->blame = peer;
 	op_desc(&x->hdr, what, sizeof(what));
-	if (!rx_complete(&l->rx))
-		return ring_fail(x, MCCL_ERR_TIMEOUT, "no data from node %s for "
-		    "%llu ms (op seq %llu: %s)", node_name(x, l->rx.peer),
-		    (unsigned long long)(now - l->rx.last_ns) / 1000000, SEQ(x),
-		    what);
-	return ring_fail(x, MCCL_ERR_TIMEOUT, "node %s took no data for %llu ms "
-	    "(op seq %llu: %s)", node_name(x, l->tx.peer),
-	    (unsigned long long)(now - l->tx.last_ns) / 1000000, SEQ(x), what);
+	return ring_fail(x, MCCL_ERR_TIMEOUT, "timeout waiting for node %s: "
+	    "%s it for %llu ms (op seq %llu: %s)", node_name(x, peer),
+	    rx ? "no data from" : "no data taken by", (unsigned long long)
+	    (now - (rx ? l->rx.last_ns : l->tx.last_ns)) / 1000000, SEQ(x),
+	    what);
 }
 
 /*

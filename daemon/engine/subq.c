@@ -86,6 +86,17 @@ subq_submitted(const struct job *j, uint32_t i)
 	return tail + (ahead <= IPC_SQ_SLOTS ? ahead : 0);
 }
 
+/*
+ * Any thread: the next collective's seq, and since when it has waited for
+ * some of the local ranks while others submitted it (0: it does not).
+ */
+uint64_t
+subq_waiting_since(const struct job *j, uint64_t *next_seq)
+{
+	*next_seq = __atomic_load_n(&j->ncoll, __ATOMIC_RELAXED) + 1;
+	return __atomic_load_n(&j->sq_since_ns, __ATOMIC_RELAXED);
+}
+
 /* Main thread: the rank has collectives that have not ended. */
 int
 subq_pending(const struct job *j, uint32_t i)
@@ -234,13 +245,13 @@ sq_overdue(struct job *j, uint32_t missing, uint64_t now, uint64_t *until)
 	while (first < j->nlocal && sq_queued(&j->sq[first]) == 0)
 		first++;
 	if (first == j->nlocal) {	/* nobody waits */
-		j->sq_since_ns = 0;
+		__atomic_store_n(&j->sq_since_ns, 0, __ATOMIC_RELAXED);
 		return NULL;
 	}
 	d = &j->sq[first].db->sq[j->sq[first].tail % IPC_SQ_SLOTS];
 	ms = op_timeout_ms(__atomic_load_n(&d->timeout_ms, __ATOMIC_RELAXED));
 	if (j->sq_since_ns == 0)
-		j->sq_since_ns = now;
+		__atomic_store_n(&j->sq_since_ns, now, __ATOMIC_RELAXED);
 	/* A rank that has left will never submit: fail now, naming it. */
 	for (uint32_t i = missing; i < j->nlocal && !left; i++)
 		if (sq_queued(&j->sq[i]) == 0 &&
@@ -259,9 +270,9 @@ sq_overdue(struct job *j, uint32_t missing, uint64_t now, uint64_t *until)
 		op_failed(j, op, MCCL_ERR_PEER_FAILED, "rank %u on node %s has "
 		    "left the job", j->sq[missing].rank, md.conf.node_name);
 	else
-		op_failed(j, op, MCCL_ERR_TIMEOUT, "rank %u on node %s did not "
-		    "submit it within %u ms", j->sq[missing].rank,
-		    md.conf.node_name, ms);
+		op_failed(j, op, MCCL_ERR_TIMEOUT, "timeout waiting for rank %u "
+		    "on node %s: it has not submitted the op within %u ms",
+		    j->sq[missing].rank, md.conf.node_name, ms);
 	op->desc.seq = j->ncoll + 1;
 	return op;
 }
@@ -304,7 +315,7 @@ subq_take(struct job *j, uint64_t *until)
 	for (i = 0; i < j->nlocal; i++)
 		if (sq_take_one(j, op, i) == -1)
 			return op;
-	op->desc.seq = ++j->ncoll;
+	op->desc.seq = __atomic_add_fetch(&j->ncoll, 1, __ATOMIC_RELAXED);
 	if (op->desc.algo == ALGO_AUTO)		/* itself maybe AUTO */
 		op->desc.algo = (uint8_t)__atomic_load_n(&md.conf.algo,
 		    __ATOMIC_RELAXED);
@@ -312,7 +323,7 @@ subq_take(struct job *j, uint64_t *until)
 	now = now_ns();
 	op->ready_ns = now;
 	op->deadline_ns = now + (uint64_t)ms * 1000000;
-	j->sq_since_ns = 0;
+	__atomic_store_n(&j->sq_since_ns, 0, __ATOMIC_RELAXED);
 	return op;
 }
 

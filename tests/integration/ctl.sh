@@ -69,6 +69,10 @@ case $out in
 *"reloaded:"*"yes"*) ok "mcclctl reload" ;;
 *) bad "mcclctl reload: $out" ;;
 esac
+# Every value starts in one column, after the longest key.
+expect_output "mcclctl reload: the values aligned" "1 col 18" \
+    "$(awk '{ match($0, /: +/); print RSTART + RLENGTH }' <<<"$out" |
+    sort -u | awk '{ n++; c = $1 } END { print n, "col", c }')"
 
 # abort: a running job fails on every rank, with who aborted it.
 spawn 0 ctlabort 2 0 loop MCCL_ERR_ABORTED "aborted by mcclctl"; a0=$LAST_PID
@@ -212,22 +216,128 @@ until [ "$(cat "$T"/stuck.r*.out 2>/dev/null | grep -c looping)" = 2 ]; do
 	sleep 0.1
 done
 sleep 0.5
-expect_output "mcclctl job: ranks and diagnosis" \
+expect_output "mcclctl job: every node's ranks" \
 "RANK NODE SUBMITTED COMPLETED STATE
 0 n0 1 0 ready
 1 n1 1 0 ready
-2 n2 0 0 ready
-diagnosis:
-rank 2 on node n2 is behind: it submitted 0 collectives, others 1" \
-    "$(ctl 1 job stuck | sed 1d | awk '{ $1 = $1; print }')"
-expect_output "mcclctl -j job: the diagnosis" \
-    '"rank 2 on node n2 is behind: it submitted 0 collectives, others 1"' \
-    "$(ctl 0 -j job stuck | grep 'is behind' | sed 's/^ *//')"
+2 n2 0 0 ready" \
+    "$(ctl 1 job stuck | sed 1d | awk '{ $1 = $1; print }' | sed -n 1,4p)"
+out=$(ctl 1 job stuck)
+grep -q "allreduce seq 1 on node n0: in flight [0-9.]* s, times out in [0-9.]* s, waiting for node n2: rank 2 on node n2 has not submitted it" <<<"$out" &&
+    ok "mcclctl job: the op in flight, its age, deadline and the rank it waits for" ||
+    bad "mcclctl job: the diagnosis: $out"
+out=$(ctl 0 -j job stuck)
+grep -q '"waiting_for": "n2"' <<<"$out" && grep -q '"age_ms": ' <<<"$out" &&
+    grep -q '"timeout_in_ms": ' <<<"$out" &&
+    grep -q 'rank 2 on node n2 has not submitted it' <<<"$out" &&
+    ok "mcclctl -j job: the same in JSON" || bad "mcclctl -j job: $out"
 ctl 0 abort stuck >/dev/null
 wait "$s0" && wait "$s1" || bad "stuck job: the looping ranks"
 wait "$s2"
+
+echo "== failed jobs are kept"
+# failed_kept SOCKET JOB: wait (5 s at most) until the daemon has let the
+# failed JOB go (its ranks' connections closed) and kept it.
+failed_kept() {
+	local deadline=$((SECONDS + 5))
+	until "$B/mcclctl" -s "$1" jobs --failed | grep -q "^$2 "; do
+		[ $SECONDS -lt $deadline ] || return 1
+		sleep 0.05
+	done
+}
+failed_kept "$T/n0.sock" stuck && failed_kept "$T/n1.sock" stuck &&
+    failed_kept "$T/n2.sock" stuck || bad "the failed job stuck was not kept"
+out=$(ctl 0 jobs --failed)
+grep -qE "^stuck +[0-9a-f]{16} +20[0-9-]+T[0-9:]+Z +1/3 +3 +0 +- +aborted$" \
+    <<<"$out" &&
+    grep -q "^  error: job stuck: aborted by mcclctl (uid $(id -u)) on node n0" \
+    <<<"$out" && ok "mcclctl jobs --failed: the job, when, its ranks, why" ||
+    bad "mcclctl jobs --failed: $out"
+out=$(ctl 2 -j jobs --failed)
+grep -q '"error": "job stuck: aborted by mcclctl' <<<"$out" &&
+    grep -q '"code": "aborted"' <<<"$out" &&
+    ok "mcclctl jobs -j --failed on another node of the job" ||
+    bad "mcclctl -j jobs --failed on n2: $out"
+out=$(ctl 1 job stuck)
+grep -q "^job stuck (id [0-9a-f]*): failed, 3 ranks on 3 nodes" <<<"$out" &&
+    grep -q "the job has ended: it failed at 20.*: job stuck: aborted by mcclctl" \
+    <<<"$out" && ok "mcclctl job of a job that has ended: its failure" ||
+    bad "mcclctl job of an ended job: $out"
+out=$(ctl 0 status -j 2>&1)
+grep -q '"node": "n0"' <<<"$out" && ok "mcclctl status -j: options after the command" ||
+    bad "mcclctl status -j: $out"
+out=$(ctl 0 peers --failed 2>&1)
+expect_output "mcclctl peers --failed: refused, exit 2" \
+    "2:mcclctl: peers: takes no --failed" "$?:$(head -n 1 <<<"$out")"
+# failed_jobs_kept: 2 on a node of its own: the third failure drops the first.
+if cluster_up 1 fk 70 '"failed_jobs_kept": 2,'; then
+	for k in 1 2 3; do
+		NODE_PREFIX=fk spawn 0 "kept$k" 1 0 loop MCCL_ERR_ABORTED mcclctl
+		a=$LAST_PID
+		for i in $(seq 200); do
+			grep -q looping "$T/kept$k.r0.out" 2>/dev/null && break
+			sleep 0.05
+		done
+		"$B/mcclctl" -s "$T/fk0.sock" abort "kept$k" >/dev/null
+		wait "$a" || bad "job kept$k"
+		failed_kept "$T/fk0.sock" "kept$k" || bad "kept$k not kept"
+	done
+	expect_output "failed_jobs_kept: 2: the last two, oldest first" \
+	    "kept2 kept3" "$("$B/mcclctl" -s "$T/fk0.sock" jobs --failed |
+	    awk 'NR > 1 && !/^ / { printf "%s%s", s, $1; s = " " }')"
+else
+	bad "the one-node cluster fk did not come up"
+fi
+daemons_stop 70 1
 ctl 0 job nosuch >/dev/null 2>&1
 expect_output "mcclctl job of no job exits 1" 1 "$?"
+
+# job_ready JOB: wait (10 s at most) until n0 shows JOB formed.
+job_ready() {
+	local deadline=$((SECONDS + 10))
+	until ctl 0 jobs | grep -q "^$1 .* ready"; do
+		[ $SECONDS -lt $deadline ] || return 1
+		sleep 0.05
+	done
+}
+
+echo "== mcclctl job: a healthy job at full speed, then a rank stopped"
+# Small allreduces back to back: two snapshots taken a moment apart differ,
+# which must never read as a rank behind.
+MCCL_OP_TIMEOUT_MS=20000 spawn 0 busy 2 0 steady 6000
+b0=$LAST_PID
+MCCL_OP_TIMEOUT_MS=20000 spawn 1 busy 2 1 steady 6000
+b1=$LAST_PID
+job_ready busy || bad "job busy did not form"
+sleep 0.3
+clean=0
+for i in 1 2 3 4 5 6 7 8 9 10; do
+	out=$(ctl $((i % 2)) job busy)
+	if grep -q "^  no problem seen" <<<"$out"; then
+		clean=$((clean + 1))
+	else
+		echo "$out" | sed -n '/^diagnosis/,$p'
+	fi
+	sleep 0.1
+done
+expect_output "mcclctl job: no diagnosis for a busy job, 10 looks of 10" \
+    10 "$clean"
+# Now stop rank 1: named within a second.
+kill -STOP "$(pgrep -P "$b1")"
+t0=$(date +%s%N)
+named=
+while [ $(( ($(date +%s%N) - t0) / 1000000 )) -lt 3000 ]; do
+	if ctl 0 job busy | grep -q "waiting for node n1: rank 1 on node n1 has not submitted it"; then
+		named=$(( ($(date +%s%N) - t0) / 1000000 ))
+		break
+	fi
+done
+kill -CONT "$(pgrep -P "$b1")"
+[ -n "$named" ] && [ "$named" -lt 1000 ] &&
+    ok "mcclctl job: a stopped rank named after $named ms" ||
+    bad "mcclctl job: the stopped rank named after ${named:-no} ms (limit 1000)"
+wait "$b0" && wait "$b1" && ok "the job went on once the rank did" ||
+    { bad "job busy failed"; cat "$T"/busy.r*.out; }
 
 echo "== mcclctl monitor"
 "$B/mcclctl" -s "$T/n0.sock" monitor >"$T/mon.txt" 2>&1 &

@@ -143,17 +143,18 @@ MCCL_SOCKET="$T/nobody.sock" MCCL_JOB=x MCCL_RANK=0 MCCL_NRANKS=1 \
 fi
 if section timeouts; then
 echo "== operation timeouts"
-# A rank that joins but never submits: the others time out, named.
+# A rank that joins but never submits: the others time out, and their
+# node asks the silent one why, so they name the rank too.
 MCCL_OP_TIMEOUT_MS=1000 spawn 0 jopt 2 0 loop MCCL_ERR_TIMEOUT \
-    "no data from node n1"
+    "timeout waiting for node n1: rank 1 on node n1 has not submitted it"
 a=$LAST_PID
 spawn 1 jopt 2 1 idle 4000
 b=$LAST_PID
-wait "$a" && ok "op timeout names the silent node" ||
-    { bad "op timeout names the silent node"; cat "$T"/jopt.*.out; }
+wait "$a" && ok "op timeout on another node names the node and its rank" ||
+    { bad "op timeout names the silent node and rank"; cat "$T"/jopt.*.out; }
 wait "$b"
 MCCL_OP_TIMEOUT_MS=1000 spawn 2 jopt2 2 0 loop MCCL_ERR_TIMEOUT \
-    "rank 1 on node n2 did not submit"
+    "timeout waiting for rank 1 on node n2: it has not submitted the op"
 a=$LAST_PID
 spawn 2 jopt2 2 1 idle 4000
 b=$LAST_PID

@@ -412,6 +412,31 @@ elif grep -q monitoring "$T/sec-mon.out"; then
 else
 	bad "monitor printed nothing: $(cat "$T/sec-mon.out")"
 fi
+spawn 0 secfail 1 0 loop MCCL_ERR_ABORTED mcclctl
+a=$LAST_PID
+for i in $(seq 200); do
+	grep -q looping "$T/secfail.r0.out" 2>/dev/null && break
+	sleep 0.05
+done
+"$B/mcclctl" -s "$T/n0.sock" abort secfail >/dev/null
+wait "$a"
+for i in $(seq 50); do
+	"$B/mcclctl" -s "$T/n0.sock" jobs --failed | grep -q '^secfail ' && break
+	sleep 0.1
+done
+"$B/mcclctl" -s "$T/n0.sock" jobs --failed | grep -q '^secfail ' &&
+    ok "root sees its failed job" || bad "root's failed job is not kept"
+out=$(as_user "$vic" "$XB/mcclctl" -s "$T/n0.sock" -j jobs --failed 2>&1)
+case $out in
+*secfail*) bad "jobs --failed shows another user's failed job: $out" ;;
+*'"failed_jobs": []'*) ok "jobs --failed shows no other user's failed job" ;;
+*) bad "jobs --failed as another user: $out" ;;
+esac
+out=$(as_user "$vic" "$XB/mcclctl" -s "$T/n0.sock" job secfail 2>&1)
+case "$?:$out" in
+1:*'no job named "secfail"'*) ok "job NAME of another user's failed job: none" ;;
+*) bad "job NAME of another user's failed job: $out" ;;
+esac
 out=$(as_user "$vic" "$XB/mcclctl" -s "$T/n0.sock" metrics 2>&1)
 case "$?:$out" in
 1:*"metrics is for root and the admin group"*)

@@ -250,7 +250,19 @@ END_TEST
 
 START_TEST(test_unknown_key)
 {
-	parse_err("{\"op_timout_ms\": 5}", "unknown key \"op_timout_ms\"");
+	parse_err("{\"op_timout_ms\": 5}", "unknown key \"op_timout_ms\", did "
+	    "you mean \"op_timeout_ms\"?");
+	parse_err("{\"heartbeat_timeout\": 5}", "unknown key "
+	    "\"heartbeat_timeout\", did you mean \"heartbeat_timeout_ms\"?");
+	parse_err("{\"colour\": 5}", "unknown key \"colour\"");
+	{	/* nothing near it: no guess */
+		struct config c;
+		char err[ERR_MAX] = "";
+
+		ck_assert_int_eq(config_parse("{\"colour\": 5}", 13, &c, err,
+		    sizeof(err)), -1);
+		ck_assert_msg(strstr(err, "did you mean") == NULL, "%s", err);
+	}
 	parse_err("{\"nodes\": [{\"name\": \"a\", \"adress\": \"h:1\"}]}",
 	    "unknown key \"adress\"");
 	parse_err("{\"nodes\": [{\"name\": \"a\"}]}", "missing \"address\"");

@@ -1121,8 +1121,10 @@ START_TEST(test_timeout)
 	nd[2].role = IDLE;
 	run_nodes(&m, nd, 4096, 1000, -1);
 	mesh_close(&m);
-	assert_failed(nd, 0, MCCL_ERR_TIMEOUT, "no data from node n2");
+	assert_failed(nd, 0, MCCL_ERR_TIMEOUT, "timeout waiting for node n2: "
+	    "no data from it");
 	assert_failed(nd, 1, MCCL_ERR_TIMEOUT, "op seq 1");
+	ck_assert_uint_eq(nd[0].x.blame, 2);	/* the main thread asks n2 */
 	/* Not before the deadline (a thread may start late: measure from it). */
 	for (int k = 0; k < 2; k++) {
 		ck_assert_uint_ge(nd[k].t_out, nd[k].x.deadline_ns);

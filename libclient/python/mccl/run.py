@@ -27,6 +27,9 @@ import time
 import uuid
 
 STOP_GRACE_S = 3	# SIGTERM, then SIGKILL after this long
+# When a rank fails the others usually fail too, at once, with MCCL's
+# message saying why: they get this long to say it and end by themselves.
+FAIL_WAIT_S = 1
 
 # Runs on a remote host in front of its rank (python3 -c), so that the rank
 # ends with its launcher.  ssh without a tty runs the command in a session
@@ -323,6 +326,10 @@ class Launcher:
                     pass
 
     def stop_others(self):
+        deadline = time.monotonic() + FAIL_WAIT_S
+        while any(r.proc.poll() is None for r in self.ranks) and \
+                time.monotonic() < deadline:
+            self.pump(0.05)
         self.signal_all(signal.SIGTERM, groups=True)
         deadline = time.monotonic() + STOP_GRACE_S
         while any(r.proc.poll() is None for r in self.ranks) and \
