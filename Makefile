@@ -53,15 +53,17 @@ CORE_SRCS   = daemon/log.c daemon/config.c daemon/engine/reduce.c \
 	      daemon/engine/ring.c $(LINK_SRCS)
 CONTROL_SRCS = daemon/control/control.c daemon/control/peer.c \
 	      daemon/control/job.c daemon/control/form.c \
-	      daemon/control/jobctl.c daemon/control/metrics.c
+	      daemon/control/jobctl.c daemon/control/check.c \
+	      daemon/control/metrics.c
 ENGINE_SRCS = daemon/engine/engine.c daemon/engine/subq.c daemon/engine/seg.c \
-	      daemon/engine/p2p.c daemon/engine/budget.c daemon/engine/op.c
+	      daemon/engine/p2p.c daemon/engine/budget.c daemon/engine/op.c \
+	      daemon/engine/check.c
 DAEMON_SRCS = daemon/mccld.c $(CONTROL_SRCS) $(ENGINE_SRCS) \
 	      daemon/transport/link.c daemon/transport/rdma.c \
 	      daemon/transport/dial.c daemon/transport/auth.c $(CORE_SRCS) \
 	      $(PROTO_SRCS)
 LIB_SRCS    = libclient/mccl.c libclient/conn.c $(PROTO_SRCS)
-CTL_SRCS    = tools/mcclctl.c tools/output.c libclient/conn.c $(PROTO_SRCS)
+CTL_SRCS    = tools/mcclctl.c tools/output.c tools/clusterconf.c libclient/conn.c $(PROTO_SRCS)
 PERF_SRCS   = tools/mccl-perf.c
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))

@@ -374,6 +374,7 @@ main(int argc, char **argv)
 	metrics_close();
 	job_reap_all();
 	job_ctl_close();
+	check_close();
 	engine_shutdown();
 	peer_close();
 	event_free(ev_term);

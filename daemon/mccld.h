@@ -25,7 +25,7 @@
 
 #define MCCLD_VERSION		"0.1.0"
 #define MCCLD_DEFAULT_CONF	"/etc/mccl/mccld.conf"
-#define MCCLD_DEFAULT_PORT	7470
+#define MCCLD_DEFAULT_PORT	PEER_PORT_DEFAULT
 #define CONF_LISTEN_MAX		8
 #define CONF_NODES_MAX		1024
 #define CONF_HOST_MAX		256
@@ -182,6 +182,7 @@ struct xfer {
 	uint32_t	 *waiting;	/* the position waited on, published
 					   before each sleep; or NULL */
 	uint32_t	  blame;	/* timed out waiting on it; NO_POS */
+	uint64_t	  hup_ns;	/* a link we send on hung up then */
 	int		  code;		/* mccl_result_t, on failure */
 	char		  err[ERR_MAX];
 };

@@ -109,7 +109,9 @@ enum ctl_cmd {
 	CTL_JOB = 7,		/* trailer: job name */
 	CTL_MONITOR = 8,	/* a reply per event, until the client leaves */
 	CTL_FAILED = 9,		/* the failed jobs kept (failed_jobs_kept) */
-	CTL_MAX = 9,
+	CTL_CHECK = 10,		/* measure every pair of nodes; trailer:
+				   "force" or nothing; root and admin_group */
+	CTL_MAX = 10,
 };
 
 struct ipc_hello {

@@ -24,7 +24,8 @@
 #include "ipc.h"
 
 #define PEER_MAGIC		0x4d434350U	/* "MCCP" */
-#define PEER_VERSION		4
+#define PEER_VERSION		5
+#define PEER_PORT_DEFAULT	7470		/* a node's address without a port */
 #define PEER_MSG_MAX		(1024 * 1024)	/* control frames */
 #define PEER_DATA_MAX		(64U * 1024 * 1024) /* one data frame's payload */
 #define PEER_TEXT_MAX		1024
@@ -45,6 +46,8 @@ enum peer_type {
 	PEER_ABORT = 203,	/* node -> nodes of the job; trailer: message */
 	PEER_JOB_QUERY = 204,	/* mcclctl job: what do your ranks do? */
 	PEER_JOB_INFO = 205,	/* the answer; trailer: a JSON document */
+	PEER_CHECK_RUN = 206,	/* mcclctl check: measure a pair of nodes */
+	PEER_CHECK_DONE = 207,	/* what was measured; trailer: why it failed */
 	/* 300: data links */
 	PEER_DATA_HELLO = 300,
 	PEER_DATA_OPHDR = 301,	/* first frame of every operation on a link */
@@ -134,6 +137,35 @@ struct peer_abort {
 struct peer_job_query {
 	uint64_t	job_id;
 	uint32_t	qid;		/* the asker's query, echoed */
+};
+
+/*
+ * mcclctl check: the checking node asks node `from` (the lower index of a
+ * pair) to measure its data path to node `to`: lanes data links, each way
+ * for ms.  Those links carry this job id in DATA_HELLO, which no job has.
+ */
+#define PEER_CHECK_JOB	(1ULL << 63)
+
+struct peer_check_run {
+	uint64_t	check_id;	/* the checking node's, echoed */
+	uint32_t	pair;		/* echoed */
+	uint32_t	to;		/* cluster index, above the receiver's */
+	uint32_t	lanes;		/* 1..PEER_LANES_MAX */
+	uint32_t	ms;		/* each way, 1..PEER_CHECK_MS_MAX */
+	uint32_t	force;		/* 1: even while jobs run there */
+};
+
+#define PEER_CHECK_MS_MAX	10000
+
+struct peer_check_done {
+	uint64_t	check_id;
+	uint32_t	pair;
+	uint32_t	code;		/* 0, or why it failed (trailer) */
+	uint64_t	rtt_ns;		/* median round trip of a small frame */
+	uint64_t	tx_bytes;	/* from -> to, as `to` received them, */
+	uint64_t	tx_ns;		/* in this long */
+	uint64_t	rx_bytes;	/* to -> from */
+	uint64_t	rx_ns;
 };
 
 struct peer_data_hello {

@@ -728,6 +728,20 @@ static const struct wire_field f_peer_abort[] = {
 static const struct wire_field f_peer_job_query[] = {
 	F(peer_job_query, job_id, WIRE_INT), F(peer_job_query, qid, WIRE_INT),
 };
+static const struct wire_field f_peer_check_run[] = {
+	F(peer_check_run, check_id, WIRE_INT), F(peer_check_run, pair, WIRE_INT),
+	F(peer_check_run, to, WIRE_INT), F(peer_check_run, lanes, WIRE_INT),
+	F(peer_check_run, ms, WIRE_INT), F(peer_check_run, force, WIRE_INT),
+};
+static const struct wire_field f_peer_check_done[] = {
+	F(peer_check_done, check_id, WIRE_INT),
+	F(peer_check_done, pair, WIRE_INT), F(peer_check_done, code, WIRE_INT),
+	F(peer_check_done, rtt_ns, WIRE_INT),
+	F(peer_check_done, tx_bytes, WIRE_INT),
+	F(peer_check_done, tx_ns, WIRE_INT),
+	F(peer_check_done, rx_bytes, WIRE_INT),
+	F(peer_check_done, rx_ns, WIRE_INT),
+};
 static const struct wire_field f_peer_data_hello[] = {
 	F(peer_data_hello, job_id, WIRE_INT), F(peer_data_hello, node, WIRE_INT),
 	F(peer_data_hello, stream, WIRE_INT),
@@ -781,6 +795,9 @@ static const struct wire_type peer_types[] = {
 	WIRE_TYPE(PEER_JOB_QUERY, peer_job_query, f_peer_job_query, 0, 0),
 	WIRE_TYPE(PEER_JOB_INFO, peer_job_query, f_peer_job_query,
 	    PEER_MSG_MAX - 256, 0),
+	WIRE_TYPE(PEER_CHECK_RUN, peer_check_run, f_peer_check_run, 0, 0),
+	WIRE_TYPE(PEER_CHECK_DONE, peer_check_done, f_peer_check_done,
+	    PEER_TEXT_MAX, 0),
 	WIRE_TYPE(PEER_DATA_HELLO, peer_data_hello, f_peer_data_hello, 0, 0),
 	WIRE_TYPE(PEER_DATA_OPHDR, peer_ophdr, f_peer_ophdr, 0, 0),
 	WIRE_TYPE_EMPTY(PEER_DATA, PEER_DATA_MAX, 0),

@@ -15,6 +15,7 @@
 
 #include <jansson.h>
 
+#include "clusterconf.h"
 #include "conn.h"
 #include "output.h"
 
@@ -54,7 +55,7 @@ usage(FILE *f)
 			fprintf(f, "%s %s%s%s", c == commands ? "" : ",",
 			    c->name, c->arg != NULL ? " " : "",
 			    c->arg != NULL ? c->arg : "");
-	fputc('\n', f);
+	fprintf(f, "\n       mcclctl check --write-config [NAME=]HOST[:PORT]...\n");
 }
 
 static int
@@ -68,6 +69,24 @@ parse_timeout(const char *s, int *ms)
 	if (*s == '\0' || *end != '\0' || errno != 0 || v < 1 || v > INT_MAX)
 		return -1;
 	*ms = (int)v;
+	return 0;
+}
+
+/* check --write-config HOST...: no daemon asked; the file on stdout. */
+static int
+write_config(const char *command, char *const hosts[], int n)
+{
+	char err[ERR_LEN];
+
+	if (strcmp(command, "check") != 0) {
+		ctl_warn(command, "takes no --write-config (check does)");
+		usage(stderr);
+		return EXIT_UNREACHABLE;
+	}
+	if (cluster_conf_write(stdout, hosts, n, err, sizeof(err)) == -1) {
+		ctl_warn("check --write-config", "%s", err);
+		return EXIT_ERROR;
+	}
 	return 0;
 }
 
@@ -141,10 +160,13 @@ ctl_stream(int fd, const struct command *c, struct ipc_msg *m, json_t *first)
 	}
 }
 
-/* Ask mccld at path; on success *doc is its checked reply. */
+/*
+ * Ask mccld at path (the handshake within open_ms, the answer within
+ * timeout_ms); on success *doc is its checked reply.
+ */
 static int
-ctl_request(const char *path, int timeout_ms, const struct command *c,
-    const char *arg, json_t **doc)
+ctl_request(const char *path, int open_ms, int timeout_ms,
+    const struct command *c, const char *arg, json_t **doc)
 {
 	struct ipc_ctl req = { c->cmd };
 	struct ipc_hello_ok ok;
@@ -152,7 +174,7 @@ ctl_request(const char *path, int timeout_ms, const struct command *c,
 	char err[ERR_LEN];
 	int fd, rc;
 
-	if ((fd = conn_open(path, timeout_ms, &ok, NULL, err, sizeof(err))) == -1) {
+	if ((fd = conn_open(path, open_ms, &ok, NULL, err, sizeof(err))) == -1) {
 		ctl_warn(NULL, "%s", err);
 		return EXIT_UNREACHABLE;
 	}
@@ -178,12 +200,14 @@ main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "failed", no_argument, NULL, 'F' },
+		{ "force", no_argument, NULL, 'O' },
+		{ "write-config", no_argument, NULL, 'W' },
 		{ NULL, 0, NULL, 0 }
 	};
 	const struct command *c;
 	const char *path = NULL, *arg = NULL, *option = NULL;
 	char defpath[PATH_MAX];
-	int ch, json = 0, timeout_ms = TIMEOUT_MS_DEFAULT, rc;
+	int ch, json = 0, open_ms, timeout_ms = 0, rc;
 	json_t *doc = NULL;
 
 	/* Options before or after the command (a job named "-x": "--" first). */
@@ -192,6 +216,12 @@ main(int argc, char **argv)
 		switch (ch) {
 		case 'F':
 			option = "failed";
+			break;
+		case 'O':
+			option = "force";
+			break;
+		case 'W':
+			option = "write-config";
 			break;
 		case 'h':
 			usage(stdout);
@@ -226,6 +256,8 @@ main(int argc, char **argv)
 		usage(stderr);
 		return EXIT_UNREACHABLE;
 	}
+	if (option != NULL && strcmp(option, "write-config") == 0)
+		return write_config(argv[0], argv + 1, argc - 1);
 	if ((c = command_find(argv[0], option)) == NULL) {
 		if (command_find(argv[0], NULL) != NULL)
 			ctl_warn(argv[0], "takes no --%s", option);
@@ -240,7 +272,12 @@ main(int argc, char **argv)
 		usage(stderr);
 		return EXIT_UNREACHABLE;
 	}
-	if (c->arg != NULL) {
+	open_ms = timeout_ms != 0 ? timeout_ms : TIMEOUT_MS_DEFAULT;
+	if (timeout_ms == 0)
+		timeout_ms = c->wait_ms != 0 ? c->wait_ms : TIMEOUT_MS_DEFAULT;
+	if (c->arg == NULL)
+		arg = option;	/* "force", "failed": what the row asks */
+	else {
 		arg = argv[1];
 		if (*arg == '\0' || strlen(arg) >= JOB_NAME_MAX) {
 			ctl_warn(c->name, "%s must be 1 to %d bytes", c->arg,
@@ -253,7 +290,7 @@ main(int argc, char **argv)
 		path = defpath;
 	}
 	stream_json = json;
-	if ((rc = ctl_request(path, timeout_ms, c, arg, &doc)) != 0)
+	if ((rc = ctl_request(path, open_ms, timeout_ms, c, arg, &doc)) != 0)
 		return rc;
 	(json ? c->json : c->text)(stdout, doc);
 	json_decref(doc);

@@ -564,6 +564,21 @@ static const struct field job_schema_one[] = {
 	END
 };
 
+static const struct field check_pair_schema[] = {
+	KEY("from", T_STR, 0), KEY("to", T_STR, 0),
+	KEY("gbps", T_NUM, F_NULL), KEY("rtt_us", T_UINT, F_NULL),
+	KEY("error", T_STR, F_NULL | F_OPT),
+	END
+};
+
+static const struct field check_schema[] = {
+	LIST("nodes", T_STR, NULL), KEY("lanes", T_UINT, 0),
+	KEY("ms", T_UINT, 0), LIST("pairs", T_OBJ, check_pair_schema),
+	KEY("median_gbps", T_NUM, 0), KEY("median_rtt_ms", T_NUM, 0),
+	LIST("outliers", T_STR, NULL),
+	END
+};
+
 static const struct field event_schema[] = {
 	KEY("time", T_STR, 0), KEY("event", T_STR, 0), KEY("node", T_STR, 0),
 	END
@@ -653,27 +668,127 @@ reload_text(FILE *out, const json_t *doc)
 	kv_print(out, &kv);
 }
 
-/* name, request, argument, reply schema, text, JSON, streams */
+/* ---- check ---- */
+
+#define CHECK_WAIT_MS	(30 * 60 * 1000)	/* every pair, one after another */
+
+/* The pair's entry from -> to, or NULL. */
+static const json_t *
+check_pair(const json_t *doc, const char *from, const char *to)
+{
+	const json_t *p;
+	size_t i;
+
+	json_array_foreach(json_object_get(doc, "pairs"), i, p)
+		if (strcmp(str(p, "from"), from) == 0 &&
+		    strcmp(str(p, "to"), to) == 0)
+			return p;
+	return NULL;
+}
+
+/* Marked: an outlier line names it ("n0 -> n2:", "n0 <-> n2:"). */
+static int
+check_marked(const json_t *doc, const char *from, const char *to)
+{
+	char one[2 * CELL_MAX], both[2][2 * CELL_MAX];
+	const json_t *o;
+	size_t i;
+
+	snprintf(one, sizeof(one), "%s -> %s:", from, to);
+	snprintf(both[0], sizeof(both[0]), "%s <-> %s:", from, to);
+	snprintf(both[1], sizeof(both[1]), "%s <-> %s:", to, from);
+	json_array_foreach(json_object_get(doc, "outliers"), i, o)
+		if (json_is_string(o) && (strncmp(json_string_value(o), one,
+		    strlen(one)) == 0 || strncmp(json_string_value(o), both[0],
+		    strlen(both[0])) == 0 || strncmp(json_string_value(o),
+		    both[1], strlen(both[1])) == 0))
+			return 1;
+	return 0;
+}
+
+/* A matrix of rates (row to column), the round trips, the outliers. */
+static void
+check_text(FILE *out, const json_t *doc)
+{
+	const json_t *nodes = json_object_get(doc, "nodes"), *o;
+	size_t n = json_array_size(nodes), i, k;
+	const char **header = calloc(n + 1, sizeof(*header));
+	char (*cells)[32] = calloc(n + 1, sizeof(*cells));
+	const char **row = calloc(n + 1, sizeof(*row));
+	struct table t;
+
+	if (header == NULL || cells == NULL || row == NULL) {
+		fprintf(out, "out of memory\n");
+		goto out;
+	}
+	fprintf(out, "Gbit/s from each row's node to each column's (%lld links, "
+	    "%lld ms each way); * marks an outlier:\n", num(doc, "lanes"),
+	    num(doc, "ms"));
+	header[0] = "";
+	for (i = 0; i < n; i++)
+		header[i + 1] = json_string_value(json_array_get(nodes, i));
+	table_init(&t, header, n + 1);
+	for (i = 0; i < n; i++) {
+		row[0] = header[i + 1];
+		for (k = 0; k < n; k++) {
+			const json_t *p = check_pair(doc, header[i + 1],
+			    header[k + 1]);
+
+			if (i == k || p == NULL)
+				snprintf(cells[k + 1], sizeof(cells[0]), "-");
+			else if (!json_is_number(json_object_get(p, "gbps")))
+				snprintf(cells[k + 1], sizeof(cells[0]), "X*");
+			else
+				snprintf(cells[k + 1], sizeof(cells[0]), "%.3f%s",
+				    json_number_value(json_object_get(p, "gbps")),
+				    check_marked(doc, header[i + 1],
+				    header[k + 1]) ? "*" : "");
+			row[k + 1] = cells[k + 1];
+		}
+		table_add(&t, row);
+	}
+	table_print(out, &t);
+	fprintf(out, "median %.3f Gbit/s, round trip %.3f ms\n",
+	    json_number_value(json_object_get(doc, "median_gbps")),
+	    json_number_value(json_object_get(doc, "median_rtt_ms")));
+	if (json_array_size(json_object_get(doc, "outliers")) == 0)
+		fprintf(out, "no outliers\n");
+	else
+		fprintf(out, "outliers:\n");
+	json_array_foreach(json_object_get(doc, "outliers"), i, o)
+		fprintf(out, "  %s\n", json_string_value(o));
+out:
+	free(header);
+	free(cells);
+	free(row);
+}
+
+/* name, request, argument, reply schema, text, JSON, streams, option,
+   wait */
 const struct command commands[] = {
 	{ "status", CTL_STATUS, NULL, status_schema, status_text, json_render,
-	    0, NULL },
+	    0, NULL, 0 },
 	{ "peers", CTL_PEERS, NULL, peers_schema, peers_text, json_render, 0,
-	    NULL },
+	    NULL, 0 },
 	{ "jobs", CTL_JOBS, NULL, jobs_schema, jobs_text, json_render, 0,
-	    NULL },
+	    NULL, 0 },
 	{ "jobs", CTL_FAILED, NULL, failed_schema, failed_text, json_render, 0,
-	    "failed" },
+	    "failed", 0 },
 	{ "job", CTL_JOB, "NAME", job_schema_one, job_text, json_render, 0,
-	    NULL },
+	    NULL, 0 },
 	{ "metrics", CTL_METRICS, NULL, metrics_schema, metrics_text,
-	    json_render, 0, NULL },
+	    json_render, 0, NULL, 0 },
 	{ "monitor", CTL_MONITOR, NULL, event_schema, event_text, event_json,
-	    1, NULL },
+	    1, NULL, 0 },
 	{ "abort", CTL_ABORT, "JOB", abort_schema, abort_text, json_render,
-	    0, NULL },
+	    0, NULL, 0 },
 	{ "reload", CTL_RELOAD, NULL, reload_schema, reload_text, json_render,
-	    0, NULL },
-	{ NULL, 0, NULL, NULL, NULL, NULL, 0, NULL }
+	    0, NULL, 0 },
+	{ "check", CTL_CHECK, NULL, check_schema, check_text, json_render, 0,
+	    NULL, CHECK_WAIT_MS },
+	{ "check", CTL_CHECK, NULL, check_schema, check_text, json_render, 0,
+	    "force", CHECK_WAIT_MS },
+	{ NULL, 0, NULL, NULL, NULL, NULL, 0, NULL, 0 }
 };
 
 /*
@@ -702,6 +817,7 @@ type_name(enum field_type t)
 	case T_BOOL:	return "a boolean";
 	case T_LIST:	return "an array";
 	case T_OBJ:	return "an object";
+	case T_NUM:	return "a non-negative number";
 	}
 	return "?";
 }
@@ -738,6 +854,8 @@ check_value(const json_t *v, enum field_type t, enum field_type elem,
 	switch (t) {
 	case T_STR:	ok = json_is_string(v); break;
 	case T_UINT:	ok = json_is_integer(v) && json_integer_value(v) >= 0;
+			break;
+	case T_NUM:	ok = json_is_number(v) && json_number_value(v) >= 0;
 			break;
 	case T_BOOL:	ok = json_is_boolean(v); break;
 	case T_LIST:	ok = json_is_array(v); break;

@@ -14,7 +14,7 @@
 #include <jansson.h>
 
 /* The types a reply's value may have; see struct field. */
-enum field_type { T_STR, T_UINT, T_BOOL, T_LIST, T_OBJ };
+enum field_type { T_STR, T_UINT, T_BOOL, T_LIST, T_OBJ, T_NUM };
 
 #define F_NULL		0x1	/* the value may be null */
 #define F_OPT		0x2	/* the key may be absent */
@@ -26,7 +26,8 @@ enum field_type { T_STR, T_UINT, T_BOOL, T_LIST, T_OBJ };
  */
 struct field {
 	const char		*key;		/* NULL ends a list of fields */
-	enum field_type		 type;		/* T_UINT: an integer >= 0 */
+	enum field_type		 type;		/* T_UINT: an integer >= 0;
+						   T_NUM: any number >= 0 */
 	int			 flags;
 	enum field_type		 elem;		/* T_LIST: its elements' type */
 	const struct field	*sub;		/* T_OBJ, T_LIST of T_OBJ: keys */
@@ -44,7 +45,10 @@ struct command {
 	render_fn		*json;
 	int			 stream;	/* replies until the daemon goes */
 	const char		*option;	/* the long option that picks this
-						   row of the name, or NULL */
+						   row of the name (sent as the
+						   argument), or NULL */
+	int			 wait_ms;	/* for the answer, when no -t;
+						   0: the default */
 };
 
 /* output.c */

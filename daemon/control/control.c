@@ -656,19 +656,30 @@ client_sees(const struct client *c, uid_t uid)
 	return c->uid == uid || client_privileged(c);
 }
 
+/* Commands that change or load the cluster: root and admin_group only. */
+static int
+ctl_refused(const struct client *c, uint32_t cmd, char *err, size_t errlen)
+{
+	const char *what = cmd == CTL_ABORT ? "abort" : cmd == CTL_RELOAD ?
+	    "reload" : cmd == CTL_METRICS ? "metrics" : cmd == CTL_CHECK ?
+	    "check" : NULL;
+
+	if (what == NULL || client_privileged(c))
+		return 0;
+	snprintf(err, errlen, "%s is for root and the admin group "
+	    "(admin_group in mccld.conf); uid %u is neither", what,
+	    (unsigned)c->uid);
+	return 1;
+}
+
 /* The document answering one mcclctl command; NULL with err set. */
 static json_t *
 control_command(struct client *c, uint32_t cmd, const char *arg, char *err,
     size_t errlen, uint32_t *code)
 {
 	*code = MCCL_ERR_INVALID_ARGUMENT;
-	if ((cmd == CTL_ABORT || cmd == CTL_RELOAD || cmd == CTL_METRICS) &&
-	    !client_privileged(c)) {
+	if (ctl_refused(c, cmd, err, errlen)) {
 		*code = MCCL_ERR_PERMISSION;
-		snprintf(err, errlen, "%s is for root and the admin group "
-		    "(admin_group in mccld.conf); uid %u is neither",
-		    cmd == CTL_ABORT ? "abort" : cmd == CTL_RELOAD ? "reload" :
-		    "metrics", (unsigned)c->uid);
 		return NULL;
 	}
 	switch (cmd) {
@@ -698,6 +709,14 @@ client_ctl(struct client *c, const struct ipc_ctl *m, const uint8_t *trailer,
 	if (m->cmd == CTL_MONITOR) {
 		c->monitor = 1;
 		monitor_event("monitoring", &c->uid, json_object());
+		return;
+	}
+	/* A check is answered once every pair of nodes is measured. */
+	if (m->cmd == CTL_CHECK) {
+		if (ctl_refused(c, m->cmd, err, sizeof(err)))
+			client_error(c, MCCL_ERR_PERMISSION, IPC_CTL, err);
+		else if (check_ctl_start(c, arg, err, sizeof(err)) == -1)
+			client_error(c, MCCL_ERR_INVALID_ARGUMENT, IPC_CTL, err);
 		return;
 	}
 	/* A job here asks the other nodes first: answered later.  One that
@@ -898,6 +917,7 @@ client_close(struct client *c, const char *why)
 		log_debug("control: client %s disconnected", c->desc);
 	job_client_gone(c, 0);
 	job_ctl_forget(c);
+	check_ctl_forget(c);
 	if (c->bell != NULL)
 		seg_unref(c->bell);
 	c->bell = NULL;

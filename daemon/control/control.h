@@ -60,6 +60,14 @@ json_t		*job_ctl_failed(const struct client *);
 json_t		*job_ctl_ended(const struct client *, const char *, char *,
 		    size_t);
 void		job_ctl_close(void);
+
+/* ---- check.c: mcclctl check ---- */
+
+int		check_ctl_start(struct client *, const char *, char *, size_t);
+void		check_ctl_forget(const struct client *);
+int		check_peer_msg(uint32_t, uint16_t, const void *, const uint8_t *,
+		    size_t);
+void		check_close(void);
 void		utc_time(time_t, char *, size_t);
 int		job_count(const struct client *);
 

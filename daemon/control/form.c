@@ -23,6 +23,7 @@
 #include "mccld.h"
 #include "control/control.h"
 #include "control/job.h"
+#include "engine/check.h"
 
 #define FORM_GRACE_MS	1000	/* the coordinator's timeout message first */
 
@@ -323,9 +324,11 @@ coord_form(struct coord *k)
 	uint8_t *trailer, *sent;
 
 	memset(&f, 0, sizeof(f));
-	while (f.job_id == 0)
+	while (f.job_id == 0) {
 		if (getrandom(&f.job_id, sizeof(f.job_id), 0) != sizeof(f.job_id))
 			f.job_id = ((uint64_t)rand() << 32) ^ (uint64_t)now_ns();
+		f.job_id &= ~PEER_CHECK_JOB;	/* mcclctl check's links */
+	}
 	f.uid = (uint32_t)k->uid;
 	f.nranks = k->nranks;
 	f.lanes = md.conf.streams_per_peer;
@@ -634,6 +637,14 @@ job_data_link(int fd, const struct peer_data_hello *m)
 		log_warnx("peer: data link of unknown stream %u from node %s",
 		    m->stream, peer_name(m->node));
 		close(fd);
+		return;
+	}
+	if (m->job_id & PEER_CHECK_JOB) {	/* mcclctl check measures */
+		char err[ERR_MAX];
+
+		if (check_serve(fd, m->node, err, sizeof(err)) == -1)
+			log_warnx("check: a link from node %s: %s",
+			    peer_name(m->node), err);
 		return;
 	}
 	if (j != NULL) {

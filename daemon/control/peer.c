@@ -337,6 +337,10 @@ peer_frame(struct peer *p, const uint8_t *buf, size_t len)
 		if (job_peer_msg(p->index, h.type, &msg, trailer, tlen) == -1)
 			return -1;
 		return 0;
+	case PEER_CHECK_RUN: case PEER_CHECK_DONE:
+		if (p->state != PEER_UP && p->index != md.conf.node_index)
+			break;
+		return check_peer_msg(p->index, h.type, &msg, trailer, tlen);
 	}
 	log_warnx("peer: node %s: %s not accepted on a control connection",
 	    p->node->name, t->name);

@@ -804,6 +804,30 @@ watch_add(struct watch *w, struct link *l, uint32_t peer, short want)
 }
 
 /*
+ * A node we still send to hung up.  It may have taken all we sent and
+ * ended the op, its close overtaking the acknowledgement that tells our
+ * transport so (RDMA: a completion not yet polled): the transport gets
+ * HUP_GRACE_NS to make that progress before the link counts as failed.
+ */
+#define HUP_GRACE_NS	(200 * 1000000ULL)
+
+static int
+hangup(struct xfer *x, const struct watch_slot *s)
+{
+	uint64_t now = now_ns();
+	struct timespec nap = { 0, 1000000 };
+
+	if (x->hup_ns == 0)
+		x->hup_ns = now;
+	else if (now - x->hup_ns >= HUP_GRACE_NS)
+		return link_error(x, s->peer, s->link,
+		    link_hangup_errno(s->link));
+	else
+		nanosleep(&nap, NULL);	/* the hang-up stays readable */
+	return 0;
+}
+
+/*
  * Sleep until a link can move, the job is aborted or the deadline passes.
  * A sending link is watched for a hang-up even when nothing is queued for
  * it: its node can't finish this operation before taking all we send.
@@ -836,8 +860,7 @@ io_wait(struct xfer *x, const struct lane *lanes, size_t nl,
 	for (nfds_t i = 1; i < w->n && !links_ready(w->pfd + 1, w->n - 1); i++)
 		if ((w->pfd[i].events & POLLRDHUP) &&
 		    (w->pfd[i].revents & (POLLERR | POLLHUP | POLLRDHUP)))
-			return link_error(x, w->slot[i].peer, w->slot[i].link,
-			    link_hangup_errno(w->slot[i].link));
+			return hangup(x, &w->slot[i]);
 	/*
 	 * Aborted: give up, unless a link can move.  The op may then still
 	 * end well here, as it did on the nodes that sent its last frames

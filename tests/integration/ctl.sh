@@ -2,17 +2,7 @@
 # Columns that change from run to run (ports, ids, times) are cut away;
 # the rest is compared exactly.
 
-expect_output() {	# NAME EXPECTED ACTUAL
-	if [ "$2" = "$3" ]; then
-		ok "$1"
-	else
-		bad "$1"
-		diff <(echo "$2") <(echo "$3") | head -n 20
-	fi
-}
-
 echo "== mcclctl"
-ctl() { "$B/mcclctl" -s "$T/n$1.sock" "${@:2}"; }
 
 expect_output "mcclctl status" "node:         n1 (index 1)
 cluster size: 3
@@ -291,15 +281,6 @@ fi
 daemons_stop 70 1
 ctl 0 job nosuch >/dev/null 2>&1
 expect_output "mcclctl job of no job exits 1" 1 "$?"
-
-# job_ready JOB: wait (10 s at most) until n0 shows JOB formed.
-job_ready() {
-	local deadline=$((SECONDS + 10))
-	until ctl 0 jobs | grep -q "^$1 .* ready"; do
-		[ $SECONDS -lt $deadline ] || return 1
-		sleep 0.05
-	done
-}
 
 echo "== mcclctl job: a healthy job at full speed, then a rank stopped"
 # Small allreduces back to back: two snapshots taken a moment apart differ,

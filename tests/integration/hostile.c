@@ -19,6 +19,8 @@
  *   unauth HOST PORT [SOCKET]        a peer without the key gets nothing
  *   unread SOCKET N                  N connections that never read replies
  *   early HOST PORT KEYFILE NODE N   N authenticated data links of no job
+ *   checklinks HOST PORT KEYFILE NODE N   the same, as mcclctl check's
+ *                                    links (job id PEER_CHECK_JOB | i)
  *   flood HOST PORT N MS [reopen]    hold N idle connections for MS ms,
  *                                    reopening those the daemon closes
  *
@@ -2592,11 +2594,12 @@ early_auth(int fd, uint32_t node, char *why, size_t len)
 }
 
 /*
- * n data links of unknown jobs, authenticated as node: the daemon may
- * keep some until their jobs form, never all of them.
+ * n data links of unknown jobs (ids from id_base), authenticated as node:
+ * the daemon may keep some until their jobs form, or serve some as check
+ * links, never all of them.
  */
 static int
-early_mode(const char *key_file, uint32_t node, int n)
+early_mode(const char *key_file, uint32_t node, int n, uint64_t id_base)
 {
 	char why[WHY_MAX] = "";
 	int *fds, kept = 0, sent = 0;
@@ -2607,7 +2610,7 @@ early_mode(const char *key_file, uint32_t node, int n)
 		return -1;
 	}
 	for (int i = 0; i < n; i++) {
-		struct peer_data_hello d = { 0x7e570000ULL + (uint64_t)i, node,
+		struct peer_data_hello d = { id_base + (uint64_t)i, node,
 		    PEER_STREAM_COLL };
 
 		if ((fds[i] = tcp_connect(why, sizeof(why))) == -1 ||
@@ -2623,8 +2626,10 @@ early_mode(const char *key_file, uint32_t node, int n)
 	for (int i = 0; i < sent; i++) {
 		char c;
 
-		kept += recv(fds[i], &c, 1, MSG_DONTWAIT) == -1 &&
-		    errno == EAGAIN;
+		ssize_t got = recv(fds[i], &c, 1, MSG_DONTWAIT);
+
+		/* Open: nothing yet, or a check link's transport offer. */
+		kept += got == 1 || (got == -1 && errno == EAGAIN);
 		close(fds[i]);
 	}
 	free(fds);
@@ -2764,7 +2769,12 @@ main(int argc, char **argv)
 		peer_host = argv[2];
 		peer_port = argv[3];
 		return early_mode(argv[4], (uint32_t)atoi(argv[5]),
-		    atoi(argv[6])) == 0 ? 0 : 1;
+		    atoi(argv[6]), 0x7e570000ULL) == 0 ? 0 : 1;
+	} else if (argc == 7 && strcmp(argv[1], "checklinks") == 0) {
+		peer_host = argv[2];
+		peer_port = argv[3];
+		return early_mode(argv[4], (uint32_t)atoi(argv[5]),
+		    atoi(argv[6]), PEER_CHECK_JOB) == 0 ? 0 : 1;
 	} else if (argc == 4 && strcmp(argv[1], "unread") == 0) {
 		sock_path = argv[2];
 		return unread_mode(atoi(argv[3])) == 0 && nfailed == 0 ? 0 : 1;

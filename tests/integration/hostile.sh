@@ -173,6 +173,20 @@ fi
 hostile_logged "the refused early links are logged" "$T/k1.log" \
     "node k0 already has 64 data links of jobs not formed here"
 
+echo "== an authenticated peer's check links that never set up"
+# 80 links claiming node k0 as mcclctl check's: k1 serves 64 at once, each
+# until its set-up times out, refuses the rest, and stays up.
+out=$(timeout 60 "$B/mccl-hostile" checklinks 127.0.0.1 $((kbase + 1)) \
+    "$T/cluster.key" 0 80 2>&1)
+kept=$(sed -n 's/^80 data links sent, \([0-9]*\) kept$/\1/p' <<<"$out")
+if [ -n "$kept" ] && [ "$kept" -gt 0 ] && [ "$kept" -le 64 ]; then
+	ok "k1 serves $kept of 80 check links (at most 64 at once)"
+else
+	bad "check links: $out"
+fi
+hostile_logged "the refused check links are logged, with why" \
+    "$T/k1.log" "check: a link from node k0: 64 check links are served already"
+
 echo "== unauthenticated peers"
 hostile_run "unauth" unauth 127.0.0.1 $((kbase + 1)) "$T/k1.sock"
 

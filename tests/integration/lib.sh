@@ -187,6 +187,28 @@ daemons_stop() {
 	done
 }
 
+# expect_output NAME EXPECTED ACTUAL: ok when equal, else the difference.
+expect_output() {
+	if [ "$2" = "$3" ]; then
+		ok "$1"
+	else
+		bad "$1"
+		diff <(echo "$2") <(echo "$3") | head -n 20
+	fi
+}
+
+# ctl I ARGS...: mcclctl ARGS against the cluster's node nI.
+ctl() { "$B/mcclctl" -s "$T/n$1.sock" "${@:2}"; }
+
+# job_ready JOB: wait (10 s at most) until n0 shows JOB formed.
+job_ready() {
+	local deadline=$((SECONDS + 10))
+	until ctl 0 jobs | grep -q "^$1 .* ready"; do
+		[ $SECONDS -lt $deadline ] || return 1
+		sleep 0.05
+	done
+}
+
 summary() {
 	echo "$PASS passed, $FAIL failed"
 	[ "$FAIL" -eq 0 ]

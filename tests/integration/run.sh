@@ -3,12 +3,12 @@
 # loopback, ranks spread over them, every result checked; error paths
 # checked by code and message; mcclctl output checked; hostile input and
 # injected faults.  Sections (default: all): matrix api formation timeouts
-# ctl hostile security faults transport.
+# ctl check hostile security faults transport.
 set -u
 B=$(cd "${1:-build}" && pwd)
 shift
-SECTIONS=${*:-matrix api formation timeouts ctl hostile security faults \
-    transport}
+SECTIONS=${*:-matrix api formation timeouts ctl check hostile security \
+    faults transport}
 TRANSPORT=tcp		# unless MCCL_TEST_TRANSPORT says otherwise
 . "$(dirname "$0")/lib.sh"
 
@@ -164,6 +164,7 @@ wait "$b"
 fi
 
 section ctl && . "$(dirname "$0")/ctl.sh"
+section check && . "$(dirname "$0")/check.sh"
 section hostile && . "$(dirname "$0")/hostile.sh"
 section security && . "$(dirname "$0")/security.sh"
 section faults && . "$(dirname "$0")/faults.sh"

@@ -443,5 +443,11 @@ case "$?:$out" in
 	ok "metrics are for root and the admin group" ;;
 *) bad "metrics for another user: $out" ;;
 esac
+out=$(as_user "$vic" "$XB/mcclctl" -s "$T/n0.sock" check --force 2>&1)
+case "$?:$out" in
+1:*"check is for root and the admin group"*)
+	ok "check (it loads every link) is for root and the admin group" ;;
+*) bad "check for another user: $out" ;;
+esac
 kill "$sec_holder" 2>/dev/null
 wait "$sec_holder" 2>/dev/null

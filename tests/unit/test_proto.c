@@ -31,6 +31,7 @@ static const uint16_t peer_known[] = {
 	PEER_JOIN_FAIL, PEER_ABORT, PEER_DATA_HELLO, PEER_DATA_OPHDR, PEER_DATA,
 	PEER_P2P, PEER_AUTH_HELLO, PEER_AUTH_CHALLENGE, PEER_AUTH_RESPONSE,
 	PEER_JOB_QUERY, PEER_JOB_INFO, PEER_DATA_LINK, PEER_DATA_READY,
+	PEER_CHECK_RUN, PEER_CHECK_DONE,
 };
 
 static size_t
@@ -725,7 +726,7 @@ START_TEST(test_bytes_peer)
 {
 	static const uint8_t want[] = {
 		0x4d, 0x43, 0x43, 0x50,		/* "MCCP" */
-		0x00, 0x04, 0x00, 0x65,		/* v4, PEER_PING = 101 */
+		0x00, 0x05, 0x00, 0x65,		/* v5, PEER_PING = 101 */
 		0x00, 0x00, 0x00, 0x08,
 		0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7, 0xa8,
 		'o', 'k',			/* not part of the frame */
@@ -741,7 +742,7 @@ START_TEST(test_bytes_peer)
 	/* And decoding the reference bytes gives the values back. */
 	wire_hdr_decode(want, &h);
 	ck_assert_uint_eq(h.magic, PEER_MAGIC);
-	ck_assert_uint_eq(h.version, 4);
+	ck_assert_uint_eq(h.version, 5);
 	ck_assert_uint_eq(h.type, PEER_PING);
 	ck_assert_uint_eq(h.len, 8);
 	ck_assert_int_eq(wire_decode(wire_type_lookup(&peer_proto, PEER_PING),

@@ -1,0 +1,157 @@
+# check.sh: mcclctl check (sourced by run.sh).  --write-config: its file
+# taken by mccld, its refusals.  On the loopback cluster: every pair
+# measured, refused while a job runs unless forced, a frozen node's pairs
+# marked unreachable.  As root, four hosts in network
+# namespaces on a bridge (198.18.2.0/24), each host's egress shaped by
+# tc tbf to 200 Mbit/s but one host's to 40: that host's pairs, and no
+# other, must be marked.  Everything made here is removed at exit.
+
+echo "== mcclctl check --write-config: one file for every node"
+me=$(hostname)
+out=$("$B/mcclctl" check --write-config "$me=127.0.0.1:7001" \
+    "peer=localhost:7002" 2>&1)
+"$B/mcclctl" check --write-config "$me=127.0.0.1:7001" \
+    "peer=localhost:7002" >"$T/wc.conf" 2>&1 &&
+    "$B/mccld" -n -c "$T/wc.conf" -s "$T/wc.sock" >"$T/wc.out" 2>&1 &&
+    grep -qE "^node +$me$" "$T/wc.out" &&
+    grep -qE "^listen +127.0.0.1:7001$" "$T/wc.out" &&
+    grep -qE "^nodes +$me 127.0.0.1:7001, peer 127.0.0.1:7002$" "$T/wc.out" &&
+    ok "--write-config: mccld takes the file, finds itself by host name" ||
+    bad "--write-config: $out / $(cat "$T/wc.out" 2>/dev/null)"
+wc_fails() {	# NAME EXPECTED HOST...
+	local name=$1 want=$2 out
+	shift 2
+	out=$("$B/mcclctl" check --write-config "$@" 2>&1)
+	expect_output "--write-config refuses $name" \
+	    "1:mcclctl: check --write-config: $want" "$?:$out"
+}
+wc_fails "one host twice" \
+    '"127.0.0.1" and "localhost" are both 127.0.0.1:7470' 127.0.0.1 localhost
+wc_fails "two nodes of one name" 'two nodes named "a"' \
+    a=127.0.0.1:7001 a=127.0.0.1:7002
+wc_fails "loopback beside other hosts" \
+    '"127.0.0.1" is a loopback address (127.0.0.1:7470): node 198.18.0.1 could not reach it' \
+    198.18.0.1 127.0.0.1
+wc_fails "a bad port" '"198.18.0.1:0": the port must be 1 to 65535' \
+    198.18.0.1:0
+out=$("$B/mcclctl" check --write-config no-such-host.invalid 2>&1)
+[ $? = 1 ] && grep -q '"no-such-host.invalid": ' <<<"$out" &&
+    ok "--write-config: a host that does not resolve, named" ||
+    bad "--write-config of an unknown host: $out"
+
+echo "== mcclctl check: every pair of nodes"
+out=$(ctl 1 check 2>&1)
+rc=$?
+[ $rc = 0 ] && grep -qE '^n0 +- +[0-9.]+\*? +[0-9.]+\*?$' <<<"$out" &&
+    grep -qE '^n2 +[0-9.]+\*? +[0-9.]+\*? +-$' <<<"$out" &&
+    grep -q '^median [0-9.]* Gbit/s, round trip [0-9.]* ms' <<<"$out" &&
+    ok "mcclctl check: a matrix of the three nodes" ||
+    bad "mcclctl check: exit $rc: $out"
+out=$(ctl 0 -j check 2>&1)
+expect_output "mcclctl -j check: 6 directions, each with a rate and a round trip" \
+    "6 6" "$(grep -c '"from"' <<<"$out") $(grep -cE '"gbps": [0-9]' <<<"$out")"
+
+# A job here: refused, unless forced.
+spawn 0 ckjob 1 0 hold 3000
+ck=$LAST_PID
+job_ready ckjob || bad "job ckjob did not form"
+out=$(ctl 0 check 2>&1)
+expect_output "mcclctl check while a job runs: refused, exit 1" \
+    "1:mcclctl: check: mccld: 1 job runs on node n0: the check's traffic and theirs would disturb each other (mcclctl check --force runs it anyway)" \
+    "$?:$out"
+out=$(ctl 0 check --force 2>&1)
+[ $? = 0 ] && grep -q '^median' <<<"$out" &&
+    ok "mcclctl check --force runs beside the job" ||
+    bad "mcclctl check --force: $out"
+wait "$ck" || bad "the job beside the check failed"
+
+# A frozen node: its pairs unreachable, the others measured.
+kill -STOP "${DAEMON_PIDS[2]}"
+for i in $(seq 100); do
+	ctl 0 -j status | grep -q '"peers_up": 1' && break
+	sleep 0.05
+done
+out=$(ctl 0 check 2>&1)
+kill -CONT "${DAEMON_PIDS[2]}"
+grep -q '^  n0 <-> n2: unreachable: node n2 is down' <<<"$out" &&
+    grep -q '^  n1 <-> n2: unreachable: node n2 is down' <<<"$out" &&
+    grep -qE '^n0 +- +[0-9.]+\*? +X\*$' <<<"$out" &&
+    ok "mcclctl check: a frozen node's pairs marked unreachable" ||
+    bad "mcclctl check with n2 frozen: $out"
+wait_cluster 3 || bad "the cluster did not come back after the check"
+
+# ---- four hosts, one slow ----
+
+CK_TAG=$$
+CK_BR=mcclck$CK_TAG
+CK_NS=(mccl-ck$CK_TAG-h0 mccl-ck$CK_TAG-h1 mccl-ck$CK_TAG-h2 mccl-ck$CK_TAG-h3)
+
+ck_down() {
+	local ns
+	for ns in "${CK_NS[@]}"; do
+		ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null
+		ip netns del "$ns" 2>/dev/null
+	done
+	ip link del "$CK_BR" 2>/dev/null
+}
+
+# ck_up: the bridge, the hosts, their egress shaped (host 3: 40 Mbit/s).
+ck_up() {
+	local i rate
+	ip link add "$CK_BR" type bridge && ip link set "$CK_BR" up || return 1
+	for i in 0 1 2 3; do
+		rate=200mbit
+		[ $i = 3 ] && rate=40mbit
+		ip netns add "${CK_NS[$i]}" &&
+		ip link add "ck$CK_TAG$i" type veth peer name eth0 \
+		    netns "${CK_NS[$i]}" &&
+		ip link set "ck$CK_TAG$i" master "$CK_BR" up &&
+		ip -n "${CK_NS[$i]}" addr add "198.18.2.$((10 + i))/24" dev eth0 &&
+		ip -n "${CK_NS[$i]}" link set lo up &&
+		ip -n "${CK_NS[$i]}" link set eth0 up &&
+		tc -n "${CK_NS[$i]}" qdisc add dev eth0 root tbf rate $rate \
+		    burst 64kb latency 100ms || return 1
+	done
+}
+
+echo "== mcclctl check: four hosts, one of them slow (namespaces)"
+if [ "$(id -u)" != 0 ] || ! ip netns list >/dev/null 2>&1; then
+	echo "(not root: the shaped hosts need network namespaces; skipped)"
+elif ! ck_up; then
+	bad "check: cannot build the namespaces"
+	ck_down
+else
+	CLEANUP_HOOKS+=(ck_down)
+	head -c 64 /dev/urandom >"$T/ck.key"
+	chmod 600 "$T/ck.key"
+	# One file for the four, from --write-config; each daemon finds
+	# itself by its host name (a UTS namespace each).  Only the key's
+	# path is the test's own.
+	"$B/mcclctl" check --write-config h0=198.18.2.10 h1=198.18.2.11 \
+	    h2=198.18.2.12 h3=198.18.2.13 |
+	    sed "s#/etc/mccl/cluster.key#$T/ck.key#" >"$T/ck.conf"
+	for i in 0 1 2 3; do
+		ip netns exec "${CK_NS[$i]}" unshare --uts sh -c \
+		    'hostname "$1" && exec "$2" -c "$3" -s "$4"' - "h$i" \
+		    "$B/mccld" "$T/ck.conf" "$T/h$i.ck.sock" \
+		    >>"$T/h$i.ck.log" 2>&1 &
+		DAEMON_PIDS[$((80 + i))]=$!
+	done
+	for i in $(seq 100); do
+		"$B/mcclctl" -s "$T/h0.ck.sock" -j status 2>/dev/null |
+		    grep -q '"peers_up": 3' && break
+		sleep 0.1
+	done
+	out=$("$B/mcclctl" -s "$T/h0.ck.sock" check 2>&1)
+	rc=$?
+	echo "$out" | sed 's/^/    /'
+	slow=$(grep -cE '^  h3 -> h[012]: [0-9.]+ Gbit/s, under half the median' <<<"$out")
+	asym=$(grep -cE '^  h[012] <-> h3: asymmetric' <<<"$out")
+	others=$(sed -n '/^outliers:/,$p' <<<"$out" | sed 1d | grep -vc 'h3')
+	[ $rc = 0 ] && [ "$slow" = 3 ] && [ "$asym" = 3 ] && [ "$others" = 0 ] &&
+	    grep -qE '^h3 +[0-9.]+\* +[0-9.]+\* +[0-9.]+\* +-$' <<<"$out" &&
+	    ok "mcclctl check: the slow host's three links marked, no other" ||
+	    bad "mcclctl check on shaped hosts: exit $rc, $slow slow, $asym \
+asymmetric, $others other outliers"
+	daemons_stop 80 4
+fi
