@@ -31,7 +31,7 @@ union ipc_daemon_msg {
 /*
  * proto_op_bytes() on one operation: it sizes the buffers the daemon checks
  * against segments, so it must refuse exactly the sizes that overflow and
- * the collectives it does not know.
+ * the collectives it does not size (unknown ones, the v-collectives).
  */
 static void
 op_bytes_one(const struct ipc_op *op, size_t esize, uint32_t nranks)
@@ -41,7 +41,9 @@ op_bytes_one(const struct ipc_op *op, size_t esize, uint32_t nranks)
 
 	over = __builtin_mul_overflow(op->count, (uint64_t)esize, &one) ||
 	    __builtin_mul_overflow(one, (uint64_t)nranks, &all);
-	known = op->coll >= 1 && op->coll <= COLL_MAX;
+	/* the v-collectives are sized by proto_vec_bytes instead */
+	known = op->coll >= 1 && op->coll <= COLL_MAX &&
+	    proto_vec_len((int)op->coll, 1) == 0;
 	rc = proto_op_bytes(op->coll, op->count, esize, nranks,
 	    (uint32_t)op->seq, op->root, &send, &recv);
 	FUZZ_CHECK(rc == ((over || !known) ? -1 : 0));
