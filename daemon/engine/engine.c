@@ -477,7 +477,7 @@ static void
 engine_reslot(const struct job *j, uint8_t *dst, const uint8_t *src,
     size_t blk)
 {
-	for (uint32_t r = 0; r < j->nranks; r++)
+	for (uint32_t r = 0; r < j->nranks && blk > 0; r++)
 		memcpy(dst + (size_t)j->rank_slot[r] * blk, src + (size_t)r * blk,
 		    blk);
 }
@@ -487,6 +487,8 @@ static void
 engine_unslot(const struct job *j, uint8_t *dst, const uint8_t *src,
     size_t blk)
 {
+	if (blk == 0)		/* nothing, and the buffers may be NULL */
+		return;
 	if (j->slots_are_ranks) {
 		if (dst != src)
 			memcpy(dst, src, (size_t)j->nranks * blk);
@@ -893,8 +895,9 @@ a2av_put(const struct job *j, const struct op *op, uint32_t i, uint32_t r,
 
 	memcpy(c->counts, count, A2AV_PAIR);
 	c->counts += A2AV_PAIR;
-	memcpy(c->data, op->parts[i].send + SDISPL(op, i, j->nranks)[r] *
-	    c->es, count[0] * c->es);
+	if (count[0] > 0)	/* else the buffer may be NULL */
+		memcpy(c->data, op->parts[i].send + SDISPL(op, i,
+		    j->nranks)[r] * c->es, count[0] * c->es);
 	c->data += count[0] * c->es;
 	return 0;
 }
@@ -936,8 +939,9 @@ a2av_get(const struct job *j, const struct op *op, uint32_t i, uint32_t r,
 	struct a2av_cursor *c = arg;
 	size_t len = RCOUNT(op, i, j->nranks)[r] * c->es;
 
-	memcpy(op->parts[i].recv + RDISPL(op, i, j->nranks)[r] * c->es, c->data,
-	    len);
+	if (len > 0)		/* else the buffer may be NULL */
+		memcpy(op->parts[i].recv + RDISPL(op, i, j->nranks)[r] *
+		    c->es, c->data, len);
 	c->data += len;
 	return 0;
 }
