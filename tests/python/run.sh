@@ -102,7 +102,7 @@ torchrun_2x2() {
 }
 
 echo "== torch checks under torchrun"
-p=$(free_ports 3)
+p=$(free_ports 5)
 torchrun_2x2 "$p" "$HERE/torch_check.py"
 report "torch_check.py under torchrun, 2 nodes x 2 ranks" \
     "$T/torchrun.$p.out" $?
@@ -116,6 +116,23 @@ report "DDP: broadcast at construction, buckets, no_sync, a short last \
 batch" "$T/ddp.out" $?
 [ -s "$T/ddp.out" ] || tail -n 20 "$T/torchrun.$((p + 1)).out" \
     "$T/torchrun.$((p + 2)).out"
+
+echo "== CUDA tensors, 2 nodes x 2 ranks on GPU 0"
+if ! "$PY" -c 'import sys, torch
+sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+	echo "skipped: no CUDA device"
+else
+	"${MCCLRUN[@]}" "${REMOTE[@]}" -N 2 "$PY" "$HERE/cuda_check.py" \
+	    >"$T/cuda.out" 2>&1
+	report "cuda_check.py under mcclrun" "$T/cuda.out" $?
+	torchrun_2x2 $((p + 3)) "$HERE/ddp_train.py" mccl "$T/cddp_mccl" \
+	    cuda && torchrun_2x2 $((p + 4)) "$HERE/ddp_train.py" gloo \
+	    "$T/cddp_gloo" cuda && "$PY" "$HERE/ddp_compare.py" \
+	    "$T/cddp_mccl" "$T/cddp_gloo" 4 >"$T/cddp.out" 2>&1
+	report "DDP on CUDA: mccl against gloo" "$T/cddp.out" $?
+	[ -s "$T/cddp.out" ] || tail -n 20 "$T/torchrun.$((p + 3)).out" \
+	    "$T/torchrun.$((p + 4)).out"
+fi
 
 echo "== a rank that fails under DDP: the others raise, never crash"
 # ddp_fault.py: the last rank is killed or stopped at step 20, or rank 0

@@ -4,7 +4,8 @@ throughput, in samples per second, of a fixed MLP of 25.2 M parameters
 rank.  BACKEND "none" trains in this one process alone (no DDP); "mccl"
 or "gloo" run as one rank of a torch.distributed job (RANK, WORLD_SIZE,
 MASTER_ADDR, MASTER_PORT as torchrun sets them), each rank taking its
-share of the global batch.  Rank 0 prints one line,
+share of the global batch.  BENCH_DEVICE=cuda trains on GPU 0 (every
+rank; they may share it).  Rank 0 prints one line,
     ddp backend=B ranks=N batch=G params=P steps=S samples_per_s=X
 for tools/bench/report.py.
 """
@@ -32,7 +33,8 @@ def main():
     warmup = int(sys.argv[4]) if len(sys.argv) > 4 else 2
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     rank, size = 0, 1
-    net = model()
+    device = torch.device(os.environ.get("BENCH_DEVICE", "cpu"))
+    net = model().to(device)
     if backend != "none":
         import torch.distributed as dist
         import mccl.torch  # noqa: F401 (registers "mccl")
@@ -44,15 +46,19 @@ def main():
                          (batch, size))
     opt = torch.optim.SGD(net.parameters(), lr=0.01)
     gen = torch.Generator().manual_seed(1 + rank)
-    x = torch.randn(batch // size, 1024, generator=gen)
-    y = torch.randint(0, 16, (batch // size,), generator=gen)
+    x = torch.randn(batch // size, 1024, generator=gen).to(device)
+    y = torch.randint(0, 16, (batch // size,), generator=gen).to(device)
     loss_fn = torch.nn.CrossEntropyLoss()
     for step in range(warmup + steps):
         if step == warmup:
+            if device.type == "cuda":
+                torch.cuda.synchronize()
             t0 = time.perf_counter()
         opt.zero_grad()
         loss_fn(net(x), y).backward()
         opt.step()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
     elapsed = time.perf_counter() - t0
     if rank == 0:
         params = sum(p.numel() for p in net.parameters())

@@ -7,7 +7,10 @@ where each rank ran ("# placement HOST..."), for the harness to check.
 
 With RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set it is one rank of a
 job launched elsewhere; without, it starts NRANKS local ranks itself (on
-127.0.0.1) and waits for them.
+127.0.0.1) and waits for them.  BENCH_BACKEND (gloo, or mccl) and
+BENCH_DEVICE (cpu, or cuda: every rank on GPU 0, the time including the
+copies, synchronized) measure another backend or CUDA tensors the same
+way.
 Usage: gloo_allreduce.py NRANKS MINB MAXB ITERS"""
 import os
 import socket
@@ -19,18 +22,28 @@ import torch
 import torch.distributed as dist
 
 
+DEVICE = torch.device(os.environ.get("BENCH_DEVICE", "cpu"))
+
+
 def values(rank, count):
     """Rank r's elements: small integers, so every sum is exact."""
-    return (torch.arange(count) % 7 + 1).float() * (rank + 1)
+    return ((torch.arange(count) % 7 + 1).float() * (rank + 1)).to(DEVICE)
+
+
+def sync():
+    if DEVICE.type == "cuda":
+        torch.cuda.synchronize()
 
 
 def time_allreduce(x, iters):
     """Seconds per all_reduce, the slowest rank's."""
+    sync()
     dist.barrier()
     t0 = time.perf_counter()
     for _ in range(iters):
         y = x.clone()
         dist.all_reduce(y)
+    sync()
     took = torch.tensor([(time.perf_counter() - t0) / iters],
                         dtype=torch.float64)
     dist.all_reduce(took, op=dist.ReduceOp.MAX)
@@ -47,7 +60,10 @@ def print_placement(rank, n):
 def run_rank(minb, maxb, iters):
     rank = int(os.environ["RANK"])
     n = int(os.environ["WORLD_SIZE"])
-    dist.init_process_group("gloo", rank=rank, world_size=n)
+    backend = os.environ.get("BENCH_BACKEND", "gloo")
+    if backend == "mccl":
+        import mccl.torch  # noqa: F401 (registers the backend)
+    dist.init_process_group(backend, rank=rank, world_size=n)
     print_placement(rank, n)
     if rank == 0:
         print(f"#{'size':>11} {'count':>10} {'time(us)':>10} {'algbw':>8} "

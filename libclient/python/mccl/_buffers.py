@@ -89,8 +89,9 @@ def _code_of(dt, table):
 
 def _torch(t, what, writable, want):
     if not t.is_cpu:
-        raise ValueError("mccl: %s: a tensor on %s; mccl works on CPU "
-                         "tensors" % (what, t.device))
+        raise ValueError("mccl: %s: a tensor on %s; mccl.Comm works on "
+                         "CPU tensors (the torch backend, mccl.torch, also "
+                         "on CUDA ones)" % (what, t.device))
     if not t.is_contiguous():
         raise ValueError("mccl: %s: the tensor is not contiguous (call "
                          ".contiguous() and copy the result back)" % what)
@@ -178,7 +179,7 @@ def like(b, count, shape=None):
     """A new buffer of count elements of b's kind and dtype (an output)."""
     if b.kind == "torch":
         import torch
-        out = torch.empty(count, dtype=b.obj.dtype)
+        out = torch.empty(count, dtype=b.obj.dtype, device="cpu")
     elif b.kind == "numpy":
         import numpy
         out = numpy.empty(count, dtype=b.obj.dtype)

@@ -13,8 +13,14 @@ results back where a tensor could not be used in place, and completes the
 futures.  DDP's
 gradient allreduces so run on the daemon while backward goes on.
 
-Tensors must be on the CPU.  A non-contiguous tensor is copied into a
-contiguous one and the result copied back.  Reductions: SUM, PRODUCT, MIN,
+Tensors on the CPU are used in place (a non-contiguous one is copied
+into a contiguous one and the result copied back).  CUDA tensors go
+through host memory the daemon shares, page-locked for the GPU
+(_HostStaging): the copies to the host are queued on the caller's current
+stream and waited for before the operation is submitted; the copies back
+are queued on that same stream once it completes, before its future
+completes (DDP's callbacks run on that stream), and Work.wait() makes the
+waiting stream wait for them without blocking on the GPU.  Reductions: SUM, PRODUCT, MIN,
 MAX, AVG on floating-point tensors, BAND, BOR and BXOR on integer ones;
 PREMUL_SUM is refused with a clear error.  all_gather and all_to_all take
 uneven sizes (allgatherv, alltoallv); a sparse all_reduce sums as gloo's
@@ -23,6 +29,7 @@ operation's deadline.
 """
 
 import collections
+import functools
 import inspect
 import queue
 import threading
@@ -75,11 +82,200 @@ def _op(reduce_op, dtype):
 
 def _flat(t):
     """A contiguous tensor to run on: t itself, or a copy (copied back by
-    the caller)."""
+    the caller).  CUDA tensors were replaced by host ones (_staged)."""
     if t.device.type != "cpu":
         raise ValueError("mccl: a tensor on %s; the mccl backend works on "
-                         "CPU tensors" % t.device)
+                         "CPU and CUDA tensors" % t.device)
     return t if t.is_contiguous() else t.contiguous()
+
+
+class _HostStaging:
+    """A group's host memory for CUDA tensors: mccl.empty segments, which
+    the daemon reads and writes in place, page-locked for the GPU
+    (cudaHostRegister) so that copies run by DMA and asynchronously.
+    Buffers come in powers of two from 1 MiB and are reused; a buffer
+    given back is taken again only once the copies from it completed.
+    Where the daemon's segments run out, torch's pinned memory (the
+    library then copies it once more)."""
+
+    MIN = 1 << 20
+    KEEP = 4			# free buffers kept per size
+
+    def __init__(self, comm):
+        self._comm = comm
+        self._lock = threading.Lock()
+        self._free = {}		# size: [(buffer, event or None)]
+        self._registered = {}	# data_ptr: buffer
+        self.fallback = None	# why segments were not used, once
+
+    def take(self, nbytes):
+        size = self.MIN
+        while size < nbytes:
+            size *= 2
+        with self._lock:
+            free = self._free.get(size)
+            buf, event = free.pop() if free else (None, None)
+        if event is not None:
+            event.synchronize()
+        return buf if buf is not None else self._new(size)
+
+    def give(self, buf, event):
+        with self._lock:
+            free = self._free.setdefault(buf.numel(), [])
+            if len(free) < self.KEEP:
+                free.append((buf, event))
+                return
+        if event is not None:
+            event.synchronize()
+        self._drop(buf)
+
+    def _new(self, size):
+        try:
+            buf = mccl.empty(size, torch.uint8, comm=self._comm)
+        except mccl.Error as e:
+            self.fallback = self.fallback or str(e)
+            return torch.empty(size, dtype=torch.uint8, device="cpu",
+                               pin_memory=True)
+        rc = torch.cuda.cudart().cudaHostRegister(buf.data_ptr(), size, 0)
+        if int(rc) == 0:
+            with self._lock:
+                self._registered[buf.data_ptr()] = buf
+        else:
+            self.fallback = self.fallback or \
+                "cudaHostRegister failed (%s)" % rc
+        return buf
+
+    def _drop(self, buf):
+        with self._lock:
+            registered = self._registered.pop(buf.data_ptr(), None)
+        if registered is not None:
+            torch.cuda.cudart().cudaHostUnregister(buf.data_ptr())
+
+    def close(self):
+        """Unpin everything, before the segments go with the comm."""
+        with self._lock:
+            ptrs, self._registered, self._free = \
+                list(self._registered), {}, {}
+        if ptrs:
+            torch.cuda.synchronize()
+        for ptr in ptrs:
+            torch.cuda.cudart().cudaHostUnregister(ptr)
+
+
+class _Stage:
+    """One operation's CUDA tensors and their host mirrors: copied to the
+    host on the caller's current stream (out), and back on it (back)."""
+
+    def __init__(self, staging, device):
+        self._staging = staging
+        self.device = device
+        self.stream = torch.cuda.current_stream(device)
+        self.done = None		# the event after the copies back
+        self._pairs = []		# (CUDA tensor, host mirror, buffer)
+        self._user = {}			# id(host mirror): CUDA tensor
+
+    def mirror(self, t, out, back):
+        """t's host mirror; out: t's data copied there, back: the mirror
+        copied back into t once the operation completes."""
+        if t.device != self.device:
+            raise ValueError("mccl: tensors on %s and %s in one operation"
+                             % (self.device, t.device))
+        if t.is_sparse:		# indices and values: a plain copy
+            host, buf = t.cpu(), None
+        else:
+            nbytes = t.numel() * t.element_size()
+            buf = self._staging.take(nbytes)
+            host = buf[:nbytes].view(t.dtype).view(t.shape)
+            if out:
+                host.copy_(t, non_blocking=True)
+        self._pairs.append((t if back else None, host, buf))
+        self._user[id(host)] = t
+        return host
+
+    def wait_out(self):
+        """The copies to the host done, and the work queued before them."""
+        event = torch.cuda.Event()
+        event.record(self.stream)
+        event.synchronize()
+
+    def back(self):
+        """Queue the copies back; the buffers return once they ran."""
+        with torch.cuda.stream(self.stream):
+            for t, host, _ in self._pairs:
+                if t is not None:
+                    t.copy_(host, non_blocking=True)
+            self.done = torch.cuda.Event()
+            self.done.record(self.stream)
+        for _, _, buf in self._pairs:
+            if buf is not None:
+                self._staging.give(buf, self.done)
+        self._pairs = []
+
+    def release(self):
+        """The operation never ran: give the buffers back unused."""
+        for _, _, buf in self._pairs:
+            if buf is not None:
+                self._staging.give(buf, None)
+        self._pairs = []
+
+    def user(self, value):
+        """value with each host mirror replaced by its CUDA tensor."""
+        if isinstance(value, torch.Tensor):
+            return self._user.get(id(value), value)
+        if isinstance(value, (list, tuple)):
+            return type(value)(self.user(v) for v in value)
+        return value
+
+
+def _map_tensors(value, fn):
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_map_tensors(v, fn) for v in value)
+    return value
+
+
+def _cuda_device(args):
+    """The device of the first CUDA tensor in args, else None (the CPU
+    path's one cost: no allocation)."""
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            if a.is_cuda:
+                return a.device
+        elif isinstance(a, (list, tuple)):
+            d = _cuda_device(a)
+            if d is not None:
+                return d
+    return None
+
+
+def _staged(outputs=None, inplace=True):
+    """A collective that takes CUDA tensors: they are replaced by host
+    mirrors for the CPU code.  The argument at index outputs is written
+    only: not copied out, copied back; without one, every tensor is
+    copied out, and back if inplace.  The Work copies back (_Completer)."""
+    def wrap(method):
+        @functools.wraps(method)
+        def run(self, *args):
+            device = _cuda_device(args)
+            if device is None:
+                return method(self, *args)
+            stage = _Stage(self._host_staging(), device)
+            try:
+                host = [_map_tensors(a, lambda t, i=i: stage.mirror(
+                    t, i != outputs, i == outputs or (outputs is None and
+                                                      inplace))
+                    if t.is_cuda else t) for i, a in enumerate(args)]
+                stage.wait_out()
+                self._local.stage = stage
+                return method(self, *host)
+            except BaseException:
+                stage.release()
+                raise
+            finally:
+                self._local.stage = None
+        return run
+    return wrap
 
 
 class _Work(Work):
@@ -91,11 +287,12 @@ class _Work(Work):
     reaches these methods only while this Python object lives, so its
     group keeps it (_Keep) until long after it completed."""
 
-    def __init__(self, src, source=None):
+    def __init__(self, src, source=None, stage=None):
         super().__init__()
         self._src = src
         self._fut = src.then(_unwrap)
         self._source = source	# a receive from any source: its Request
+        self._stage = stage	# CUDA tensors: their copies back
 
     def _error(self):
         value = self._src.value()
@@ -106,6 +303,7 @@ class _Work(Work):
         error = self._error()
         if error is not None:
             raise error
+        self.synchronize()
         return True
 
     def is_completed(self):
@@ -130,7 +328,11 @@ class _Work(Work):
         return self._source.source
 
     def synchronize(self):
-        pass
+        """The caller's current stream waits for the copies back (CUDA);
+        the CPU does not wait for the GPU."""
+        if self._stage is not None and self._stage.done is not None:
+            torch.cuda.current_stream(self._stage.device).wait_event(
+                self._stage.done)
 
 
 class _Keep:
@@ -191,16 +393,23 @@ class _Completer(threading.Thread):
             item = self.queue.get()
             if item is None:
                 return
-            req, after, fut, value, done = item
+            req, after, fut, value, done, stage = item
             try:
                 if req is not None:
                     req.wait()
                 if after is not None:
                     after()
             except Exception as e:	# noqa: BLE001 (handed to the future)
+                if stage is not None:
+                    stage.release()
                 fut.set_result(_Failed(e))
             else:
-                fut.set_result(value)
+                if stage is None:
+                    fut.set_result(value)
+                else:	# then-callbacks (DDP's) run after the copies back
+                    stage.back()
+                    with torch.cuda.stream(stage.stream):
+                        fut.set_result(stage.user(value))
             done()
 
 
@@ -217,7 +426,10 @@ class ProcessGroupMCCL(ProcessGroup):
         self._keep = _Keep()
         self._completer = _Completer(self._comm.job)
         self._completer.start()
-        weakref.finalize(self, _shutdown, self._completer, self._comm)
+        self._local = threading.local()	# .stage: a CUDA op being made
+        self._staging = []		# its _HostStaging, once needed
+        weakref.finalize(self, _shutdown, self._completer, self._comm,
+                         self._staging)
 
     def getBackendName(self):
         return "mccl"
@@ -227,12 +439,19 @@ class ProcessGroupMCCL(ProcessGroup):
 
     # -- the path every operation takes --
 
+    def _host_staging(self):
+        if not self._staging:
+            self._staging.append(_HostStaging(self._comm))
+        return self._staging[0]
+
     def _work(self, req, value, after=None, source=None):
         src = Future()
-        work = _Work(src, source)
+        stage = getattr(self._local, "stage", None)
+        work = _Work(src, source, stage)
         self._keep.add(work)
         self._completer.queue.put((req, after, src, value,
-                                   lambda: self._keep.completed(work)))
+                                   lambda: self._keep.completed(work),
+                                   stage))
         return work
 
     @staticmethod
@@ -255,6 +474,7 @@ class ProcessGroupMCCL(ProcessGroup):
 
     # -- collectives --
 
+    @_staged()
     def allreduce(self, tensors, opts=None):
         t = self._one(tensors, "allreduce")
         op = _op(opts.reduceOp if opts is not None else ReduceOp.SUM,
@@ -275,7 +495,8 @@ class ProcessGroupMCCL(ProcessGroup):
         idx = c.indices().t().contiguous()	# nnz rows of ndim
         val = c.values().contiguous()		# nnz rows of the rest
         nnz = [int(x) for x in self._comm.allgather(
-            torch.tensor([idx.shape[0]], dtype=torch.int64)).view(-1)]
+            torch.tensor([idx.shape[0]], dtype=torch.int64,
+                         device="cpu")).view(-1)]
         ndim, row = idx.shape[1], val.shape[1:].numel()
         all_idx = self._comm.allgatherv(idx.view(-1),
                                         [k * ndim for k in nnz])
@@ -286,6 +507,7 @@ class ProcessGroupMCCL(ProcessGroup):
         t.copy_(total)
         return self._work(None, tensors)
 
+    @_staged()
     def allreduce_coalesced(self, tensors, opts=None):
         if not tensors:
             return self._work(None, tensors)
@@ -295,12 +517,14 @@ class ProcessGroupMCCL(ProcessGroup):
         req = self._comm.iallreduce(flat, op=op)
         return self._work(req, tensors, _split_into(flat, tensors))
 
+    @_staged()
     def broadcast(self, tensors, opts=None):
         t = self._one(tensors, "broadcast")
         w = _flat(t)
         req = self._comm.ibroadcast(w, root=opts.rootRank)
         return self._work(req, tensors, self._back([(w, t)]))
 
+    @_staged()
     def reduce(self, tensors, opts=None):
         t = self._one(tensors, "reduce")
         w = _flat(t)
@@ -308,6 +532,7 @@ class ProcessGroupMCCL(ProcessGroup):
                                  root=opts.rootRank)
         return self._work(req, tensors, self._back([(w, t)]))
 
+    @_staged(outputs=0)
     def allgather(self, output_tensors, input_tensors, opts=None):
         t = self._one(input_tensors, "allgather")
         outs = self._one(output_tensors, "allgather")
@@ -323,18 +548,21 @@ class ProcessGroupMCCL(ProcessGroup):
             raise ValueError("mccl: all_gather: this rank's output tensor "
                              "has %d elements, its input %d" % (
                                  counts[self.rank()], t.numel()))
-        flat = torch.empty(sum(counts), dtype=t.dtype)
+        flat = torch.empty(sum(counts), dtype=t.dtype, device="cpu")
         if len(set(counts)) == 1:
             req = self._comm.iallgather(_flat(t).view(-1), out=flat)
         else:			# uneven, as torch allows: allgatherv
             req = self._comm.iallgatherv(_flat(t).view(-1), counts, flat)
         return self._work(req, output_tensors, _split_into(flat, outs))
 
+    @_staged(outputs=0)
     def allgather_coalesced(self, output_lists, input_list, opts=None):
         """Every input of every rank, as bytes in one allgather."""
         ins = [_flat(t).view(-1).view(torch.uint8) for t in input_list]
-        mine = torch.cat(ins) if ins else torch.empty(0, dtype=torch.uint8)
-        flat = torch.empty(mine.numel() * self.size(), dtype=torch.uint8)
+        mine = torch.cat(ins) if ins else torch.empty(
+            0, dtype=torch.uint8, device="cpu")
+        flat = torch.empty(mine.numel() * self.size(), dtype=torch.uint8,
+                           device="cpu")
         if len(output_lists) != self.size() or any(
                 len(o) != len(input_list) for o in output_lists):
             raise ValueError("mccl: all_gather_coalesced: output lists must "
@@ -351,6 +579,7 @@ class ProcessGroupMCCL(ProcessGroup):
                     at += i.numel()
         return self._work(req, output_lists, unpack)
 
+    @_staged(outputs=0)
     def _allgather_base(self, output, input, opts=None):
         if output.numel() != input.numel() * self.size():
             raise ValueError("mccl: all_gather_into_tensor: the output has "
@@ -361,6 +590,7 @@ class ProcessGroupMCCL(ProcessGroup):
         req = self._comm.iallgather(_flat(input), out=w.view(-1))
         return self._work(req, [output], self._back([(w, output)]))
 
+    @_staged(outputs=0)
     def gather(self, output_tensors, input_tensors, opts):
         t = self._one(input_tensors, "gather")
         root = opts.rootRank
@@ -373,10 +603,12 @@ class ProcessGroupMCCL(ProcessGroup):
             raise ValueError("mccl: gather: the root needs %d output "
                              "tensors like the input (%d %s)" % (
                                  self.size(), t.numel(), t.dtype))
-        flat = torch.empty(t.numel() * self.size(), dtype=t.dtype)
+        flat = torch.empty(t.numel() * self.size(), dtype=t.dtype,
+                           device="cpu")
         req = self._comm.igather(_flat(t).view(-1), out=flat, root=root)
         return self._work(req, output_tensors, _split_into(flat, outs))
 
+    @_staged(outputs=0)
     def scatter(self, output_tensors, input_tensors, opts):
         o = self._one(output_tensors, "scatter")
         root = opts.rootRank
@@ -394,6 +626,7 @@ class ProcessGroupMCCL(ProcessGroup):
         req = self._comm.iscatter(flat, w.view(-1), root=root)
         return self._work(req, output_tensors, self._back([(w, o)]))
 
+    @_staged(outputs=0)
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
         o = self._one(output_tensors, "reduce_scatter")
         ins = self._one(input_tensors, "reduce_scatter")
@@ -411,6 +644,7 @@ class ProcessGroupMCCL(ProcessGroup):
                                          op=_op(opts.reduceOp, o.dtype))
         return self._work(req, output_tensors, self._back([(w, o)]))
 
+    @_staged(outputs=0)
     def _reduce_scatter_base(self, output, input, opts=None):
         if input.numel() != output.numel() * self.size() or \
                 input.dtype != output.dtype:
@@ -425,6 +659,7 @@ class ProcessGroupMCCL(ProcessGroup):
                                                 output.dtype))
         return self._work(req, [output], self._back([(w, output)]))
 
+    @_staged(outputs=0)
     def alltoall(self, output_tensors, input_tensors, opts=None):
         n = self.size()
         if len(output_tensors) != n or len(input_tensors) != n:
@@ -442,12 +677,13 @@ class ProcessGroupMCCL(ProcessGroup):
             return self._work(req, output_tensors,
                               _split_into(flat, output_tensors))
         out = torch.empty(sum(o.numel() for o in output_tensors),
-                          dtype=flat.dtype)
+                          dtype=flat.dtype, device="cpu")
         req = self._comm.ialltoallv(flat, [t.numel() for t in input_tensors],
                                     out, [o.numel() for o in output_tensors])
         return self._work(req, output_tensors,
                           _split_into(out, output_tensors))
 
+    @_staged(outputs=0)
     def alltoall_base(self, output, input, output_split_sizes,
                       input_split_sizes, opts=None):
         n = self.size()
@@ -478,16 +714,19 @@ class ProcessGroupMCCL(ProcessGroup):
 
     # -- point to point --
 
+    @_staged(inplace=False)
     def send(self, tensors, dstRank, tag):
         t = _flat(self._one(tensors, "send"))
         return self._work(self._comm.isend(t, dstRank, tag=tag), tensors)
 
+    @_staged(outputs=0)
     def recv(self, tensors, srcRank, tag):
         t = self._one(tensors, "recv")
         w = _flat(t)
         req = self._comm.irecv(w, srcRank, tag=tag)
         return self._work(req, tensors, self._back([(w, t)]))
 
+    @_staged(outputs=0)
     def recv_anysource(self, tensors, tag):
         t = self._one(tensors, "recv")
         w = _flat(t)
@@ -524,9 +763,11 @@ def _join(store, rank, size, timeout):
     return mccl.Comm.create(job, rank, size)
 
 
-def _shutdown(completer, comm):
+def _shutdown(completer, comm, staging):
     completer.queue.put(None)
     completer.join(timeout=5)
+    for s in staging:
+        s.close()
     comm.destroy(force=True)
 
 
@@ -535,11 +776,12 @@ def _create(store, rank, size, timeout):
 
 
 def _register():
-    """Backend "mccl", for CPU tensors; torch 2 also wants the devices."""
+    """Backend "mccl", for CPU and CUDA tensors; torch 2 also wants the
+    devices."""
     kw = {}
     if "devices" in inspect.signature(
             dist.Backend.register_backend).parameters:
-        kw["devices"] = ["cpu"]
+        kw["devices"] = ["cpu", "cuda"]
     dist.Backend.register_backend("mccl", _create, **kw)
 
 

@@ -1,0 +1,152 @@
+"""cuda_check.py: torch.distributed on backend "mccl" with CUDA tensors, as
+one rank (run under mcclrun by tests/python/run.sh; every rank on GPU 0,
+which they may share).  Each collective on CUDA tensors against a
+reference, the stream semantics (the copy out waits for the work queued
+before it on the caller's stream; Work.wait() orders the caller's stream
+after the copy back, without a device-wide sync), futures and their
+callbacks, sizes past one staging buffer, sparse tensors.  Without a
+CUDA device it prints "skipped: no CUDA device" and exits 0.
+"""
+
+import sys
+
+import torch
+import torch.distributed as dist
+
+import mccl.torch  # noqa: F401 (registers the backend)
+import checklib
+from checklib import check, raises
+
+if not torch.cuda.is_available():
+    print("skipped: no CUDA device")
+    sys.exit(0)
+
+DEV = torch.device("cuda", 0)
+dist.init_process_group("mccl")
+R, N = dist.get_rank(), dist.get_world_size()
+RO = dist.ReduceOp
+S = float(N * (N + 1) // 2)		# the sum of rank + 1 over the ranks
+
+
+def full(shape, value, dtype=torch.float32):
+    return torch.full(shape, value, dtype=dtype, device=DEV)
+
+
+# all_reduce: dtypes, ops, sizes from one element to past 1 MiB
+for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.int64):
+    for count in (1, 1000, 3 << 20):
+        t = full((count,), R + 1, dtype)
+        dist.all_reduce(t)
+        check("all_reduce SUM %s x %d on cuda" % (dtype, count),
+              t.is_cuda and bool((t.double() == S).all()), t[:4])
+for op, want in ((RO.MAX, float(N)), (RO.MIN, 1.0), (RO.AVG, S / N)):
+    t = full((33,), R + 1)
+    dist.all_reduce(t, op=op)
+    check("all_reduce %s on cuda" % op, bool((t == want).all()), t[:4])
+
+# non-contiguous: the result lands in the tensor's own strides
+base = full((8, 6), R + 1)
+col = base[:, 1]
+dist.all_reduce(col)
+check("all_reduce of a non-contiguous CUDA view",
+      bool((base[:, 1] == S).all()) and bool((base[:, 0] == R + 1).all()),
+      base)
+
+# stream semantics: work queued before the call, on a side stream
+side = torch.cuda.Stream(device=DEV)
+with torch.cuda.stream(side):
+    t = full((1 << 16,), 0.0)
+    torch.cuda._sleep(50_000_000)		# ~25 ms of GPU time first
+    t.add_(R + 1)
+    work = dist.all_reduce(t, async_op=True)
+    work.wait()				# orders side after the copy back
+    doubled = t * 2			# queued on side, after the copy
+    got = doubled.cpu()			# on side too: no other stream
+check("the copy out waits for the caller's stream; wait() orders it after "
+      "the copy back", bool((got == 2 * S).all()), got[:4])
+
+# futures: the value is the CUDA tensors; a callback sees the result
+t = full((10,), R + 1)
+fut = dist.all_reduce(t, async_op=True).get_future()
+chained = fut.then(lambda f: f.value()[0] * 3)
+value = chained.wait()
+check("get_future().then on CUDA tensors", value.is_cuda and
+      bool((value == 3 * S).all()), value)
+check("the future's value is the CUDA tensor itself",
+      fut.value()[0].data_ptr() == t.data_ptr())
+
+# broadcast, reduce
+t = full((5,), R + 7)
+dist.broadcast(t, src=N - 1)
+check("broadcast on cuda", bool((t == N - 1 + 7).all()), t)
+t = full((5,), R + 1)
+dist.reduce(t, dst=0)
+check("reduce on cuda", R != 0 or bool((t == S).all()), t)
+
+# all_gather: a list, into one tensor, a CPU output beside a CUDA input
+outs = [full((3,), -1) for _ in range(N)]
+dist.all_gather(outs, full((3,), R))
+check("all_gather on cuda",
+      all(bool((o == r).all()) and o.is_cuda for r, o in enumerate(outs)),
+      outs)
+out = full((N * 4,), -1)
+dist.all_gather_into_tensor(out, full((4,), R))
+check("all_gather_into_tensor on cuda", torch.equal(
+    out.cpu(), torch.arange(N).repeat_interleave(4).float()), out)
+cpu_outs = [torch.full((2,), -1.0) for _ in range(N)]
+dist.all_gather(cpu_outs, full((2,), R))
+check("all_gather of a CUDA tensor into CPU tensors",
+      all(bool((o == r).all()) for r, o in enumerate(cpu_outs)), cpu_outs)
+
+# reduce_scatter, all_to_all
+out = full((3,), -1)
+dist.reduce_scatter_tensor(out, full((N * 3,), R + 1))
+check("reduce_scatter_tensor on cuda", bool((out == S).all()), out)
+inp = torch.arange(N * 2, dtype=torch.float32, device=DEV) + 100 * R
+out = full((N * 2,), -1)
+dist.all_to_all_single(out, inp)
+want = torch.tensor([100 * r + 2 * R + k for r in range(N) for k in (0, 1)],
+                    dtype=torch.float32)
+check("all_to_all_single on cuda", torch.equal(out.cpu(), want), out)
+
+# gather, scatter
+gl = [full((2,), -1) for _ in range(N)] if R == 0 else None
+dist.gather(full((2,), R), gl, dst=0)
+check("gather on cuda", R != 0 or all(bool((g == r).all())
+                                      for r, g in enumerate(gl)), gl)
+out = full((2,), -1)
+dist.scatter(out, [full((2,), r * 10) for r in range(N)] if R == 0
+             else None, src=0)
+check("scatter on cuda", bool((out == R * 10).all()), out)
+
+# send/recv between pairs
+if N % 2 == 0:
+    peer = R ^ 1
+    t = full((4,), R)
+    if R % 2 == 0:
+        dist.send(t, peer)
+        dist.recv(t, peer)
+    else:
+        got = full((4,), -1)
+        dist.recv(got, peer)
+        dist.send(got + 1, peer)
+        t = got
+    want = R + 1 if R % 2 == 0 else peer
+    check("send/recv on cuda", bool((t == want).all()), t)
+
+# a sparse CUDA tensor: summed as on the CPU (gloo's way), on the GPU after
+sp = (torch.eye(3, device=DEV) * (R + 1)).to_sparse()
+dist.all_reduce(sp)
+check("all_reduce of a sparse CUDA tensor", sp.is_cuda and sp.is_sparse and
+      torch.equal(sp.to_dense().cpu(), torch.eye(3) * S), sp)
+
+# refusals, named
+if torch.cuda.device_count() > 1:
+    raises("tensors on two GPUs in one operation are refused, named",
+           ValueError, lambda: dist.all_gather(
+               [full((1,), 0) for _ in range(N)],
+               torch.ones(1, device="cuda:1")), "in one operation")
+
+dist.barrier()
+dist.destroy_process_group()
+sys.exit(1 if checklib.failed else 0)
