@@ -182,7 +182,8 @@ struct xfer {
 	uint32_t	 *waiting;	/* the position waited on, published
 					   before each sleep; or NULL */
 	uint32_t	  blame;	/* timed out waiting on it; NO_POS */
-	uint64_t	  hup_ns;	/* a link we send on hung up then */
+	uint64_t	  hup_ns;	/* a link we send on hung up then, */
+	uint64_t	  abort_ns;	/* the job was aborted then: this op */
 	int		  code;		/* mccl_result_t, on failure */
 	char		  err[ERR_MAX];
 };

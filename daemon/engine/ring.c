@@ -804,26 +804,26 @@ watch_add(struct watch *w, struct link *l, uint32_t peer, short want)
 }
 
 /*
- * A node we still send to hung up.  It may have taken all we sent and
- * ended the op, its close overtaking the acknowledgement that tells our
- * transport so (RDMA: a completion not yet polled): the transport gets
- * HUP_GRACE_NS to make that progress before the link counts as failed.
+ * Two events that end an op only if nothing more arrives: a node we still
+ * send to hung up (it may have taken all we sent and ended the op, its
+ * close overtaking the acknowledgement that tells our transport so: RDMA,
+ * a completion not yet polled), and the job aborted (a later op failed on
+ * nodes that ended this one, whose last frames may still be on the way).
+ * Each gets LINK_GRACE_NS from when it was first seen in this op.
  */
-#define HUP_GRACE_NS	(200 * 1000000ULL)
+#define LINK_GRACE_NS	(250 * 1000000ULL)
 
 static int
-hangup(struct xfer *x, const struct watch_slot *s)
+grace_over(uint64_t *since_ns)
 {
 	uint64_t now = now_ns();
 	struct timespec nap = { 0, 1000000 };
 
-	if (x->hup_ns == 0)
-		x->hup_ns = now;
-	else if (now - x->hup_ns >= HUP_GRACE_NS)
-		return link_error(x, s->peer, s->link,
-		    link_hangup_errno(s->link));
-	else
-		nanosleep(&nap, NULL);	/* the hang-up stays readable */
+	if (*since_ns == 0)
+		*since_ns = now;
+	else if (now - *since_ns >= LINK_GRACE_NS)
+		return 1;
+	nanosleep(&nap, NULL);	/* the event stays readable: no busy loop */
 	return 0;
 }
 
@@ -860,14 +860,17 @@ io_wait(struct xfer *x, const struct lane *lanes, size_t nl,
 	for (nfds_t i = 1; i < w->n && !links_ready(w->pfd + 1, w->n - 1); i++)
 		if ((w->pfd[i].events & POLLRDHUP) &&
 		    (w->pfd[i].revents & (POLLERR | POLLHUP | POLLRDHUP)))
-			return hangup(x, &w->slot[i]);
+			return grace_over(&x->hup_ns) ? link_error(x,
+			    w->slot[i].peer, w->slot[i].link,
+			    link_hangup_errno(w->slot[i].link)) : 0;
 	/*
-	 * Aborted: give up, unless a link can move.  The op may then still
-	 * end well here, as it did on the nodes that sent its last frames
-	 * before the failure of a later op aborted the job.
+	 * Aborted: give up once no link has moved for the grace.  The op may
+	 * still end well here, as it did on the nodes that sent its last
+	 * frames before the failure of a later op aborted the job.
 	 */
 	if (w->pfd[0].revents != 0 && !links_ready(w->pfd + 1, w->n - 1))
-		return ring_fail(x, MCCL_ERR_ABORTED, "job aborted");
+		return grace_over(&x->abort_ns) ? ring_fail(x,
+		    MCCL_ERR_ABORTED, "job aborted") : 0;
 	return 0;
 }
 
@@ -879,6 +882,7 @@ ring_start(struct xfer *x, const struct lane *lanes, size_t nl)
 
 	x->code = MCCL_SUCCESS;
 	x->err[0] = '\0';
+	x->hup_ns = x->abort_ns = 0;
 	for (const struct lane *l = lanes; l < lanes + nl; l++)
 		if (me >= n || l->to >= n || l->from >= n ||
 		    l->ptx->links[l->to] == NULL ||
