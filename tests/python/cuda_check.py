@@ -4,8 +4,9 @@ which they may share).  Each collective on CUDA tensors against a
 reference, the stream semantics (the copy out waits for the work queued
 before it on the caller's stream; Work.wait() orders the caller's stream
 after the copy back, without a device-wide sync), futures and their
-callbacks, sizes past one staging buffer, sparse tensors.  Without a
-CUDA device it prints "skipped: no CUDA device" and exits 0.
+callbacks, sizes past one staging buffer, sparse tensors; then mccl.Comm
+(the package) on CUDA tensors and __cuda_array_interface__.  Without a CUDA
+device it prints "skipped: no CUDA device" and exits 0.
 """
 
 import sys
@@ -13,6 +14,7 @@ import sys
 import torch
 import torch.distributed as dist
 
+import mccl
 import mccl.torch  # noqa: F401 (registers the backend)
 import checklib
 from checklib import check, raises
@@ -146,6 +148,36 @@ if torch.cuda.device_count() > 1:
            ValueError, lambda: dist.all_gather(
                [full((1,), 0) for _ in range(N)],
                torch.ones(1, device="cuda:1")), "in one operation")
+
+# the package itself: mccl.Comm on CUDA tensors and on any object with
+# __cuda_array_interface__, blocking and not
+world = mccl.init()
+t = full((1000,), world.rank + 1)
+check("mccl.Comm.allreduce of a CUDA tensor, in place",
+      world.allreduce(t) is t and bool((t == S).all()), t[:4])
+t = full((6,), world.rank + 1)
+req = world.iallreduce(t, op=mccl.MAX)
+check("mccl.Comm.iallreduce of a CUDA tensor: wait() copies back",
+      req.wait() is t and bool((t == N).all()), t)
+g = world.allgather(full((3,), world.rank))
+check("mccl.Comm.allgather: a new output on the device",
+      g.is_cuda and tuple(g.shape) == (N, 3) and torch.equal(
+          g.cpu(), torch.arange(N).float().repeat_interleave(3).view(N, 3)),
+      g)
+
+
+class Interface:
+    """Another library's GPU array: only __cuda_array_interface__."""
+
+    def __init__(self, t):
+        self.t = t
+        self.__cuda_array_interface__ = t.__cuda_array_interface__
+
+
+t = full((5,), world.rank + 1)
+world.allreduce(Interface(t))
+check("mccl.Comm on an object with __cuda_array_interface__",
+      bool((t == S).all()), t)
 
 dist.barrier()
 dist.destroy_process_group()

@@ -14,6 +14,7 @@ PY=${PYTHON:-/usr/bin/python3}
 export PYTHONPATH="$TOP/libclient/python"
 export MCCL_LIBRARY="$B/libmccl.so.0"
 export GLOO_SOCKET_IFNAME=lo
+export OMP_NUM_THREADS=1	# as mcclrun and torchrun default to (tested below)
 unset MCCL_SOCKET MCCL_JOB MCCL_RANK MCCL_NRANKS RANK WORLD_SIZE
 MCCLRUN=("$PY" "$TOP/tools/mcclrun" --mcclctl "$B/mcclctl")
 REMOTE=(--ssh "$HERE/fakessh $T" --hosts n0,n1 --master-addr 127.0.0.1)
@@ -69,6 +70,17 @@ rc=$?
     { bad "the example under mcclrun: exit $rc"; echo "$out"; }
 grep -q '^\[3\] rank 3 of 4' <<<"$out" &&
     ok "mcclrun prefixes each line with its rank" || bad "no rank prefix"
+omp='import os; print("omp", os.environ.get("OMP_NUM_THREADS"))'
+out=$(env -u OMP_NUM_THREADS "${MCCLRUN[@]}" --socket "$T/n0.sock" -n 2 \
+    "$PY" -c "$omp" 2>&1)
+out2=$(OMP_NUM_THREADS=3 "${MCCLRUN[@]}" --socket "$T/n0.sock" -n 2 \
+    "$PY" -c "$omp" 2>&1)
+[ "$(grep -c '] omp 1$' <<<"$out")" = 2 ] &&
+    grep -q '^mcclrun: OMP_NUM_THREADS=1 for ranks that share a host' \
+    <<<"$out" && [ "$(grep -c '] omp 3$' <<<"$out2")" = 2 ] &&
+    ! grep -q '^mcclrun: OMP' <<<"$out2" &&
+    ok "ranks sharing a host get OMP_NUM_THREADS=1 (said), unless it is set" ||
+    bad "OMP_NUM_THREADS: $out / $out2"
 
 echo "== mccl on 2 nodes x 2 ranks: every collective, dtype and op"
 "${MCCLRUN[@]}" "${REMOTE[@]}" -N 2 "$PY" "$HERE/dist_check.py" \

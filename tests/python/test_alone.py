@@ -100,6 +100,14 @@ class Alone(unittest.TestCase):
             w.reduce(numpy.zeros(2), root=1)
         with self.assertRaisesRegex(ValueError, "not a whole number"):
             w.allreduce(bytearray(3), dtype="float16")
+        with self.assertRaisesRegex(TypeError, "CPU and CUDA tensors"):
+            w.allreduce(torch.zeros(2, device="meta"))
+        if not torch.cuda.is_available():
+            class OnGPU:
+                __cuda_array_interface__ = {"shape": (2,), "typestr": "<f4",
+                                            "data": (0, False), "version": 3}
+            with self.assertRaisesRegex(TypeError, "sees no CUDA device"):
+                w.allreduce(OnGPU())
 
     def test_buffers(self):
         b = _buffers.view(bytearray(8), "b")

@@ -23,7 +23,7 @@ import pickle
 import threading
 import weakref
 
-from . import _lib
+from . import _cuda, _lib
 from ._buffers import (BFLOAT16, DTYPE_NAMES, DTYPE_SIZES, FLOAT16,
                        FLOAT32, FLOAT64, INT8, INT32, INT64, UINT8, UINT32,
                        UINT64, dtype_code, like, view)
@@ -790,6 +790,16 @@ def _unpickle_all(buf, sizes):
         out.append(_unpickle(memoryview(buf)[at:], s))
         at += s
     return out
+
+# CUDA buffers, through a host copy (_cuda.py): every buffer collective.
+for _name in ("allreduce", "broadcast", "reduce", "allgather",
+              "reduce_scatter", "alltoall", "gather", "scatter",
+              "allgatherv", "alltoallv", "send", "recv"):
+    for _nb in (False, True):
+        _full = ("i" if _nb else "") + _name
+        setattr(Comm, _full, _cuda.staged(getattr(Comm, _full), _nb,
+                                           copy_back=_name != "send"))
+del _name, _nb, _full
 
 # ---- shared memory ----
 

@@ -89,9 +89,8 @@ def _code_of(dt, table):
 
 def _torch(t, what, writable, want):
     if not t.is_cpu:
-        raise ValueError("mccl: %s: a tensor on %s; mccl.Comm works on "
-                         "CPU tensors (the torch backend, mccl.torch, also "
-                         "on CUDA ones)" % (what, t.device))
+        raise TypeError("mccl: %s: a tensor on %s; mccl works on CPU and "
+                        "CUDA tensors" % (what, t.device))
     if not t.is_contiguous():
         raise ValueError("mccl: %s: the tensor is not contiguous (call "
                          ".contiguous() and copy the result back)" % what)

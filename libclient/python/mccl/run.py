@@ -6,7 +6,8 @@ on other hosts.
 
 Each rank gets MCCL_JOB (a fresh name unless --job), MCCL_RANK and
 MCCL_NRANKS, and torchrun's RANK, WORLD_SIZE, LOCAL_RANK,
-LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT.  Every line a rank prints is prefixed with its rank; stdin
+LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT; ranks that share a host
+get OMP_NUM_THREADS=1 unless it is set, as under torchrun.  Every line a rank prints is prefixed with its rank; stdin
 goes to rank 0; SIGINT, SIGTERM and SIGHUP go to every rank.  When a rank
 fails, the others are stopped and mcclrun exits with the failed rank's
 status, saying which rank failed and how.  Before it starts anything it
@@ -179,10 +180,23 @@ def rank_env(a, job, places, rank):
                               int(job.encode().hex(), 16) % 10000)}
     if a.socket:
         env["MCCL_SOCKET"] = a.socket
+    if len(local) > 1 and "OMP_NUM_THREADS" not in os.environ:
+        env["OMP_NUM_THREADS"] = "1"	# see threads_note
     for kv in a.env:
         k, v = kv.split("=", 1)
         env[k] = v
     return env
+
+
+def threads_note(envs):
+    """Ranks that share a host each get OMP_NUM_THREADS=1 unless it is
+    set, as torchrun does: with one OpenMP thread per core in every rank,
+    torch's parallel copies and kernels (from 32768 elements) stall for
+    tens of milliseconds each on an oversubscribed host."""
+    if any(e.get("OMP_NUM_THREADS") == "1" for e in envs) and \
+            "OMP_NUM_THREADS" not in os.environ:
+        sys.stderr.write("mcclrun: OMP_NUM_THREADS=1 for ranks that share a "
+                         "host (set it, or --env, to choose)\n")
 
 
 def remote(a, host, env, command, wrap=True):
@@ -382,8 +396,9 @@ def main(argv):
             sys.stderr.write("mcclrun: %s; nothing started\n" % why)
             return 2
     ranks = []
-    for host, rank in places:
-        env = rank_env(a, job, places, rank)
+    envs = [rank_env(a, job, places, rank) for _, rank in places]
+    threads_note(envs)
+    for (host, rank), env in zip(places, envs):
         if host is None:
             argv_r, env_r = a.command, dict(os.environ, **env)
         else:
