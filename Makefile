@@ -71,7 +71,8 @@ obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 PROGS	 = $(B)/mccld $(B)/mcclctl $(B)/mccl-perf
 LIBS	 = $(B)/$(SONAME) $(B)/libmccl.so $(B)/libmccl.a
 UNIT_TESTS = $(B)/test_proto $(B)/test_reduce $(B)/test_config $(B)/test_ring \
-	     $(B)/test_log $(B)/test_fakeverbs $(B)/test_rdma $(B)/test_budget
+	     $(B)/test_log $(B)/test_fakeverbs $(B)/test_rdma $(B)/test_budget \
+	     $(B)/test_subq
 TEST_PROGS = $(B)/mccl-test $(B)/mccl-hostile
 
 all: $(B)/.deps $(PROGS) $(LIBS)
@@ -146,6 +147,9 @@ $(B)/test_log: $(call obj,tests/unit/test_log.c daemon/log.c)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS)
 
 $(B)/test_ring: $(call obj,tests/unit/test_ring.c daemon/engine/ring.c daemon/engine/reduce.c daemon/log.c $(LINK_SRCS) $(PROTO_SRCS))
+	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) -lpthread
+
+$(B)/test_subq: $(call obj,tests/unit/test_subq.c daemon/engine/subq.c daemon/engine/op.c daemon/engine/seg.c daemon/engine/ring.c daemon/engine/reduce.c daemon/log.c $(LINK_SRCS) $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) -lpthread
 
 $(B)/test_budget: $(call obj,tests/unit/test_budget.c daemon/engine/budget.c)
