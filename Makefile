@@ -50,7 +50,7 @@ PROTO_SRCS  = proto/proto.c proto/spin.c
 # transports under it (transport/).
 LINK_SRCS   = daemon/transport/tcp.c daemon/transport/linkerr.c
 CORE_SRCS   = daemon/log.c daemon/config.c daemon/engine/reduce.c \
-	      daemon/engine/ring.c $(LINK_SRCS)
+	      daemon/engine/ring.c daemon/engine/algo.c $(LINK_SRCS)
 CONTROL_SRCS = daemon/control/control.c daemon/control/peer.c \
 	      daemon/control/job.c daemon/control/form.c \
 	      daemon/control/jobctl.c daemon/control/check.c \
@@ -72,7 +72,7 @@ PROGS	 = $(B)/mccld $(B)/mcclctl $(B)/mccl-perf
 LIBS	 = $(B)/$(SONAME) $(B)/libmccl.so $(B)/libmccl.a
 UNIT_TESTS = $(B)/test_proto $(B)/test_reduce $(B)/test_config $(B)/test_ring \
 	     $(B)/test_log $(B)/test_fakeverbs $(B)/test_rdma $(B)/test_budget \
-	     $(B)/test_subq
+	     $(B)/test_subq $(B)/test_algo
 TEST_PROGS = $(B)/mccl-test $(B)/mccl-hostile
 
 all: $(B)/.deps $(PROGS) $(LIBS)
@@ -146,11 +146,14 @@ $(B)/test_config: $(call obj,tests/unit/test_config.c daemon/config.c daemon/log
 $(B)/test_log: $(call obj,tests/unit/test_log.c daemon/log.c)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS)
 
-$(B)/test_ring: $(call obj,tests/unit/test_ring.c daemon/engine/ring.c daemon/engine/reduce.c daemon/log.c $(LINK_SRCS) $(PROTO_SRCS))
+$(B)/test_ring: $(call obj,tests/unit/test_ring.c daemon/engine/ring.c daemon/engine/algo.c daemon/engine/reduce.c daemon/log.c $(LINK_SRCS) $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) -lpthread
 
-$(B)/test_subq: $(call obj,tests/unit/test_subq.c daemon/engine/subq.c daemon/engine/op.c daemon/engine/seg.c daemon/engine/ring.c daemon/engine/reduce.c daemon/log.c $(LINK_SRCS) $(PROTO_SRCS))
+$(B)/test_subq: $(call obj,tests/unit/test_subq.c daemon/engine/subq.c daemon/engine/op.c daemon/engine/seg.c daemon/engine/ring.c daemon/engine/algo.c daemon/engine/reduce.c daemon/log.c $(LINK_SRCS) $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) -lpthread
+
+$(B)/test_algo: $(call obj,tests/unit/test_algo.c daemon/engine/algo.c $(PROTO_SRCS))
+	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS)
 
 $(B)/test_budget: $(call obj,tests/unit/test_budget.c daemon/engine/budget.c)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) -lpthread

@@ -436,6 +436,36 @@ job_detail_rows(struct table *t, const json_t *n)
 	}
 }
 
+/*
+ * "allreduce between nodes: auto: direct up to 16384 B, doubling up to
+ * 65536 B, ring above", or the algorithm the node is set to.
+ */
+static void
+job_algo_line(FILE *out, const json_t *doc)
+{
+	const json_t *r;
+	size_t i;
+
+	if (!json_is_string(json_object_get(doc, "algo")) ||
+	    json_array_size(json_object_get(doc, "allreduce_auto")) == 0)
+		return;
+	if (strcmp(str(doc, "algo"), "auto") != 0) {
+		fprintf(out, "allreduce between nodes: %s (the node's algo)\n",
+		    str(doc, "algo"));
+		return;
+	}
+	fprintf(out, "allreduce between nodes: auto:");
+	json_array_foreach(json_object_get(doc, "allreduce_auto"), i, r) {
+		if (json_is_integer(json_object_get(r, "up_to_bytes")))
+			fprintf(out, "%s %s up to %lld B", i > 0 ? "," : "",
+			    str(r, "algo"), num(r, "up_to_bytes"));
+		else
+			fprintf(out, "%s %s above", i > 0 ? "," : "",
+			    str(r, "algo"));
+	}
+	fputc('\n', out);
+}
+
 static void
 job_text(FILE *out, const json_t *doc)
 {
@@ -448,6 +478,7 @@ job_text(FILE *out, const json_t *doc)
 	fprintf(out, "job %s (id %s): %s, %lld ranks on %lld nodes\n",
 	    str(doc, "name"), str(doc, "id"), str(doc, "state"),
 	    num(doc, "nranks"), num(doc, "nnodes"));
+	job_algo_line(out, doc);
 	if (json_array_size(json_object_get(doc, "nodes")) > 0) {
 		table_init(&t, header, nitems(header));
 		json_array_foreach(json_object_get(doc, "nodes"), i, n)
@@ -555,9 +586,16 @@ static const struct field node_view_schema[] = {
 	END
 };
 
+static const struct field auto_range_schema[] = {
+	KEY("algo", T_STR, 0), KEY("up_to_bytes", T_UINT, F_NULL),
+	END
+};
+
 static const struct field job_schema_one[] = {
 	KEY("name", T_STR, 0), KEY("id", T_STR, 0), KEY("state", T_STR, 0),
 	KEY("nranks", T_UINT, 0), KEY("nnodes", T_UINT, 0),
+	KEY("algo", T_STR, F_OPT),	/* absent: an ended job */
+	{ "allreduce_auto", T_LIST, F_OPT, T_OBJ, auto_range_schema },
 	LIST("nodes", T_OBJ, node_view_schema), KEY("behind_ms", T_UINT, 0),
 	LIST("diagnosis", T_STR, NULL),
 	OBJECT("failed", F_OPT, failed_job_schema),

@@ -16,6 +16,7 @@
 #include "mccld.h"
 #include "control/control.h"
 #include "control/job.h"
+#include "engine/algo.h"
 
 /* ---- one node's view of a job ---- */
 
@@ -477,6 +478,25 @@ query_done(struct query *q)
 		query_answer(q);
 }
 
+/*
+ * What AUTO runs between this job's nodes, by bytes per rank (engine/
+ * algo.c): [{"algo": "direct", "up_to_bytes": 16384}, ..., null last].
+ */
+static json_t *
+auto_ranges(uint32_t nnodes)
+{
+	struct algo_range r[4];
+	size_t n = algo_auto_ranges(nnodes, ALGO_SMALL_BYTES, r, 4);
+	json_t *list = json_array();
+
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(list, json_pack("{s:s, s:o}", "algo",
+		    proto_algo_name(r[i].algo), "up_to_bytes", r[i].up_to ==
+		    SIZE_MAX ? json_null() : json_integer((json_int_t)
+		    r[i].up_to)));
+	return list;
+}
+
 /* mcclctl job NAME: answered once every node of the job has, or at 1 s. */
 int
 job_ctl_query(struct client *c, const char *name, char *err, size_t errlen)
@@ -498,9 +518,11 @@ job_ctl_query(struct client *c, const char *name, char *err, size_t errlen)
 		return -1;
 	}
 	q->client = c;
-	q->job = json_pack("{s:s, s:i, s:i, s:s}", "name", j->name, "nranks",
-	    (int)j->nranks, "nnodes", (int)j->nnodes, "state",
-	    job_state_names[j->state]);
+	q->job = json_pack("{s:s, s:i, s:i, s:s, s:s, s:o}", "name", j->name,
+	    "nranks", (int)j->nranks, "nnodes", (int)j->nnodes, "state",
+	    job_state_names[j->state], "algo", proto_algo_name(
+	    __atomic_load_n(&md.conf.algo, __ATOMIC_RELAXED)),
+	    "allreduce_auto", auto_ranges(j->nnodes));
 	json_object_set_new(q->job, "id", json_sprintf("%016llx",
 	    (unsigned long long)j->id));
 	if (q->waiting == 0)

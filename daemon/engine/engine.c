@@ -22,10 +22,10 @@
 
 #include "mccld.h"
 #include "engine/budget.h"
+#include "engine/algo.h"
 #include "transport/transport.h"
 
 #define LINGER_MS	3000	/* a failed job's links, before closing */
-#define SMALL_BYTES	65536	/* allreduce up to: recursive doubling */
 #define LAZY_NS		2000000	/* ops answered by doorbell: see */
 #define QUIET_BATCH	32	/* engine_lazy */
 #define IDLE_NS		1000000000	/* scratch kept while idle: engine_idle */
@@ -1082,7 +1082,7 @@ engine_run(struct job *j, struct op *op, uint8_t *scratch)
 	x.deadline_ns = op->deadline_ns;
 	x.chunk = md.conf.chunk_bytes;
 	x.algo = op->desc.algo;
-	x.small_bytes = SMALL_BYTES;
+	x.small_bytes = ALGO_SMALL_BYTES;
 	x.spin_ns = spin_budget_ns(__atomic_load_n(&md.conf.spin_us,
 	    __ATOMIC_RELAXED));
 	x.scratch = scratch;

@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "mccld.h"
+#include "engine/algo.h"
 #include "transport/transport.h"
 
 #define IO_MAX		((size_t)1 << 30)	/* bytes per send or receive call */
@@ -30,8 +31,6 @@
 #define MIN(a, b)	((a) < (b) ? (a) : (b))
 #define MAX(a, b)	((a) > (b) ? (a) : (b))
 #define LANE_MIN_BYTES	((size_t)1 << 20)	/* an allreduce's part per lane */
-#define DIRECT_BYTES	((size_t)32 << 10)	/* AUTO: most a node sends in
-						   the one-round allreduce */
 #define SEQ(x)		((unsigned long long)(x)->hdr.seq)
 
 /* A receive is one frame's payload plus the next header: under IO_MAX. */
@@ -1509,46 +1508,6 @@ out:
 }
 
 /*
- * Whether the one-round exchange beats recursive doubling on n nodes, by
- * a cost model measured over TCP on the 16-core machine (README): a round
- * of doubling costs one latency L, the one round of the exchange L plus
- * about 7/12 L for every message a node sends in it, as one thread sends
- * them one after another.  Doubling takes log2(p) rounds on the largest
- * power of two p <= n, two more when it folds the rest in.  So the
- * exchange wins on 3, 5 and 6 nodes, doubling on 2 (a tie), 4, 7 and up.
- */
-static int
-direct_pays(uint32_t n)
-{
-	uint32_t pow2 = 1, rounds = 0;
-
-	while (pow2 * 2 <= n) {
-		pow2 *= 2;
-		rounds++;
-	}
-	if (pow2 != n)
-		rounds += 2;
-	return 7 * (n - 1) < 12 * (rounds - 1);
-}
-
-/*
- * The algorithm AUTO stands for: latency-bound ones for small buffers, the
- * one-round exchange where it pays while what each node sends stays small.
- */
-static int
-algo_choose(const struct xfer *x, size_t bytes)
-{
-	if (x->algo != ALGO_AUTO)
-		return x->algo;
-	if (bytes > x->small_bytes)
-		return ALGO_RING;
-	if (x->nnodes - 1 <= PEER_LANES_MAX && direct_pays(x->nnodes) &&
-	    bytes * (x->nnodes - 1) <= DIRECT_BYTES)
-		return ALGO_DIRECT;
-	return ALGO_DOUBLING;
-}
-
-/*
  * The inter-node allreduce, by the algorithm x->algo names (AUTO: by size).
  * The one run goes in the operation header, so a node that chose another
  * fails the op naming both.
@@ -1563,7 +1522,8 @@ node_allreduce(struct xfer *x, const void *src, void *buf, size_t count,
 	if (x->nnodes > 1) {
 		if (allreduce_args(x, count, dtype, &op) == -1)
 			return -1;
-		x->hdr.algo = (uint8_t)algo_choose(x, count * es);
+		x->hdr.algo = (uint8_t)algo_choose(x->algo, x->nnodes,
+		    count * es, x->small_bytes);
 		if (x->hdr.algo == ALGO_RING)
 			return ring_allreduce(x, src, buf, count, dtype, op);
 	}

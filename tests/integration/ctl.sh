@@ -211,8 +211,11 @@ expect_output "mcclctl job: every node's ranks" \
 0 n0 1 0 ready
 1 n1 1 0 ready
 2 n2 0 0 ready" \
-    "$(ctl 1 job stuck | sed 1d | awk '{ $1 = $1; print }' | sed -n 1,4p)"
+    "$(ctl 1 job stuck | sed 1,2d | awk '{ $1 = $1; print }' | sed -n 1,4p)"
 out=$(ctl 1 job stuck)
+grep -q "^allreduce between nodes: auto: direct up to 16384 B, doubling up to 65536 B, ring above$" <<<"$out" &&
+    ok "mcclctl job: what AUTO runs between the job's 3 nodes, by size" ||
+    bad "mcclctl job: the algorithm line: $out"
 grep -q "allreduce seq 1 on node n0: in flight [0-9.]* s, times out in [0-9.]* s, waiting for node n2: rank 2 on node n2 has not submitted it" <<<"$out" &&
     ok "mcclctl job: the op in flight, its age, deadline and the rank it waits for" ||
     bad "mcclctl job: the diagnosis: $out"
@@ -220,6 +223,8 @@ out=$(ctl 0 -j job stuck)
 grep -q '"waiting_for": "n2"' <<<"$out" && grep -q '"age_ms": ' <<<"$out" &&
     grep -q '"timeout_in_ms": ' <<<"$out" &&
     grep -q 'rank 2 on node n2 has not submitted it' <<<"$out" &&
+    grep -q '"algo": "auto"' <<<"$out" &&
+    [ "$(grep -c '"up_to_bytes": ' <<<"$out")" = 3 ] &&
     ok "mcclctl -j job: the same in JSON" || bad "mcclctl -j job: $out"
 ctl 0 abort stuck >/dev/null
 wait "$s0" && wait "$s1" || bad "stuck job: the looping ranks"
