@@ -126,12 +126,14 @@ else
 	chmod 600 "$T/ck.key"
 	# One file for the four, from --write-config; each daemon finds
 	# itself by its host name (a UTS namespace each).  Only the key's
-	# path is the test's own.
+	# path is the test's own.  No fake verbs device (check-rdma): tc
+	# shapes TCP, not the fake queue pairs.
 	"$B/mcclctl" check --write-config h0=198.18.2.10 h1=198.18.2.11 \
 	    h2=198.18.2.12 h3=198.18.2.13 |
 	    sed "s#/etc/mccl/cluster.key#$T/ck.key#" >"$T/ck.conf"
 	for i in 0 1 2 3; do
-		ip netns exec "${CK_NS[$i]}" unshare --uts sh -c \
+		ip netns exec "${CK_NS[$i]}" env -u MCCL_FAKEVERBS_DIR \
+		    unshare --uts sh -c \
 		    'hostname "$1" && exec "$2" -c "$3" -s "$4"' - "h$i" \
 		    "$B/mccld" "$T/ck.conf" "$T/h$i.ck.sock" \
 		    >>"$T/h$i.ck.log" 2>&1 &
