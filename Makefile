@@ -146,8 +146,8 @@ $(B)/test_config: $(call obj,tests/unit/test_config.c daemon/config.c daemon/log
 $(B)/test_log: $(call obj,tests/unit/test_log.c daemon/log.c)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS)
 
-$(B)/test_ring: $(call obj,tests/unit/test_ring.c daemon/engine/ring.c daemon/engine/algo.c daemon/engine/reduce.c daemon/log.c $(LINK_SRCS) $(PROTO_SRCS))
-	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) -lpthread
+$(B)/test_ring: $(call obj,tests/unit/test_ring.c daemon/engine/ring.c daemon/engine/algo.c daemon/engine/reduce.c daemon/log.c $(LINK_SRCS) daemon/transport/rdma.c tests/fakeverbs/fakeverbs.c $(PROTO_SRCS))
+	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(SODIUM_LIBS) -lpthread
 
 $(B)/test_subq: $(call obj,tests/unit/test_subq.c daemon/engine/subq.c daemon/engine/op.c daemon/engine/seg.c daemon/engine/ring.c daemon/engine/algo.c daemon/engine/reduce.c daemon/log.c $(LINK_SRCS) $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) -lpthread
@@ -279,9 +279,7 @@ UNITDIR	    = $(PREFIX)/lib/systemd/system
 # Where Debian's python3 looks for packages under PREFIX.
 PYVER	    = $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
 PYDIR	    = $(PREFIX)/lib/python$(PYVER)/dist-packages
-PYFILES	    = libclient/python/mccl/__init__.py libclient/python/mccl/_lib.py \
-	      libclient/python/mccl/run.py \
-	      libclient/python/mccl/_buffers.py libclient/python/mccl/torch.py
+PYFILES	    = $(wildcard libclient/python/mccl/*.py)	# every module
 SYSUSERSDIR = $(PREFIX)/lib/sysusers.d
 MAN1	    = man/mccl-perf.1 man/mcclrun.1
 MAN3	    = man/libmccl.3 man/mccl-python.3

@@ -243,8 +243,8 @@ check "installed mccld -n accepts a configuration" \
     "$p/sbin/mccld" -n -c "$tmp/mccld.conf"
 "$p/sbin/mccld" -c "$tmp/mccld.conf" >"$tmp/mccld.log" 2>&1 &
 PIDS+=($!)
-for _ in $(seq 50); do
-	[ -S "$sock" ] && break
+for _ in $(seq 200); do		# 20 s: a loaded machine starts it slowly
+	"$p/bin/mcclctl" -s "$sock" status >/dev/null 2>&1 && break
 	sleep 0.1
 done
 check "installed mcclctl status talks to the installed mccld" \

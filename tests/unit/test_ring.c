@@ -32,8 +32,21 @@ struct mesh {
 	int		 nlanes;
 	int		 fd[LANES][MAXN][MAXN];	/* fd[k][i][j]: node i's link
 						   to j on lane k */
+	struct link	*rdma[LANES][MAXN][MAXN];	/* over_rdma: the same
+						   links over the fake verbs,
+						   each owning its fd */
 	uint64_t	 seq;
 };
+
+/*
+ * The "rdma" test cases run the engine over the RDMA transport on the
+ * tests' verbs provider (tests/fakeverbs) instead of TCP: every link is set
+ * up as link.c sets one up, on the mesh's TCP connection.
+ */
+static int over_rdma;
+struct mccld_state md;		/* rdma.c reads the nodes' names, devices */
+static char verbs_dir[] = "/tmp/test_ring.XXXXXX";
+static struct conf_node conf_nodes[MAXN];
 
 struct node {
 	struct xfer	 x;
@@ -118,6 +131,12 @@ mesh_close(struct mesh *m)
 {
 	for (int k = 0; k < LANES; k++)
 		for (int i = 0; i < m->n; i++)
+			for (int j = 0; j < m->n; j++) {
+				link_close(m->rdma[k][i][j]);
+				m->rdma[k][i][j] = NULL;
+			}
+	for (int k = 0; k < LANES; k++)
+		for (int i = 0; i < m->n; i++)
 			for (int j = 0; j < m->n; j++)
 				if (m->fd[k][i][j] != -1) {
 					close(m->fd[k][i][j]);
@@ -126,6 +145,41 @@ mesh_close(struct mesh *m)
 	for (size_t k = 0; k < 4; k++)
 		if (open_meshes[k] == m)
 			open_meshes[k] = NULL;
+}
+
+/* The link between i and j on lane k over RDMA, as link.c sets it up. */
+static int
+rdma_pair(struct mesh *m, int k, int i, int j)
+{
+	const struct transport *tp = &rdma_transport;
+	int end[2] = { i, j }, *fd[2] = { &m->fd[k][i][j], &m->fd[k][j][i] };
+	struct peer_data_link msg[2];
+	char why[LINK_WHY_MAX];
+	void *half[2];
+
+	for (int e = 0; e < 2; e++)
+		if ((half[e] = tp->offer((uint32_t)end[1 - e], &msg[e], why,
+		    sizeof(why))) == NULL) {
+			if (e == 1)
+				tp->drop(half[0]);
+			fprintf(stderr, "test_ring: rdma offer: %s\n", why);
+			return -1;
+		}
+	for (int e = 0; e < 2; e++) {
+		struct link *l = tp->join(half[e], *fd[e], &msg[1 - e], why,
+		    sizeof(why));
+
+		*fd[e] = -1;			/* the link's now */
+		if (l == NULL) {
+			if (e == 0)
+				tp->drop(half[1]);
+			fprintf(stderr, "test_ring: rdma join: %s\n", why);
+			return -1;
+		}
+		l->node = (uint32_t)end[1 - e];
+		m->rdma[k][end[e]][end[1 - e]] = l;
+	}
+	return 0;
 }
 
 /* A mesh of n nodes with nlanes links between each two. */
@@ -148,10 +202,12 @@ mesh_open_lanes(struct mesh *m, int n, int nlanes)
 		for (int i = 0; i < n && ok; i++)
 			for (int j = i + 1; j < n && ok; j++)
 				ok = tcp_pair(&m->fd[l][i][j],
-				    &m->fd[l][j][i]) == 0;
+				    &m->fd[l][j][i]) == 0 && (!over_rdma ||
+				    rdma_pair(m, l, i, j) == 0);
 	if (!ok)
 		mesh_close(m);
-	ck_assert_msg(ok, "cannot build a loopback TCP mesh");
+	ck_assert_msg(ok, "cannot build a loopback %s mesh", over_rdma ?
+	    "RDMA" : "TCP");
 }
 
 static void
@@ -299,7 +355,8 @@ node_setup(struct mesh *m, struct node *nd, int i, size_t chunk,
 
 			*l = (struct link){ .tp = &tcp_transport,
 			    .fd = m->fd[k][i][j], .node = (uint32_t)j };
-			nd->links[k * m->n + j] = j == i ? NULL : l;
+			nd->links[k * m->n + j] = j == i ? NULL : over_rdma ?
+			    m->rdma[k][i][j] : l;
 		}
 	x->nnodes = (uint32_t)m->n;
 	x->nlanes = (uint32_t)m->nlanes;
@@ -1218,6 +1275,41 @@ START_TEST(test_single)
 }
 END_TEST
 
+/*
+ * Unchecked, in check's own process: the fake devices' directory, made
+ * before the case's tests fork and removed after them, even when one
+ * failed.
+ */
+static void
+rdma_setup(void)
+{
+	strcpy(verbs_dir, "/tmp/test_ring.XXXXXX");
+	if (mkdtemp(verbs_dir) == NULL) {
+		perror("test_ring: mkdtemp");
+		exit(1);
+	}
+	setenv("MCCL_FAKEVERBS_DIR", verbs_dir, 1);
+	for (int i = 0; i < MAXN; i++)
+		snprintf(conf_nodes[i].name, sizeof(conf_nodes[i].name), "%s",
+		    names[i]);
+	md.conf.nodes = conf_nodes;
+	md.conf.nnodes = MAXN;
+	log_init(LOG_ERR, "test_ring");
+	over_rdma = 1;
+}
+
+static void
+rdma_teardown(void)
+{
+	char cmd[64];
+
+	over_rdma = 0;
+	unsetenv("MCCL_FAKEVERBS_DIR");
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", verbs_dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "test_ring: cannot remove %s\n", verbs_dir);
+}
+
 static TCase *
 tcase(Suite *s, const char *name, const TTest *t, int n)
 {
@@ -1228,6 +1320,14 @@ tcase(Suite *s, const char *name, const TTest *t, int n)
 	tcase_add_loop_test(tc, t, 0, n);
 	suite_add_tcase(s, tc);
 	return tc;
+}
+
+/* A case of tests run over RDMA. */
+static void
+rdma_case(Suite *s, const char *name, const TTest *t, int n)
+{
+	tcase_add_unchecked_fixture(tcase(s, name, t, n), rdma_setup,
+	    rdma_teardown);
 }
 
 int
@@ -1262,6 +1362,18 @@ main(void)
 	tcase(s, "protocol", test_protocol_chunk, 1);
 	tcase(s, "junk", test_protocol_junk, 1);
 	tcase(s, "single", test_single, 1);
+	/* The engine again, over the RDMA transport (the fake verbs). */
+	rdma_case(s, "rdma_allreduce", test_allreduce, 3);
+	rdma_case(s, "rdma_algorithms", test_algorithms, 21);
+	rdma_case(s, "rdma_out_of_place", test_out_of_place, 12);
+	rdma_case(s, "rdma_lanes", test_lanes, 6);
+	rdma_case(s, "rdma_broadcast", test_broadcast, 3);
+	rdma_case(s, "rdma_allgather", test_allgather, 3);
+	rdma_case(s, "rdma_barrier", test_barrier, 3);
+	rdma_case(s, "rdma_back_to_back", test_back_to_back, 3);
+	rdma_case(s, "rdma_mismatch", test_mismatch, 2);
+	rdma_case(s, "rdma_timeout", test_timeout, 1);
+	rdma_case(s, "rdma_abort", test_abort, 1);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
