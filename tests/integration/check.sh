@@ -82,33 +82,19 @@ wait_cluster 3 || bad "the cluster did not come back after the check"
 
 # ---- four hosts, one slow ----
 
-CK_TAG=$$
-CK_BR=mcclck$CK_TAG
-CK_NS=(mccl-ck$CK_TAG-h0 mccl-ck$CK_TAG-h1 mccl-ck$CK_TAG-h2 mccl-ck$CK_TAG-h3)
+CK_NS=()
+for i in 0 1 2 3; do
+	CK_NS+=("$(host_ns ck "$i")")
+done
+ck_down() { hosts_down ck 4; }
 
-ck_down() {
-	local ns
-	for ns in "${CK_NS[@]}"; do
-		ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null
-		ip netns del "$ns" 2>/dev/null
-	done
-	ip link del "$CK_BR" 2>/dev/null
-}
-
-# ck_up: the bridge, the hosts, their egress shaped (host 3: 40 Mbit/s).
+# ck_up: the hosts, their egress shaped (host 3: 40 Mbit/s).
 ck_up() {
 	local i rate
-	ip link add "$CK_BR" type bridge && ip link set "$CK_BR" up || return 1
+	hosts_up ck 2 4 || return 1
 	for i in 0 1 2 3; do
 		rate=200mbit
 		[ $i = 3 ] && rate=40mbit
-		ip netns add "${CK_NS[$i]}" &&
-		ip link add "ck$CK_TAG$i" type veth peer name eth0 \
-		    netns "${CK_NS[$i]}" &&
-		ip link set "ck$CK_TAG$i" master "$CK_BR" up &&
-		ip -n "${CK_NS[$i]}" addr add "198.18.2.$((10 + i))/24" dev eth0 &&
-		ip -n "${CK_NS[$i]}" link set lo up &&
-		ip -n "${CK_NS[$i]}" link set eth0 up &&
 		tc -n "${CK_NS[$i]}" qdisc add dev eth0 root tbf rate $rate \
 		    burst 64kb latency 100ms || return 1
 	done

@@ -213,3 +213,33 @@ summary() {
 	echo "$PASS passed, $FAIL failed"
 	[ "$FAIL" -eq 0 ]
 }
+
+# Hosts in network namespaces, for the tests that need a network (root):
+# host I of the set TAG is namespace $(host_ns TAG I), 198.18.NET.(10 + I)
+# on its eth0, every host of the set on one bridge.  hosts_down TAG N
+# removes the set and kills what still runs in it.
+host_ns() { echo "mccl-$1$$-h$2"; }
+
+hosts_up() {	# TAG NET N
+	local tag=$1 net=$2 i ns br="mb$1$$"
+	ip link add "$br" type bridge && ip link set "$br" up || return 1
+	for ((i = 0; i < $3; i++)); do
+		ns=$(host_ns "$tag" "$i")
+		ip netns add "$ns" &&
+		ip link add "$tag$$$i" type veth peer name eth0 netns "$ns" &&
+		ip link set "$tag$$$i" master "$br" up &&
+		ip -n "$ns" addr add "198.18.$net.$((10 + i))/24" dev eth0 &&
+		ip -n "$ns" link set lo up &&
+		ip -n "$ns" link set eth0 up || return 1
+	done
+}
+
+hosts_down() {	# TAG N
+	local i ns
+	for ((i = 0; i < $2; i++)); do
+		ns=$(host_ns "$1" "$i")
+		ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null
+		ip netns del "$ns" 2>/dev/null
+	done
+	ip link del "mb$1$$" 2>/dev/null
+}

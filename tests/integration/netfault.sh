@@ -6,32 +6,8 @@
 # reconnect by themselves and a new job must work.  Everything created
 # here is removed at exit (lib.sh runs CLEANUP_HOOKS), also on failure.
 
-NF_TAG=$$
-NF_BR=mcclbr$NF_TAG
-NF_NS=(mccl-nf$NF_TAG-h0 mccl-nf$NF_TAG-h1)
-
-nf_down() {
-	local ns
-	for ns in "${NF_NS[@]}"; do
-		ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null
-		ip netns del "$ns" 2>/dev/null
-	done
-	ip link del "$NF_BR" 2>/dev/null
-}
-
-nf_up() {
-	local i
-	ip link add "$NF_BR" type bridge && ip link set "$NF_BR" up || return 1
-	for i in 0 1; do
-		ip netns add "${NF_NS[$i]}" &&
-		ip link add "nf$NF_TAG$i" type veth peer name eth0 \
-		    netns "${NF_NS[$i]}" &&
-		ip link set "nf$NF_TAG$i" master "$NF_BR" up &&
-		ip -n "${NF_NS[$i]}" addr add "198.18.1.$((10 + i))/24" dev eth0 &&
-		ip -n "${NF_NS[$i]}" link set lo up &&
-		ip -n "${NF_NS[$i]}" link set eth0 up || return 1
-	done
-}
+NF_NS=("$(host_ns nf 0)" "$(host_ns nf 1)")
+nf_down() { hosts_down nf 2; }
 
 # nf_peers_up I: host I's daemon sees its peer up, within 10 s.
 nf_peers_up() {
@@ -57,7 +33,7 @@ nf_rank() {
 echo "== faults: a link down and up again (namespaces)"
 if [ "$(id -u)" != 0 ] || ! ip netns list >/dev/null 2>&1; then
 	echo "(not root: the link test needs network namespaces; skipped)"
-elif ! nf_up; then
+elif ! hosts_up nf 1 2; then
 	bad "link test: cannot build the namespaces"
 	nf_down
 else
