@@ -942,8 +942,8 @@ static const struct conf_key conf_keys[] = {
 	    "start) and the daemon listens on loopback only"),
 	SPECIAL("admin_group", "string", admin_group, admin_group, 0,
 	    RELOAD_APPLY, "(none)", "group whose members may run mcclctl "
-	    "abort, reload and metrics and see every user's jobs, besides "
-	    "root"),
+	    "abort, reload, metrics and check and see every user's jobs, "
+	    "besides root and the daemon's own user"),
 	NUM("max_message_bytes", max_message_bytes, 1024, IPC_MSG_MAX, 262144,
 	    RELOAD_APPLY, "largest record a client may send (1024 to "
 	    "262144); a longer one closes the connection"),

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # demo.sh BUILD_DIR: a 3-node MCCL cluster on loopback, mccl-perf with two
-# ranks on each node, the result table and `mcclctl jobs`, then shutdown.
+# ranks on each node, the result table, `mcclctl jobs`, `peers` and
+# `check`, then shutdown.
 set -u
 B=$(cd "${1:-build}" && pwd)
 LOG_LEVEL=warning
@@ -44,6 +45,9 @@ fi
 echo
 echo "\$ mcclctl peers   (on n0)"
 "$B/mcclctl" -s "$T/n0.sock" peers
+echo
+echo "\$ mcclctl check   (from n0: every pair of nodes, over data links)"
+"$B/mcclctl" -s "$T/n0.sock" check || rc=1
 cluster_down
 echo "Daemons stopped."
 exit $rc

@@ -624,7 +624,11 @@ monitor_event(const char *event, const uid_t *owner, json_t *fields)
 	json_decref(fields);
 }
 
-/* Root, or a member of admin_group, may change the daemon's state. */
+/*
+ * Root, the daemon's own user (who may stop or read it anyway: a daemon
+ * from the build tree is its user's), or a member of admin_group may
+ * change the daemon's state and see every user's jobs.
+ */
 int
 client_privileged(const struct client *c)
 {
@@ -633,7 +637,7 @@ client_privileged(const struct client *c)
 	gid_t groups[256];
 	int n = 256;
 
-	if (c->uid == 0)
+	if (c->uid == 0 || c->uid == geteuid())
 		return 1;
 	if (md.conf.admin_group[0] == '\0' ||
 	    (gr = getgrnam(md.conf.admin_group)) == NULL)
@@ -656,7 +660,7 @@ client_sees(const struct client *c, uid_t uid)
 	return c->uid == uid || client_privileged(c);
 }
 
-/* Commands that change or load the cluster: root and admin_group only. */
+/* Commands that change or load the cluster: the privileged only. */
 static int
 ctl_refused(const struct client *c, uint32_t cmd, char *err, size_t errlen)
 {
@@ -666,9 +670,9 @@ ctl_refused(const struct client *c, uint32_t cmd, char *err, size_t errlen)
 
 	if (what == NULL || client_privileged(c))
 		return 0;
-	snprintf(err, errlen, "%s is for root and the admin group "
-	    "(admin_group in mccld.conf); uid %u is neither", what,
-	    (unsigned)c->uid);
+	snprintf(err, errlen, "%s is for root, the daemon's own user and the "
+	    "admin group (admin_group in mccld.conf); uid %u is none of them",
+	    what, (unsigned)c->uid);
 	return 1;
 }
 

@@ -93,7 +93,7 @@ if command -v setpriv >/dev/null && [ "$(id -u)" = 0 ]; then
 	out=$(as_nobody "$XB/mcclctl" -s "$T/n0.sock" abort xuser 2>&1)
 	rc=$?
 	case "$rc $out" in
-	"1 "*"for root and the admin group"*)
+	"1 "*"for root, the daemon's own user and the admin group"*)
 		ok "another uid may not abort (exit 1, permission)" ;;
 	*) bad "another uid aborting: $rc $out" ;;
 	esac

@@ -257,6 +257,14 @@ MCCL_SOCKET="$vdir/mccld.sock" MCCL_JOB=v MCCL_RANK=0 MCCL_NRANKS=1 \
     >"$T/sec-vic2.out" 2>&1 &&
     ok "MCCL_SOCKET into that directory: refused too" ||
     { bad "MCCL_SOCKET into the attacker's directory"; cat "$T/sec-vic2.out"; }
+# The daemon's own user is privileged on it (a daemon from the build tree
+# is its user's): the attacker's metrics and reload on the attacker's.
+out=$(as_user "$atk" "$XB/mcclctl" -s "$vdir/mccld.sock" metrics 2>&1)
+out2=$(as_user "$atk" "$XB/mcclctl" -s "$vdir/mccld.sock" reload 2>&1)
+[ $? = 0 ] && grep -q '^mccl_uptime_seconds' <<<"$out" &&
+    grep -q 'reloaded' <<<"$out2" &&
+    ok "the daemon's own user may run metrics and reload on it" ||
+    bad "the daemon's own user: metrics: $out / reload: $out2"
 if grep -q "uid $vic" "$T/atk.log"; then
 	bad "the attacker's daemon heard from the victim"
 	grep "uid $vic" "$T/atk.log" | head -n 3
@@ -439,14 +447,14 @@ case "$?:$out" in
 esac
 out=$(as_user "$vic" "$XB/mcclctl" -s "$T/n0.sock" metrics 2>&1)
 case "$?:$out" in
-1:*"metrics is for root and the admin group"*)
-	ok "metrics are for root and the admin group" ;;
+1:*"metrics is for root, the daemon's own user and the admin group"*)
+	ok "metrics are for root, the daemon's own user and the admin group" ;;
 *) bad "metrics for another user: $out" ;;
 esac
 out=$(as_user "$vic" "$XB/mcclctl" -s "$T/n0.sock" check --force 2>&1)
 case "$?:$out" in
-1:*"check is for root and the admin group"*)
-	ok "check (it loads every link) is for root and the admin group" ;;
+1:*"check is for root, the daemon's own user and the admin group"*)
+	ok "check (it loads every link) is not for another user" ;;
 *) bad "check for another user: $out" ;;
 esac
 kill "$sec_holder" 2>/dev/null
