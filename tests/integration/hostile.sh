@@ -159,31 +159,31 @@ hostile_logged "each peer refusal is logged with its reason" "$T/k1.log" \
     "failed authentication" "refused: unexpected message" \
     "did not authenticate within 2000 ms"
 
+# links_kept MODE N WHAT: mccl-hostile sends N links of MODE claiming node
+# k0 to k1; k1 must keep some, at most 64; prints an ok or bad naming WHAT.
+links_kept() {
+	local mode=$1 n=$2 what=$3 out kept
+	out=$(timeout 60 "$B/mccl-hostile" "$mode" 127.0.0.1 $((kbase + 1)) \
+	    "$T/cluster.key" 0 "$n" 2>&1)
+	kept=$(sed -n "s/^$n data links sent, \([0-9]*\) kept\$/\1/p" <<<"$out")
+	if [ -n "$kept" ] && [ "$kept" -gt 0 ] && [ "$kept" -le 64 ]; then
+		ok "k1 keeps $kept of $n $what (at most 64)"
+	else
+		bad "$what: $out"
+	fi
+}
+
 echo "== an authenticated peer's data links of jobs that never form"
 # 100 links claiming node k0, each of a job k1 never heard of: k1 keeps
 # them for the job to form (connect_timeout_ms), 64 at most per node.
-out=$(timeout 60 "$B/mccl-hostile" early 127.0.0.1 $((kbase + 1)) \
-    "$T/cluster.key" 0 100 2>&1)
-kept=$(sed -n 's/^100 data links sent, \([0-9]*\) kept$/\1/p' <<<"$out")
-if [ -n "$kept" ] && [ "$kept" -gt 0 ] && [ "$kept" -le 64 ]; then
-	ok "k1 keeps $kept of 100 early data links (at most 64 per node)"
-else
-	bad "early data links: $out"
-fi
+links_kept early 100 "early data links"
 hostile_logged "the refused early links are logged" "$T/k1.log" \
     "node k0 already has 64 data links of jobs not formed here"
 
 echo "== an authenticated peer's check links that never set up"
 # 80 links claiming node k0 as mcclctl check's: k1 serves 64 at once, each
 # until its set-up times out, refuses the rest, and stays up.
-out=$(timeout 60 "$B/mccl-hostile" checklinks 127.0.0.1 $((kbase + 1)) \
-    "$T/cluster.key" 0 80 2>&1)
-kept=$(sed -n 's/^80 data links sent, \([0-9]*\) kept$/\1/p' <<<"$out")
-if [ -n "$kept" ] && [ "$kept" -gt 0 ] && [ "$kept" -le 64 ]; then
-	ok "k1 serves $kept of 80 check links (at most 64 at once)"
-else
-	bad "check links: $out"
-fi
+links_kept checklinks 80 "check links"
 hostile_logged "the refused check links are logged, with why" \
     "$T/k1.log" "check: a link from node k0: 64 check links are served already"
 
