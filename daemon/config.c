@@ -22,6 +22,7 @@
 #include <jansson.h>
 
 #include "mccld.h"
+#include "spin.h"
 
 #define CONF_FILE_MAX		(4 * 1024 * 1024)
 #define CONF_DEFAULT_HOST	"127.0.0.1"

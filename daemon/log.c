@@ -1,5 +1,6 @@
 /*
- * log.c: leveled logging to stderr, where systemd's journal picks it up.
+ * log.c: leveled logging to stderr, where systemd's journal picks it up,
+ * and the daemon's clock.
  * Every function saves errno, so logging never disturbs the caller.
  */
 #include <errno.h>
@@ -7,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "mccld.h"
 
@@ -145,4 +147,14 @@ fatalx(const char *fmt, ...)
 	vlog(LOG_ERR, 0, fmt, ap);
 	va_end(ap);
 	exit(1);
+}
+
+/* The daemon's one clock, for deadlines and durations (any thread). */
+uint64_t
+now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }

@@ -17,6 +17,7 @@
 
 #include "mccld.h"
 #include "control/control.h"
+#include "transport/transport.h"
 
 struct mccld_state md;
 

@@ -10,8 +10,39 @@
 #define MCCL_CONTROL_H
 
 #include "mccld.h"
+#include "engine/engine.h"
 
 /* ---- control.c: the Unix socket, clients and mcclctl ---- */
+
+struct outmsg;
+TAILQ_HEAD(outmsg_list, outmsg);
+
+struct client {
+	TAILQ_ENTRY(client) entry;
+	int		 fd;
+	struct event	*ev_read;
+	struct event	*ev_write;
+	uid_t		 uid;
+	gid_t		 gid;
+	pid_t		 pid;
+	int		 hello_done;
+	struct segtab	*segs;
+	struct outmsg_list outq;
+	uint32_t	 outq_bytes;
+	int		 outq_full;	/* not read from until outq drains */
+	int		 monitor;	/* mcclctl monitor: gets events */
+	struct seg	*bell;		/* its doorbell (IPC_BELL), or NULL */
+	struct job	*job;		/* once it sent JOIN */
+	int		 joined;	/* it did: it joins no other */
+	uint32_t	 rank;
+	uint32_t	 local_index;	/* in job->local_ranks, once formed */
+	uint64_t	 last_seq;	/* of its last IPC_OP */
+	uint64_t	 inflight;	/* IPC_OPs not yet answered */
+	char		 desc[64];	/* "pid 123 uid 1000", for logs */
+};
+
+/* ---- peer.c: control connections to the other daemons (main thread) ---- */
+
 
 int		control_listen(const char *, char *, size_t);
 void		control_close(void);

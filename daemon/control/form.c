@@ -119,8 +119,6 @@ job_new(const struct client *c, const struct ipc_join *m)
 	j->state = JOB_FORMING;
 	j->timeout_ms = m->timeout_ms ? m->timeout_ms : md.conf.init_timeout_ms;
 	j->coordinator = coordinator_of(j->uid, j->name);
-	j->eng_abort_fd = -1;
-	TAILQ_INIT(&j->eng_out);
 	j->ev_timeout = evtimer_new(md.base, job_form_timeout_cb, j);
 	ms_to_tv(j->timeout_ms > UINT32_MAX - FORM_GRACE_MS ? UINT32_MAX :
 	    j->timeout_ms + FORM_GRACE_MS, &tv);
@@ -512,6 +510,31 @@ job_adopt_early_links(struct job *j)
 	}
 }
 
+/* The engine, on the local ranks' rings and segments. */
+static int
+job_engine_start(struct job *j, char *err, size_t errlen)
+{
+	struct engine_rank *ranks;
+	int rc;
+
+	if ((ranks = calloc(j->nlocal, sizeof(*ranks))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (uint32_t i = 0; i < j->nlocal; i++) {
+		const struct client *c = j->clients[j->local_ranks[i]];
+
+		ranks[i].rank = j->local_ranks[i];
+		if (c != NULL) {
+			ranks[i].bell = c->bell;
+			ranks[i].segs = c->segs;
+		}
+	}
+	rc = engine_start(j, ranks, err, errlen);
+	free(ranks);
+	return rc;
+}
+
 static void
 job_formed(const struct peer_formed *m, const uint32_t *rank_node)
 {
@@ -540,7 +563,7 @@ job_formed(const struct peer_formed *m, const uint32_t *rank_node)
 	    NULL)
 		snprintf(err, sizeof(err), "out of memory");
 	if (j->ev_engine == NULL || p2p_init(j, err, sizeof(err)) == -1 ||
-	    engine_start(j, err, sizeof(err)) == -1 ||
+	    job_engine_start(j, err, sizeof(err)) == -1 ||
 	    p2p_start(j, err, sizeof(err)) == -1) {
 		job_fail(j, MCCL_ERR_INTERNAL, "job %s: %s", j->name, err);
 		return;

@@ -330,8 +330,8 @@ job_engine_cb(int fd, short events, void *arg)
 	struct job *j = arg;
 	struct op_list done = TAILQ_HEAD_INITIALIZER(done);
 	struct op *op;
-	int links, code = 0, report;
-	char err[ERR_MAX];
+	int links, code = 0;
+	char err[ERR_MAX] = "";
 
 	(void)fd;
 	(void)events;
@@ -339,16 +339,7 @@ job_engine_cb(int fd, short events, void *arg)
 		job_reap(j);
 		return;
 	}
-	pthread_mutex_lock(&j->eng_mtx);
-	TAILQ_CONCAT(&done, &j->eng_out, entry);
-	links = j->eng_link_state;
-	if ((report = links != 0 && !j->eng_links_reported)) {
-		j->eng_links_reported = 1;
-		code = j->eng_link_code;
-		wire_strlcpy(err, j->eng_link_err, sizeof(err));
-	}
-	pthread_mutex_unlock(&j->eng_mtx);
-	if (report)
+	if ((links = engine_collect(j, &done, &code, err, sizeof(err))) != 0)
 		job_links_reported(j, links == 1, code, err);
 	/*
 	 * An op that ended well did, even if the job failed since: a send
@@ -408,7 +399,7 @@ job_tell_peers(struct job *j)
  * Ranks still joining get the error as JOIN's answer.  Ranks of a formed
  * job get IPC_JOB_FAILED, which fails whatever they have pending, in their
  * rings or not yet submitted; but only once the engine has ended the op it
- * was running (eng_stopped): one that ended well is answered through the
+ * was running (engine_stopped): one that ended well is answered through the
  * doorbells before the failure, so a rank whose op completed on every
  * node is never told it failed.
  */
@@ -416,14 +407,9 @@ static void
 job_fail_clients(struct job *j, enum job_state was)
 {
 	struct ipc_job_failed f = { (uint32_t)j->code };
-	int stopped = 1;
 
-	if (was != JOB_FORMING && was != JOB_LINKING && j->eng_running) {
-		pthread_mutex_lock(&j->eng_mtx);
-		stopped = j->eng_stopped || j->eng_exited;
-		pthread_mutex_unlock(&j->eng_mtx);
-	}
-	if (!stopped || j->fail_told)
+	if ((was != JOB_FORMING && was != JOB_LINKING && !engine_stopped(j)) ||
+	    j->fail_told)
 		return;
 	j->fail_told = 1;
 	for (uint32_t r = 0; r < j->nranks; r++) {
@@ -443,7 +429,6 @@ void
 job_fail(struct job *j, int code, const char *fmt, ...)
 {
 	enum job_state was = j->state;
-	uint64_t one = 1;
 	va_list ap;
 
 	if (was == JOB_FAILED)
@@ -462,14 +447,7 @@ job_fail(struct job *j, int code, const char *fmt, ...)
 		job_send_join(j);	/* withdraws our ranks */
 	if (j->id != 0)
 		job_tell_peers(j);
-	if (j->eng_running) {
-		pthread_mutex_lock(&j->eng_mtx);
-		__atomic_store_n(&j->eng_aborted, 1, __ATOMIC_RELEASE);
-		subq_wake(j);
-		pthread_mutex_unlock(&j->eng_mtx);
-		if (write(j->eng_abort_fd, &one, sizeof(one)) == -1)
-			log_warn("job %s: waking the engine", j->name);
-	}
+	engine_abort(j);
 	job_fail_clients(j, was);
 	mccld_status_update();
 }
@@ -500,16 +478,9 @@ job_client_abort(struct client *c)
 static void
 job_destroy(struct job *j)
 {
-	struct op *op;
-
 	p2p_finish(j);
 	engine_finish(j);
-	subq_detach(j);
-	while ((op = TAILQ_FIRST(&j->eng_out)) != NULL) {
-		TAILQ_REMOVE(&j->eng_out, op, entry);
-		op_free(op);
-	}
-	if (j->ev_engine != NULL)	/* an engine that never started */
+	if (j->ev_engine != NULL)	/* none if the job never formed */
 		event_free(j->ev_engine);
 	event_free(j->ev_timeout);
 	free(j->clients);
@@ -592,13 +563,9 @@ job_client_gone(struct client *c, int orderly)
 			job_free(j);
 		return;
 	}
-	if (j->sq != NULL) {	/* the engine stops waiting for it */
-		__atomic_store_n(&j->sq[c->local_index].left, 1,
-		    __ATOMIC_RELEASE);
-		engine_wake(j);
-	}
-	if (!orderly || c->inflight > 0 || (j->sq != NULL &&
-	    subq_pending(j, c->local_index)))
+	subq_leave(j, c->local_index);	/* the engine stops waiting for it */
+	engine_wake(j);
+	if (!orderly || c->inflight > 0 || subq_pending(j, c->local_index))
 		job_fail(j, MCCL_ERR_PEER_FAILED, "job %s: rank %u (%s) on node "
 		    "%s %s", j->name, c->rank, c->desc, md.conf.node_name,
 		    orderly ? "left with operations pending" :

@@ -31,29 +31,20 @@
 static json_t *
 inflight_json(struct job *j)
 {
-	json_t *o = json_null();
-	const struct op *op;
+	struct op_now op;
 	uint64_t now;
-	uint32_t pos;
 
-	if (!j->eng_running)
-		return o;
-	pthread_mutex_lock(&j->eng_mtx);
-	if ((op = j->eng_current) != NULL) {
-		pos = __atomic_load_n(&op->wait_pos, __ATOMIC_RELAXED);
-		if ((now = now_ns()) < op->ready_ns)
-			now = op->ready_ns;
-		o = json_pack("{s:I, s:s, s:I, s:I, s:I, s:s?}", "seq",
-		    (json_int_t)op->desc.seq, "coll",
-		    proto_coll_name(op->desc.coll), "count",
-		    (json_int_t)op->desc.count, "age_ms",
-		    (json_int_t)((now - op->ready_ns) / 1000000),
-		    "timeout_in_ms", (json_int_t)(op->deadline_ns > now ?
-		    (op->deadline_ns - now) / 1000000 : 0), "waiting_for",
-		    pos < j->nnodes && pos != j->me ? j->names[pos] : NULL);
-	}
-	pthread_mutex_unlock(&j->eng_mtx);
-	return o;
+	if (!engine_current(j, &op))
+		return json_null();
+	if ((now = now_ns()) < op.ready_ns)
+		now = op.ready_ns;
+	return json_pack("{s:I, s:s, s:I, s:I, s:I, s:s?}", "seq",
+	    (json_int_t)op.seq, "coll", proto_coll_name(op.coll), "count",
+	    (json_int_t)op.count, "age_ms",
+	    (json_int_t)((now - op.ready_ns) / 1000000), "timeout_in_ms",
+	    (json_int_t)(op.deadline_ns > now ? (op.deadline_ns - now) /
+	    1000000 : 0), "waiting_for", op.wait_pos < j->nnodes &&
+	    op.wait_pos != j->me ? j->names[op.wait_pos] : NULL);
 }
 
 /* The next collective, when some local ranks submitted it and others not. */
@@ -63,8 +54,7 @@ waiting_json(struct job *j)
 	uint64_t seq, since, now = now_ns();
 	json_t *missing;
 
-	if (j->sq == NULL || (since = subq_waiting_since(j, &seq)) == 0 ||
-	    since > now)
+	if ((since = subq_waiting_since(j, &seq)) == 0 || since > now)
 		return json_null();
 	missing = json_array();
 	for (uint32_t i = 0; i < j->nlocal; i++)
@@ -87,8 +77,7 @@ job_snapshot(struct job *j)
 		struct client *c = j->clients[r];
 
 		json_array_append_new(ranks, json_pack("{s:i, s:I, s:I, s:b}",
-		    "rank", (int)r, "submitted", (json_int_t)(j->sq != NULL ?
-		    subq_submitted(j, i) : 0),
+		    "rank", (int)r, "submitted", (json_int_t)subq_submitted(j, i),
 		    "completed", (json_int_t)j->ops_completed, "connected",
 		    c != NULL));
 	}

@@ -8,7 +8,7 @@
  * carries the choice, so a node that chose otherwise fails the op naming
  * both.
  */
-#include "mccld.h"
+#include "engine/engine.h"
 #include "engine/algo.h"
 
 #define DIRECT_BYTES	((size_t)32 << 10)	/* AUTO: most a node sends in

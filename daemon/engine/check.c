@@ -24,7 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "mccld.h"
+#include "engine/engine.h"
 #include "engine/check.h"
 #include "transport/transport.h"
 

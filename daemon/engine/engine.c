@@ -6,8 +6,9 @@
  * run the inter-node part (ring.c) on one buffer for the whole node, and
  * write the result into every local rank's buffer.  It never touches the
  * main thread's structures: operations come in from the local ranks'
- * submission rings (subq.c) and go back through eng_out, under eng_mtx,
- * and ev_engine tells the main loop.
+ * submission rings (subq.c) and go back through its completion queue
+ * (struct engine's out, under mtx), and ev_engine tells the main loop,
+ * which takes them with engine_collect.
  */
 #include <sys/eventfd.h>
 
@@ -20,8 +21,8 @@
 
 #include <event2/event.h>
 
-#include "mccld.h"
-#include "engine/budget.h"
+#include "engine/engine_state.h"
+#include "spin.h"
 #include "engine/algo.h"
 #include "transport/transport.h"
 
@@ -41,7 +42,7 @@ engine_notify(struct job *j)
 
 /* ---- data links ---- */
 
-#define FD_TAKEN	(-2)	/* eng_fds: an accepted link the engine took */
+#define FD_TAKEN	(-2)	/* fds: an accepted link the engine took */
 #define ROWS(j)		((j)->nlanes + 1)	/* lanes, then send/recv's */
 
 static uint32_t
@@ -71,7 +72,7 @@ engine_connect_links(struct job *j, struct link_setup *su, char *err,
 
 			if ((s->fd = dial_data_link(&md.conf.nodes[node].addr,
 			    md.conf.node_index, node, j->id, row_stream(j, k),
-			    j->eng_abort_fd, link_deadline(), why,
+			    j->eng->abort_fd, link_deadline(), why,
 			    sizeof(why))) == -1 ||
 			    link_offer(s, why, sizeof(why)) == -1) {
 				snprintf(err, errlen, "cannot open a data link "
@@ -87,12 +88,12 @@ engine_links_missing(const struct job *j)
 {
 	for (uint32_t p = 0; p < j->me; p++)
 		for (uint32_t k = 0; k < ROWS(j); k++)
-			if (j->eng_fds[k * j->nnodes + p] == -1)
+			if (j->eng->fds[k * j->nnodes + p] == -1)
 				return (int)p;
 	return -1;
 }
 
-/* Wait for the nodes before us to connect; called with eng_mtx held. */
+/* Wait for the nodes before us to connect; called with mtx held. */
 static int
 engine_await_links(struct job *j, char *err, size_t errlen)
 {
@@ -108,9 +109,9 @@ engine_await_links(struct job *j, char *err, size_t errlen)
 		ts.tv_sec++;
 		ts.tv_nsec -= 1000000000;
 	}
-	while ((missing = engine_links_missing(j)) != -1 && !j->eng_quit &&
-	    !j->eng_aborted)
-		if (pthread_cond_timedwait(&j->eng_cond, &j->eng_mtx, &ts) ==
+	while ((missing = engine_links_missing(j)) != -1 && !j->eng->quit &&
+	    !j->eng->aborted)
+		if (pthread_cond_timedwait(&j->eng->cond, &j->eng->mtx, &ts) ==
 		    ETIMEDOUT)
 			break;
 	if (missing == -1)
@@ -127,16 +128,16 @@ engine_accepted_links(struct job *j, struct link_setup *su, char *err,
 {
 	int rc;
 
-	pthread_mutex_lock(&j->eng_mtx);
+	pthread_mutex_lock(&j->eng->mtx);
 	if ((rc = engine_await_links(j, err, errlen)) == 0)
 		for (uint32_t p = 0; p < j->me; p++)
 			for (uint32_t k = 0; k < ROWS(j); k++) {
 				uint32_t i = k * j->nnodes + p;
 
-				su[i].fd = j->eng_fds[i];
-				j->eng_fds[i] = FD_TAKEN;
+				su[i].fd = j->eng->fds[i];
+				j->eng->fds[i] = FD_TAKEN;
 			}
-	pthread_mutex_unlock(&j->eng_mtx);
+	pthread_mutex_unlock(&j->eng->mtx);
 	for (uint32_t p = 0; rc == 0 && p < j->me; p++)
 		for (uint32_t k = 0; rc == 0 && k < ROWS(j); k++)
 			if ((rc = link_offer(&su[k * j->nnodes + p], err,
@@ -159,16 +160,16 @@ engine_complete_links(struct job *j, struct link_setup *su, char *err,
 		for (uint32_t i = 0; i < n; i++) {
 			if (i % j->nnodes == j->me)
 				continue;
-			if ((step == 0 ? link_answer(&su[i], j->eng_abort_fd,
+			if ((step == 0 ? link_answer(&su[i], j->eng->abort_fd,
 			    deadline, why, sizeof(why)) : link_ready(&su[i],
-			    j->eng_abort_fd, deadline, why, sizeof(why))) ==
+			    j->eng->abort_fd, deadline, why, sizeof(why))) ==
 			    -1) {
 				snprintf(err, errlen, "data link between nodes "
 				    "%s and %s: %s", j->names[j->me],
 				    j->names[i % j->nnodes], why);
 				return -1;
 			}
-			j->eng_links[i] = su[i].link;
+			j->eng->links[i] = su[i].link;
 		}
 	return 0;
 }
@@ -177,7 +178,7 @@ engine_complete_links(struct job *j, struct link_setup *su, char *err,
 static void
 engine_hand_p2p(struct job *j, const char *err)
 {
-	struct link **row = j->eng_links + j->nlanes * j->nnodes;
+	struct link **row = j->eng->links + j->nlanes * j->nnodes;
 
 	p2p_links(j, err == NULL ? row : NULL, err);
 	if (err == NULL)
@@ -207,8 +208,8 @@ engine_links(struct job *j)
 		free(su);
 	}
 	for (uint32_t i = 0; i < n && rc == 0; i++)
-		if (j->eng_links[i] != NULL && j->eng_links[i]->tp->mem_add)
-			j->eng_registers = 1;
+		if (j->eng->links[i] != NULL && j->eng->links[i]->tp->mem_add)
+			j->eng->registers = 1;
 	engine_hand_p2p(j, rc == 0 ? NULL : err);
 	engine_report_links(j, rc == 0, MCCL_ERR_PEER_FAILED, err);
 	return rc;
@@ -253,9 +254,9 @@ engine_tmp(struct job *j, size_t bytes, struct xfer *x)
 {
 	uint8_t *p;
 
-	if (bytes == 0 || (p = scratch_get(&j->eng_tmp, bytes, x->err,
+	if (bytes == 0 || (p = scratch_get(&j->eng->tmp, bytes, x->err,
 	    sizeof(x->err))) != NULL)
-		return j->eng_tmp.buf;
+		return j->eng->tmp.buf;
 	x->code = MCCL_ERR_NO_MEMORY;
 	return NULL;
 }
@@ -264,9 +265,9 @@ engine_tmp(struct job *j, size_t bytes, struct xfer *x)
 static void
 engine_tmp_release(struct job *j)
 {
-	if (j->eng_registers && j->eng_tmp.buf != NULL)
-		link_mem_forget(&j->eng_tmp);
-	scratch_release(&j->eng_tmp);
+	if (j->eng->registers && j->eng->tmp.buf != NULL)
+		link_mem_forget(&j->eng->tmp);
+	scratch_release(&j->eng->tmp);
 }
 
 /*
@@ -1059,8 +1060,8 @@ engine_register(struct job *j, const struct op *op)
 			if (s[k] != NULL && (k == 0 || s[1] != s[0]))
 				link_mem_add(s[k], s[k]->base, s[k]->size);
 	}
-	if (j->eng_tmp.buf != NULL)
-		link_mem_add(&j->eng_tmp, j->eng_tmp.buf, j->eng_tmp.len);
+	if (j->eng->tmp.buf != NULL)
+		link_mem_add(&j->eng->tmp, j->eng->tmp.buf, j->eng->tmp.len);
 }
 
 static void
@@ -1069,16 +1070,16 @@ engine_run(struct job *j, struct op *op, uint8_t *scratch)
 	struct xfer x;
 	int rc = -1;
 
-	if (j->eng_registers)
+	if (j->eng->registers)
 		engine_register(j, op);
 	memset(&x, 0, sizeof(x));
 	x.nnodes = j->nnodes;
 	x.me = j->me;
-	x.links = j->eng_links;
+	x.links = j->eng->links;
 	x.nlanes = j->nlanes;
 	x.names = j->names;
-	x.abort_fd = j->eng_abort_fd;
-	x.aborted = &j->eng_aborted;
+	x.abort_fd = j->eng->abort_fd;
+	x.aborted = &j->eng->aborted;
 	x.deadline_ns = op->deadline_ns;
 	x.chunk = md.conf.chunk_bytes;
 	x.algo = op->desc.algo;
@@ -1132,7 +1133,7 @@ engine_spin(struct job *j, uint32_t kicks)
 	until = now_ns() + budget;
 	do {
 		for (int k = 0; k < 16; k++) {
-			if (subq_ready(j) || __atomic_load_n(&j->eng_kicks,
+			if (subq_ready(j) || __atomic_load_n(&j->eng->kicks,
 			    __ATOMIC_ACQUIRE) != kicks)
 				return 1;
 			spin_pause();
@@ -1142,7 +1143,7 @@ engine_spin(struct job *j, uint32_t kicks)
 }
 
 /*
- * Ops the doorbells answered wait on eng_out for the main thread to free
+ * Ops the doorbells answered wait on the out queue for the main thread to free
  * them, which it is woken for once QUIET_BATCH of them are there, or when
  * the engine has had nothing to do for LAZY_NS: a tight loop of small
  * collectives costs it a wake-up per batch, not per op.
@@ -1153,17 +1154,17 @@ engine_lazy(struct job *j, uint64_t lazy)
 	uint64_t now = now_ns();
 	int notify = 0;
 
-	pthread_mutex_lock(&j->eng_mtx);
-	if (j->eng_out_quiet == 0)
+	pthread_mutex_lock(&j->eng->mtx);
+	if (j->eng->out_quiet == 0)
 		lazy = 0;
 	else if (lazy == 0)
 		lazy = now + LAZY_NS;
 	else if (now >= lazy) {
-		j->eng_out_quiet = 0;
+		j->eng->out_quiet = 0;
 		notify = 1;
 		lazy = 0;
 	}
-	pthread_mutex_unlock(&j->eng_mtx);
+	pthread_mutex_unlock(&j->eng->mtx);
 	if (notify)
 		engine_notify(j);
 	return lazy;
@@ -1179,7 +1180,7 @@ engine_idle(struct job *j, uint64_t idle)
 {
 	uint64_t now;
 
-	if (j->eng_tmp.buf == NULL)
+	if (j->eng->tmp.buf == NULL)
 		return 0;
 	now = now_ns();
 	if (idle == 0)
@@ -1210,22 +1211,22 @@ engine_next(struct job *j)
 	int quit, take;
 
 	for (;;) {
-		kicks = __atomic_load_n(&j->eng_kicks, __ATOMIC_ACQUIRE);
-		pthread_mutex_lock(&j->eng_mtx);
-		quit = j->eng_quit;
-		take = !j->eng_aborted;
-		if (!take && !j->eng_stopped) {	/* see job_fail_clients */
-			j->eng_stopped = 1;
+		kicks = __atomic_load_n(&j->eng->kicks, __ATOMIC_ACQUIRE);
+		pthread_mutex_lock(&j->eng->mtx);
+		quit = j->eng->quit;
+		take = !j->eng->aborted;
+		if (!take && !j->eng->stopped) {	/* see job_fail_clients */
+			j->eng->stopped = 1;
 			engine_notify(j);
 		}
-		pthread_mutex_unlock(&j->eng_mtx);
+		pthread_mutex_unlock(&j->eng->mtx);
 		if (quit)
 			return NULL;
 		until = 0;
 		if (take && (op = subq_take(j, &until)) != NULL) {
-			pthread_mutex_lock(&j->eng_mtx);
-			j->eng_current = op;
-			pthread_mutex_unlock(&j->eng_mtx);
+			pthread_mutex_lock(&j->eng->mtx);
+			j->eng->current = op;
+			pthread_mutex_unlock(&j->eng->mtx);
 			return op;
 		}
 		if (engine_spin(j, kicks))
@@ -1238,8 +1239,8 @@ engine_next(struct job *j)
 
 /*
  * Hand op back to the main thread.  One that ended well is answered at
- * once through its ranks' doorbells, under eng_mtx with op already on
- * eng_out: a rank that wakes and leaves at once finds its descriptors
+ * once through its ranks' doorbells, under mtx with op already on
+ * out: a rank that wakes and leaves at once finds its descriptors
  * completed (subq_pending), and the main thread can't free op before the
  * ringing is over.  One that failed stops the engine taking more.
  */
@@ -1249,18 +1250,18 @@ engine_done(struct job *j, struct op *op)
 	int notify = 1;
 
 	op->done_ns = now_ns();
-	pthread_mutex_lock(&j->eng_mtx);
-	j->eng_current = NULL;
-	TAILQ_INSERT_TAIL(&j->eng_out, op, entry);
+	pthread_mutex_lock(&j->eng->mtx);
+	j->eng->current = NULL;
+	TAILQ_INSERT_TAIL(&j->eng->out, op, entry);
 	subq_completed(j);
 	if (op->code == 0) {
 		for (uint32_t i = 0; i < j->nlocal; i++)
-			bell_ring(j->sq[i].bell, op->parts[i].req);
-		if ((notify = ++j->eng_out_quiet >= QUIET_BATCH))
-			j->eng_out_quiet = 0;
+			bell_ring(j->eng->sq[i].bell, op->parts[i].req);
+		if ((notify = ++j->eng->out_quiet >= QUIET_BATCH))
+			j->eng->out_quiet = 0;
 	} else		/* atomic: ring_start reads it unlocked */
-		__atomic_store_n(&j->eng_aborted, 1, __ATOMIC_RELEASE);
-	pthread_mutex_unlock(&j->eng_mtx);
+		__atomic_store_n(&j->eng->aborted, 1, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&j->eng->mtx);
 	if (notify)
 		engine_notify(j);
 }
@@ -1269,20 +1270,24 @@ engine_done(struct job *j, struct op *op)
 void
 engine_op_done(struct job *j, struct op *op)
 {
-	pthread_mutex_lock(&j->eng_mtx);
-	TAILQ_INSERT_TAIL(&j->eng_out, op, entry);
-	pthread_mutex_unlock(&j->eng_mtx);
+	if (j->eng == NULL) {	/* no engine_start: no op was ever taken */
+		op_free(op);
+		return;
+	}
+	pthread_mutex_lock(&j->eng->mtx);
+	TAILQ_INSERT_TAIL(&j->eng->out, op, entry);
+	pthread_mutex_unlock(&j->eng->mtx);
 	engine_notify(j);
 }
 
 static void
 engine_report_links(struct job *j, int ok, int code, const char *err)
 {
-	pthread_mutex_lock(&j->eng_mtx);
-	j->eng_link_state = ok ? 1 : -1;
-	j->eng_link_code = code;
-	wire_strlcpy(j->eng_link_err, err, sizeof(j->eng_link_err));
-	pthread_mutex_unlock(&j->eng_mtx);
+	pthread_mutex_lock(&j->eng->mtx);
+	j->eng->link_state = ok ? 1 : -1;
+	j->eng->link_code = code;
+	wire_strlcpy(j->eng->link_err, err, sizeof(j->eng->link_err));
+	pthread_mutex_unlock(&j->eng->mtx);
 	engine_notify(j);
 }
 
@@ -1300,62 +1305,94 @@ engine_main(void *arg)
 		    "out of memory for the pipeline");
 	else
 		ok = engine_links(j) == 0;
-	if (ok && j->eng_registers)
+	if (ok && j->eng->registers)
 		link_mem_add(scratch, scratch, scratch_len);
 	while ((op = engine_next(j)) != NULL) {
 		if (op->code == 0 && ok)
 			engine_run(j, op, scratch);
 		else if (op->code == 0) {
-			op->code = j->eng_link_code;
-			wire_strlcpy(op->err, j->eng_link_err, sizeof(op->err));
+			op->code = j->eng->link_code;
+			wire_strlcpy(op->err, j->eng->link_err, sizeof(op->err));
 		}
 		engine_done(j, op);
 	}
-	if (j->eng_registers)
+	if (j->eng->registers)
 		link_mem_forget(scratch);
 	free(scratch);
 	engine_tmp_release(j);
 	/* Under the lock: the main thread frees the event only after it. */
-	pthread_mutex_lock(&j->eng_mtx);
-	j->eng_exited = 1;
+	pthread_mutex_lock(&j->eng->mtx);
+	j->eng->exited = 1;
 	engine_notify(j);
-	pthread_mutex_unlock(&j->eng_mtx);
+	pthread_mutex_unlock(&j->eng->mtx);
 	return NULL;
 }
 
 /* ---- the main thread's side ---- */
 
-int
-engine_start(struct job *j, char *err, size_t errlen)
+/* The job's engine, if its thread runs. */
+static struct engine *
+engine_running(const struct job *j)
 {
-	pthread_condattr_t ca;
+	return j->eng != NULL && j->eng->running ? j->eng : NULL;
+}
 
-	if ((j->eng_fds = malloc(ROWS(j) * j->nnodes * sizeof(int))) ==
-	    NULL || (j->eng_links = calloc(ROWS(j) * j->nnodes,
-	    sizeof(*j->eng_links))) == NULL) {
+/* Everything but the thread; engine_finish frees what this made. */
+static int
+engine_new(struct job *j, const struct engine_rank *ranks, char *err,
+    size_t errlen)
+{
+	size_t nlinks = (size_t)ROWS(j) * j->nnodes;
+	pthread_condattr_t ca;
+	struct engine *e;
+
+	if ((e = calloc(1, sizeof(*e))) == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	if (subq_attach(j, err, errlen) == -1)
+	j->eng = e;
+	pthread_mutex_init(&e->mtx, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);	/* deadlines are */
+	pthread_cond_init(&e->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	TAILQ_INIT(&e->out);
+	e->abort_fd = -1;
+	e->tmp = (struct scratch){ NULL, 0, j->uid, md.conf.node_name };
+	if ((e->fds = malloc(nlinks * sizeof(int))) == NULL ||
+	    (e->links = calloc(nlinks, sizeof(*e->links))) == NULL) {
+		snprintf(err, errlen, "out of memory");
 		return -1;
-	for (uint32_t p = 0; p < ROWS(j) * j->nnodes; p++)
-		j->eng_fds[p] = -1;
-	j->eng_tmp = (struct scratch){ NULL, 0, j->uid, md.conf.node_name };
-	if ((j->eng_abort_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) == -1) {
+	}
+	for (size_t p = 0; p < nlinks; p++)
+		e->fds[p] = -1;
+	if (subq_attach(j, ranks, err, errlen) == -1)
+		return -1;
+	if ((e->abort_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) == -1) {
 		snprintf(err, errlen, "eventfd: %s", strerror(errno));
 		return -1;
 	}
-	pthread_mutex_init(&j->eng_mtx, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);	/* deadlines are */
-	pthread_cond_init(&j->eng_cond, &ca);
-	pthread_condattr_destroy(&ca);
-	if ((errno = pthread_create(&j->eng_thread, NULL, engine_main, j)) != 0) {
+	return 0;
+}
+
+/*
+ * Start the job's engine on the local ranks' rings and segments (ranks,
+ * by local index).  On failure the job has what was made, for
+ * engine_finish.
+ */
+int
+engine_start(struct job *j, const struct engine_rank *ranks, char *err,
+    size_t errlen)
+{
+	if (engine_new(j, ranks, err, errlen) == -1)
+		return -1;
+	if ((errno = pthread_create(&j->eng->thread, NULL, engine_main, j)) !=
+	    0) {
 		snprintf(err, errlen, "cannot start the engine thread: %s",
 		    strerror(errno));
 		return -1;
 	}
-	j->eng_running = 1;
+	j->eng->running = 1;
 	return 0;
 }
 
@@ -1363,30 +1400,113 @@ engine_start(struct job *j, char *err, size_t errlen)
 int
 engine_adopt_link(struct job *j, uint32_t pos, uint32_t lane, int fd)
 {
+	struct engine *e = engine_running(j);
 	int rc = -1, *slot;
 
-	if (!j->eng_running || pos >= j->me || lane >= ROWS(j))
+	if (e == NULL || pos >= j->me || lane >= ROWS(j))
 		return -1;
-	slot = &j->eng_fds[lane * j->nnodes + pos];
-	pthread_mutex_lock(&j->eng_mtx);
+	slot = &e->fds[lane * j->nnodes + pos];
+	pthread_mutex_lock(&e->mtx);
 	if (*slot == -1) {
 		*slot = fd;
-		pthread_cond_signal(&j->eng_cond);
+		pthread_cond_signal(&e->cond);
 		rc = 0;
 	}
-	pthread_mutex_unlock(&j->eng_mtx);
+	pthread_mutex_unlock(&e->mtx);
 	return rc;
+}
+
+/*
+ * Take what the engine (and p2p.c) handed back: the ops that ended, onto
+ * done; and once, whether the job's links came up: 1 they did, -1 they
+ * failed (code and err say why), 0 nothing new.
+ */
+int
+engine_collect(struct job *j, struct op_list *done, int *code, char *err,
+    size_t errlen)
+{
+	struct engine *e = j->eng;
+	int links = 0;
+
+	if (e == NULL)
+		return 0;
+	pthread_mutex_lock(&e->mtx);
+	TAILQ_CONCAT(done, &e->out, entry);
+	if (e->link_state != 0 && !e->links_reported) {
+		e->links_reported = 1;
+		links = e->link_state;
+		*code = e->link_code;
+		wire_strlcpy(err, e->link_err, errlen);
+	}
+	pthread_mutex_unlock(&e->mtx);
+	return links;
+}
+
+/* The collective the engine runs now, if one: 1 and *now filled, or 0. */
+int
+engine_current(struct job *j, struct op_now *now)
+{
+	struct engine *e = engine_running(j);
+	const struct op *op;
+
+	if (e == NULL)
+		return 0;
+	pthread_mutex_lock(&e->mtx);
+	if ((op = e->current) != NULL)
+		*now = (struct op_now){ op->desc.seq, op->desc.coll,
+		    op->desc.count, op->ready_ns, op->deadline_ns,
+		    __atomic_load_n(&op->wait_pos, __ATOMIC_RELAXED) };
+	pthread_mutex_unlock(&e->mtx);
+	return op != NULL;
+}
+
+/* No op runs or will: the engine was aborted and ended its last, or is gone. */
+int
+engine_stopped(struct job *j)
+{
+	struct engine *e = engine_running(j);
+	int stopped;
+
+	if (e == NULL)
+		return 1;
+	pthread_mutex_lock(&e->mtx);
+	stopped = e->stopped || e->exited;
+	pthread_mutex_unlock(&e->mtx);
+	return stopped;
+}
+
+/*
+ * The job failed: the op running ends (ring.c sees aborted, and abort_fd
+ * wakes its poll), and no other starts.  It says so by engine_stopped,
+ * through a wake-up of the main loop.
+ */
+void
+engine_abort(struct job *j)
+{
+	struct engine *e = engine_running(j);
+	uint64_t one = 1;
+
+	if (e == NULL)
+		return;
+	pthread_mutex_lock(&e->mtx);
+	__atomic_store_n(&e->aborted, 1, __ATOMIC_RELEASE);
+	subq_wake(j);
+	pthread_mutex_unlock(&e->mtx);
+	if (write(e->abort_fd, &one, sizeof(one)) == -1)
+		log_warn("job %s: waking the engine", j->name);
 }
 
 /* Wake the engine to look again (a rank left, say). */
 void
 engine_wake(struct job *j)
 {
-	if (!j->eng_running)
+	struct engine *e = engine_running(j);
+
+	if (e == NULL)
 		return;
-	pthread_mutex_lock(&j->eng_mtx);
+	pthread_mutex_lock(&e->mtx);
 	subq_wake(j);
-	pthread_mutex_unlock(&j->eng_mtx);
+	pthread_mutex_unlock(&e->mtx);
 }
 
 struct lingering_links {
@@ -1459,16 +1579,17 @@ engine_shutdown(void)
 void
 engine_quit(struct job *j)
 {
+	struct engine *e = engine_running(j);
 	uint64_t one = 1;
 
-	if (!j->eng_running)
+	if (e == NULL)
 		return;
-	pthread_mutex_lock(&j->eng_mtx);
-	j->eng_quit = 1;
+	pthread_mutex_lock(&e->mtx);
+	e->quit = 1;
 	subq_wake(j);
-	pthread_mutex_unlock(&j->eng_mtx);
+	pthread_mutex_unlock(&e->mtx);
 	/* Also gives up a data link being connected (dial_data_link). */
-	if (write(j->eng_abort_fd, &one, sizeof(one)) == -1)
+	if (write(e->abort_fd, &one, sizeof(one)) == -1)
 		log_warn("job %s: stopping the engine", j->name);
 }
 
@@ -1476,46 +1597,51 @@ engine_quit(struct job *j)
 int
 engine_exited(struct job *j)
 {
+	struct engine *e = engine_running(j);
 	int exited;
 
-	if (!j->eng_running)
+	if (e == NULL)
 		return 1;
-	pthread_mutex_lock(&j->eng_mtx);
-	exited = j->eng_exited;
-	pthread_mutex_unlock(&j->eng_mtx);
+	pthread_mutex_lock(&e->mtx);
+	exited = e->exited;
+	pthread_mutex_unlock(&e->mtx);
 	return exited;
 }
 
 /*
- * After engine_quit: join the thread, close the links, and give back what
- * it still holds.  Blocks until the thread returns: the main loop calls
- * it once engine_exited says so, only the exit path sooner.
+ * After engine_quit: join the thread, close the links, free the ops still
+ * queued, and give back what the engine holds.  Blocks until the thread
+ * returns: the main loop calls it once engine_exited says so, only the
+ * exit path sooner.  Also frees what a failed engine_start made.
  */
 void
 engine_finish(struct job *j)
 {
-	if (!j->eng_running) {		/* engine_start failed, if it ran */
-		free(j->eng_fds);
-		free(j->eng_links);
-		j->eng_fds = NULL;
-		j->eng_links = NULL;
+	size_t nlinks = (size_t)ROWS(j) * j->nnodes;
+	struct engine *e = j->eng;
+	struct op *op;
+
+	if (e == NULL)
 		return;
+	if (e->running)
+		pthread_join(e->thread, NULL);
+	for (size_t p = 0; e->fds != NULL && p < nlinks; p++)
+		if (e->fds[p] >= 0)		/* handed over, never taken */
+			close(e->fds[p]);
+	free(e->fds);
+	if (e->links != NULL && e->aborted)
+		engine_linger(e->links, nlinks);
+	else if (e->links != NULL)
+		links_close(e->links, nlinks);
+	if (e->abort_fd != -1)
+		close(e->abort_fd);
+	subq_detach(j);
+	while ((op = TAILQ_FIRST(&e->out)) != NULL) {
+		TAILQ_REMOVE(&e->out, op, entry);
+		op_free(op);
 	}
-	pthread_join(j->eng_thread, NULL);
-	j->eng_running = 0;
-	for (uint32_t p = 0; p < ROWS(j) * j->nnodes; p++)
-		if (j->eng_fds[p] >= 0)		/* handed over, never taken */
-			close(j->eng_fds[p]);
-	free(j->eng_fds);
-	if (j->eng_aborted)
-		engine_linger(j->eng_links, ROWS(j) * j->nnodes);
-	else
-		links_close(j->eng_links, ROWS(j) * j->nnodes);
-	j->eng_fds = NULL;
-	j->eng_links = NULL;
-	close(j->eng_abort_fd);
-	event_free(j->ev_engine);
-	j->ev_engine = NULL;
-	pthread_mutex_destroy(&j->eng_mtx);
-	pthread_cond_destroy(&j->eng_cond);
+	pthread_mutex_destroy(&e->mtx);
+	pthread_cond_destroy(&e->cond);
+	free(e);
+	j->eng = NULL;
 }

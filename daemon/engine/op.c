@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mccld.h"
+#include "engine/engine.h"
 
 /* An op of job j, with a part per local rank. */
 struct op *

@@ -26,8 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "mccld.h"
-#include "engine/budget.h"
+#include "engine/engine_state.h"
 #include "transport/transport.h"
 
 #define P2P_UNEXPECTED_MAX	((uint64_t)1 << 30)
@@ -686,7 +685,7 @@ p2p_wait(struct p2p *p, uint64_t next_deadline)
 		goto out;
 	pfd[n++] = (struct pollfd){ p->wake_fd, POLLIN, 0 };
 	if (!p->aborted)
-		pfd[n++] = (struct pollfd){ j->eng_abort_fd, POLLIN, 0 };
+		pfd[n++] = (struct pollfd){ j->eng->abort_fd, POLLIN, 0 };
 	for (uint32_t q = 0; q < j->nnodes; q++) {
 		struct p2p_link *l = &p->links[q];
 
@@ -873,7 +872,7 @@ p2p_exited(struct job *j)
 
 /*
  * After p2p_quit: join the thread (blocks until it returns, see
- * engine_finish); ops it still held go back through eng_out.
+ * engine_finish); ops it still held go back through the engine's out queue.
  */
 void
 p2p_finish(struct job *j)

@@ -31,7 +31,7 @@
 #include <immintrin.h>
 #endif
 
-#include "mccld.h"
+#include "engine/engine.h"
 
 #define REDUCE_BLOCK	8192		/* dst bytes kept in L1 */
 #define REDUCE_STREAM	(8u << 20)	/* bigger results: no cache */

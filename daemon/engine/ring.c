@@ -21,7 +21,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "mccld.h"
+#include "engine/engine.h"
+#include "spin.h"
 #include "engine/algo.h"
 #include "transport/transport.h"
 
@@ -127,16 +128,6 @@ struct rx {
 
 static int	ring_fail(struct xfer *, int, const char *, ...)
 		    __attribute__((format(printf, 3, 4)));
-
-uint64_t
-now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 /* Add n bytes to the counter of the node at position pos (any thread). */
 void
 count_bytes(uint64_t *ctr, const uint32_t *node_index, uint32_t pos, size_t n)

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "mccld.h"
+#include "engine/engine.h"
 #include "transport/transport.h"
 
 static pthread_mutex_t seg_mtx = PTHREAD_MUTEX_INITIALIZER;

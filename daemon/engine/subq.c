@@ -22,33 +22,33 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "mccld.h"
+#include "engine/engine_state.h"
 
 #define SLEEP_MAX_NS	1000000000ULL	/* longest nap without a deadline */
 
 /* Main thread, as the job forms: every local rank's ring and segments. */
 int
-subq_attach(struct job *j, char *err, size_t errlen)
+subq_attach(struct job *j, const struct engine_rank *ranks, char *err,
+    size_t errlen)
 {
-	if ((j->sq = calloc(j->nlocal, sizeof(*j->sq))) == NULL) {
+	if ((j->eng->sq = calloc(j->nlocal, sizeof(*j->eng->sq))) == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
 	for (uint32_t i = 0; i < j->nlocal; i++) {
-		struct client *c = j->clients[j->local_ranks[i]];
-		struct subq *q = &j->sq[i];
+		struct subq *q = &j->eng->sq[i];
 
-		if (c == NULL || c->bell == NULL) {
-			snprintf(err, errlen, "rank %u has %s", j->local_ranks[i],
-			    c == NULL ? "gone" : "no doorbell");
+		if (ranks[i].bell == NULL || ranks[i].segs == NULL) {
+			snprintf(err, errlen, "rank %u has no doorbell",
+			    ranks[i].rank);
 			return -1;
 		}
-		seg_ref(c->bell);
-		q->bell = c->bell;
-		q->db = (struct ipc_doorbell *)(void *)c->bell->base;
-		segtab_ref(c->segs);
-		q->segs = c->segs;
-		q->rank = c->rank;
+		seg_ref(ranks[i].bell);
+		q->bell = ranks[i].bell;
+		q->db = (struct ipc_doorbell *)(void *)ranks[i].bell->base;
+		segtab_ref(ranks[i].segs);
+		q->segs = ranks[i].segs;
+		q->rank = ranks[i].rank;
 	}
 	return 0;
 }
@@ -57,14 +57,16 @@ subq_attach(struct job *j, char *err, size_t errlen)
 void
 subq_detach(struct job *j)
 {
-	for (uint32_t i = 0; j->sq != NULL && i < j->nlocal; i++) {
-		if (j->sq[i].bell != NULL)
-			seg_unref(j->sq[i].bell);
-		if (j->sq[i].segs != NULL)
-			segtab_unref(j->sq[i].segs);
+	if (j->eng == NULL)
+		return;
+	for (uint32_t i = 0; j->eng->sq != NULL && i < j->nlocal; i++) {
+		if (j->eng->sq[i].bell != NULL)
+			seg_unref(j->eng->sq[i].bell);
+		if (j->eng->sq[i].segs != NULL)
+			segtab_unref(j->eng->sq[i].segs);
 	}
-	free(j->sq);
-	j->sq = NULL;
+	free(j->eng->sq);
+	j->eng->sq = NULL;
 }
 
 /* Descriptors published and not yet taken, as the client claims. */
@@ -74,15 +76,25 @@ sq_queued(const struct subq *q)
 	return __atomic_load_n(&q->db->sq_head, __ATOMIC_ACQUIRE) - q->tail;
 }
 
+/* The ring of local rank i, or NULL before the engine has the rings. */
+static struct subq *
+ring_of(const struct job *j, uint32_t i)
+{
+	return j->eng != NULL && j->eng->sq != NULL && i < j->nlocal ?
+	    &j->eng->sq[i] : NULL;
+}
+
 /* Any thread: collectives the rank has submitted, as far as we can tell. */
 uint64_t
 subq_submitted(const struct job *j, uint32_t i)
 {
-	const struct subq *q = &j->sq[i];
-	uint64_t tail = __atomic_load_n(&q->db->sq_tail, __ATOMIC_ACQUIRE);
-	uint64_t ahead = __atomic_load_n(&q->db->sq_head, __ATOMIC_ACQUIRE) -
-	    tail;
+	const struct subq *q = ring_of(j, i);
+	uint64_t tail, ahead;
 
+	if (q == NULL)
+		return 0;
+	tail = __atomic_load_n(&q->db->sq_tail, __ATOMIC_ACQUIRE);
+	ahead = __atomic_load_n(&q->db->sq_head, __ATOMIC_ACQUIRE) - tail;
 	return tail + (ahead <= IPC_SQ_SLOTS ? ahead : 0);
 }
 
@@ -93,18 +105,34 @@ subq_submitted(const struct job *j, uint32_t i)
 uint64_t
 subq_waiting_since(const struct job *j, uint64_t *next_seq)
 {
-	*next_seq = __atomic_load_n(&j->ncoll, __ATOMIC_RELAXED) + 1;
-	return __atomic_load_n(&j->sq_since_ns, __ATOMIC_RELAXED);
+	*next_seq = 0;
+	if (j->eng == NULL || j->eng->sq == NULL)
+		return 0;
+	*next_seq = __atomic_load_n(&j->eng->ncoll, __ATOMIC_RELAXED) + 1;
+	return __atomic_load_n(&j->eng->sq_since_ns, __ATOMIC_RELAXED);
 }
 
 /* Main thread: the rank has collectives that have not ended. */
 int
 subq_pending(const struct job *j, uint32_t i)
 {
-	const struct subq *q = &j->sq[i];
+	const struct subq *q = ring_of(j, i);
 
-	return __atomic_load_n(&q->db->sq_head, __ATOMIC_ACQUIRE) !=
+	return q != NULL && __atomic_load_n(&q->db->sq_head, __ATOMIC_ACQUIRE) !=
 	    __atomic_load_n(&q->completed, __ATOMIC_ACQUIRE);
+}
+
+/*
+ * Main thread: local rank i has left the job.  The engine stops waiting
+ * for it once it looks again (engine_wake).
+ */
+void
+subq_leave(struct job *j, uint32_t i)
+{
+	struct subq *q = ring_of(j, i);
+
+	if (q != NULL)
+		__atomic_store_n(&q->left, 1, __ATOMIC_RELEASE);
 }
 
 /*
@@ -115,7 +143,7 @@ void
 subq_completed(struct job *j)
 {
 	for (uint32_t i = 0; i < j->nlocal; i++)
-		__atomic_store_n(&j->sq[i].completed, j->sq[i].tail,
+		__atomic_store_n(&j->eng->sq[i].completed, j->eng->sq[i].tail,
 		    __ATOMIC_RELEASE);
 }
 
@@ -141,7 +169,7 @@ op_failed(struct job *j, struct op *op, int code, const char *fmt, ...)
 	vsnprintf(op->err, sizeof(op->err), fmt, ap);
 	va_end(ap);
 	if (op->desc.seq == 0)
-		op->desc.seq = j->ncoll + 1;
+		op->desc.seq = j->eng->ncoll + 1;
 }
 
 static int
@@ -156,7 +184,7 @@ desc_same(const struct ipc_op *a, const struct ipc_op *b)
 static int
 desc_check(struct job *j, struct op *op, uint32_t i, const struct ipc_op *d)
 {
-	const struct subq *q = &j->sq[i];
+	const struct subq *q = &j->eng->sq[i];
 	const struct ipc_op *o = &op->desc;
 	char err[ERR_MAX];
 
@@ -182,7 +210,7 @@ desc_check(struct job *j, struct op *op, uint32_t i, const struct ipc_op *d)
 		    (unsigned long long)d->count, proto_algo_name(d->algo),
 		    md.conf.node_name, proto_coll_name(o->coll),
 		    (unsigned long long)o->count, proto_algo_name(o->algo),
-		    (unsigned long long)j->ncoll + 1);
+		    (unsigned long long)j->eng->ncoll + 1);
 	else
 		return 0;
 	op_failed(j, op, proto_coll_p2p(d->coll) || d->seq <= q->last_seq ?
@@ -195,7 +223,7 @@ desc_check(struct job *j, struct op *op, uint32_t i, const struct ipc_op *d)
 static int
 part_attach(struct job *j, struct op *op, uint32_t i, const struct ipc_op *d)
 {
-	struct subq *q = &j->sq[i];
+	struct subq *q = &j->eng->sq[i];
 	char err[ERR_MAX];
 
 	if (op_attach(op, i, q->segs, q->rank, d, err, sizeof(err)) == -1)
@@ -203,7 +231,7 @@ part_attach(struct job *j, struct op *op, uint32_t i, const struct ipc_op *d)
 	if (i > 0 && d->coll == COLL_ALLGATHERV && memcmp(op->parts[i].vec,
 	    op->parts[0].vec, j->nranks * sizeof(uint64_t)) != 0) {
 		snprintf(err, sizeof(err), "its allgatherv recvcounts differ "
-		    "from those of rank %u on node %s", j->sq[0].rank,
+		    "from those of rank %u on node %s", j->eng->sq[0].rank,
 		    md.conf.node_name);
 		goto fail;
 	}
@@ -217,7 +245,7 @@ fail:
 static int
 sq_take_one(struct job *j, struct op *op, uint32_t i)
 {
-	struct subq *q = &j->sq[i];
+	struct subq *q = &j->eng->sq[i];
 	struct ipc_op d;
 
 	/* The client may still write the slot: only the copy is checked. */
@@ -242,25 +270,25 @@ sq_overdue(struct job *j, uint32_t missing, uint64_t now, uint64_t *until)
 	uint32_t ms;
 	int left = 0;
 
-	while (first < j->nlocal && sq_queued(&j->sq[first]) == 0)
+	while (first < j->nlocal && sq_queued(&j->eng->sq[first]) == 0)
 		first++;
 	if (first == j->nlocal) {	/* nobody waits */
-		__atomic_store_n(&j->sq_since_ns, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&j->eng->sq_since_ns, 0, __ATOMIC_RELAXED);
 		return NULL;
 	}
-	d = &j->sq[first].db->sq[j->sq[first].tail % IPC_SQ_SLOTS];
+	d = &j->eng->sq[first].db->sq[j->eng->sq[first].tail % IPC_SQ_SLOTS];
 	ms = op_timeout_ms(__atomic_load_n(&d->timeout_ms, __ATOMIC_RELAXED));
-	if (j->sq_since_ns == 0)
-		__atomic_store_n(&j->sq_since_ns, now, __ATOMIC_RELAXED);
+	if (j->eng->sq_since_ns == 0)
+		__atomic_store_n(&j->eng->sq_since_ns, now, __ATOMIC_RELAXED);
 	/* A rank that has left will never submit: fail now, naming it. */
 	for (uint32_t i = missing; i < j->nlocal && !left; i++)
-		if (sq_queued(&j->sq[i]) == 0 &&
-		    __atomic_load_n(&j->sq[i].left, __ATOMIC_ACQUIRE)) {
+		if (sq_queued(&j->eng->sq[i]) == 0 &&
+		    __atomic_load_n(&j->eng->sq[i].left, __ATOMIC_ACQUIRE)) {
 			left = 1;
 			missing = i;
 		}
-	if (!left && now < j->sq_since_ns + (uint64_t)ms * 1000000) {
-		*until = j->sq_since_ns + (uint64_t)ms * 1000000;
+	if (!left && now < j->eng->sq_since_ns + (uint64_t)ms * 1000000) {
+		*until = j->eng->sq_since_ns + (uint64_t)ms * 1000000;
 		return NULL;
 	}
 	if ((op = op_new(j)) == NULL)
@@ -268,12 +296,12 @@ sq_overdue(struct job *j, uint32_t missing, uint64_t now, uint64_t *until)
 	memcpy(&op->desc, d, sizeof(op->desc));
 	if (left)
 		op_failed(j, op, MCCL_ERR_PEER_FAILED, "rank %u on node %s has "
-		    "left the job", j->sq[missing].rank, md.conf.node_name);
+		    "left the job", j->eng->sq[missing].rank, md.conf.node_name);
 	else
 		op_failed(j, op, MCCL_ERR_TIMEOUT, "timeout waiting for rank %u "
 		    "on node %s: it has not submitted the op within %u ms",
-		    j->sq[missing].rank, md.conf.node_name, ms);
-	op->desc.seq = j->ncoll + 1;
+		    j->eng->sq[missing].rank, md.conf.node_name, ms);
+	op->desc.seq = j->eng->ncoll + 1;
 	return op;
 }
 
@@ -292,16 +320,16 @@ subq_take(struct job *j, uint64_t *until)
 
 	*until = 0;
 	for (i = 0; i < j->nlocal; i++) {
-		uint64_t queued = sq_queued(&j->sq[i]);
+		uint64_t queued = sq_queued(&j->eng->sq[i]);
 
 		if (queued > IPC_SQ_SLOTS) {
 			if ((op = op_new(j)) != NULL)
 				op_failed(j, op, MCCL_ERR_PROTOCOL, "rank %u: "
 				    "its submission ring's head is %llu "
 				    "descriptors past the %llu taken, more than "
-				    "its %u slots", j->sq[i].rank,
+				    "its %u slots", j->eng->sq[i].rank,
 				    (unsigned long long)queued,
-				    (unsigned long long)j->sq[i].tail,
+				    (unsigned long long)j->eng->sq[i].tail,
 				    IPC_SQ_SLOTS);
 			return op;
 		}
@@ -315,7 +343,7 @@ subq_take(struct job *j, uint64_t *until)
 	for (i = 0; i < j->nlocal; i++)
 		if (sq_take_one(j, op, i) == -1)
 			return op;
-	op->desc.seq = __atomic_add_fetch(&j->ncoll, 1, __ATOMIC_RELAXED);
+	op->desc.seq = __atomic_add_fetch(&j->eng->ncoll, 1, __ATOMIC_RELAXED);
 	if (op->desc.algo == ALGO_AUTO)		/* itself maybe AUTO */
 		op->desc.algo = (uint8_t)__atomic_load_n(&md.conf.algo,
 		    __ATOMIC_RELAXED);
@@ -323,7 +351,7 @@ subq_take(struct job *j, uint64_t *until)
 	now = now_ns();
 	op->ready_ns = now;
 	op->deadline_ns = now + (uint64_t)ms * 1000000;
-	__atomic_store_n(&j->sq_since_ns, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&j->eng->sq_since_ns, 0, __ATOMIC_RELAXED);
 	return op;
 }
 
@@ -332,7 +360,7 @@ int
 subq_ready(struct job *j)
 {
 	for (uint32_t i = 0; i < j->nlocal; i++)
-		if (sq_queued(&j->sq[i]) == 0)
+		if (sq_queued(&j->eng->sq[i]) == 0)
 			return 0;
 	return 1;
 }
@@ -349,7 +377,7 @@ futex_wait(uint32_t *word, uint32_t val, uint64_t ns)
 /*
  * Engine: sleep until the first ring without a descriptor gets one (the
  * op can't start before), the main thread wakes us (subq_wake), or
- * until_ns (0: a while).  kicks is eng_kicks as read before the caller
+ * until_ns (0: a while).  kicks is the engine's kicks as read before the caller
  * last looked for work.  With no ring to watch (an aborted job), sleep on
  * the condition variable for the main thread alone.
  */
@@ -364,14 +392,14 @@ subq_sleep(struct job *j, uint32_t kicks, uint64_t until_ns)
 		nap = until_ns > now ? until_ns - now : 0;
 	if (nap > SLEEP_MAX_NS)
 		nap = SLEEP_MAX_NS;
-	pthread_mutex_lock(&j->eng_mtx);
-	for (uint32_t i = 0; !j->eng_aborted && i < j->nlocal && w == NULL; i++)
-		if (sq_queued(&j->sq[i]) == 0)
-			w = &j->sq[i];
+	pthread_mutex_lock(&j->eng->mtx);
+	for (uint32_t i = 0; !j->eng->aborted && i < j->nlocal && w == NULL; i++)
+		if (sq_queued(&j->eng->sq[i]) == 0)
+			w = &j->eng->sq[i];
 	/* Every ring has a descriptor now (w NULL, not aborted): go. */
-	if (j->eng_quit || nap == 0 || (w == NULL && !j->eng_aborted) ||
-	    __atomic_load_n(&j->eng_kicks, __ATOMIC_ACQUIRE) != kicks) {
-		pthread_mutex_unlock(&j->eng_mtx);
+	if (j->eng->quit || nap == 0 || (w == NULL && !j->eng->aborted) ||
+	    __atomic_load_n(&j->eng->kicks, __ATOMIC_ACQUIRE) != kicks) {
+		pthread_mutex_unlock(&j->eng->mtx);
 		return;
 	}
 	if (w == NULL) {
@@ -379,32 +407,32 @@ subq_sleep(struct job *j, uint32_t kicks, uint64_t until_ns)
 		struct timespec ts = { (time_t)(at / 1000000000),
 		    (long)(at % 1000000000) };
 
-		pthread_cond_timedwait(&j->eng_cond, &j->eng_mtx, &ts);
-		pthread_mutex_unlock(&j->eng_mtx);
+		pthread_cond_timedwait(&j->eng->cond, &j->eng->mtx, &ts);
+		pthread_mutex_unlock(&j->eng->mtx);
 		return;
 	}
-	j->eng_wait_word = &w->db->sq_bell;
+	j->eng->wait_word = &w->db->sq_bell;
 	v = __atomic_load_n(&w->db->sq_bell, __ATOMIC_SEQ_CST);
-	pthread_mutex_unlock(&j->eng_mtx);
+	pthread_mutex_unlock(&j->eng->mtx);
 	/* Dekker with the client: it publishes, then reads sq_sleeping. */
 	__atomic_store_n(&w->db->sq_sleeping, 1, __ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&w->db->sq_head, __ATOMIC_SEQ_CST) == w->tail)
 		futex_wait(&w->db->sq_bell, v, nap);
 	__atomic_store_n(&w->db->sq_sleeping, 0, __ATOMIC_RELAXED);
-	pthread_mutex_lock(&j->eng_mtx);
-	j->eng_wait_word = NULL;
-	pthread_mutex_unlock(&j->eng_mtx);
+	pthread_mutex_lock(&j->eng->mtx);
+	j->eng->wait_word = NULL;
+	pthread_mutex_unlock(&j->eng->mtx);
 }
 
-/* Any thread, with eng_mtx held: wake the engine wherever it sleeps. */
+/* Any thread, with the engine's mtx held: wake the engine wherever it sleeps. */
 void
 subq_wake(struct job *j)
 {
-	__atomic_add_fetch(&j->eng_kicks, 1, __ATOMIC_RELEASE);
-	if (j->eng_wait_word != NULL) {
-		__atomic_add_fetch(j->eng_wait_word, 1, __ATOMIC_SEQ_CST);
-		syscall(SYS_futex, j->eng_wait_word, FUTEX_WAKE, INT_MAX, NULL,
+	__atomic_add_fetch(&j->eng->kicks, 1, __ATOMIC_RELEASE);
+	if (j->eng->wait_word != NULL) {
+		__atomic_add_fetch(j->eng->wait_word, 1, __ATOMIC_SEQ_CST);
+		syscall(SYS_futex, j->eng->wait_word, FUTEX_WAKE, INT_MAX, NULL,
 		    NULL, 0);
 	}
-	pthread_cond_broadcast(&j->eng_cond);
+	pthread_cond_broadcast(&j->eng->cond);
 }

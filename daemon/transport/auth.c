@@ -17,6 +17,7 @@
 #include <sodium.h>
 
 #include "mccld.h"
+#include "transport/transport.h"
 
 #define KEY_FILE_MAX	4096
 

@@ -155,4 +155,17 @@ int		 dial_frame_read(int, uint16_t, void *, int, uint64_t, char *,
 int		 dial_data_link(const struct conf_addr *, uint32_t, uint32_t,
 		    uint64_t, uint32_t, int, uint64_t, char *, size_t);
 
+/* auth.c: peer authentication (any thread) */
+
+#define AUTH_NONCE_LEN	32
+#define AUTH_MAC_LEN	32
+
+int		auth_init(const char *, const char *, char *, size_t);
+int		auth_host_only(void);
+void		auth_nonce(uint8_t *);
+void		auth_mac(uint8_t *, char, const uint8_t *, const uint8_t *,
+		    uint32_t);
+int		auth_check(const uint8_t *, char, const uint8_t *,
+		    const uint8_t *, uint32_t);
+
 #endif

@@ -51,7 +51,8 @@
 #include <unistd.h>
 
 #include "mccl.h"
-#include "mccld.h"		/* auth.c: the early links authenticate */
+#include "mccld.h"
+#include "transport/transport.h"	/* auth.c: the early links authenticate */
 #include "conn.h"
 #include "ipc.h"
 #include "peer.h"

@@ -1,32 +1,53 @@
 #!/usr/bin/env bash
-# layers.sh BUILD_DIR: the daemon's calls go down only.  No object of the
-# data plane (engine/, transport/) uses a symbol that an object of the
-# control plane (control/) defines, and no source of theirs includes a
-# control/ header.
+# layers.sh BUILD_DIR: the daemon's calls go down only.  The layers, top
+# down: control/, engine/, transport/.  No object of a layer uses a symbol
+# that an object of a layer above it defines, and no source of it includes
+# a header of a layer above; and struct engine is the engine's own: no
+# source outside engine/ includes engine/engine_state.h.
 set -u
 B=$(cd "${1:-build}" && pwd)
 top=$(cd "$(dirname "$0")/../.." && pwd)
 obj=$B/obj/daemon
+layers="control engine transport"
 fail=0
-ctl=$(for f in "$top"/daemon/control/*.c; do
-	o=$obj/control/$(basename "${f%.c}").o
-	nm --defined-only "$o" | awk '$2 ~ /^[TDBRC]$/ { print $3 }'
-done | sort -u)
-[ -n "$ctl" ] || { echo "FAIL layers: no control/ object in $obj"; exit 1; }
+
+# The global symbols the objects of a layer define.
+defined() {
+	for f in "$top/daemon/$1"/*.c; do
+		o=$obj/$1/$(basename "${f%.c}").o
+		nm --defined-only "$o" | awk '$2 ~ /^[TDBRC]$/ { print $3 }'
+	done | sort -u
+}
+
+above=""
 n=0
-for f in "$top"/daemon/engine/*.c "$top"/daemon/transport/*.c; do
-	layer=$(basename "$(dirname "$f")")
-	o=$obj/$layer/$(basename "${f%.c}").o
-	n=$((n + 1))
-	up=$(nm -u "$o" | awk '{ print $2 }' | grep -Fx "$ctl" | tr '\n' ' ')
-	if [ -n "$up" ]; then
-		echo "FAIL $layer/$(basename "$f") calls up into control/: $up"
-		fail=1
-	fi
-	if grep -q '#include "control/' "$f"; then
-		echo "FAIL $layer/$(basename "$f") includes a control/ header"
-		fail=1
-	fi
+for layer in $layers; do
+	for up in $above; do
+		syms=$(defined "$up")
+		[ -n "$syms" ] || { echo "FAIL layers: no $up/ object in $obj"; exit 1; }
+		for f in "$top/daemon/$layer"/*.c; do
+			o=$obj/$layer/$(basename "${f%.c}").o
+			calls=$(nm -u "$o" | awk '{ print $2 }' | grep -Fx "$syms" |
+			    tr '\n' ' ')
+			if [ -n "$calls" ]; then
+				echo "FAIL $layer/$(basename "$f") calls up into $up/: $calls"
+				fail=1
+			fi
+		done
+		for f in $(grep -l "#include \"$up/" "$top/daemon/$layer"/*.[ch]); do
+			echo "FAIL $layer/$(basename "$f") includes a header of $up/"
+			fail=1
+		done
+	done
+	n=$((n + $(ls "$top/daemon/$layer"/*.c | wc -l)))
+	above="$above $layer"
 done
-[ $fail = 0 ] && echo "ok   the $n files of engine/ and transport/ call nothing of control/ and include none of its headers"
+outside=$(grep -l '#include "engine/engine_state.h"' "$top"/daemon/*.c \
+    "$top"/daemon/control/*.[ch] "$top"/daemon/transport/*.[ch] 2>/dev/null |
+    tr '\n' ' ')
+if [ -n "$outside" ]; then
+	echo "FAIL struct engine seen outside engine/: $outside"
+	fail=1
+fi
+[ $fail = 0 ] && echo "ok   the $n files of control/, engine/ and transport/ call down only, and struct engine is engine/'s own"
 exit $fail

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "mccld.h"
+#include "engine/engine.h"
 #include "engine/algo.h"
 
 /* The algorithm the ranges give for bytes. */

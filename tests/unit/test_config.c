@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "mccld.h"
+#include "spin.h"
 
 #ifndef EXAMPLE_CONF
 #define EXAMPLE_CONF	"config/mccld.conf.example"

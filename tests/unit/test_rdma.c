@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "mccld.h"
+#include "engine/engine.h"
 #include "transport/transport.h"
 
 #define WAIT_MS		10000

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mccld.h"
+#include "engine/engine.h"
 
 #define MAXSRCS		5
 #define NELEMS(a)	(sizeof(a) / sizeof((a)[0]))

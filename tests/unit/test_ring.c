@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "mccld.h"
+#include "engine/engine.h"
 #include "transport/transport.h"
 
 #define MAXN		8

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "mccld.h"
+#include "engine/engine_state.h"
 #include "transport/transport.h"
 
 struct mccld_state md;		/* subq.c reads the node's name and defaults */
@@ -36,6 +36,7 @@ link_mem_forget(const void *key)
 #define NLOCAL		2
 #define SEG_ID		7
 #define SEG_BYTES	65536
+#define BELL_ID		1
 
 struct fixture {
 	struct job	*j;
@@ -54,10 +55,17 @@ map(size_t bytes)
 	return p;
 }
 
-/* A job of ranks 3 and 5 of 8 here, each with a doorbell and a segment. */
+/*
+ * A job of ranks 3 and 5 of 8 here, each with a doorbell and a data
+ * segment in its connection's table, attached as engine_start attaches
+ * them.
+ */
 static void
 fixture_up(struct fixture *f)
 {
+	struct engine_rank ranks[NLOCAL];
+	char err[ERR_MAX] = "";
+
 	memset(f, 0, sizeof(*f));
 	strcpy(md.conf.node_name, "n0");
 	md.conf.op_timeout_ms = 60000;
@@ -66,33 +74,33 @@ fixture_up(struct fixture *f)
 	ck_assert_ptr_nonnull(f->j);
 	f->j->nranks = 8;
 	f->j->nlocal = NLOCAL;
-	f->j->sq = calloc(NLOCAL, sizeof(*f->j->sq));
-	ck_assert_ptr_nonnull(f->j->sq);
+	f->j->eng = calloc(1, sizeof(*f->j->eng));
+	ck_assert_ptr_nonnull(f->j->eng);
 	for (uint32_t i = 0; i < NLOCAL; i++) {
-		struct subq *q = &f->j->sq[i];
-
 		f->segs[i] = segtab_new();
 		f->db[i] = map(IPC_BELL_SIZE);
 		f->mem[i] = map(SEG_BYTES);
 		ck_assert_int_eq(segtab_add(f->segs[i], SEG_ID, f->mem[i],
 		    SEG_BYTES), 0);
-		q->db = f->db[i];
-		q->segs = f->segs[i];
-		q->rank = i == 0 ? 3 : 5;
+		ck_assert_int_eq(segtab_add(f->segs[i], BELL_ID,
+		    (uint8_t *)f->db[i], IPC_BELL_SIZE), 0);
+		ranks[i] = (struct engine_rank){ i == 0 ? 3 : 5,
+		    segtab_find(f->segs[i], BELL_ID), f->segs[i] };
 	}
+	ck_assert_int_eq(subq_attach(f->j, ranks, err, sizeof(err)), 0);
 }
 
+/* The engine lets go of the rings, then the connections of their tables. */
 static void
 fixture_down(struct fixture *f)
 {
 	int before = forgotten;
 
-	for (uint32_t i = 0; i < NLOCAL; i++) {
-		segtab_unref(f->segs[i]);	/* unmaps its segment */
-		munmap(f->db[i], IPC_BELL_SIZE);
-	}
-	ck_assert_int_eq(forgotten - before, NLOCAL);	/* told first */
-	free(f->j->sq);
+	subq_detach(f->j);
+	for (uint32_t i = 0; i < NLOCAL; i++)
+		segtab_unref(f->segs[i]);	/* unmaps its segments */
+	ck_assert_int_eq(forgotten - before, 2 * NLOCAL);	/* told first */
+	free(f->j->eng);
 	free(f->j);
 }
 
@@ -194,7 +202,7 @@ START_TEST(a_rank_that_left_fails_at_once)
 
 	fixture_up(&f);
 	submit(&f, 1, &d);
-	__atomic_store_n(&f.j->sq[0].left, 1, __ATOMIC_RELEASE);
+	subq_leave(f.j, 0);
 	take_fails(&f, MCCL_ERR_PEER_FAILED, "rank 3 on node n0 has left the "
 	    "job");
 	fixture_down(&f);

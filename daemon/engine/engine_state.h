@@ -1,0 +1,74 @@
+/*
+ * engine_state.h: a job's engine, as the engine's own files (engine.c,
+ * subq.c, p2p.c) share it.  Nothing outside engine/ includes it: the
+ * control plane sees struct engine only through engine.h's calls
+ * (tests/ops/layers.sh checks).  Threads: the engine thread owns what is
+ * not marked; the main thread reaches the rest under mtx.
+ */
+#ifndef MCCL_ENGINE_STATE_H
+#define MCCL_ENGINE_STATE_H
+
+#include "engine/engine.h"
+
+struct subq {				/* a local rank's ring, by local index */
+	struct seg	*bell;		/* the doorbell segment (a reference) */
+	struct ipc_doorbell *db;	/* in it */
+	struct segtab	*segs;		/* its connection's (a reference) */
+	uint32_t	 rank;
+	uint64_t	 tail;		/* descriptors taken (engine) */
+	uint64_t	 last_seq;	/* of the last one (engine) */
+	uint64_t	 completed;	/* descriptors whose op ended (atomic) */
+	int		 left;		/* the rank has left the job (atomic) */
+};
+
+struct engine {
+	pthread_t	 thread;
+	int		 running;	/* the thread was started */
+	pthread_mutex_t	 mtx;		/* guards what the main thread reaches */
+	pthread_cond_t	 cond;
+	int		 quit;
+	int		 exited;	/* engine_main returned */
+	int		 aborted;	/* written atomically: ring.c reads it */
+	int		 stopped;	/* aborted, it ended its last op */
+	int		 abort_fd;	/* eventfd: wakes the engine out of poll */
+	uint32_t	*wait_word;	/* the ring futex it sleeps on */
+	uint32_t	 kicks;		/* bumped by engine_wake and engine_quit
+					   (atomic): the sleeping engine's
+					   signal from the main thread */
+
+	/* the submission rings (subq.c) */
+	struct subq	*sq;		/* each local rank's, by local index */
+	uint64_t	 ncoll;		/* collectives assembled */
+	uint64_t	 sq_since_ns;	/* an op has waited for ranks since */
+
+	/* the completion queue: ops done, for the main thread */
+	struct op_list	 out;
+	int		 out_quiet;	/* it holds ops the main thread was
+					   not woken for (engine_lazy) */
+	struct op	*current;	/* running now (engine_current) */
+
+	/* the data links */
+	int		*fds;		/* lane k's link from position p at
+					   [k * nnodes + p], handed over by
+					   the main thread (p < me); row
+					   nlanes: the send/recv stream's */
+	struct link	**links;	/* the links, alike (engine thread);
+					   the last row goes to p2p.c */
+	int		 registers;	/* a link sends from registered memory */
+	int		 link_state;	/* 0 pending, 1 up, -1 failed */
+	int		 links_reported;	/* engine_collect told it */
+	int		 link_code;
+	char		 link_err[ERR_MAX];
+
+	struct scratch	 tmp;		/* the node buffer: grown, given back
+					   when idle (budget.h) */
+};
+
+/* subq.c */
+int		subq_attach(struct job *, const struct engine_rank *, char *,
+		    size_t);
+void		subq_detach(struct job *);
+void		subq_sleep(struct job *, uint32_t, uint64_t);
+void		subq_wake(struct job *);
+
+#endif
