@@ -9,7 +9,9 @@ callbacks, sizes past one staging buffer, sparse tensors; then mccl.Comm
 device it prints "skipped: no CUDA device" and exits 0.
 """
 
+import inspect
 import sys
+import traceback
 
 import torch
 import torch.distributed as dist
@@ -24,7 +26,32 @@ if not torch.cuda.is_available():
     sys.exit(0)
 
 DEV = torch.device("cuda", 0)
-dist.init_process_group("mccl")
+
+
+def init_group():
+    """init_process_group as a GPU user writes it: device_id names the
+    rank's GPU (torch >= 2.3), which binds the group to it."""
+    if "device_id" not in inspect.signature(
+            dist.init_process_group).parameters:
+        dist.init_process_group("mccl")
+        print("device_id: not in this torch")
+        return
+    t = torch.ones(3, device=DEV)
+    try:
+        dist.init_process_group("mccl", device_id=DEV)
+        dist.all_reduce(t)
+    except Exception as e:			# noqa: BLE001 (reported)
+        traceback.print_exc(file=sys.stdout)
+        check("init_process_group(device_id=cuda:0), then all_reduce",
+              False, "%s: %s" % (type(e).__name__, e))
+        if not dist.is_initialized():
+            dist.init_process_group("mccl")
+        return
+    check("init_process_group(device_id=cuda:0), then all_reduce",
+          bool((t == dist.get_world_size()).all()), t)
+
+
+init_group()
 R, N = dist.get_rank(), dist.get_world_size()
 RO = dist.ReduceOp
 S = float(N * (N + 1) // 2)		# the sum of rank + 1 over the ranks

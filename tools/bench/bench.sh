@@ -24,7 +24,7 @@ QUICK=0
 ONLY_MCCL=0
 POLL_NS=		# -H: the guest's halt polling during the run
 HALTPOLL=/sys/module/haltpoll/parameters/guest_halt_poll_ns
-ALL_CASES="1 2 3 4 5 6 7"
+ALL_CASES="1 2 3 4 5 6 7 8"
 
 NS_PREFIX=mccl-bench-h		# namespace (and Open MPI host) names
 LO_NS=mccl-bench-lo		# loopback only, for cases 4 and 5 as root
@@ -65,6 +65,7 @@ usage: bench.sh [-mq] [-o dir] [-B build] [-r rate] [-H ns]
 cases: 1 (4 hosts, bandwidth)  2 (2 hosts x 2 ranks)  3 (latency)
        4 (1 host, shared memory)  5 (loopback, every size)
        6 (DDP training, 2 hosts x 2 ranks)  7 (1 host x 8 ranks, latency)
+       8 (GPU tensors: case 2's sizes and case 6 on CUDA, 2 hosts x 2 ranks)
        default: all
   -o dir      tables, summary.md, plots and raw logs (default BUILD/bench)
   -B build    MCCL build directory (default $TOP/build)
@@ -884,6 +885,51 @@ case6() {
 	fi
 }
 
+# GPU tensors (CUDA, every rank on GPU 0): allreduce from 1 KiB to $BIG on
+# 2 hosts x 2 ranks, torch.distributed on mccl with CUDA tensors, on mccl
+# with CPU tensors (the path CUDA's is measured against) and on gloo with
+# CUDA tensors; then case 6's DDP training on CUDA, alone, on mccl and on
+# gloo.  Times include the copies to and from the GPU, synchronized.
+case8() {
+	local sizes=(4 1024 "$BIGB" "$SMALL_IT") args=(64 "$DDP_STEPS" 2)
+	echo "== case 8: GPU tensors, 2 hosts x 2 ranks, $RATE links"
+	if [ $HAVE_TORCH = 0 ]; then
+		status 8 all skipped "$WHY_TORCH"
+		return
+	fi
+	if ! "$PY" -c 'import sys, torch
+sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
+		status 8 all skipped "no CUDA device for $PY's torch"
+		return
+	fi
+	if [ $HAVE_MCCL = 1 ] && cluster_up case8 2 ns; then
+		BENCH_BACKEND=mccl BENCH_DEVICE=cuda record 8 mccl-cuda \
+		    case8.mccl-cuda gloo_ns case8.mccl-cuda 600 2 2 \
+		    "$HERE/gloo_allreduce.py" "${sizes[@]}"
+		BENCH_BACKEND=mccl BENCH_DEVICE=cpu record 8 mccl-cpu \
+		    case8.mccl-cpu gloo_ns case8.mccl-cpu 600 2 2 \
+		    "$HERE/gloo_allreduce.py" "${sizes[@]}"
+		BENCH_DEVICE=cuda record 8 ddp-mccl case8.ddp-mccl torch_ns \
+		    case8.ddp-mccl 900 2 2 mccl "${args[@]}"
+	elif [ $HAVE_MCCL = 1 ]; then
+		status 8 mccl-cuda failed "cluster did not come up"
+	else
+		status 8 mccl-cuda skipped "$WHY_MCCL"
+	fi
+	cluster_down
+	if [ "$ONLY_MCCL" = 1 ]; then
+		status 8 gloo-cuda skipped "not asked for (-m)"
+		return
+	fi
+	BENCH_BACKEND=gloo BENCH_DEVICE=cuda record 8 gloo-cuda case8.gloo-cuda \
+	    gloo_ns case8.gloo-cuda 600 2 2 "$HERE/gloo_allreduce.py" "${sizes[@]}"
+	BENCH_DEVICE=cuda record 8 ddp-gloo case8.ddp-gloo torch_ns \
+	    case8.ddp-gloo 900 2 2 gloo "${args[@]}"
+	BENCH_DEVICE=cuda record 8 ddp-alone case8.ddp-alone bg_wait 600 \
+	    "$RAW/case8.ddp-alone.log" "$LO" env OMP_NUM_THREADS=1 "$PY" \
+	    "$HERE/ddp_bench.py" none "${args[@]}"
+}
+
 # bg_wait TIMEOUT LOG NS CMD...: one command, waited for.
 bg_wait() {
 	local tmo=$1
@@ -1099,7 +1145,7 @@ main() {
 	for c in $(printf '%s\n' "${@:-$ALL_CASES}"); do
 		c=${c#case}
 		case $c in
-		[1-7]) cases="$cases $c" ;;
+		[1-8]) cases="$cases $c" ;;
 		*) usage ;;
 		esac
 	done
@@ -1144,7 +1190,7 @@ main() {
 	fi
 
 	for c in $cases; do
-		case $c in 1|2|3|6) ns_cases="$ns_cases $c" ;; esac
+		case $c in 1|2|3|6|8) ns_cases="$ns_cases $c" ;; esac
 	done
 	if [ -n "$ns_cases" ] && ! is_root; then
 		note "not root: case(s)$ns_cases need root (network" \

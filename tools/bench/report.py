@@ -14,7 +14,10 @@ import re
 import sys
 
 SYSNAME = {"mccl": "MCCL", "gloo": "Gloo", "ompi": "OMPI",
-           "ompi-yield": "OMPI yield", "tcp": "TCP", "memcpy": "memcpy"}
+           "ompi-yield": "OMPI yield", "tcp": "TCP", "memcpy": "memcpy",
+           "mccl-cuda": "MCCL cuda", "mccl-cpu": "MCCL cpu",
+           "gloo-cuda": "Gloo cuda", "ddp-mccl": "MCCL DDP",
+           "ddp-gloo": "Gloo DDP", "ddp-alone": "one process"}
 COLOR = {"mccl": "#9400d3", "gloo": "#009e73", "ompi": "#56b4e9"}
 
 
@@ -447,6 +450,72 @@ class Report:
         self.emit("6", "DDP training, 2 hosts x 2 ranks, "
                   f"{self.meta.get('rate', '?')} links", [t], lines)
 
+    def case8(self):
+        """GPU tensors: allreduce of CUDA tensors against the CPU path and
+        gloo on CUDA, and DDP on CUDA."""
+        data = {s: read_table(self.raw, f"case8.{s}.log")
+                for s in ("mccl-cuda", "mccl-cpu", "gloo-cuda")}
+        sizes = sorted(set().union(*data.values()))
+        t = Table(["size"] + [f"{SYSNAME[s]} {u}" for s in data
+                              for u in ("us", "GB/s")] +
+                  ["cuda/cpu", "MCCL/Gloo cuda"])
+        for size in sizes:
+            row = [hsize(size)]
+            for s in data:
+                tb = data[s].get(size, (None, None))
+                row += [ftime(tb[0]), fbw(tb[1])]
+            bw = {s: data[s].get(size, (None, None))[1] for s in data}
+            row += [fratio(bw["mccl-cuda"], bw["mccl-cpu"]),
+                    fratio(bw["mccl-cuda"], bw["gloo-cuda"])]
+            t.add(row)
+        lines = ["cuda/cpu: MCCL's busbw with CUDA tensors over its busbw "
+                 "with CPU tensors; MCCL/Gloo cuda: the same over Gloo's, "
+                 "both with CUDA tensors; every rank on GPU 0"]
+        lines += ["no result: " + self.missing("8", s)
+                  for s in data if not data[s]]
+        runs = {s: read_kv(self.raw, f"case8.{s}.log", "ddp")
+                for s in ("ddp-alone", "ddp-mccl", "ddp-gloo")}
+        sps = {s: float(kv["samples_per_s"]) if kv else None
+               for s, kv in runs.items()}
+        d = Table(["system", "ranks", "samples/s", "x alone", "x gloo"])
+        for s in runs:
+            if runs[s] is not None:
+                d.add([SYSNAME[s], runs[s].get("ranks", "?"),
+                       f"{sps[s]:.1f}", fratio(sps[s], sps["ddp-alone"]),
+                       fratio(sps[s], sps["ddp-gloo"])
+                       if s == "ddp-mccl" else "-"])
+        lines += ["no result: " + self.missing("8", s)
+                  for s in runs if runs[s] is None]
+        big = [z for z in sizes if z >= 64 << 20]
+        cu, cp, gc = (data[s] for s in ("mccl-cuda", "mccl-cpu",
+                                        "gloo-cuda"))
+
+        def ratio_at(a, b, z):
+            x, y = a.get(z, (None, None))[1], b.get(z, (None, None))[1]
+            return None if x is None or y is None else x / y
+
+        vs_cpu = [ratio_at(cu, cp, z) for z in big]
+        vs_gloo = [ratio_at(cu, gc, z) for z in big]
+        m, g = sps["ddp-mccl"], sps["ddp-gloo"]
+        checks = [("cuda busbw >= 0.9 x cpu from 64 MiB (least "
+                   f"{min(vs_cpu):.2f})" if None not in vs_cpu and vs_cpu
+                   else "cuda busbw >= 0.9 x cpu from 64 MiB",
+                   None if None in vs_cpu or not vs_cpu else
+                   min(vs_cpu) >= 0.9),
+                  ("cuda busbw >= 1.5 x Gloo cuda from 64 MiB (least "
+                   f"{min(vs_gloo):.2f})" if None not in vs_gloo and vs_gloo
+                   else "cuda busbw >= 1.5 x Gloo cuda from 64 MiB",
+                   None if None in vs_gloo or not vs_gloo else
+                   min(vs_gloo) >= 1.5),
+                  (f"DDP {m} samples/s >= 1.3 x Gloo {g}",
+                   None if m is None or g is None else m >= 1.3 * g)]
+        v = self.verdict("8", "CUDA: busbw >= 0.9 x CPU path and >= 1.5 x "
+                         "Gloo from 64 MiB; DDP >= 1.3 x Gloo", checks,
+                         self.state("8", "mccl-cuda"))
+        lines.append(f"target: {v}")
+        self.emit("8", "GPU tensors, 2 hosts x 2 ranks, "
+                  f"{self.meta.get('rate', '?')} links", [t, d], lines)
+
     def cpus(self):
         """The machine's CPU count, from meta.txt's host line."""
         m = re.search(r"(\d+) cpus", self.meta.get("host", ""))
@@ -664,7 +733,7 @@ plot {", ".join(curves)}
     # ---- output ----
 
     def write(self):
-        for c in ("1", "2", "3", "4", "5", "6", "7"):
+        for c in ("1", "2", "3", "4", "5", "6", "7", "8"):
             if c in self.cases:
                 getattr(self, "case" + c)()
             else:
