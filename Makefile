@@ -72,7 +72,7 @@ PROGS	 = $(B)/mccld $(B)/mcclctl $(B)/mccl-perf
 LIBS	 = $(B)/$(SONAME) $(B)/libmccl.so $(B)/libmccl.a
 UNIT_TESTS = $(B)/test_proto $(B)/test_reduce $(B)/test_config $(B)/test_ring \
 	     $(B)/test_log $(B)/test_fakeverbs $(B)/test_rdma $(B)/test_budget \
-	     $(B)/test_subq $(B)/test_algo
+	     $(B)/test_subq $(B)/test_algo $(B)/test_form
 TEST_PROGS = $(B)/mccl-test $(B)/mccl-hostile
 
 all: $(B)/.deps $(PROGS) $(LIBS)
@@ -151,6 +151,9 @@ $(B)/test_ring: $(call obj,tests/unit/test_ring.c daemon/engine/ring.c daemon/en
 
 $(B)/test_subq: $(call obj,tests/unit/test_subq.c daemon/engine/subq.c daemon/engine/op.c daemon/engine/seg.c daemon/engine/ring.c daemon/engine/algo.c daemon/engine/reduce.c daemon/log.c $(LINK_SRCS) $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) -lpthread
+
+$(B)/test_form: $(call obj,tests/unit/test_form.c daemon/control/form.c daemon/control/job.c daemon/control/jobctl.c daemon/engine/op.c daemon/engine/seg.c daemon/engine/algo.c daemon/engine/reduce.c daemon/config.c daemon/log.c $(PROTO_SRCS))
+	$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(JSON_LIBS) $(CHECK_LIBS) -lpthread
 
 $(B)/test_algo: $(call obj,tests/unit/test_algo.c daemon/engine/algo.c $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS)

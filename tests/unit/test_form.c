@@ -1,0 +1,567 @@
+/*
+ * test_form.c: job formation (control/form.c, with job.c and jobctl.c),
+ * alone.  This node is n0 of a cluster of three; the layers around the
+ * control plane are fakes that record what they are asked: the peer
+ * daemons (peer_send), the clients' connections (client_send,
+ * client_error) and the engine (engine_start and the rest of engine.h).
+ * The tests play the other nodes' messages and check what formation
+ * sends and decides: a job's JOIN to its coordinator, the coordinator's
+ * rank map once every rank is claimed, a rank claimed twice, nranks that
+ * disagree, a join for a job another node coordinates, the coordinator's
+ * timeout naming the ranks that never came, the topology a rank map gives
+ * (positions, node order, the engine's local ranks), the JOINED answer
+ * once the links are up, and a rank map that contradicts the local ranks.
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+#include <jansson.h>
+
+#include "mccld.h"
+#include "control/control.h"
+#include "control/job.h"
+#include "engine/check.h"
+#include "transport/transport.h"
+
+struct mccld_state md;
+
+#define UID		1000
+#define NNODES		3
+#define SENT_MAX	64
+
+/* ---- fakes: what the layers around formation were asked ---- */
+
+struct sent {				/* a peer message or a client answer */
+	uint32_t	 to;		/* node index, or the rank's client's */
+	uint16_t	 type;
+	uint8_t		 hdr[256];
+	uint8_t		 trailer[1024];
+	size_t		 tlen;
+	uint32_t	 code;		/* client_error's */
+	char		 text[ERR_MAX];
+};
+
+static struct sent	 peer_msgs[SENT_MAX], client_msgs[SENT_MAX];
+static int		 npeer_msgs, nclient_msgs;
+static struct engine_rank started[8];
+static uint32_t		 nstarted;
+static int		 links_up;	/* engine_collect reports it once */
+
+static size_t
+peer_hdr_len(uint16_t type)
+{
+	switch (type) {
+	case PEER_JOIN: return sizeof(struct peer_join);
+	case PEER_FORMED: return sizeof(struct peer_formed);
+	case PEER_JOIN_FAIL: return sizeof(struct peer_join_fail);
+	case PEER_ABORT: return sizeof(struct peer_abort);
+	default: return 0;
+	}
+}
+
+int
+peer_send(uint32_t node, uint16_t type, const void *hdr, const void *trailer,
+    size_t tlen)
+{
+	struct sent *s = &peer_msgs[npeer_msgs++];
+
+	ck_assert_int_le(npeer_msgs, SENT_MAX);
+	ck_assert_uint_le(tlen, sizeof(s->trailer));
+	memset(s, 0, sizeof(*s));
+	s->to = node;
+	s->type = type;
+	memcpy(s->hdr, hdr, peer_hdr_len(type));
+	if (tlen > 0)
+		memcpy(s->trailer, trailer, tlen);
+	s->tlen = tlen;
+	if (type == PEER_JOIN_FAIL || type == PEER_ABORT)
+		snprintf(s->text, sizeof(s->text), "%.*s", (int)tlen,
+		    (const char *)trailer);
+	return 0;
+}
+
+const char *
+peer_name(uint32_t node)
+{
+	return node < md.conf.nnodes ? md.conf.nodes[node].name : "?";
+}
+
+int
+peer_is_up(uint32_t node)
+{
+	(void)node;
+	return 1;
+}
+
+int
+client_send(struct client *c, uint16_t type, const void *hdr,
+    const void *trailer, size_t tlen)
+{
+	struct sent *s = &client_msgs[nclient_msgs++];
+
+	(void)trailer;
+	ck_assert_int_le(nclient_msgs, SENT_MAX);
+	memset(s, 0, sizeof(*s));
+	s->to = c->rank;
+	s->type = type;
+	if (type == IPC_JOINED)
+		memcpy(s->hdr, hdr, sizeof(struct ipc_joined));
+	s->tlen = tlen;
+	return 0;
+}
+
+void
+client_error(struct client *c, uint32_t code, uint16_t type, const char *msg)
+{
+	struct sent *s = &client_msgs[nclient_msgs++];
+
+	ck_assert_int_le(nclient_msgs, SENT_MAX);
+	memset(s, 0, sizeof(*s));
+	s->to = c->rank;
+	s->type = type;
+	s->code = code;
+	snprintf(s->text, sizeof(s->text), "%s", msg);
+}
+
+void
+client_op_done(struct client *c, const struct op *op, uint64_t req, int code,
+    const char *err)
+{
+	(void)c; (void)op; (void)req; (void)code; (void)err;
+	ck_abort_msg("no operation runs in formation");
+}
+
+int
+client_sees(const struct client *c, uid_t uid)
+{
+	return c == NULL || c->uid == uid;
+}
+
+void
+monitor_event(const char *what, const uid_t *uid, json_t *o)
+{
+	(void)what;
+	(void)uid;
+	json_decref(o);
+}
+
+void
+mccld_status_update(void)
+{
+}
+
+void
+metrics_op_done(int coll, int code, int algo, uint64_t bytes)
+{
+	(void)coll; (void)code; (void)algo; (void)bytes;
+}
+
+int
+check_serve(int fd, uint32_t node, char *err, size_t errlen)
+{
+	(void)fd; (void)node;
+	snprintf(err, errlen, "no mcclctl check here");
+	return -1;
+}
+
+int
+engine_start(struct job *j, const struct engine_rank *ranks, char *err,
+    size_t errlen)
+{
+	(void)err; (void)errlen;
+	ck_assert_uint_le(j->nlocal, 8);
+	memcpy(started, ranks, j->nlocal * sizeof(*ranks));
+	nstarted = j->nlocal;
+	return 0;
+}
+
+int
+engine_collect(struct job *j, struct op_list *done, int *code, char *err,
+    size_t errlen)
+{
+	(void)j; (void)done; (void)code; (void)err; (void)errlen;
+	if (!links_up)
+		return 0;
+	links_up = 0;
+	return 1;
+}
+
+int engine_adopt_link(struct job *j, uint32_t p, uint32_t l, int fd)
+{ (void)j; (void)p; (void)l; (void)fd; return -1; }
+int engine_current(struct job *j, struct op_now *n) { (void)j; (void)n; return 0; }
+int engine_stopped(struct job *j) { (void)j; return 1; }
+int engine_exited(struct job *j) { (void)j; return 1; }
+void engine_abort(struct job *j) { (void)j; }
+void engine_wake(struct job *j) { (void)j; }
+void engine_quit(struct job *j) { (void)j; }
+void engine_finish(struct job *j) { (void)j; }
+void subq_leave(struct job *j, uint32_t i) { (void)j; (void)i; }
+int subq_pending(const struct job *j, uint32_t i) { (void)j; (void)i; return 0; }
+uint64_t subq_submitted(const struct job *j, uint32_t i) { (void)j; (void)i; return 0; }
+uint64_t subq_waiting_since(const struct job *j, uint64_t *s)
+{ (void)j; *s = 0; return 0; }
+int p2p_init(struct job *j, char *e, size_t l) { (void)j; (void)e; (void)l; return 0; }
+int p2p_start(struct job *j, char *e, size_t l) { (void)j; (void)e; (void)l; return 0; }
+int p2p_exited(struct job *j) { (void)j; return 1; }
+void p2p_quit(struct job *j) { (void)j; }
+void p2p_finish(struct job *j) { (void)j; }
+void p2p_submit(struct job *j, struct op *op) { (void)j; (void)op; }
+void link_mem_forget(const void *key) { (void)key; }
+
+/* ---- the cluster, its clients, the other nodes' messages ---- */
+
+static struct conf_node nodes[NNODES] = { { .name = "n0" }, { .name = "n1" },
+    { .name = "n2" } };
+static struct client clients[4];
+
+static void
+cluster_up(void)
+{
+	memset(&md, 0, sizeof(md));
+	config_defaults(&md.conf);
+	strcpy(md.conf.node_name, "n0");
+	md.conf.node_index = 0;
+	md.conf.nodes = nodes;
+	md.conf.nnodes = NNODES;
+	md.base = event_base_new();
+	ck_assert_ptr_nonnull(md.base);
+	TAILQ_INIT(&md.clients);
+	TAILQ_INIT(&md.jobs);
+	TAILQ_INIT(&md.coords);
+	TAILQ_INIT(&md.dying);
+	npeer_msgs = nclient_msgs = 0;
+	nstarted = 0;
+	links_up = 0;
+	memset(clients, 0, sizeof(clients));
+	for (int i = 0; i < 4; i++) {
+		clients[i].uid = UID;
+		clients[i].bell = (struct seg *)&clients[i];	/* registered */
+		clients[i].segs = (struct segtab *)&clients[i];
+		snprintf(clients[i].desc, sizeof(clients[i].desc), "client %d",
+		    i);
+	}
+}
+
+static void
+cluster_down(void)
+{
+	struct job *j;
+
+	while ((j = TAILQ_FIRST(&md.jobs)) != NULL)
+		job_free(j);
+	job_ctl_close();
+	event_base_free(md.base);
+}
+
+/* A job name that node `coord` coordinates for UID. */
+static const char *
+job_coordinated_by(uint32_t coord)
+{
+	static char name[32];
+
+	for (int i = 0; i < 1000; i++) {
+		snprintf(name, sizeof(name), "job%d", i);
+		if (coordinator_of(UID, name) == coord)
+			return name;
+	}
+	ck_abort_msg("no job name for coordinator %u", coord);
+	return NULL;
+}
+
+static void
+join_local(const char *name, uint32_t rank, uint32_t nranks)
+{
+	struct ipc_join m = { .nranks = nranks, .rank = rank,
+	    .timeout_ms = 60000 };
+
+	snprintf(m.job, sizeof(m.job), "%s", name);
+	job_client_join(&clients[rank], &m);
+}
+
+/* Node `from` tells the coordinator (us) the ranks it holds. */
+static int
+join_remote(const char *name, uint32_t from, uint32_t nranks,
+    const uint32_t *ranks, uint32_t n, uint32_t timeout_ms)
+{
+	struct peer_join m = { .uid = UID, .nranks = nranks, .node = from,
+	    .nlocal = n, .timeout_ms = timeout_ms };
+	uint8_t trailer[64];
+
+	snprintf(m.job, sizeof(m.job), "%s", name);
+	wire_put_u32s(trailer, ranks, n);
+	return coord_join(from, &m, trailer, 4 * n);
+}
+
+/* The last message sent to node `to` of type `type`, or NULL. */
+static const struct sent *
+last_to(uint32_t to, uint16_t type)
+{
+	for (int i = npeer_msgs - 1; i >= 0; i--)
+		if (peer_msgs[i].to == to && peer_msgs[i].type == type)
+			return &peer_msgs[i];
+	return NULL;
+}
+
+static int
+count_type(uint16_t type)
+{
+	int n = 0;
+
+	for (int i = 0; i < npeer_msgs; i++)
+		n += peer_msgs[i].type == type;
+	return n;
+}
+
+/* Our own JOIN, as the coordinator (us) receives it from the loop back. */
+static void
+deliver_own_join(void)
+{
+	const struct sent *s = last_to(0, PEER_JOIN);
+	struct peer_join m;
+
+	ck_assert_ptr_nonnull(s);
+	memcpy(&m, s->hdr, sizeof(m));
+	ck_assert_int_eq(coord_join(0, &m, s->trailer, s->tlen), 0);
+}
+
+/* ---- the tests ---- */
+
+START_TEST(local_ranks_join_their_coordinator)
+{
+	const char *name = job_coordinated_by(1);
+	const struct sent *s;
+	struct peer_join m;
+	uint32_t ranks[2];
+
+	join_local(name, 0, 4);
+	join_local(name, 2, 4);
+	s = last_to(1, PEER_JOIN);
+	ck_assert_ptr_nonnull(s);
+	memcpy(&m, s->hdr, sizeof(m));
+	ck_assert_uint_eq(m.uid, UID);
+	ck_assert_uint_eq(m.nranks, 4);
+	ck_assert_uint_eq(m.node, 0);
+	ck_assert_uint_eq(m.nlocal, 2);
+	ck_assert_str_eq(m.job, name);
+	wire_get_u32s(ranks, s->trailer, 2);
+	ck_assert_uint_eq(ranks[0], 0);
+	ck_assert_uint_eq(ranks[1], 2);
+	ck_assert_int_eq(count_type(PEER_FORMED), 0);	/* not ours to form */
+}
+END_TEST
+
+START_TEST(the_coordinator_forms_once_every_rank_is_claimed)
+{
+	const char *name = job_coordinated_by(0);
+	const uint32_t theirs[2] = { 1, 3 };
+	const struct sent *s;
+	struct peer_formed f;
+	uint32_t map[4];
+
+	join_local(name, 0, 4);
+	join_local(name, 2, 4);
+	deliver_own_join();
+	ck_assert_int_eq(count_type(PEER_FORMED), 0);	/* 2 of 4 */
+	ck_assert_int_eq(join_remote(name, 1, 4, theirs, 2, 60000), 0);
+	ck_assert_int_eq(count_type(PEER_FORMED), 2);	/* n0 and n1, not n2 */
+	ck_assert_ptr_null(last_to(2, PEER_FORMED));
+	s = last_to(1, PEER_FORMED);
+	ck_assert_ptr_nonnull(s);
+	memcpy(&f, s->hdr, sizeof(f));
+	ck_assert_uint_ne(f.job_id, 0);
+	ck_assert_uint_eq(f.job_id & PEER_CHECK_JOB, 0);
+	ck_assert_uint_eq(f.nranks, 4);
+	ck_assert_uint_eq(f.lanes, md.conf.streams_per_peer);
+	ck_assert_uint_eq(s->tlen, 16);
+	wire_get_u32s(map, s->trailer, 4);
+	ck_assert_uint_eq(map[0], 0);
+	ck_assert_uint_eq(map[1], 1);
+	ck_assert_uint_eq(map[2], 0);
+	ck_assert_uint_eq(map[3], 1);
+	ck_assert_mem_eq(last_to(0, PEER_FORMED)->hdr, s->hdr, sizeof(f));
+}
+END_TEST
+
+START_TEST(the_rank_map_gives_the_topology_and_the_engine_its_ranks)
+{
+	const char *name = job_coordinated_by(0);
+	const uint32_t theirs[2] = { 1, 3 };
+	const struct sent *s;
+	struct peer_formed f;
+	struct ipc_joined joined;
+	struct job *j;
+
+	join_local(name, 2, 4);
+	join_local(name, 0, 4);
+	deliver_own_join();
+	join_remote(name, 1, 4, theirs, 2, 60000);
+	s = last_to(0, PEER_FORMED);
+	ck_assert_ptr_nonnull(s);
+	memcpy(&f, s->hdr, sizeof(f));
+	ck_assert_int_eq(job_recv_formed(&f, s->trailer, s->tlen), 0);
+	j = job_find_id(f.job_id);
+	ck_assert_ptr_nonnull(j);
+	ck_assert_int_eq(j->state, JOB_LINKING);
+	ck_assert_uint_eq(j->nnodes, 2);
+	ck_assert_uint_eq(j->me, 0);
+	ck_assert_uint_eq(j->node_index[1], 1);
+	ck_assert_str_eq(j->names[1], "n1");
+	/* node order: n0's ranks 0 and 2, then n1's 1 and 3 */
+	ck_assert_uint_eq(j->rank_slot[0], 0);
+	ck_assert_uint_eq(j->rank_slot[2], 1);
+	ck_assert_uint_eq(j->rank_slot[1], 2);
+	ck_assert_uint_eq(j->rank_slot[3], 3);
+	ck_assert_int_eq(j->slots_are_ranks, 0);
+	ck_assert_uint_eq(j->pos_first[1], 2);
+	ck_assert_uint_eq(j->pos_count[0], 2);
+	/* the engine gets the local ranks in rank order, with their bells */
+	ck_assert_uint_eq(nstarted, 2);
+	ck_assert_uint_eq(started[0].rank, 0);
+	ck_assert_ptr_eq(started[0].bell, clients[0].bell);
+	ck_assert_uint_eq(started[1].rank, 2);
+	ck_assert_ptr_eq(started[1].segs, clients[2].segs);
+	ck_assert_uint_eq(clients[2].local_index, 1);
+	ck_assert_int_eq(nclient_msgs, 0);	/* no answer before the links */
+	links_up = 1;
+	job_engine_cb(-1, 0, j);
+	ck_assert_int_eq(j->state, JOB_READY);
+	ck_assert_int_eq(nclient_msgs, 2);
+	ck_assert_uint_eq(client_msgs[0].type, IPC_JOINED);
+	memcpy(&joined, client_msgs[0].hdr, sizeof(joined));
+	ck_assert_uint_eq(joined.job_id, f.job_id);
+	ck_assert_uint_eq(joined.nranks, 4);
+	ck_assert_uint_eq(joined.rank, client_msgs[0].to);
+}
+END_TEST
+
+START_TEST(a_rank_claimed_twice_is_refused)
+{
+	const char *name = job_coordinated_by(0);
+	const uint32_t theirs[2] = { 0, 3 };	/* rank 0 is n0's */
+	const struct sent *s;
+	struct peer_join_fail jf;
+
+	join_local(name, 0, 4);
+	deliver_own_join();
+	ck_assert_int_eq(join_remote(name, 2, 4, theirs, 2, 60000), 0);
+	s = last_to(2, PEER_JOIN_FAIL);
+	ck_assert_ptr_nonnull(s);
+	memcpy(&jf, s->hdr, sizeof(jf));
+	ck_assert_uint_eq(jf.rank, 0);
+	ck_assert_uint_eq(jf.code, MCCL_ERR_INVALID_ARGUMENT);
+	ck_assert_ptr_nonnull(strstr(s->text, "rank 0 is already held by a "
+	    "process on node n0"));
+	ck_assert_int_eq(count_type(PEER_FORMED), 0);
+}
+END_TEST
+
+START_TEST(ranks_that_disagree_on_nranks_are_refused)
+{
+	const char *name = job_coordinated_by(0);
+	const uint32_t theirs[1] = { 1 };
+	const struct sent *s;
+
+	join_local(name, 0, 2);
+	deliver_own_join();
+	ck_assert_int_eq(join_remote(name, 1, 3, theirs, 1, 60000), 0);
+	s = last_to(1, PEER_JOIN_FAIL);
+	ck_assert_ptr_nonnull(s);
+	ck_assert_ptr_nonnull(strstr(s->text, "say nranks is 3, but ranks "
+	    "already joined said 2"));
+	ck_assert_int_eq(count_type(PEER_FORMED), 0);
+}
+END_TEST
+
+START_TEST(joins_that_are_not_ours_or_malformed_are_refused)
+{
+	const uint32_t bad[1] = { 4 };
+	const uint32_t ok[1] = { 0 };
+
+	/* another node coordinates it: the sender is wrong, not us */
+	ck_assert_int_eq(join_remote(job_coordinated_by(2), 1, 4, ok, 1,
+	    1000), -1);
+	/* a rank past nranks */
+	ck_assert_int_eq(join_remote(job_coordinated_by(0), 1, 4, bad, 1,
+	    1000), -1);
+	ck_assert_int_eq(npeer_msgs, 0);
+}
+END_TEST
+
+START_TEST(the_coordinator_times_out_naming_the_missing_ranks)
+{
+	const char *name = job_coordinated_by(0);
+	const uint32_t theirs[1] = { 2 };
+	const struct sent *s;
+	struct peer_join_fail jf;
+
+	ck_assert_int_eq(join_remote(name, 1, 4, theirs, 1, 50), 0);
+	event_base_loop(md.base, EVLOOP_ONCE);	/* the 50 ms timer */
+	s = last_to(1, PEER_JOIN_FAIL);
+	ck_assert_ptr_nonnull(s);
+	memcpy(&jf, s->hdr, sizeof(jf));
+	ck_assert_uint_eq(jf.rank, PEER_ALL_RANKS);
+	ck_assert_uint_eq(jf.code, MCCL_ERR_TIMEOUT);
+	ck_assert_ptr_nonnull(strstr(s->text, "3 of 4 ranks never joined "
+	    "within 50 ms: ranks 0, 1, 3"));
+	ck_assert_ptr_null(last_to(0, PEER_JOIN_FAIL));	/* holds none */
+}
+END_TEST
+
+START_TEST(a_rank_map_against_the_local_ranks_fails_the_job)
+{
+	const char *name = job_coordinated_by(1);
+	struct peer_formed f = { .job_id = 77, .uid = UID, .nranks = 2,
+	    .lanes = 1 };
+	const uint32_t map[2] = { 1, 0 };	/* rank 0 is here, not on n1 */
+	uint8_t trailer[8];
+
+	join_local(name, 0, 2);
+	snprintf(f.job, sizeof(f.job), "%s", name);
+	wire_put_u32s(trailer, map, 2);
+	ck_assert_int_eq(job_recv_formed(&f, trailer, sizeof(trailer)), 0);
+	ck_assert_uint_eq(nstarted, 0);
+	ck_assert_int_eq(nclient_msgs, 1);
+	ck_assert_uint_eq(client_msgs[0].type, IPC_JOIN);
+	ck_assert_uint_eq(client_msgs[0].code, MCCL_ERR_PEER_FAILED);
+	ck_assert_ptr_nonnull(strstr(client_msgs[0].text, "the rank map does "
+	    "not match the ranks on node n0"));
+	/* the other node hears why */
+	ck_assert_ptr_nonnull(last_to(1, PEER_ABORT));
+}
+END_TEST
+
+static Suite *
+form_suite(void)
+{
+	Suite *s = suite_create("form");
+	TCase *tc = tcase_create("formation");
+
+	tcase_add_checked_fixture(tc, cluster_up, cluster_down);
+
+	tcase_add_test(tc, local_ranks_join_their_coordinator);
+	tcase_add_test(tc, the_coordinator_forms_once_every_rank_is_claimed);
+	tcase_add_test(tc,
+	    the_rank_map_gives_the_topology_and_the_engine_its_ranks);
+	tcase_add_test(tc, a_rank_claimed_twice_is_refused);
+	tcase_add_test(tc, ranks_that_disagree_on_nranks_are_refused);
+	tcase_add_test(tc, joins_that_are_not_ours_or_malformed_are_refused);
+	tcase_add_test(tc, the_coordinator_times_out_naming_the_missing_ranks);
+	tcase_add_test(tc, a_rank_map_against_the_local_ranks_fails_the_job);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	SRunner *sr = srunner_create(form_suite());
+	int failed;
+
+	log_init(LOG_ERR, "test_form");
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
