@@ -326,6 +326,24 @@ deliver_own_join(void)
 	ck_assert_int_eq(coord_join(0, &m, s->trailer, s->tlen), 0);
 }
 
+/*
+ * Ranks 0 and 2 of 4 here (joined in `order`), 1 and 3 on n1, a job we
+ * coordinate: after our own JOIN, n1's, which completes it.
+ */
+static const char *
+join_two_by_two(const uint32_t order[2])
+{
+	const char *name = job_coordinated_by(0);
+	const uint32_t theirs[2] = { 1, 3 };
+
+	join_local(name, order[0], 4);
+	join_local(name, order[1], 4);
+	deliver_own_join();
+	ck_assert_int_eq(count_type(PEER_FORMED), 0);	/* 2 of 4 */
+	ck_assert_int_eq(join_remote(name, 1, 4, theirs, 2, 60000), 0);
+	return name;
+}
+
 /* ---- the tests ---- */
 
 START_TEST(local_ranks_join_their_coordinator)
@@ -354,17 +372,12 @@ END_TEST
 
 START_TEST(the_coordinator_forms_once_every_rank_is_claimed)
 {
-	const char *name = job_coordinated_by(0);
-	const uint32_t theirs[2] = { 1, 3 };
+	const uint32_t order[2] = { 0, 2 };
 	const struct sent *s;
 	struct peer_formed f;
 	uint32_t map[4];
 
-	join_local(name, 0, 4);
-	join_local(name, 2, 4);
-	deliver_own_join();
-	ck_assert_int_eq(count_type(PEER_FORMED), 0);	/* 2 of 4 */
-	ck_assert_int_eq(join_remote(name, 1, 4, theirs, 2, 60000), 0);
+	join_two_by_two(order);
 	ck_assert_int_eq(count_type(PEER_FORMED), 2);	/* n0 and n1, not n2 */
 	ck_assert_ptr_null(last_to(2, PEER_FORMED));
 	s = last_to(1, PEER_FORMED);
@@ -386,17 +399,13 @@ END_TEST
 
 START_TEST(the_rank_map_gives_the_topology_and_the_engine_its_ranks)
 {
-	const char *name = job_coordinated_by(0);
-	const uint32_t theirs[2] = { 1, 3 };
+	const uint32_t order[2] = { 2, 0 };	/* joins out of rank order */
 	const struct sent *s;
 	struct peer_formed f;
 	struct ipc_joined joined;
 	struct job *j;
 
-	join_local(name, 2, 4);
-	join_local(name, 0, 4);
-	deliver_own_join();
-	join_remote(name, 1, 4, theirs, 2, 60000);
+	join_two_by_two(order);
 	s = last_to(0, PEER_FORMED);
 	ck_assert_ptr_nonnull(s);
 	memcpy(&f, s->hdr, sizeof(f));
