@@ -72,7 +72,7 @@ PROGS	 = $(B)/mccld $(B)/mcclctl $(B)/mccl-perf
 LIBS	 = $(B)/$(SONAME) $(B)/libmccl.so $(B)/libmccl.a
 UNIT_TESTS = $(B)/test_proto $(B)/test_reduce $(B)/test_config $(B)/test_ring \
 	     $(B)/test_log $(B)/test_fakeverbs $(B)/test_rdma $(B)/test_budget \
-	     $(B)/test_subq $(B)/test_algo $(B)/test_form
+	     $(B)/test_subq $(B)/test_algo $(B)/test_form $(B)/test_engine
 TEST_PROGS = $(B)/mccl-test $(B)/mccl-hostile
 
 all: $(B)/.deps $(PROGS) $(LIBS)
@@ -155,6 +155,9 @@ $(B)/test_subq: $(call obj,tests/unit/test_subq.c daemon/engine/subq.c daemon/en
 $(B)/test_form: $(call obj,tests/unit/test_form.c daemon/control/form.c daemon/control/job.c daemon/control/jobctl.c daemon/engine/op.c daemon/engine/seg.c daemon/engine/algo.c daemon/engine/reduce.c daemon/config.c daemon/log.c $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(JSON_LIBS) $(CHECK_LIBS) -lpthread
 
+$(B)/test_engine: $(call obj,tests/unit/test_engine.c daemon/engine/engine.c daemon/engine/subq.c daemon/engine/p2p.c daemon/engine/op.c daemon/engine/seg.c daemon/engine/budget.c $(CORE_SRCS) daemon/transport/link.c daemon/transport/dial.c daemon/transport/auth.c daemon/transport/rdma.c tests/fakeverbs/fakeverbs.c $(PROTO_SRCS))
+	$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(JSON_LIBS) $(CHECK_LIBS) $(SODIUM_LIBS) -lpthread
+
 $(B)/test_algo: $(call obj,tests/unit/test_algo.c daemon/engine/algo.c $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS)
 
@@ -199,7 +202,7 @@ check-asan:
 check-tsan:
 	$(MAKE) B=build-tsan OPT="-O1 -g" SAN="$(TSAN_FLAGS)" \
 	    UNIT_TESTS="build-tsan/test_ring build-tsan/test_fakeverbs \
-	    build-tsan/test_rdma build-tsan/test_budget" \
+	    build-tsan/test_rdma build-tsan/test_budget build-tsan/test_engine" \
 	    SECTIONS="api faults" unit integration
 
 # The whole integration suite again with every data link over RDMA: the

@@ -221,6 +221,7 @@ cluster_up(void)
 {
 	memset(&md, 0, sizeof(md));
 	config_defaults(&md.conf);
+	config_free(&md.conf);		/* the default cluster of one */
 	strcpy(md.conf.node_name, "n0");
 	md.conf.node_index = 0;
 	md.conf.nodes = nodes;

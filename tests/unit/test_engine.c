@@ -1,0 +1,555 @@
+/*
+ * test_engine.c: a job's engine (engine.c with subq.c, p2p.c, ring.c and
+ * the transports), alone, through engine.h: the control plane's calls are
+ * the test's.  The engine is node n1, position 1 of a job of two nodes,
+ * with two local ranks (ranks 1 and 2 of 3) whose doorbells and segments
+ * are plain mappings written as libmccl writes them.  Node n0 (rank 0) is
+ * a thread of the test: it takes the other end of each data link (loopback
+ * TCP, handed to the engine with engine_adopt_link as the main thread
+ * hands accepted links), sets it up as link.c does, and runs the same
+ * inter-node algorithm.  An operation's life: descriptors in the rings,
+ * the result in every rank's buffer, the doorbells rung, the op on the
+ * completion queue (engine_collect); a peer that hangs up; an abort while
+ * the engine waits for a rank; quitting.  Each over TCP and over the RDMA
+ * transport on the tests' verbs provider.
+ */
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+
+#include <linux/futex.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+#include <check.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <event2/thread.h>
+
+#include "engine/engine.h"
+#include "engine/algo.h"
+#include "transport/transport.h"
+
+struct mccld_state md;
+
+#define NLANES		2
+#define ROWS		(NLANES + 1)	/* the lanes, then send/recv's */
+#define NLOCAL		2
+#define COUNT		100000		/* floats: past one pipeline chunk */
+#define SEG_ID		7
+#define BELL_ID		1
+#define SEC		1000000000ULL
+
+static struct conf_node conf_nodes[2] = { { .name = "n0" },
+    { .name = "n1" } };
+static const char *names[2] = { "n0", "n1" };
+static uint32_t node_index[2] = { 0, 1 };
+static uint32_t rank_pos[3] = { 0, 1, 1 };
+static uint32_t rank_slot[3] = { 0, 1, 2 };
+static uint32_t pos_first[2] = { 0, 1 }, pos_count[2] = { 1, 2 };
+static uint32_t local_ranks[NLOCAL] = { 1, 2 };
+static uint64_t data_tx[2], data_rx[2];
+static char verbs_dir[] = "/tmp/test_engine.XXXXXX";
+
+/* Node n0, played by a thread of the test. */
+enum peer_role { PEER_RUN, PEER_HANG_UP };
+
+struct peer {
+	int		 fd[ROWS];	/* its ends of the links */
+	struct link	*links[ROWS * 2];	/* [k * 2 + 1]: to n1 on row k */
+	int		 abort_fd;
+	enum peer_role	 role;
+	float		*buf;
+	int		 rc;
+	char		 err[ERR_MAX];
+	pthread_t	 th;
+	int		 joined;
+};
+
+struct fixture {
+	struct job	*j;
+	struct segtab	*segs[NLOCAL];
+	struct ipc_doorbell *db[NLOCAL];
+	float		*mem[NLOCAL];	/* each rank's data segment */
+	struct peer	 peer;
+	int		 started;
+};
+
+static struct fixture f;
+
+static void *
+map(size_t bytes)
+{
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	ck_assert_ptr_ne(p, MAP_FAILED);
+	return p;
+}
+
+static void
+msleep(unsigned ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) == -1)
+		;
+}
+
+static int
+tcp_pair(int *a, int *b)
+{
+	struct sockaddr_in sin;
+	socklen_t len = sizeof(sin);
+	int l, one = 1;
+
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	*a = *b = -1;
+	if ((l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1)
+		return -1;
+	if (bind(l, (struct sockaddr *)&sin, sizeof(sin)) == 0 &&
+	    listen(l, 1) == 0 &&
+	    getsockname(l, (struct sockaddr *)&sin, &len) == 0 &&
+	    (*a = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) != -1 &&
+	    connect(*a, (struct sockaddr *)&sin, sizeof(sin)) == 0)
+		*b = accept4(l, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	close(l);
+	if (*b == -1) {
+		if (*a != -1)
+			close(*a);
+		return -1;
+	}
+	fcntl(*a, F_SETFL, fcntl(*a, F_GETFL) | O_NONBLOCK);	/* as dialled */
+	setsockopt(*a, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(*b, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return 0;
+}
+
+/* ---- node n0 ---- */
+
+/* Set up every link as the dialling end does (engine_links), in its order. */
+static int
+peer_links(struct peer *p)
+{
+	struct link_setup su[ROWS];
+	uint64_t deadline = now_ns() + 10 * SEC;
+	int rc = 0;
+
+	memset(su, 0, sizeof(su));
+	for (int k = 0; k < ROWS; k++) {
+		su[k].fd = p->fd[k];
+		su[k].node = 1;
+		p->fd[k] = -1;			/* the set-up's now */
+		if (rc == 0)
+			rc = link_offer(&su[k], p->err, sizeof(p->err));
+	}
+	for (int step = 0; step < 2; step++)
+		for (int k = 0; k < ROWS && rc == 0; k++) {
+			rc = (step == 0 ? link_answer : link_ready)(&su[k],
+			    p->abort_fd, deadline, p->err, sizeof(p->err));
+			p->links[k * 2 + 1] = su[k].link;	/* closed by
+							   the teardown */
+		}
+	for (int k = 0; k < ROWS; k++)
+		link_setup_drop(&su[k]);
+	return rc;
+}
+
+/* Rank 0's part of collective 1: an allreduce of COUNT floats of 1. */
+static int
+peer_allreduce(struct peer *p)
+{
+	struct xfer x;
+	int rc;
+
+	memset(&x, 0, sizeof(x));
+	x.nnodes = 2;
+	x.me = 0;
+	x.links = p->links;
+	x.nlanes = NLANES;
+	x.names = names;
+	x.abort_fd = p->abort_fd;
+	x.deadline_ns = now_ns() + 20 * SEC;
+	x.chunk = md.conf.chunk_bytes;
+	x.algo = ALGO_AUTO;
+	x.small_bytes = ALGO_SMALL_BYTES;
+	x.scratch = malloc(2 * md.conf.chunk_bytes * NLANES);
+	x.node_index = node_index;
+	x.blame = NO_POS;
+	x.hdr = (struct peer_ophdr){ 1, COLL_ALLREDUCE, MCCL_FLOAT32,
+	    MCCL_SUM, 0, 0, COUNT };
+	for (size_t i = 0; i < COUNT; i++)
+		p->buf[i] = 1.0f;
+	rc = node_allreduce(&x, p->buf, p->buf, COUNT, MCCL_FLOAT32, MCCL_SUM);
+	if (rc != 0)
+		snprintf(p->err, sizeof(p->err), "%s", x.err);
+	free(x.scratch);
+	return rc;
+}
+
+static void *
+peer_main(void *arg)
+{
+	struct peer *p = arg;
+
+	if ((p->rc = peer_links(p)) != 0)
+		return NULL;
+	if (p->role == PEER_HANG_UP) {
+		for (int k = 0; k < ROWS; k++) {
+			link_close(p->links[k * 2 + 1]);
+			p->links[k * 2 + 1] = NULL;
+		}
+		return NULL;
+	}
+	p->rc = peer_allreduce(p);
+	return NULL;
+}
+
+static void
+peer_join(void)
+{
+	if (!f.peer.joined)
+		pthread_join(f.peer.th, NULL);
+	f.peer.joined = 1;
+}
+
+/* ---- the job here, as the control plane makes it ---- */
+
+static void
+engine_event_cb(int fd, short events, void *arg)
+{
+	(void)fd; (void)events; (void)arg;
+}
+
+static struct job *
+job_make(void)
+{
+	struct job *j = calloc(1, sizeof(*j));
+
+	ck_assert_ptr_nonnull(j);
+	j->id = 42;
+	j->uid = getuid();
+	strcpy(j->name, "test");
+	j->nranks = 3;
+	j->nlocal = NLOCAL;
+	j->local_ranks = local_ranks;
+	j->nnodes = 2;
+	j->me = 1;
+	j->node_index = node_index;
+	j->rank_pos = rank_pos;
+	j->rank_slot = rank_slot;
+	j->pos_first = pos_first;
+	j->pos_count = pos_count;
+	j->slots_are_ranks = 1;
+	j->names = names;
+	j->nlanes = NLANES;
+	j->ev_engine = event_new(md.base, -1, 0, engine_event_cb, j);
+	ck_assert_ptr_nonnull(j->ev_engine);
+	return j;
+}
+
+/*
+ * The engine of a formed job, its links handed over and n0 setting up
+ * the other ends with `role`.
+ */
+static void
+start(enum peer_role role)
+{
+	struct engine_rank ranks[NLOCAL];
+	char err[ERR_MAX] = "";
+	int mine;
+
+	f.j = job_make();
+	for (uint32_t i = 0; i < NLOCAL; i++) {
+		f.segs[i] = segtab_new();
+		f.db[i] = map(IPC_BELL_SIZE);
+		f.mem[i] = map(COUNT * sizeof(float));
+		ck_assert_int_eq(segtab_add(f.segs[i], SEG_ID,
+		    (uint8_t *)f.mem[i], COUNT * sizeof(float)), 0);
+		ck_assert_int_eq(segtab_add(f.segs[i], BELL_ID,
+		    (uint8_t *)f.db[i], IPC_BELL_SIZE), 0);
+		ranks[i] = (struct engine_rank){ local_ranks[i],
+		    segtab_find(f.segs[i], BELL_ID), f.segs[i] };
+	}
+	ck_assert_int_eq(p2p_init(f.j, err, sizeof(err)), 0);
+	ck_assert_msg(engine_start(f.j, ranks, err, sizeof(err)) == 0, "%s",
+	    err);
+	ck_assert_int_eq(p2p_start(f.j, err, sizeof(err)), 0);
+	f.started = 1;
+	f.peer.role = role;
+	f.peer.abort_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	f.peer.buf = malloc(COUNT * sizeof(float));
+	ck_assert_ptr_nonnull(f.peer.buf);
+	for (uint32_t k = 0; k < ROWS; k++) {
+		ck_assert_int_eq(tcp_pair(&f.peer.fd[k], &mine), 0);
+		ck_assert_int_eq(engine_adopt_link(f.j, 0, k, mine), 0);
+	}
+	ck_assert_int_eq(engine_adopt_link(f.j, 0, 0, -1), -1);	/* taken */
+	ck_assert_int_eq(pthread_create(&f.peer.th, NULL, peer_main,
+	    &f.peer), 0);
+}
+
+/* Local rank i publishes d, as mccl.c does: the slot, the head, the bell. */
+static void
+submit(uint32_t i, const struct ipc_op *d)
+{
+	struct ipc_doorbell *db = f.db[i];
+
+	db->sq[db->sq_head % IPC_SQ_SLOTS] = *d;
+	__atomic_store_n(&db->sq_head, db->sq_head + 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&db->sq_sleeping, __ATOMIC_SEQ_CST)) {
+		__atomic_add_fetch(&db->sq_bell, 1, __ATOMIC_SEQ_CST);
+		syscall(SYS_futex, &db->sq_bell, FUTEX_WAKE, INT_MAX, NULL,
+		    NULL, 0);
+	}
+}
+
+static struct ipc_op
+allreduce(uint64_t seq)
+{
+	return (struct ipc_op){ .seq = seq, .coll = COLL_ALLREDUCE,
+	    .dtype = MCCL_FLOAT32, .redop = MCCL_SUM, .algo = ALGO_AUTO,
+	    .count = COUNT, .send_seg = SEG_ID, .recv_seg = SEG_ID };
+}
+
+/* The ops the engine handed back, waited for up to 10 s. */
+static struct op *
+collect_one(void)
+{
+	struct op_list done = TAILQ_HEAD_INITIALIZER(done);
+	uint64_t until = now_ns() + 10 * SEC;
+	char err[ERR_MAX];
+	struct op *op;
+	int code;
+
+	while (TAILQ_EMPTY(&done) && now_ns() < until) {
+		engine_collect(f.j, &done, &code, err, sizeof(err));
+		if (TAILQ_EMPTY(&done))
+			msleep(1);
+	}
+	op = TAILQ_FIRST(&done);
+	ck_assert_msg(op != NULL, "no op came back within 10 s");
+	TAILQ_REMOVE(&done, op, entry);
+	ck_assert(TAILQ_EMPTY(&done));
+	return op;
+}
+
+static int
+wait_until(int (*cond)(struct job *), unsigned ms)
+{
+	for (unsigned t = 0; t < ms; t++) {
+		if (cond(f.j))
+			return 1;
+		msleep(1);
+	}
+	return cond(f.j);
+}
+
+/* Stop it as job_free does, whatever the test left, and free it all. */
+static void
+teardown(void)
+{
+	uint64_t one = 1;
+
+	if (f.started) {
+		engine_quit(f.j);
+		p2p_quit(f.j);
+		if (write(f.peer.abort_fd, &one, sizeof(one)) == -1)
+			perror("test_engine: waking n0");
+		peer_join();
+		ck_assert(wait_until(engine_exited, 10000));
+		ck_assert(wait_until(p2p_exited, 10000));
+		p2p_finish(f.j);
+		engine_finish(f.j);
+		ck_assert_ptr_null(f.j->eng);
+		for (int k = 0; k < ROWS; k++) {
+			link_close(f.peer.links[k * 2 + 1]);
+			if (f.peer.fd[k] >= 0)
+				close(f.peer.fd[k]);
+		}
+		close(f.peer.abort_fd);
+		free(f.peer.buf);
+		event_free(f.j->ev_engine);
+		for (uint32_t i = 0; i < NLOCAL; i++)
+			segtab_unref(f.segs[i]);	/* unmaps */
+		free(f.j);
+	}
+	memset(&f, 0, sizeof(f));
+}
+
+/* ---- the tests ---- */
+
+START_TEST(an_allreduce_from_the_rings_to_the_doorbells_and_back)
+{
+	struct ipc_op d = allreduce(1);
+	struct op *op;
+
+	start(PEER_RUN);
+	for (uint32_t i = 0; i < NLOCAL; i++)
+		for (size_t e = 0; e < COUNT; e++)
+			f.mem[i][e] = (float)(local_ranks[i] + 1);
+	submit(0, &d);
+	submit(1, &d);
+	op = collect_one();
+	ck_assert_msg(op->code == 0, "op failed: %s", op->err);
+	ck_assert_uint_eq(op->desc.seq, 1);
+	ck_assert_uint_ne(op->algo_run, ALGO_AUTO);	/* resolved */
+	ck_assert_uint_ge(op->done_ns, op->ready_ns);
+	peer_join();
+	ck_assert_msg(f.peer.rc == 0, "n0: %s", f.peer.err);
+	ck_assert_str_eq(f.peer.links[1]->tp->name,	/* the run's transport */
+	    getenv("MCCL_FAKEVERBS_DIR") != NULL ? "rdma" : "tcp");
+	for (uint32_t i = 0; i < NLOCAL; i++) {
+		ck_assert_uint_eq(__atomic_load_n(&f.db[i]->done_seq,
+		    __ATOMIC_ACQUIRE), 1);	/* the doorbell said so */
+		ck_assert_uint_ge(f.db[i]->word, 1);
+		ck_assert_uint_eq(f.db[i]->sq_tail, 1);
+		for (size_t e = 0; e < COUNT; e += 997)
+			ck_assert_float_eq(f.mem[i][e], 6.0f);
+		ck_assert_float_eq(f.mem[i][COUNT - 1], 6.0f);
+	}
+	ck_assert_float_eq(f.peer.buf[0], 6.0f);
+	ck_assert_float_eq(f.peer.buf[COUNT - 1], 6.0f);
+	ck_assert_uint_eq(data_tx[0] > 0 && data_rx[0] > 0, 1);	/* counted */
+	ck_assert(!engine_stopped(f.j));
+	op_free(op);
+}
+END_TEST
+
+START_TEST(a_peer_that_hangs_up_fails_the_op_naming_it)
+{
+	struct ipc_op d = allreduce(1);
+	struct op *op;
+
+	start(PEER_HANG_UP);
+	submit(0, &d);
+	submit(1, &d);
+	op = collect_one();
+	ck_assert_int_eq(op->code, MCCL_ERR_PEER_FAILED);
+	ck_assert_msg(strstr(op->err, "n0") != NULL, "%s", op->err);
+	ck_assert_uint_eq(f.db[0]->done_seq, 0);	/* never said done */
+	ck_assert(wait_until(engine_stopped, 10000));	/* takes no more */
+	op_free(op);
+}
+END_TEST
+
+START_TEST(an_abort_reaches_an_engine_waiting_for_a_rank)
+{
+	struct ipc_op d = allreduce(1);
+	struct op_now now;
+
+	start(PEER_RUN);
+	submit(0, &d);			/* rank 2 never submits */
+	msleep(50);
+	ck_assert(!engine_stopped(f.j));
+	ck_assert_int_eq(engine_current(f.j, &now), 0);	/* none assembled */
+	engine_abort(f.j);
+	ck_assert(wait_until(engine_stopped, 10000));
+	ck_assert_uint_eq(f.db[0]->done_seq, 0);
+}
+END_TEST
+
+START_TEST(quit_ends_the_thread_and_finish_frees_it)
+{
+	start(PEER_RUN);
+	ck_assert(!engine_exited(f.j));
+	engine_quit(f.j);
+	ck_assert(wait_until(engine_exited, 10000));
+}
+END_TEST
+
+/* ---- the runs: TCP, then the RDMA transport on the fake verbs ---- */
+
+static void
+setup(void)
+{
+	memset(&md, 0, sizeof(md));
+	config_defaults(&md.conf);
+	config_free(&md.conf);		/* the default cluster of one */
+	strcpy(md.conf.node_name, "n1");
+	md.conf.node_index = 1;
+	md.conf.nodes = conf_nodes;
+	md.conf.nnodes = 2;
+	md.data_tx = data_tx;
+	md.data_rx = data_rx;
+	memset(data_tx, 0, sizeof(data_tx));
+	memset(data_rx, 0, sizeof(data_rx));
+	md.base = event_base_new();
+	ck_assert_ptr_nonnull(md.base);
+	p2p_limits(UINT64_MAX, UINT64_MAX);
+	memset(&f, 0, sizeof(f));
+}
+
+static void
+fixture_down(void)
+{
+	teardown();
+	event_base_free(md.base);
+}
+
+/* Unchecked, in check's own process: the fake devices' directory. */
+static void
+rdma_setup(void)
+{
+	strcpy(verbs_dir, "/tmp/test_engine.XXXXXX");
+	if (mkdtemp(verbs_dir) == NULL) {
+		perror("test_engine: mkdtemp");
+		exit(1);
+	}
+	setenv("MCCL_FAKEVERBS_DIR", verbs_dir, 1);
+}
+
+static void
+rdma_teardown(void)
+{
+	char cmd[64];
+
+	unsetenv("MCCL_FAKEVERBS_DIR");
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", verbs_dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "test_engine: cannot remove %s\n", verbs_dir);
+}
+
+static TCase *
+tcase(const char *name)
+{
+	TCase *tc = tcase_create(name);
+
+	tcase_add_checked_fixture(tc, setup, fixture_down);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, an_allreduce_from_the_rings_to_the_doorbells_and_back);
+	tcase_add_test(tc, a_peer_that_hangs_up_fails_the_op_naming_it);
+	tcase_add_test(tc, an_abort_reaches_an_engine_waiting_for_a_rank);
+	tcase_add_test(tc, quit_ends_the_thread_and_finish_frees_it);
+	return tc;
+}
+
+int
+main(void)
+{
+	Suite *s = suite_create("engine");
+	TCase *rdma = tcase("rdma");
+	SRunner *sr;
+	int failed;
+
+	evthread_use_pthreads();	/* the engine wakes the main loop */
+	log_init(LOG_ERR, "test_engine");
+	suite_add_tcase(s, tcase("tcp"));
+	tcase_add_unchecked_fixture(rdma, rdma_setup, rdma_teardown);
+	suite_add_tcase(s, rdma);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
