@@ -37,6 +37,10 @@ void		reduce_fan(void *const *dsts, size_t ndsts,
 		    int dtype, int op, uint32_t avg_div);
 void		reduce_scale_avg(void *buf, size_t count, int dtype,
 		    uint32_t nranks);
+void		wire_narrow(void *, const float *, size_t, int);
+void		wire_widen(float *, const void *, size_t, int);
+void		wire_widen_add(float *, const float *, const void *, size_t,
+		    int);
 const char	*reduce_isa(void);
 int		reduce_force_isa(const char *);	/* tests: NULL = best */
 

@@ -277,6 +277,77 @@ fn(void *buf, size_t n, uint32_t nranks)				\
 	    WS, NS, S_FMAX)						\
 	SCALE(p##_##s##_scale, attr, T, VT, WV, NV, WS, NS, o, D)
 
+/*
+ * A narrowed wire (wire_*): float32 carried as a 16-bit float w (h, or
+ * bf).  narrow: out16[i] = w(a[i]); widen: out[i] = a16[i] as float32;
+ * widen_add: out[i] = a[i] + b16[i], in float32.
+ */
+#define WIRE_KERNELS(p, attr, w)					\
+static attr void							\
+p##_##w##_narrow_n(void *out, const float *a, size_t n)			\
+{									\
+	unsigned char *o_ = out;					\
+	size_t i = 0, lanes = sizeof(p##_f32) / 4;			\
+									\
+	for (; n - i >= lanes; i += lanes) {				\
+		p##_f32 v;						\
+		p##_h16 h;						\
+									\
+		memcpy(&v, a + i, sizeof(v));				\
+		h = p##_##w##_narrow(v);				\
+		memcpy(o_ + 2 * i, &h, sizeof(h));			\
+	}								\
+	for (; i < n; i++) {						\
+		uint16_t h = scalar_##w##_narrow(a[i]);			\
+									\
+		memcpy(o_ + 2 * i, &h, 2);				\
+	}								\
+}									\
+static attr void							\
+p##_##w##_widen_n(float *out, const void *a, size_t n)			\
+{									\
+	const unsigned char *a_ = a;					\
+	size_t i = 0, lanes = sizeof(p##_f32) / 4;			\
+									\
+	for (; n - i >= lanes; i += lanes) {				\
+		p##_h16 h;						\
+		p##_f32 v;						\
+									\
+		memcpy(&h, a_ + 2 * i, sizeof(h));			\
+		v = p##_##w##_widen(h);					\
+		memcpy(out + i, &v, sizeof(v));				\
+	}								\
+	for (; i < n; i++) {						\
+		uint16_t h;						\
+									\
+		memcpy(&h, a_ + 2 * i, 2);				\
+		out[i] = scalar_##w##_widen(h);				\
+	}								\
+}									\
+static attr void							\
+p##_##w##_widen_add_n(float *out, const float *a, const void *b,	\
+    size_t n)								\
+{									\
+	const unsigned char *b_ = b;					\
+	size_t i = 0, lanes = sizeof(p##_f32) / 4;			\
+									\
+	for (; n - i >= lanes; i += lanes) {				\
+		p##_h16 h;						\
+		p##_f32 v;						\
+									\
+		memcpy(&h, b_ + 2 * i, sizeof(h));			\
+		memcpy(&v, a + i, sizeof(v));				\
+		v = v + p##_##w##_widen(h);				\
+		memcpy(out + i, &v, sizeof(v));				\
+	}								\
+	for (; i < n; i++) {						\
+		uint16_t h;						\
+									\
+		memcpy(&h, b_ + 2 * i, 2);				\
+		out[i] = a[i] + scalar_##w##_widen(h);			\
+	}								\
+}
+
 /* Set p needs the types p_u8 .. p_f64, p_h16 and p_h_ / p_bf_ widen and
  * narrow between p_h16 and p_f32. */
 #define ISA_KERNELS(p, attr, o)						\
@@ -293,7 +364,9 @@ fn(void *buf, size_t n, uint32_t nranks)				\
 	FLOAT_KERNELS(p, attr, o, f16, uint16_t, p##_h16, p##_h_widen,	\
 	    p##_h_narrow, h2f, f2h, float)				\
 	FLOAT_KERNELS(p, attr, o, bf16, uint16_t, p##_h16, p##_bf_widen, \
-	    p##_bf_narrow, bf2f, f2bf, float)
+	    p##_bf_narrow, bf2f, f2bf, float)				\
+	WIRE_KERNELS(p, attr, h)					\
+	WIRE_KERNELS(p, attr, bf)
 
 /* Vector types of VB bytes; p_h16 holds as many lanes as p_f32. */
 #define VEC_TYPES(p, VB)						\
@@ -308,7 +381,7 @@ typedef double   p##_f64 __attribute__((vector_size(VB)));		\
 typedef uint16_t p##_h16 __attribute__((vector_size(VB / 2)));
 
 /* bfloat16 is the top half of a float32: widening is a shift, narrowing
- * the same rounding as f2bf (NaNs are canonical by then). */
+ * the same as f2bf (a NaN, any payload, stays a quiet NaN). */
 #define BF16_VEC(p, attr)						\
 static inline attr p##_f32						\
 p##_bf_widen(p##_h16 h)							\
@@ -319,9 +392,11 @@ static inline attr p##_h16						\
 p##_bf_narrow(p##_f32 f)						\
 {									\
 	p##_u32 u = (p##_u32)f;						\
+	p##_u32 nan = (p##_u32)((u & 0x7fffffff) > 0x7f800000);		\
+	p##_u32 r = (u + 0x7fff + (u >> 16 & 1)) >> 16;			\
 									\
-	u = (u + 0x7fff + (u >> 16 & 1)) >> 16;				\
-	return __builtin_convertvector(u, p##_h16);			\
+	r = (r & ~nan) | ((u >> 16 | 0x40) & nan);			\
+	return __builtin_convertvector(r, p##_h16);			\
 }
 
 /* ---- the kernel sets ---- */
@@ -434,11 +509,20 @@ isa_always(void)
 	return 1;
 }
 
+typedef void (*narrow_fn)(void *, const float *, size_t);
+typedef void (*widen_fn)(float *, const void *, size_t);
+typedef void (*widen_add_fn)(float *, const float *, const void *, size_t);
+
+enum { WIRE_H, WIRE_BF, NWIRES };	/* float16, bfloat16 */
+
 struct isa {
 	const char	*name;
 	int		(*usable)(void);
 	kernel_fn	 kernels[MCCL_NUM_DTYPES][NKOPS];
 	scale_fn	 scale[MCCL_NUM_DTYPES];	/* float types */
+	narrow_fn	 narrow[NWIRES];
+	widen_fn	 widen[NWIRES];
+	widen_add_fn	 widen_add[NWIRES];
 };
 
 /* A row of kernels: signed types share SUM, PROD and the bitwise ops
@@ -465,7 +549,10 @@ struct isa {
 		[MCCL_BFLOAT16] = p##_bf16_scale,			\
 		[MCCL_FLOAT32] = p##_f32_scale,				\
 		[MCCL_FLOAT64] = p##_f64_scale,				\
-	}								\
+	},								\
+	{ p##_h_narrow_n, p##_bf_narrow_n },				\
+	{ p##_h_widen_n, p##_bf_widen_n },				\
+	{ p##_h_widen_add_n, p##_bf_widen_add_n },			\
 }
 
 /* In order of preference; the last is always usable. */
@@ -730,4 +817,39 @@ reduce_scale_avg(void *buf, size_t count, int dtype, uint32_t nranks)
 		    dtype_name(dtype));
 	if (nranks > 1)
 		isa_get()->scale[dtype](buf, count, nranks);
+}
+
+/* ---- a narrowed wire: float32 sent as float16 or bfloat16 ---- */
+
+/* The kernels' index of wire (MCCL_FLOAT16 or MCCL_BFLOAT16). */
+static int
+wire_index(int wire)
+{
+	if (wire == MCCL_FLOAT16)
+		return WIRE_H;
+	if (wire == MCCL_BFLOAT16)
+		return WIRE_BF;
+	fatalx("reduce: no wire format %d (%s)", wire, dtype_name(wire));
+}
+
+/* dst (count 16-bit floats) = src rounded to nearest even; inf and NaN kept. */
+void
+wire_narrow(void *dst, const float *src, size_t count, int wire)
+{
+	isa_get()->narrow[wire_index(wire)](dst, src, count);
+}
+
+/* dst = src (count 16-bit floats), exactly, as float32. */
+void
+wire_widen(float *dst, const void *src, size_t count, int wire)
+{
+	isa_get()->widen[wire_index(wire)](dst, src, count);
+}
+
+/* dst = own + src, in float32, src widened; dst may be own. */
+void
+wire_widen_add(float *dst, const float *own, const void *src, size_t count,
+    int wire)
+{
+	isa_get()->widen_add[wire_index(wire)](dst, own, src, count);
 }

@@ -957,6 +957,157 @@ START_TEST(test_unsupported_scale)
 }
 END_TEST
 
+/* ---- a narrowed wire: float32 as float16 or bfloat16 ---- */
+
+static const int wires[] = { MCCL_FLOAT16, MCCL_BFLOAT16 };
+
+static int
+wire_mbits(int wire)
+{
+	return wire == MCCL_FLOAT16 ? 10 : 7;
+}
+
+static int
+wire_bias(int wire)
+{
+	return wire == MCCL_FLOAT16 ? 15 : 127;
+}
+
+static float
+f32_of(uint32_t u)
+{
+	float f;
+
+	memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+static uint32_t
+f32_bits_of(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, sizeof(u));
+	return u;
+}
+
+/* A 16-bit NaN: every exponent bit, some fraction bit. */
+static int
+is_nan16(uint16_t h, int wire)
+{
+	uint16_t inf = (uint16_t)((2 * wire_bias(wire) + 1) << wire_mbits(wire));
+
+	return (h & 0x7fff) > inf;
+}
+
+/*
+ * float32 inputs of every kind: random bit patterns (NaNs with low and
+ * high payloads, infinities, subnormals), values near the 16-bit formats'
+ * ties and overflow thresholds, zeros of both signs.
+ */
+static void
+wire_inputs(float *a, size_t n)
+{
+	static const uint32_t edges[] = { 0x00000000, 0x80000000, 0x7f800000,
+	    0xff800000, 0x7f800001, 0xff800001, 0x7fc00000, 0x7fffffff,
+	    0x7f7fffff, 0x477fe000, 0x477fefff, 0x477ff000, 0x47800000,
+	    0x33000000, 0x33000001, 0x32ffffff, 0x3f808000, 0x3f818000,
+	    0x3f807fff, 0x3f808001, 0x00000001, 0x807fffff, 0x387fc000 };
+
+	for (size_t i = 0; i < n; i++)
+		a[i] = f32_of(i < NELEMS(edges) ? edges[i] : (uint32_t)rng());
+}
+
+START_TEST(test_wire_narrow)
+{
+	int wire = wires[_i];
+	size_t n = 200003;
+	float *a = malloc(n * sizeof(*a));
+	uint16_t *got = malloc(n * 2), *want = malloc(n * 2);
+
+	ck_assert(a && got && want);
+	rng_seed(77 + (uint64_t)_i);
+	wire_inputs(a, n);
+	for (size_t k = 0; k < NELEMS(isa_names); k++) {
+		if (reduce_force_isa(isa_names[k]) != 0)
+			continue;
+		wire_narrow(got, a, n, wire);
+		for (size_t i = 0; i < n; i++) {
+			uint16_t ref = ref_round16(a[i], wire_mbits(wire),
+			    wire_bias(wire));
+
+			if (isnan(a[i]))	/* the same kind, the same sign */
+				ck_assert_msg(is_nan16(got[i], wire) &&
+				    (got[i] & 0x8000) == (signbit(a[i]) ?
+				    0x8000 : 0), "%s %s: NaN 0x%08x gave 0x%04x",
+				    isa_names[k], dtype_name(wire),
+				    (unsigned)f32_bits_of(a[i]), got[i]);
+			else
+				ck_assert_msg(got[i] == ref, "%s %s: 0x%08x "
+				    "gave 0x%04x, want 0x%04x", isa_names[k],
+				    dtype_name(wire),
+				    (unsigned)f32_bits_of(a[i]), got[i], ref);
+		}
+		if (k == 0 || strcmp(isa_names[k], "scalar") != 0)
+			memcpy(want, got, n * 2);
+		else		/* NaN payloads too: every set alike */
+			ck_assert_mem_eq(got, want, n * 2);
+	}
+	reduce_force_isa(NULL);
+	free(a);
+	free(got);
+	free(want);
+}
+END_TEST
+
+/* Every 16-bit value widened, and added to a random float32. */
+START_TEST(test_wire_widen)
+{
+	int wire = wires[_i];
+	size_t n = 65536;
+	uint16_t *h = malloc(n * 2);
+	float *own = malloc(n * sizeof(float)), *got = malloc(n * sizeof(float));
+
+	ck_assert(h && own && got);
+	rng_seed(91 + (uint64_t)_i);
+	for (size_t i = 0; i < n; i++) {
+		h[i] = (uint16_t)i;
+		own[i] = (float)((double)(rng() % 2000001) - 1e6) / 64.0f;
+	}
+	for (size_t k = 0; k < NELEMS(isa_names); k++) {
+		if (reduce_force_isa(isa_names[k]) != 0)
+			continue;
+		wire_widen(got, h, n, wire);
+		for (size_t i = 0; i < n; i++) {
+			double ref = ref_widen16(h[i], wire_mbits(wire),
+			    wire_bias(wire));
+
+			ck_assert_msg(isnan(ref) ? isnan(got[i]) :
+			    got[i] == (float)ref && !signbit(got[i]) ==
+			    !signbit(ref), "%s %s widen 0x%04x", isa_names[k],
+			    dtype_name(wire), h[i]);
+		}
+		wire_widen_add(got, own, h, n, wire);
+		for (size_t i = 0; i < n; i++) {
+			float ref = own[i] + (float)ref_widen16(h[i],
+			    wire_mbits(wire), wire_bias(wire));
+
+			ck_assert_msg(isnan(ref) ? isnan(got[i]) :
+			    got[i] == ref, "%s %s widen_add 0x%04x",
+			    isa_names[k], dtype_name(wire), h[i]);
+		}
+		memcpy(got, own, n * sizeof(float));	/* in place */
+		wire_widen_add(got, got, h, n, wire);
+		ck_assert(isnan(got[1000]) || got[1000] == own[1000] +
+		    (float)ref_widen16(1000, wire_mbits(wire), wire_bias(wire)));
+	}
+	reduce_force_isa(NULL);
+	free(h);
+	free(own);
+	free(got);
+}
+END_TEST
+
 static Suite *
 reduce_suite(void)
 {
@@ -975,6 +1126,8 @@ reduce_suite(void)
 	tcase_add_loop_test(tc, test_large, 0, 4);
 	tcase_add_loop_test(tc, test_scale_avg, 0, 4);
 	tcase_add_loop_test(tc, test_fan, 0, 6);
+	tcase_add_loop_test(tc, test_wire_narrow, 0, 2);
+	tcase_add_loop_test(tc, test_wire_widen, 0, 2);
 	tcase_add_test(tc, test_scale_values);
 	tcase_add_exit_test(tc, test_unsupported_into, 1);
 	tcase_add_exit_test(tc, test_unsupported_many, 1);
