@@ -85,6 +85,8 @@ struct mccl_comm {
 	struct ipc_joined joined;
 	uint32_t	 op_timeout_ms;
 	uint8_t		 algo;		/* MCCL_ALGO, for every op */
+	uint8_t		 wire;		/* float32 sums' wire: MCCL_BFLOAT16,
+					   MCCL_FLOAT16, or 0 (as they are) */
 	int32_t		 spin_us;	/* MCCL_SPIN_US; SPIN_AUTO */
 	uint64_t	 next_seq;
 	uint64_t	 sq_head;	/* descriptors put in the ring */
@@ -206,6 +208,38 @@ env_algo(char *err, size_t len)
 	if ((algo = proto_algo_parse(s)) == -1)
 		snprintf(err, len, "MCCL_ALGO=%.32s: expected " ALGO_NAMES, s);
 	return algo;
+}
+
+/* A wire format by name, as MCCL_WIRE_DTYPE gives it: 0 is float32. */
+static int
+wire_parse(const char *s)
+{
+	static const struct {
+		const char	*name;
+		int		 wire;
+	} names[] = { { "fp32", 0 }, { "float32", 0 }, { "", 0 },
+	    { "bf16", MCCL_BFLOAT16 }, { "bfloat16", MCCL_BFLOAT16 },
+	    { "fp16", MCCL_FLOAT16 }, { "float16", MCCL_FLOAT16 } };
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcmp(s, names[i].name) == 0)
+			return names[i].wire;
+	return -1;
+}
+
+/* MCCL_WIRE_DTYPE: the float32 sums' wire; unset or empty is float32. */
+static int
+env_wire(char *err, size_t len)
+{
+	const char *s = getenv("MCCL_WIRE_DTYPE");
+	int wire;
+
+	if (s == NULL)
+		return 0;
+	if ((wire = wire_parse(s)) == -1)
+		snprintf(err, len, "MCCL_WIRE_DTYPE=%.32s: expected bf16, fp16 "
+		    "or fp32", s);
+	return wire;
 }
 
 /* MCCL_SPIN_US: the doorbell spin (spin.h); unset or empty is auto. */
@@ -598,7 +632,7 @@ mccl_comm_init(mccl_comm_t **commp, const char *job, int nranks, int rank)
 	mccl_comm_t *comm;
 	mccl_result_t rc;
 	int32_t spin_us;
-	int algo, code;
+	int algo, wire, code;
 
 	if (commp == NULL)
 		return init_fail(NULL, MCCL_ERR_INVALID_ARGUMENT, "comm is NULL");
@@ -614,6 +648,7 @@ mccl_comm_init(mccl_comm_t **commp, const char *job, int nranks, int rank)
 		return init_fail(NULL, MCCL_ERR_INVALID_ARGUMENT, err);
 	}
 	if ((algo = env_algo(err, sizeof(err))) == -1 ||
+	    (wire = env_wire(err, sizeof(err))) == -1 ||
 	    env_spin(&spin_us, err, sizeof(err)) == -1)
 		return init_fail(NULL, MCCL_ERR_INVALID_ARGUMENT, err);
 	if ((comm = comm_new()) == NULL)
@@ -628,6 +663,7 @@ mccl_comm_init(mccl_comm_t **commp, const char *job, int nranks, int rank)
 	comm->rank = rank;
 	comm->nranks = nranks;
 	comm->algo = (uint8_t)algo;
+	comm->wire = (uint8_t)wire;
 	comm->op_timeout_ms = (uint32_t)env_ms("MCCL_OP_TIMEOUT_MS",
 	    comm->hello.op_timeout_ms);
 	pthread_mutex_lock(&comm->lock);
@@ -1060,6 +1096,9 @@ op_submit(mccl_comm_t *comm, const struct op_args *a, size_t sb, size_t rb,
 	m.dtype = (uint8_t)a->dtype;
 	m.redop = (uint8_t)a->redop;
 	m.algo = comm->algo;
+	if (a->coll == COLL_ALLREDUCE && a->dtype == MCCL_FLOAT32 &&
+	    (a->redop == MCCL_SUM || a->redop == MCCL_AVG))
+		m.wire = comm->wire;
 	m.root = a->coll == COLL_RECV && a->root == MCCL_ANY_SOURCE ?
 	    IPC_ANY_SOURCE : (uint32_t)a->root;
 	m.count = a->count;
@@ -1455,6 +1494,25 @@ mccl_comm_set_timeout(mccl_comm_t *comm, int op_timeout_ms)
 	return rc;
 }
 
+mccl_result_t
+mccl_comm_set_wire_dtype(mccl_comm_t *comm, mccl_dtype_t wire)
+{
+	mccl_result_t rc;
+
+	if ((rc = comm_check(comm)) != MCCL_SUCCESS)
+		return rc;
+	pthread_mutex_lock(&comm->lock);
+	if (wire != MCCL_FLOAT32 && wire != MCCL_BFLOAT16 &&
+	    wire != MCCL_FLOAT16)
+		rc = comm_error(comm, MCCL_ERR_INVALID_ARGUMENT, "wire dtype "
+		    "%d: must be MCCL_FLOAT32, MCCL_BFLOAT16 or MCCL_FLOAT16",
+		    (int)wire);
+	else
+		comm->wire = wire == MCCL_FLOAT32 ? 0 : (uint8_t)wire;
+	pthread_mutex_unlock(&comm->lock);
+	return rc;
+}
+
 /*
  * The daemons' view of comm's job, as `mcclctl -j job NAME` prints it, on
  * a connection of its own: the communicator's stays free for its ops.
@@ -1583,6 +1641,8 @@ mccl_comm_split(mccl_comm_t *comm, int color, int key, mccl_comm_t **newcomm)
 		rc = mccl_comm_init(newcomm, job, newsize, newrank);
 		if (rc != MCCL_SUCCESS)
 			comm_error(comm, rc, "split: %s", mccl_last_error(NULL));
+		else
+			(*newcomm)->wire = comm->wire;	/* as its parent */
 	}
 	comm->nsplits++;
 	free(all);

@@ -17,6 +17,8 @@
  *      and displacements in a segment (ipc_op.vec_seg, vec_off); bitwise
  *      reductions; the doorbell takes two pages; receives from any source
  *      (IPC_ANY_SOURCE), IPC_OP_DONE says a receive's source and tag.
+ *   6  ipc_op.wire: a float32 reduction's data crosses the network as
+ *      bfloat16 or float16 (summed in float32 on every node).
  */
 #ifndef MCCL_IPC_H
 #define MCCL_IPC_H
@@ -27,7 +29,7 @@
 #include "wire.h"
 
 #define IPC_MAGIC		0x4d43434cU	/* "MCCL" */
-#define IPC_VERSION		5
+#define IPC_VERSION		6
 #define IPC_MSG_MAX		(256 * 1024)	/* largest record either side sends */
 #define IPC_TEXT_MAX		1024		/* error and status messages */
 
@@ -192,6 +194,9 @@ struct ipc_op {
 	uint32_t	timeout_ms;	/* 0: the daemon's op_timeout */
 	uint32_t	tag;		/* send and recv; IPC_ANY_TAG for recv */
 	uint32_t	vec_seg;	/* the v-collectives' vector */
+	uint8_t		wire;		/* float32 sum or average: what crosses
+					   the network, MCCL_BFLOAT16 or
+					   MCCL_FLOAT16; 0: float32 itself */
 	uint64_t	vec_off;
 };
 

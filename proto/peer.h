@@ -15,6 +15,9 @@
  *   3  ALGO_DIRECT in peer_ophdr.algo: the one-round small allreduce.
  *   4  PEER_DATA_LINK and PEER_DATA_READY after PEER_DATA_HELLO: every
  *      data link picks its transport (TCP, or the RDMA mesh).
+ *   5  PEER_CHECK_RUN and PEER_CHECK_DONE: mcclctl check.
+ *   6  peer_ophdr.wire: the operation's float32 data crosses as bfloat16
+ *      or float16.
  */
 #ifndef MCCL_PEER_H
 #define MCCL_PEER_H
@@ -24,7 +27,7 @@
 #include "ipc.h"
 
 #define PEER_MAGIC		0x4d434350U	/* "MCCP" */
-#define PEER_VERSION		5
+#define PEER_VERSION		6
 #define PEER_PORT_DEFAULT	7470		/* a node's address without a port */
 #define PEER_MSG_MAX		(1024 * 1024)	/* control frames */
 #define PEER_DATA_MAX		(64U * 1024 * 1024) /* one data frame's payload */
@@ -209,6 +212,8 @@ struct peer_ophdr {
 	uint8_t		algo;		/* enum algo_type, resolved; else 0 */
 	uint32_t	root;
 	uint64_t	count;
+	uint8_t		wire;		/* float32 sent as MCCL_BFLOAT16 or
+					   MCCL_FLOAT16; 0: as it is */
 };
 
 struct peer_p2p {

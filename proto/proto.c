@@ -655,7 +655,7 @@ static const struct wire_field f_ipc_op[] = {
 	F(ipc_op, recv_seg, WIRE_INT), F(ipc_op, send_off, WIRE_INT),
 	F(ipc_op, recv_off, WIRE_INT), F(ipc_op, timeout_ms, WIRE_INT),
 	F(ipc_op, tag, WIRE_INT), F(ipc_op, vec_seg, WIRE_INT),
-	F(ipc_op, vec_off, WIRE_INT),
+	F(ipc_op, vec_off, WIRE_INT), F(ipc_op, wire, WIRE_INT),
 };
 static const struct wire_field f_ipc_op_done[] = {
 	F(ipc_op_done, seq, WIRE_INT), F(ipc_op_done, code, WIRE_INT),
@@ -759,7 +759,7 @@ static const struct wire_field f_peer_ophdr[] = {
 	F(peer_ophdr, seq, WIRE_INT), F(peer_ophdr, coll, WIRE_INT),
 	F(peer_ophdr, dtype, WIRE_INT), F(peer_ophdr, redop, WIRE_INT),
 	F(peer_ophdr, algo, WIRE_INT), F(peer_ophdr, root, WIRE_INT),
-	F(peer_ophdr, count, WIRE_INT),
+	F(peer_ophdr, count, WIRE_INT), F(peer_ophdr, wire, WIRE_INT),
 };
 static const struct wire_field f_peer_auth_hello[] = {
 	F(peer_auth_hello, node, WIRE_INT), F(peer_auth_hello, nonce, WIRE_RAW),

@@ -485,6 +485,11 @@ job_text(FILE *out, const json_t *doc)
 			job_detail_rows(&t, n);
 		table_print(out, &t);
 	}
+	json_array_foreach(json_object_get(doc, "nodes"), i, n)
+		if (num(n, "wire_ops") > 0)
+			fprintf(out, "%s: %lld allreduces on a 16-bit wire, "
+			    "%.1f MB not sent\n", str(n, "node"),
+			    num(n, "wire_ops"), num(n, "wire_bytes_saved") / 1e6);
 	fprintf(out, "diagnosis:\n");
 	json_array_foreach(json_object_get(doc, "diagnosis"), i, d)
 		fprintf(out, "  %s\n", json_string_value(d));
@@ -582,6 +587,7 @@ static const struct field node_view_schema[] = {
 	{ "ranks", T_LIST, F_OPT, T_OBJ, rank_schema },	/* absent: no answer */
 	OBJECT("in_flight", F_NULL | F_OPT, op_schema),
 	OBJECT("waiting", F_NULL | F_OPT, waiting_schema),
+	KEY("wire_ops", T_UINT, F_OPT), KEY("wire_bytes_saved", T_UINT, F_OPT),
 	KEY("error", T_STR, F_NULL | F_OPT),
 	END
 };

@@ -186,6 +186,11 @@ op_finish(struct op *op, int code, const char *err)
 	}
 	if (code == 0)
 		j->ops_completed++;
+	if (code == 0 && op->wire_run != 0) {
+		j->wire_ops++;
+		j->wire_saved += op->wire_saved;
+		metrics_wire(op->wire_run, op->wire_saved);
+	}
 	if (op->ready_ns != 0)
 		metrics_op_done(op->desc.coll, op->algo_run, code,
 		    now_ns() - op->ready_ns);

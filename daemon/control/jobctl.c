@@ -81,10 +81,12 @@ job_snapshot(struct job *j)
 		    "completed", (json_int_t)j->ops_completed, "connected",
 		    c != NULL));
 	}
-	return json_pack("{s:s, s:s, s:o, s:o, s:o, s:s?}", "node",
+	return json_pack("{s:s, s:s, s:o, s:o, s:o, s:I, s:I, s:s?}", "node",
 	    md.conf.node_name, "state", job_state_names[j->state], "ranks",
 	    ranks, "in_flight", inflight_json(j), "waiting", waiting_json(j),
-	    "error", j->state == JOB_FAILED ? j->err : NULL);
+	    "wire_ops", (json_int_t)j->wire_ops, "wire_bytes_saved",
+	    (json_int_t)j->wire_saved, "error", j->state == JOB_FAILED ?
+	    j->err : NULL);
 }
 
 /*

@@ -24,6 +24,8 @@ static const double lat_bounds[] = { 0.0001, 0.0003, 0.001, 0.003, 0.01,
 static struct {
 	uint64_t	ops[COLL_MAX + 1];		/* completed, by collective */
 	uint64_t	algos[ALGO_MAX + 1];		/* of those, by algorithm */
+	uint64_t	wire_ops[2];			/* float16, bfloat16 */
+	uint64_t	wire_saved;
 	uint64_t	errors[MCCL_NUM_RESULTS];	/* failed, by code */
 	uint64_t	lat[NBUCKETS + 1];		/* cumulative counts */
 	double		lat_sum;
@@ -48,6 +50,10 @@ static const char *const family[][3] = {	/* name, type, help */
 	{ "mccl_ops_total", "counter", "Operations completed, by collective." },
 	{ "mccl_allreduce_algo_total", "counter",
 	    "Allreduces and reduces completed between nodes, by algorithm." },
+	{ "mccl_allreduce_wire_total", "counter",
+	    "Allreduces whose float32 data crossed as 16 bits, by format." },
+	{ "mccl_wire_bytes_saved_total", "counter",
+	    "Bytes those allreduces did not send, against float32." },
 	{ "mccl_op_errors_total", "counter", "Operations failed, by error." },
 	{ "mccl_op_duration_seconds", "histogram",
 	    "Time from an operation's last local submission to its end." },
@@ -85,6 +91,14 @@ metrics_op_done(int coll, int algo, int code, uint64_t ns)
 	m.lat_count++;
 }
 
+/* An allreduce of this node crossed on a 16-bit wire, saving bytes. */
+void
+metrics_wire(int wire, uint64_t saved)
+{
+	m.wire_ops[wire == MCCL_BFLOAT16]++;
+	m.wire_saved += saved;
+}
+
 /* Append one sample; labels is a JSON object of strings (consumed). */
 void
 metrics_add(json_t *list, const char *name, json_t *labels, double value)
@@ -104,6 +118,12 @@ metrics_ops(json_t *list)
 	for (int a = ALGO_AUTO + 1; a <= ALGO_MAX; a++)
 		metrics_add(list, "mccl_allreduce_algo_total", json_pack(
 		    "{s:s}", "algo", proto_algo_name(a)), (double)m.algos[a]);
+	for (int w = 0; w < 2; w++)
+		metrics_add(list, "mccl_allreduce_wire_total", json_pack(
+		    "{s:s}", "wire", w ? "bfloat16" : "float16"),
+		    (double)m.wire_ops[w]);
+	metrics_add(list, "mccl_wire_bytes_saved_total", NULL,
+	    (double)m.wire_saved);
 	for (int e = 1; e < MCCL_NUM_RESULTS; e++)
 		metrics_add(list, "mccl_op_errors_total", json_pack("{s:s}",
 		    "error", error_names[e]), (double)m.errors[e]);

@@ -1092,8 +1092,10 @@ engine_run(struct job *j, struct op *op, uint8_t *scratch)
 	x.rx_ctr = md.data_rx;
 	x.waiting = &op->wait_pos;
 	x.blame = NO_POS;
+	x.wire = op->desc.wire;
 	x.hdr = (struct peer_ophdr){ op->desc.seq, op->desc.coll,
-	    op->desc.dtype, op->desc.redop, 0, op->desc.root, op->desc.count };
+	    op->desc.dtype, op->desc.redop, 0, op->desc.root, op->desc.count,
+	    0 };
 	switch (op->desc.coll) {
 	case COLL_ALLREDUCE: rc = engine_allreduce(j, op, &x); break;
 	case COLL_BROADCAST: rc = engine_broadcast(j, op, &x); break;
@@ -1114,6 +1116,8 @@ engine_run(struct job *j, struct op *op, uint8_t *scratch)
 	op->code = rc == 0 ? 0 : x.code;
 	op->blame_pos = x.blame;
 	op->algo_run = x.hdr.algo;
+	op->wire_run = x.hdr.wire;
+	op->wire_saved = x.wire_saved;
 	wire_strlcpy(op->err, x.err, sizeof(op->err));
 }
 

@@ -58,6 +58,10 @@ struct xfer {
 	uint64_t	  deadline_ns;	/* CLOCK_MONOTONIC; 0: none */
 	size_t		  chunk;	/* pipeline chunk in bytes */
 	int		  algo;		/* allreduce: enum algo_type asked for */
+	int		  wire;		/* float32 sum: MCCL_BFLOAT16 or
+					   MCCL_FLOAT16 on the wire, where the
+					   ring runs; 0 none */
+	uint64_t	  wire_saved;	/* bytes that wire did not send */
 	size_t		  small_bytes;	/* up to this, AUTO is latency-bound */
 	uint64_t	  spin_ns;	/* spin on the links before sleeping */
 	uint8_t		 *scratch;	/* at least 2 * chunk * nlanes bytes */
@@ -169,6 +173,8 @@ struct op {
 	int		 code;		/* result, set by the engine */
 	uint8_t		 algo_run;	/* allreduce between nodes: enum
 					   algo_type, set by the engine */
+	uint8_t		 wire_run;	/* and its wire (peer_ophdr.wire) */
+	uint64_t	 wire_saved;	/* bytes that wire did not send */
 	char		 err[ERR_MAX];
 	struct op_part	 parts[];	/* by local index */
 };
@@ -208,6 +214,8 @@ struct job {
 					   thread: mcclctl's "behind") */
 	uint32_t	 op_slow_n;	/* collectives in this window */
 	uint64_t	 bytes_done;
+	uint64_t	 wire_ops;	/* collectives on a 16-bit wire, */
+	uint64_t	 wire_saved;	/* and the bytes it did not send */
 	int		 code;		/* the job's failure, once failed */
 	char		 err[ERR_MAX];
 	time_t		 failed_at;

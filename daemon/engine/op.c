@@ -60,6 +60,15 @@ op_check(uint32_t nranks, const struct ipc_op *m, char *err, size_t len)
 	    !(m->coll == COLL_RECV && m->root == IPC_ANY_SOURCE))
 		snprintf(err, len, "%s %u is out of range for %u ranks",
 		    proto_coll_p2p(m->coll) ? "peer" : "root", m->root, nranks);
+	else if (m->wire != 0 && m->wire != MCCL_BFLOAT16 &&
+	    m->wire != MCCL_FLOAT16)
+		snprintf(err, len, "unknown wire format %u", m->wire);
+	else if (m->wire != 0 && (m->coll != COLL_ALLREDUCE ||
+	    m->dtype != MCCL_FLOAT32 || (m->redop != MCCL_SUM &&
+	    m->redop != MCCL_AVG)))
+		snprintf(err, len, "a %s wire is for float32 sum and average "
+		    "allreduce, not %s of %s", dtype_name(m->wire),
+		    proto_coll_name(m->coll), dtype_name(m->dtype));
 	else if (proto_vec_len(m->coll, nranks) == 0 &&	/* else: its vector */
 	    (proto_op_bytes(m->coll, m->count, dtype_size(m->dtype), nranks, 0,
 	    m->root, &sb, &rb) == -1 || sb > (UINT64_MAX >> 2)))

@@ -28,7 +28,7 @@
 
 #define IO_MAX		((size_t)1 << 30)	/* bytes per send or receive call */
 #define TXQ		8			/* frames one sendmsg may carry */
-#define OPHDR_LEN	24			/* body of PEER_DATA_OPHDR */
+#define OPHDR_LEN	25			/* body of PEER_DATA_OPHDR */
 #define MIN(a, b)	((a) < (b) ? (a) : (b))
 #define MAX(a, b)	((a) > (b) ? (a) : (b))
 #define LANE_MIN_BYTES	((size_t)1 << 20)	/* an allreduce's part per lane */
@@ -500,6 +500,8 @@ op_desc(const struct peer_ophdr *h, char *s, size_t size)
 		str_add(s, size, " root %u", h->root);
 	if (h->algo != ALGO_AUTO)
 		str_add(s, size, " by %s", proto_algo_name(h->algo));
+	if (h->wire != 0)
+		str_add(s, size, " on a %s wire", dtype_name(h->wire));
 }
 
 static void
@@ -560,7 +562,8 @@ ophdr_check(struct xfer *x, const struct rx *rx)
 		    (unsigned long long)x->rx_bytes, SEQ(x));
 	if (h.seq == me->seq && h.coll == me->coll && h.dtype == me->dtype &&
 	    h.redop == me->redop && h.root == me->root &&
-	    (h.count == me->count || x->pair_bytes) && h.algo == me->algo)
+	    (h.count == me->count || x->pair_bytes) && h.algo == me->algo &&
+	    h.wire == me->wire)
 		return 0;
 	return ophdr_mismatch(x, rx->peer, &h);
 }
@@ -1499,9 +1502,90 @@ out:
 }
 
 /*
+ * The ring allreduce of float32 with a narrowed wire (x->wire: bfloat16 or
+ * float16): what crosses the network is rounded to the 16-bit format, to
+ * nearest even, and every sum is taken in float32.  Reduce-scatter: for
+ * n - 1 steps a node sends its partial sum of one block, narrowed, to the
+ * right and adds the one from the left, widened, to its own.  The block a
+ * node then holds whole is rounded once to the wire format, and the
+ * allgather passes those 16-bit blocks on as they are: every node widens
+ * the same bits, so every node ends with the same result.  Step by step,
+ * each step one exchange of a block with both neighbours (its frames
+ * pipelined on the link), on the first lane.
+ */
+static int
+narrow_ring_run(struct xfer *x, float *buf, size_t count, uint8_t *tx,
+    uint8_t *rx)
+{
+	uint32_t n = x->nnodes, me = x->me, right = (me + 1) % n,
+	    left = (me + n - 1) % n;
+	size_t off[2], len[2];
+	uint8_t *t;
+
+	for (uint32_t s = 0; s + 1 < n; s++) {
+		size_t sb = (me + n - s) % n, rb = (me + 2 * n - s - 1) % n;
+
+		off[0] = block_start(count, n, sb);
+		len[0] = block_start(count, n, sb + 1) - off[0];
+		off[1] = block_start(count, n, rb);
+		len[1] = block_start(count, n, rb + 1) - off[1];
+		wire_narrow(tx, buf + off[0], len[0], x->wire);
+		if (xfer_exchange(x, right, tx, 2 * len[0], left, rx,
+		    2 * len[1]) == -1)
+			return -1;
+		x->wire_saved += 2 * len[0];	/* of float32's 4 bytes */
+		wire_widen_add(buf + off[1], buf + off[1], rx, len[1],
+		    x->wire);
+	}
+	/* block me + 1 is whole here: its wire bits are what every node gets */
+	off[0] = block_start(count, n, (me + 1) % n);
+	len[0] = block_start(count, n, (me + 1) % n + 1) - off[0];
+	wire_narrow(tx, buf + off[0], len[0], x->wire);
+	wire_widen(buf + off[0], tx, len[0], x->wire);
+	for (uint32_t s = 0; s + 1 < n; s++) {
+		size_t sb = (me + 1 + n - s) % n, rb = (me + n - s) % n;
+
+		len[0] = block_start(count, n, sb + 1) - block_start(count, n,
+		    sb);
+		off[1] = block_start(count, n, rb);
+		len[1] = block_start(count, n, rb + 1) - off[1];
+		if (xfer_exchange(x, right, tx, 2 * len[0], left, rx,
+		    2 * len[1]) == -1)
+			return -1;
+		x->wire_saved += 2 * len[0];
+		wire_widen(buf + off[1], rx, len[1], x->wire);
+		t = tx;			/* what arrived leaves next, as it is */
+		tx = rx;
+		rx = t;
+	}
+	return 0;
+}
+
+static int
+narrow_allreduce(struct xfer *x, const void *src, void *buf, size_t count)
+{
+	size_t most = count / x->nnodes + 1;
+	uint8_t *tx, *rx;
+	int rc;
+
+	contribution_in(src, buf, count * sizeof(float));
+	if (2 * most * 2 <= 2 * x->chunk * x->nlanes && x->scratch != NULL)
+		tx = x->scratch;
+	else if ((tx = malloc(2 * most * 2)) == NULL)
+		return ring_fail(x, MCCL_ERR_NO_MEMORY, "no memory for the "
+		    "wire's %zu-byte blocks", 2 * most * 2);
+	rx = tx + 2 * most;
+	rc = narrow_ring_run(x, buf, count, tx, rx);
+	if (tx != x->scratch)
+		free(tx);
+	return rc;
+}
+
+/*
  * The inter-node allreduce, by the algorithm x->algo names (AUTO: by size).
  * The one run goes in the operation header, so a node that chose another
- * fails the op naming both.
+ * fails the op naming both; so does the wire, narrowed where the ring runs
+ * a float32 sum and x->wire asks for it.
  */
 int
 node_allreduce(struct xfer *x, const void *src, void *buf, size_t count,
@@ -1515,6 +1599,10 @@ node_allreduce(struct xfer *x, const void *src, void *buf, size_t count,
 			return -1;
 		x->hdr.algo = (uint8_t)algo_choose(x->algo, x->nnodes,
 		    count * es, x->small_bytes);
+		x->hdr.wire = x->hdr.algo == ALGO_RING && x->wire != 0 &&
+		    dtype == MCCL_FLOAT32 && op == MCCL_SUM ? x->wire : 0;
+		if (x->hdr.wire != 0)
+			return narrow_allreduce(x, src, buf, count);
 		if (x->hdr.algo == ALGO_RING)
 			return ring_allreduce(x, src, buf, count, dtype, op);
 	}

@@ -203,6 +203,12 @@ desc_check(struct job *j, struct op *op, uint32_t i, const struct ipc_op *d)
 		    "%llu, those of another rank on node %s to %llu",
 		    (unsigned long long)d->count, md.conf.node_name,
 		    (unsigned long long)o->count);
+	else if (i > 0 && o->wire != d->wire)
+		snprintf(err, sizeof(err), "it asks for a %s wire, another rank "
+		    "on node %s for a %s one, as collective %llu",
+		    d->wire ? dtype_name(d->wire) : "float32",
+		    md.conf.node_name, o->wire ? dtype_name(o->wire) : "float32",
+		    (unsigned long long)j->eng->ncoll + 1);
 	else if (i > 0 && !desc_same(o, d))
 		snprintf(err, sizeof(err), "it is %s count %llu by %s, but "
 		    "another rank on node %s issued %s count %llu by %s as "

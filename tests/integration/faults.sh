@@ -16,6 +16,28 @@ resources() {
 	echo "$(ls /proc/$pid/fd | wc -l) $(grep -c 'memfd:mccl' /proc/$pid/maps)"
 }
 
+# Node $1's resources once they hold still for 0.3 s (at most 5 s): a job
+# that just ended is torn down after its ranks have gone.
+resources_settled() {
+	local a b deadline=$((SECONDS + 5))
+	a=$(resources "$1")
+	while sleep 0.3; b=$(resources "$1"); [ "$a" != "$b" ] &&
+	    [ $SECONDS -lt $deadline ]; do
+		a=$b
+	done
+	echo "$b"
+}
+
+# Node $1's resources once back to $2, or what they are after 5 s.
+resources_back() {
+	local got deadline=$((SECONDS + 5))
+	while got=$(resources "$1"); [ "$got" != "$2" ] &&
+	    [ $SECONDS -lt $deadline ]; do
+		sleep 0.2
+	done
+	echo "$got"
+}
+
 # Wait until every rank of JOB printed "looping".
 wait_looping() {
 	local job=$1 n=$2 deadline=$((SECONDS + 15))
@@ -53,7 +75,8 @@ restart_daemon() {
 
 echo "== faults: a client killed in the middle of a collective"
 sleep 3.5	# links of jobs failed earlier linger 3 s: count without them
-before=("$(resources 0)" "$(resources 1)" "$(resources 2)")
+before=("$(resources_settled 0)" "$(resources_settled 1)" \
+    "$(resources_settled 2)")
 spawn 0 bystander 3 0 steady 5000; by0=$LAST_PID
 spawn 1 bystander 3 1 steady 5000; by1=$LAST_PID
 spawn 2 bystander 3 2 steady 5000; by2=$LAST_PID
@@ -72,7 +95,7 @@ expect_exit "another job on the same daemons is not disturbed" "$by0"
 wait "$by1"; wait "$by2"
 sleep 3.5	# the failed job's links linger 3 s
 for i in 0 1 2; do
-	after=$(resources "$i")
+	after=$(resources_back "$i" "${before[$i]}")
 	[ "$after" = "${before[$i]}" ] &&
 	    ok "n$i: descriptors and mappings back to $after" ||
 	    bad "n$i: descriptors and mappings ${before[$i]} -> $after"
@@ -80,15 +103,15 @@ done
 run_job "a new job after the client's death" jafter1 "0 1 2" hold 10
 
 echo "== faults: a client dies with collectives queued in its ring"
-before=("$(resources 0)")
+before=("$(resources_settled 0)")
 spawn 0 jqd 2 0 late 300 MCCL_ERR_PEER_FAILED "rank 1"; q0=$LAST_PID
 spawn 0 jqd 2 1 queued die; q1=$LAST_PID
 wait "$q1"
 expect_exit "the other rank gets PEER_FAILED naming rank 1" "$q0"
-sleep 0.5
-[ "$(resources 0)" = "${before[0]}" ] &&
+after=$(resources_back 0 "${before[0]}")
+[ "$after" = "${before[0]}" ] &&
     ok "n0: the dead rank's ring and segments unmapped" ||
-    bad "n0: descriptors and mappings ${before[0]} -> $(resources 0)"
+    bad "n0: descriptors and mappings ${before[0]} -> $after"
 
 echo "== faults: a daemon killed in the middle of a collective"
 spawn 0 jdk 3 0 loop MCCL_ERR_PEER_FAILED "n2"; d0=$LAST_PID

@@ -8,6 +8,7 @@ check; exits 1 if any failed.
 """
 
 import array
+import hashlib
 import sys
 import time
 
@@ -292,6 +293,48 @@ mine = [rk for node in m["nodes"] for rk in node["ranks"] if rk["rank"] == R]
 check("get_metrics: this job, every node, this rank's collectives counted",
       m["name"] == world.job and m["nranks"] == N and len(mine) == 1 and
       mine[0]["completed"] > 10 and m["state"] == "ready", m)
+
+# ---- a 16-bit wire for float32 sums ----
+NODES = len(m["nodes"])
+BIG = 300001				# past ALGO_SMALL_BYTES: the ring runs
+ins = numpy.array([numpy.random.default_rng(1000 + k).uniform(
+    -1, 1, BIG).astype(numpy.float32) for k in range(N)])
+exact = ins.astype(numpy.float64).sum(0)
+abs_sum = numpy.abs(ins.astype(numpy.float64)).sum(0)
+for wire, u in (("bf16", 2.0 ** -8), ("fp16", 2.0 ** -11)):
+    wc = world.split(0)		# its own job, counting from 0
+    wc.set_wire_dtype(wire)
+    got = wc.allreduce(ins[R].copy())
+    err = numpy.abs(got.astype(numpy.float64) - exact)
+    bound = (NODES + 1) * u * abs_sum + (NODES + 1) * 2.0 ** -24
+    check("%s wire: every element within (nodes + 1) u sum|x| of the "
+          "exact sum" % wire, bool((err <= bound).all()),
+          float((err - bound).max()))
+    check("%s wire: rounded, not float32's result" % wire,
+          float((err / numpy.maximum(abs_sum, 1e-30)).max()) > 2.0 ** -20)
+    digest = int.from_bytes(hashlib.sha256(got.tobytes()).digest()[:7],
+                            "little")
+    same = wc.allgather(numpy.array([digest], dtype=numpy.int64))
+    check("%s wire: the same bits on every rank" % wire,
+          len(set(same.ravel().tolist())) == 1, same)
+    st = wc.stats()
+    here = [n for n in st["nodes"] if n.get("wire_ops", 0) > 0]
+    check("%s wire: every node counts the op and the bytes it did not send"
+          % wire, len(here) == NODES and all(
+              n["wire_bytes_saved"] >= BIG * 2 * (NODES - 1) // NODES
+              for n in here) if NODES > 1 else True, st["nodes"])
+    ints = wc.allreduce(numpy.full(BIG, R + 1, dtype=numpy.int32))
+    check("%s wire: an int32 sum is untouched" % wire,
+          bool((ints == N * (N + 1) // 2).all()))
+    wc.destroy()
+raises("set_wire_dtype('int8'): a ValueError naming the choices", ValueError,
+       lambda: world.set_wire_dtype("int8"), "expected fp32, bf16 or fp16")
+mixed = world.split(0)
+mixed.set_wire_dtype("bf16" if R == 0 else "fp32")
+mixed.set_timeout(20)
+raises("ranks that disagree on the wire: the op fails, naming it",
+       mccl.Error, lambda: mixed.allreduce(ins[R].copy()), "wire")
+mixed.destroy(force=True)
 
 # ---- receives from any source; a deadline set on a communicator ----
 if R == 0:

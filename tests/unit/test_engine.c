@@ -187,7 +187,7 @@ peer_allreduce(struct peer *p)
 	x.node_index = node_index;
 	x.blame = NO_POS;
 	x.hdr = (struct peer_ophdr){ 1, COLL_ALLREDUCE, MCCL_FLOAT32,
-	    MCCL_SUM, 0, 0, COUNT };
+	    MCCL_SUM, 0, 0, COUNT, 0 };
 	for (size_t i = 0; i < COUNT; i++)
 		p->buf[i] = 1.0f;
 	rc = node_allreduce(&x, p->buf, p->buf, COUNT, MCCL_FLOAT32, MCCL_SUM);

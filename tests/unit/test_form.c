@@ -158,6 +158,12 @@ metrics_op_done(int coll, int code, int algo, uint64_t bytes)
 	(void)coll; (void)code; (void)algo; (void)bytes;
 }
 
+void
+metrics_wire(int wire, uint64_t saved)
+{
+	(void)wire; (void)saved;
+}
+
 int
 check_serve(int fd, uint32_t node, char *err, size_t errlen)
 {

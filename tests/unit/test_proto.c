@@ -663,7 +663,7 @@ START_TEST(test_bytes_seg_ok)
 {
 	static const uint8_t want[] = {
 		0x4d, 0x43, 0x43, 0x4c,		/* "MCCL" */
-		0x00, 0x05,			/* version 5 */
+		0x00, 0x06,			/* version 6 */
 		0x00, 0xc9,			/* IPC_SEG_OK = 201 */
 		0x00, 0x00, 0x00, 0x04,		/* body length */
 		0x01, 0x02, 0x03, 0x04,		/* seg_id */
@@ -682,8 +682,8 @@ END_TEST
 START_TEST(test_bytes_op)
 {
 	static const uint8_t want[] = {
-		0x4d, 0x43, 0x43, 0x4c, 0x00, 0x05, 0x01, 0x90,	/* v5, 400 */
-		0x00, 0x00, 0x00, 0x44,				/* 68 */
+		0x4d, 0x43, 0x43, 0x4c, 0x00, 0x06, 0x01, 0x90,	/* v6, 400 */
+		0x00, 0x00, 0x00, 0x45,				/* 69 */
 		0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,	/* seq */
 		0x11, 0x12, 0x13, 0x14,		/* coll dtype redop algo */
 		0x21, 0x22, 0x23, 0x24,		/* root */
@@ -696,6 +696,7 @@ START_TEST(test_bytes_op)
 		0x91, 0x92, 0x93, 0x94,		/* tag */
 		0xa1, 0xa2, 0xa3, 0xa4,		/* vec_seg */
 		0xb1, 0xb2, 0xb3, 0xb4, 0xb5, 0xb6, 0xb7, 0xb8,	/* vec_off */
+		0xc1,				/* wire */
 	};
 	struct ipc_op m;
 	uint8_t out[128];
@@ -716,6 +717,7 @@ START_TEST(test_bytes_op)
 	m.tag = 0x91929394;
 	m.vec_seg = 0xa1a2a3a4;
 	m.vec_off = 0xb1b2b3b4b5b6b7b8ULL;
+	m.wire = 0xc1;
 	ck_assert_uint_eq(wire_encode(&ipc_proto, IPC_OP, &m, NULL, 0, out,
 	    sizeof(out)), sizeof(want));
 	ck_assert_int_eq(memcmp(out, want, sizeof(want)), 0);
@@ -726,7 +728,7 @@ START_TEST(test_bytes_peer)
 {
 	static const uint8_t want[] = {
 		0x4d, 0x43, 0x43, 0x50,		/* "MCCP" */
-		0x00, 0x05, 0x00, 0x65,		/* v5, PEER_PING = 101 */
+		0x00, 0x06, 0x00, 0x65,		/* v6, PEER_PING = 101 */
 		0x00, 0x00, 0x00, 0x08,
 		0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7, 0xa8,
 		'o', 'k',			/* not part of the frame */
@@ -742,7 +744,7 @@ START_TEST(test_bytes_peer)
 	/* And decoding the reference bytes gives the values back. */
 	wire_hdr_decode(want, &h);
 	ck_assert_uint_eq(h.magic, PEER_MAGIC);
-	ck_assert_uint_eq(h.version, 5);
+	ck_assert_uint_eq(h.version, 6);
 	ck_assert_uint_eq(h.type, PEER_PING);
 	ck_assert_uint_eq(h.len, 8);
 	ck_assert_int_eq(wire_decode(wire_type_lookup(&peer_proto, PEER_PING),

@@ -11,6 +11,7 @@
 #include <netinet/tcp.h>
 
 #include <check.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
+#include "engine/algo.h"
 #include "transport/transport.h"
 
 #define MAXN		8
@@ -63,6 +65,7 @@ struct node {
 	const size_t	*offs, *lens;
 	size_t		 chunk;		/* 0: the run's chunk */
 	int		 algo;		/* 0: the run's algorithm */
+	int		 wire;		/* x.wire: MCCL_BFLOAT16, MCCL_FLOAT16 */
 	unsigned	 delay_ms;
 	int		 efd;		/* ABORTER writes it */
 	int		 rc;
@@ -315,7 +318,7 @@ node_script(struct node *nd)
 		    COLL_BROADCAST : COLL_BARRIER;
 
 		x->hdr = (struct peer_ophdr){ seq0 + (uint64_t)r, (uint8_t)coll,
-		    MCCL_INT32, MCCL_SUM, 0, root, count };
+		    MCCL_INT32, MCCL_SUM, 0, root, count, 0 };
 		if ((coll == COLL_ALLREDUCE &&
 		    ring_allreduce(x, b, b, count, MCCL_INT32, MCCL_SUM) == -1) ||
 		    (coll == COLL_BROADCAST &&
@@ -368,9 +371,10 @@ node_setup(struct mesh *m, struct node *nd, int i, size_t chunk,
 	x->chunk = nd->chunk > 0 ? nd->chunk : chunk;
 	x->scratch = xmalloc(2 * x->chunk * (size_t)m->nlanes);
 	x->algo = nd->algo ? nd->algo : algo;
+	x->wire = nd->wire;
 	x->small_bytes = small_bytes;
 	x->hdr = (struct peer_ophdr){ m->seq, (uint8_t)nd->coll,
-	    (uint8_t)nd->dtype, (uint8_t)nd->op, 0, nd->root, nd->count };
+	    (uint8_t)nd->dtype, (uint8_t)nd->op, 0, nd->root, nd->count, 0 };
 }
 
 /* Run one operation on every node, each on its own thread; join them all. */
@@ -1275,6 +1279,159 @@ START_TEST(test_single)
 }
 END_TEST
 
+/* ---- a narrowed wire ---- */
+
+/* A float in [-1, 1) from node k's element i, reproducible. */
+static float
+wire_input(int k, size_t i)
+{
+	uint64_t h = ((uint64_t)k * 0x9e3779b97f4a7c15ULL) ^
+	    ((uint64_t)i * 0xbf58476d1ce4e5b9ULL);
+
+	h ^= h >> 31;
+	h *= 0x94d049bb133111ebULL;
+	h ^= h >> 29;
+	return (float)((double)(h >> 11) / 9007199254740992.0 * 2 - 1);
+}
+
+/*
+ * The bound the README gives: |result - exact sum| <= (n + 1) u sum_k |x_k|,
+ * u the wire format's unit roundoff (2^-8 bfloat16, 2^-11 float16), plus
+ * float16's absolute spacing near zero per rounding.
+ */
+static double
+wire_bound(int wire, int n, double abs_sum)
+{
+	double u = wire == MCCL_BFLOAT16 ? 0x1p-8 : 0x1p-11;
+
+	return (n + 1) * u * abs_sum + (wire == MCCL_FLOAT16 ?
+	    (n + 1) * 0x1p-24 : 0);
+}
+
+/*
+ * Every node count from 2 to 6, both 16-bit formats: a float32 sum large
+ * enough for the ring crosses narrowed, within the bound of the exact sum,
+ * the same bits on every node; a small one (another algorithm) and a
+ * non-sum go in float32, exactly.
+ */
+START_TEST(test_wire)
+{
+	int n = 2 + _i / 2, wire = _i % 2 ? MCCL_BFLOAT16 : MCCL_FLOAT16;
+	static const size_t counts[] = { 100003, 40 };
+	struct mesh m;
+	struct node nd[MAXN];
+
+	mesh_open(&m, n);
+	algo = ALGO_AUTO;
+	small_bytes = ALGO_SMALL_BYTES;
+	for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+		size_t count = counts[c];
+		int ring = count * 4 > ALGO_SMALL_BYTES;
+		double worst = 0;
+
+		alloc_allreduce(nd, n, count);
+		for (int k = 0; k < n; k++) {
+			nd[k].wire = wire;
+			for (size_t i = 0; i < count; i++)
+				((float *)nd[k].buf)[i] = wire_input(k, i);
+		}
+		run_nodes(&m, nd, 65536, 10000, -1);
+		for (int k = 0; k < n; k++) {
+			ck_assert_msg(nd[k].rc == 0, "node %d: %s", k,
+			    nd[k].x.err);
+			ck_assert_uint_eq(nd[k].x.hdr.wire, ring ? wire : 0);
+			ck_assert_msg(memcmp(nd[k].buf, nd[0].buf, count * 4)
+			    == 0, "N=%d %s: node %d's bits differ from node "
+			    "0's", n, dtype_name(wire), k);
+		}
+		for (size_t i = 0; i < count; i++) {
+			double exact = 0, abs_sum = 0, err;
+
+			for (int k = 0; k < n; k++) {
+				exact += wire_input(k, i);
+				abs_sum += fabs(wire_input(k, i));
+			}
+			err = fabs(((float *)nd[0].buf)[i] - exact);
+			ck_assert_msg(err <= (ring ? wire_bound(wire, n,
+			    abs_sum) : abs_sum * n * 0x1p-23), "N=%d %s count "
+			    "%zu element %zu: error %g past the bound %g", n,
+			    dtype_name(wire), count, i, err, wire_bound(wire,
+			    n, abs_sum));
+			if (err / abs_sum > worst)
+				worst = err / abs_sum;
+		}
+		if (ring)	/* the rounding is there: not float32 exact */
+			ck_assert_msg(worst > 0x1p-20, "N=%d %s: no rounding "
+			    "seen (%g)", n, dtype_name(wire), worst);
+		free_bufs(nd, n);
+	}
+	mesh_close(&m);
+}
+END_TEST
+
+/* Infinities and NaNs cross the narrowed wire as what they are. */
+START_TEST(test_wire_nonfinite)
+{
+	int wire = _i ? MCCL_BFLOAT16 : MCCL_FLOAT16, n = 3;
+	size_t count = 50000;
+	struct mesh m;
+	struct node nd[MAXN];
+
+	mesh_open(&m, n);
+	algo = ALGO_RING;
+	alloc_allreduce(nd, n, count);
+	for (int k = 0; k < n; k++) {
+		float *b = nd[k].buf;
+
+		nd[k].wire = wire;
+		for (size_t i = 0; i < count; i++)
+			b[i] = 1.0f;
+		b[5] = k == 0 ? INFINITY : 1.0f;
+		b[7] = k == 1 ? NAN : 1.0f;
+		b[9] = -INFINITY;
+		b[30000] = k == 2 ? NAN : 1.0f;	/* another node's block */
+	}
+	run_nodes(&m, nd, 65536, 10000, -1);
+	for (int k = 0; k < n; k++) {
+		const float *b = nd[k].buf;
+
+		ck_assert_msg(nd[k].rc == 0, "node %d: %s", k, nd[k].x.err);
+		ck_assert(isinf(b[5]) && b[5] > 0);
+		ck_assert(isnan(b[7]));
+		ck_assert(isinf(b[9]) && b[9] < 0);
+		ck_assert(isnan(b[30000]));
+		ck_assert_float_eq(b[0], 3.0f);
+		ck_assert_float_eq(b[count - 1], 3.0f);
+	}
+	free_bufs(nd, n);
+	algo = 0;
+	mesh_close(&m);
+}
+END_TEST
+
+/* Nodes that disagree on the wire fail the op, naming it, and never hang. */
+START_TEST(test_wire_mismatch)
+{
+	struct mesh m;
+	struct node nd[MAXN];
+	int n = 3;
+
+	mesh_open(&m, n);
+	algo = ALGO_RING;
+	alloc_allreduce(nd, n, 50000);
+	nd[1].wire = MCCL_BFLOAT16;
+	run_nodes(&m, nd, 65536, 10000, -1);
+	for (int k = 0; k < n; k++)
+		ck_assert_msg(nd[k].rc == -1, "node %d ran on", k);
+	ck_assert_msg(strstr(nd[0].x.err, "bfloat16 wire") != NULL ||
+	    strstr(nd[2].x.err, "bfloat16 wire") != NULL, "%s / %s",
+	    nd[0].x.err, nd[2].x.err);
+	free_bufs(nd, n);
+	algo = 0;
+	mesh_close(&m);
+}
+END_TEST
+
 /*
  * Unchecked, in check's own process: the fake devices' directory, made
  * before the case's tests fork and removed after them, even when one
@@ -1362,6 +1519,9 @@ main(void)
 	tcase(s, "protocol", test_protocol_chunk, 1);
 	tcase(s, "junk", test_protocol_junk, 1);
 	tcase(s, "single", test_single, 1);
+	tcase(s, "wire", test_wire, 10);
+	tcase(s, "wire_nonfinite", test_wire_nonfinite, 2);
+	tcase(s, "wire_mismatch", test_wire_mismatch, 1);
 	/* The engine again, over the RDMA transport (the fake verbs). */
 	rdma_case(s, "rdma_allreduce", test_allreduce, 3);
 	rdma_case(s, "rdma_algorithms", test_algorithms, 21);
@@ -1374,6 +1534,7 @@ main(void)
 	rdma_case(s, "rdma_mismatch", test_mismatch, 2);
 	rdma_case(s, "rdma_timeout", test_timeout, 1);
 	rdma_case(s, "rdma_abort", test_abort, 1);
+	rdma_case(s, "rdma_wire", test_wire, 2);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);

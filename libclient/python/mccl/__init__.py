@@ -729,6 +729,18 @@ class Comm:
             _check(_lib.load().mccl_comm_set_timeout(self._handle, ms),
                    self._handle)
 
+    def set_wire_dtype(self, wire):
+        """What this communicator's float32 sum and average allreduces
+        send between nodes: "fp32" (as they are, the default), "bf16" or
+        "fp16" (half the bytes, summed in float32 on every node; see
+        mccl_comm_set_wire_dtype in mccl.h for the error bound).  Also
+        torch's or numpy's dtypes, and MCCL's dtype names and codes."""
+        code = wire_code(wire)
+        self._live()
+        if self._handle is not None:
+            _check(_lib.load().mccl_comm_set_wire_dtype(self._handle, code),
+                   self._handle)
+
     def stats(self):
         """The daemons' view of this job, as a dict (mcclctl -j job)."""
         self._live()
@@ -869,21 +881,41 @@ def _launched():
     return any(os.environ.get(v) for v in _LAUNCHER_VARS)
 
 
-def init(job=None, rank=None, size=None):
+def init(job=None, rank=None, size=None, wire_dtype=None):
     """The world communicator.  With job, rank and size: that job.  Else
     from the launcher's environment (MCCL_JOB/MCCL_RANK/MCCL_NRANKS,
     torchrun, Slurm, Open MPI); with none, a world of one rank that needs
-    no daemon.  The first call makes it; later calls return it."""
+    no daemon.  The first call makes it; later calls return it.
+    wire_dtype: Comm.set_wire_dtype's, for it (else MCCL_WIRE_DTYPE's)."""
     global _world
     with _world_lock:
-        if _world is not None and not _world._destroyed:
-            if job is not None and job != _world.job:
-                raise InvalidArgumentError(
-                    "mccl.init(job=%r): this process is already in job %r" %
-                    (job, _world.job), InvalidArgumentError.code)
-            return _world
-        _world = _make_world(job, rank, size)
+        if _world is None or _world._destroyed:
+            _world = _make_world(job, rank, size)
+        elif job is not None and job != _world.job:
+            raise InvalidArgumentError(
+                "mccl.init(job=%r): this process is already in job %r" %
+                (job, _world.job), InvalidArgumentError.code)
+        if wire_dtype is not None:
+            _world.set_wire_dtype(wire_dtype)
         return _world
+
+
+_WIRE_ALIASES = {"fp32": FLOAT32, "bf16": BFLOAT16, "fp16": FLOAT16}
+
+
+def wire_code(wire):
+    """The dtype code of a wire format: float32, bfloat16 or float16, by
+    alias (fp32, bf16, fp16), MCCL name or code, or torch or numpy dtype."""
+    code = _WIRE_ALIASES.get(wire) if isinstance(wire, str) else None
+    if code is None:
+        try:
+            code = dtype_code(wire)
+        except TypeError:
+            code = None
+    if code not in (FLOAT32, BFLOAT16, FLOAT16):
+        raise ValueError("mccl: wire dtype %r: expected fp32, bf16 or fp16"
+                         % (wire,))
+    return code
 
 
 def _make_world(job, rank, size):

@@ -77,6 +77,8 @@ _PROTOTYPES = {
                                         ctypes.c_void_p, _void_pp]),
     "mccl_comm_set_timeout": (ctypes.c_int, [ctypes.c_void_p,
                                              ctypes.c_int]),
+    "mccl_comm_set_wire_dtype": (ctypes.c_int, [ctypes.c_void_p,
+                                                ctypes.c_int]),
     "mccl_comm_stats": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p,
                                        ctypes.c_size_t]),
     "mccl_wait": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int]),

@@ -26,6 +26,11 @@ PREMUL_SUM is refused with a clear error.  all_gather and all_to_all take
 uneven sizes (allgatherv, alltoallv); a sparse all_reduce sums as gloo's
 does; recv takes a message from any source; the group's timeout is every
 operation's deadline.
+
+A narrower wire for float32 gradients: MCCL_WIRE_DTYPE=bf16 (or fp16) in
+the ranks' environment, or set_wire_dtype("bf16", group) after
+init_process_group: float32 sum and average all_reduces (DDP's buckets)
+then cross the network as bfloat16, summed in float32 on every node.
 """
 
 import collections
@@ -761,6 +766,29 @@ def _join(store, rank, size, timeout):
         store.set(key, "torch-" + uuid.uuid4().hex)
     job = store.get(key).decode()
     return mccl.Comm.create(job, rank, size)
+
+
+def _mccl_group(group):
+    """The ProcessGroupMCCL of group (None: the default group)."""
+    pg = group if group is not None else \
+        dist.distributed_c10d._get_default_group()
+    if not isinstance(pg, ProcessGroupMCCL) and hasattr(pg, "_get_backend"):
+        try:
+            pg = pg._get_backend(torch.device("cpu"))
+        except RuntimeError:
+            pass
+    if not isinstance(pg, ProcessGroupMCCL):
+        raise ValueError("mccl.torch: %r is not a group of backend mccl" %
+                         (pg,))
+    return pg
+
+
+def set_wire_dtype(wire, group=None):
+    """What group's float32 sum and average all_reduces send between
+    nodes: "bf16" or "fp16" (half the bytes, summed in float32 on every
+    node), or "fp32" (as they are); torch.bfloat16 and torch.float16 too.
+    Every rank of the group must set the same, before the same operation."""
+    _mccl_group(group)._comm.set_wire_dtype(wire)
 
 
 def _shutdown(completer, comm, staging):
