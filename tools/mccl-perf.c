@@ -58,6 +58,12 @@ struct dtype_info {
 	double		 eps;		/* relative precision of floats */
 };
 
+/* What float32 sums cross the network as (MCCL_WIRE_DTYPE, -W). */
+struct wire_info {
+	struct named	 n;
+	double		 u;		/* its unit roundoff; 0: exact */
+};
+
 struct op_info {
 	struct named	 n;
 	mccl_op_t	 op;
@@ -142,6 +148,7 @@ struct opts {
 	const struct op_info	*op;
 	const struct coll_info	*coll;
 	const struct format_info *format;
+	const struct wire_info	*wire;
 	char			 jobbuf[64];
 };
 
@@ -261,6 +268,12 @@ static const struct dtype_info dtypes[] = {
 	{ { "float64", "double" }, MCCL_FLOAT64, 1, 0x1p53, 1023, 0x1p-52 },
 };
 
+static const struct wire_info wires[] = {
+	{ { "fp32", "float32" }, 0 },
+	{ { "bf16", "bfloat16" }, 0x1p-8 },
+	{ { "fp16", "float16" }, 0x1p-11 },
+};
+
 static const struct op_info ops[] = {
 	{ { "sum", NULL }, MCCL_SUM, fold_sum, 0 },
 	{ { "prod", NULL }, MCCL_PROD, fold_prod, 0 },
@@ -329,7 +342,8 @@ static char self[16] = "?";
 static const char usage_text[] =
 "usage: mccl-perf [-h] [-b minbytes] [-e maxbytes] [-f factor | -i stepbytes]\n"
 "                 [-n iters] [-w warmup] [-d dtype] [-o op] [-c check]\n"
-"                 [-C coll] [-t timeout_ms] [-j file [-F json|csv]]\n"
+"                 [-C coll] [-t timeout_ms] [-W bf16|fp16|fp32]\n"
+"                 [-j file [-F json|csv]]\n"
 "                 [-N nprocs [-R total] [-r first] [-J job]]\n";
 
 /* ---- errors ---- */
@@ -477,6 +491,7 @@ opts_default(struct opts *o)
 	o->op = LOOKUP('o', "operation", "sum", ops);
 	o->coll = LOOKUP('C', "collective", "allreduce", colls);
 	o->format = LOOKUP('F', "format", "json", formats);
+	o->wire = &wires[0];
 	snprintf(o->jobbuf, sizeof(o->jobbuf), "mccl-perf-%ld",
 	    (long)getpid());
 	o->job = o->jobbuf;
@@ -511,9 +526,13 @@ static void
 parse_opts(struct opts *o, int argc, char **argv)
 {
 	int	 ch, step_set = 0, spawn_opts = 0, format_set = 0;
+	const char *env;
 
 	opts_default(o);
-	while ((ch = getopt(argc, argv, "b:C:c:d:e:F:f:hi:J:j:N:n:o:R:r:t:w:"))
+	if ((env = getenv("MCCL_WIRE_DTYPE")) != NULL && *env != '\0')
+		o->wire = LOOKUP('W', "MCCL_WIRE_DTYPE", env, wires);
+	while ((ch = getopt(argc, argv,
+	    "b:C:c:d:e:F:f:hi:J:j:N:n:o:R:r:t:W:w:"))
 	    != -1) {
 		switch (ch) {
 		case 'b':
@@ -578,6 +597,11 @@ parse_opts(struct opts *o, int argc, char **argv)
 		case 't':
 			o->timeout_ms = (int)parse_long(ch, optarg, 1,
 			    INT32_MAX);
+			break;
+		case 'W':		/* the library reads it, every rank */
+			o->wire = LOOKUP(ch, "wire", optarg, wires);
+			if (setenv("MCCL_WIRE_DTYPE", o->wire->n.name, 1) == -1)
+				usage_error("-W: setenv: %s", strerror(errno));
 			break;
 		case 'w':
 			o->warmup = (int)parse_long(ch, optarg, 0, ITERS_MAX);
@@ -802,6 +826,12 @@ pattern_init(struct bench *b)
 	/* AVG may divide before summing (NCCL premultiplies): allow its
 	 * rounding errors, at most one per rank. */
 	p->tol = o->coll->has_op && o->op->mean ? b->nranks * o->dtype->eps : 0;
+	/* A 16-bit wire: within (nodes + 1) u of the sum (mccl.h), and the
+	 * ranks are at least the nodes. */
+	if (o->wire->u > 0 && o->coll->start == start_allreduce &&
+	    o->dtype->dtype == MCCL_FLOAT32 && (o->op->op == MCCL_SUM ||
+	    o->op->op == MCCL_AVG))
+		p->tol = fmax(p->tol, (b->nranks + 1) * o->wire->u);
 	for (j = 0; j < p->period; j++) {
 		p->input[j] = pattern_input(p, b->rank, j);
 		if (o->coll->want == NULL)
@@ -1377,8 +1407,8 @@ text_begin(FILE *f, const struct bench *b)
 		fprintf(f, "%zu(bytes)", o->stepbytes);
 	else
 		fprintf(f, "%lu(factor)", o->factor);
-	fprintf(f, " warmup iters: %d iters: %d validation: %d timeout: ",
-	    o->warmup, o->iters, o->check);
+	fprintf(f, " warmup iters: %d iters: %d validation: %d wire: %s "
+	    "timeout: ", o->warmup, o->iters, o->check, o->wire->n.name);
 	if (o->timeout_ms < 0)
 		fputs("default\n", f);
 	else
@@ -1448,8 +1478,8 @@ json_begin(FILE *f, const struct bench *b)
 {
 	const struct opts	*o = b->o;
 
-	fprintf(f, "{\"collective\":\"%s\",\"dtype\":\"%s\",\"op\":",
-	    o->coll->n.name, o->dtype->n.name);
+	fprintf(f, "{\"collective\":\"%s\",\"dtype\":\"%s\",\"wire\":\"%s\","
+	    "\"op\":", o->coll->n.name, o->dtype->n.name, o->wire->n.name);
 	if (o->coll->has_op)
 		fprintf(f, "\"%s\"", o->op->n.name);
 	else

@@ -790,7 +790,9 @@ case1() {
 			    -b 1K -e 1M -f 4 $SMALL_N &&
 			record 1 mccl case1.mccl mccl_perf case1.mccl-big 600 1 \
 			    -b 4M -e "$BIG" -f 4 $BIG_N &&
-			case1_wire
+			case1_wire &&
+			record 1 mccl-bf16 case1.bf16 mccl_perf case1.bf16 600 \
+			    1 -b 4M -e "$BIG" -f 4 $BIG_N -W bf16
 		else
 			status 1 mccl failed "cluster did not come up"
 		fi

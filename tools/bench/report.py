@@ -321,6 +321,7 @@ class Report:
             lines.append("link not measured: " + self.missing("link", "tcp"))
         big = max(sizes) if sizes else None
         lines += self.case1_wire(link, lname, big)
+        lines += self.case1_bf16(data["mccl"], big)
         m = data["mccl"].get(big, (None, None))[1] if big else None
         g = data["gloo"].get(big, (None, None))[1] if big else None
         checks = [(f"busbw {fbw(m)} >= 0.97 x link {fbw(lk)}",
@@ -335,6 +336,26 @@ class Report:
                   f"{self.meta.get('rate', '?')} links", [t], lines)
         self.plot("case1", "Case 1: 4 hosts x 1 rank, "
                   f"{self.meta.get('rate', '?')} links", data, systems, lk)
+
+    def case1_bf16(self, fp32, big):
+        """The same sizes with float32 sent as bfloat16 (MCCL_WIRE_DTYPE),
+        against float32 on the wire, in the same run."""
+        bf16 = read_mccl(self.raw, "case1.bf16")
+        if not bf16:
+            return ["bfloat16 wire: no result: " +
+                    self.missing("1", "mccl-bf16")]
+        out = ["bfloat16 wire (MCCL_WIRE_DTYPE=bf16), time over float32's: "
+               + ", ".join(f"{hsize(z)} {fratio(bf16[z][0], fp32[z][0])}"
+                           for z in sorted(bf16) if z in fp32)]
+        t = bf16.get(big, (None, None))[0]
+        f = fp32.get(big, (None, None))[0]
+        ok = None if t is None or f is None else t <= 0.55 * f
+        self.verdicts.append(("1w", f"bfloat16 wire: time at {hsize(big)} "
+                              "<= 0.55 x float32's",
+                              ("PASS" if ok else "FAIL" if ok is not None
+                               else "INCOMPLETE") +
+                              f": {fratio(t, f)} x"))
+        return out
 
     def best_link(self):
         """The faster of the link measures before and after MCCL's runs
