@@ -39,8 +39,8 @@ void		reduce_scale_avg(void *buf, size_t count, int dtype,
 		    uint32_t nranks);
 void		wire_narrow(void *, const float *, size_t, int);
 void		wire_widen(float *, const void *, size_t, int);
-void		wire_widen_add(float *, const float *, const void *, size_t,
-		    int);
+void		wire_add_narrow(float *, const float *, const void *, void *,
+		    size_t, int, int);
 const char	*reduce_isa(void);
 int		reduce_force_isa(const char *);	/* tests: NULL = best */
 

@@ -280,7 +280,8 @@ fn(void *buf, size_t n, uint32_t nranks)				\
 /*
  * A narrowed wire (wire_*): float32 carried as a 16-bit float w (h, or
  * bf).  narrow: out16[i] = w(a[i]); widen: out[i] = a16[i] as float32;
- * widen_add: out[i] = a[i] + b16[i], in float32.
+ * add_narrow: out[i] = a[i] + b16[i] in float32, and o16[i] = w(out[i])
+ * (with round, out[i] = o16[i] as float32).
  */
 #define WIRE_KERNELS(p, attr, w)					\
 static attr void							\
@@ -325,10 +326,11 @@ p##_##w##_widen_n(float *out, const void *a, size_t n)			\
 	}								\
 }									\
 static attr void							\
-p##_##w##_widen_add_n(float *out, const float *a, const void *b,	\
-    size_t n)								\
+p##_##w##_add_narrow_n(float *out, const float *a, const void *b,	\
+    void *o16, size_t n, int round)					\
 {									\
 	const unsigned char *b_ = b;					\
+	unsigned char *o_ = o16;					\
 	size_t i = 0, lanes = sizeof(p##_f32) / 4;			\
 									\
 	for (; n - i >= lanes; i += lanes) {				\
@@ -338,13 +340,21 @@ p##_##w##_widen_add_n(float *out, const float *a, const void *b,	\
 		memcpy(&h, b_ + 2 * i, sizeof(h));			\
 		memcpy(&v, a + i, sizeof(v));				\
 		v = v + p##_##w##_widen(h);				\
+		h = p##_##w##_narrow(v);				\
+		if (round)						\
+			v = p##_##w##_widen(h);				\
 		memcpy(out + i, &v, sizeof(v));				\
+		memcpy(o_ + 2 * i, &h, sizeof(h));			\
 	}								\
 	for (; i < n; i++) {						\
 		uint16_t h;						\
+		float v;						\
 									\
 		memcpy(&h, b_ + 2 * i, 2);				\
-		out[i] = a[i] + scalar_##w##_widen(h);			\
+		v = a[i] + scalar_##w##_widen(h);			\
+		h = scalar_##w##_narrow(v);				\
+		out[i] = round ? scalar_##w##_widen(h) : v;		\
+		memcpy(o_ + 2 * i, &h, 2);				\
 	}								\
 }
 
@@ -511,7 +521,8 @@ isa_always(void)
 
 typedef void (*narrow_fn)(void *, const float *, size_t);
 typedef void (*widen_fn)(float *, const void *, size_t);
-typedef void (*widen_add_fn)(float *, const float *, const void *, size_t);
+typedef void (*add_narrow_fn)(float *, const float *, const void *, void *,
+    size_t, int);
 
 enum { WIRE_H, WIRE_BF, NWIRES };	/* float16, bfloat16 */
 
@@ -522,7 +533,7 @@ struct isa {
 	scale_fn	 scale[MCCL_NUM_DTYPES];	/* float types */
 	narrow_fn	 narrow[NWIRES];
 	widen_fn	 widen[NWIRES];
-	widen_add_fn	 widen_add[NWIRES];
+	add_narrow_fn	 add_narrow[NWIRES];
 };
 
 /* A row of kernels: signed types share SUM, PROD and the bitwise ops
@@ -552,7 +563,7 @@ struct isa {
 	},								\
 	{ p##_h_narrow_n, p##_bf_narrow_n },				\
 	{ p##_h_widen_n, p##_bf_widen_n },				\
-	{ p##_h_widen_add_n, p##_bf_widen_add_n },			\
+	{ p##_h_add_narrow_n, p##_bf_add_narrow_n },			\
 }
 
 /* In order of preference; the last is always usable. */
@@ -846,10 +857,15 @@ wire_widen(float *dst, const void *src, size_t count, int wire)
 	isa_get()->widen[wire_index(wire)](dst, src, count);
 }
 
-/* dst = own + src, in float32, src widened; dst may be own. */
+/*
+ * One pass for a ring step: dst = own + src widened (in float32), and
+ * out (16-bit) = dst narrowed, what leaves next; with round, dst takes the
+ * narrowed value too (the block every node must end with alike).
+ */
 void
-wire_widen_add(float *dst, const float *own, const void *src, size_t count,
-    int wire)
+wire_add_narrow(float *dst, const float *own, const void *src, void *out,
+    size_t count, int wire, int round)
 {
-	isa_get()->widen_add[wire_index(wire)](dst, own, src, count);
+	isa_get()->add_narrow[wire_index(wire)](dst, own, src, out, count,
+	    round);
 }

@@ -1522,26 +1522,25 @@ narrow_ring_run(struct xfer *x, float *buf, size_t count, uint8_t *tx,
 	size_t off[2], len[2];
 	uint8_t *t;
 
+	off[0] = block_start(count, n, me);
+	wire_narrow(tx, buf + off[0], block_start(count, n, me + 1) - off[0],
+	    x->wire);
 	for (uint32_t s = 0; s + 1 < n; s++) {
 		size_t sb = (me + n - s) % n, rb = (me + 2 * n - s - 1) % n;
 
-		off[0] = block_start(count, n, sb);
-		len[0] = block_start(count, n, sb + 1) - off[0];
+		len[0] = block_start(count, n, sb + 1) - block_start(count, n,
+		    sb);
 		off[1] = block_start(count, n, rb);
 		len[1] = block_start(count, n, rb + 1) - off[1];
-		wire_narrow(tx, buf + off[0], len[0], x->wire);
 		if (xfer_exchange(x, right, tx, 2 * len[0], left, rx,
 		    2 * len[1]) == -1)
 			return -1;
 		x->wire_saved += 2 * len[0];	/* of float32's 4 bytes */
-		wire_widen_add(buf + off[1], buf + off[1], rx, len[1],
-		    x->wire);
+		/* what arrived, added, leaves next; the last step's block is
+		 * whole here: its wire bits are what every node gets */
+		wire_add_narrow(buf + off[1], buf + off[1], rx, tx, len[1],
+		    x->wire, s + 2 == n);
 	}
-	/* block me + 1 is whole here: its wire bits are what every node gets */
-	off[0] = block_start(count, n, (me + 1) % n);
-	len[0] = block_start(count, n, (me + 1) % n + 1) - off[0];
-	wire_narrow(tx, buf + off[0], len[0], x->wire);
-	wire_widen(buf + off[0], tx, len[0], x->wire);
 	for (uint32_t s = 0; s + 1 < n; s++) {
 		size_t sb = (me + 1 + n - s) % n, rb = (me + n - s) % n;
 

@@ -1060,15 +1060,15 @@ START_TEST(test_wire_narrow)
 }
 END_TEST
 
-/* Every 16-bit value widened, and added to a random float32. */
+/* Every 16-bit value widened, and added to a random float32 and narrowed. */
 START_TEST(test_wire_widen)
 {
 	int wire = wires[_i];
 	size_t n = 65536;
-	uint16_t *h = malloc(n * 2);
+	uint16_t *h = malloc(n * 2), *out = malloc(n * 2);
 	float *own = malloc(n * sizeof(float)), *got = malloc(n * sizeof(float));
 
-	ck_assert(h && own && got);
+	ck_assert(h && out && own && got);
 	rng_seed(91 + (uint64_t)_i);
 	for (size_t i = 0; i < n; i++) {
 		h[i] = (uint16_t)i;
@@ -1087,22 +1087,28 @@ START_TEST(test_wire_widen)
 			    !signbit(ref), "%s %s widen 0x%04x", isa_names[k],
 			    dtype_name(wire), h[i]);
 		}
-		wire_widen_add(got, own, h, n, wire);
-		for (size_t i = 0; i < n; i++) {
-			float ref = own[i] + (float)ref_widen16(h[i],
-			    wire_mbits(wire), wire_bias(wire));
+		for (int round = 0; round < 2; round++) {
+			memcpy(got, own, n * sizeof(float));	/* in place */
+			wire_add_narrow(got, got, h, out, n, wire, round);
+			for (size_t i = 0; i < n; i++) {
+				float sum = own[i] + (float)ref_widen16(h[i],
+				    wire_mbits(wire), wire_bias(wire));
+				uint16_t r16 = ref_round16(sum,
+				    wire_mbits(wire), wire_bias(wire));
+				float want = round ? (float)ref_widen16(r16,
+				    wire_mbits(wire), wire_bias(wire)) : sum;
 
-			ck_assert_msg(isnan(ref) ? isnan(got[i]) :
-			    got[i] == ref, "%s %s widen_add 0x%04x",
-			    isa_names[k], dtype_name(wire), h[i]);
+				ck_assert_msg(isnan(sum) ? isnan(got[i]) &&
+				    is_nan16(out[i], wire) : got[i] == want &&
+				    out[i] == r16, "%s %s add_narrow (round "
+				    "%d) 0x%04x", isa_names[k],
+				    dtype_name(wire), round, h[i]);
+			}
 		}
-		memcpy(got, own, n * sizeof(float));	/* in place */
-		wire_widen_add(got, got, h, n, wire);
-		ck_assert(isnan(got[1000]) || got[1000] == own[1000] +
-		    (float)ref_widen16(1000, wire_mbits(wire), wire_bias(wire)));
 	}
 	reduce_force_isa(NULL);
 	free(h);
+	free(out);
 	free(own);
 	free(got);
 }
