@@ -129,6 +129,17 @@ batch" "$T/ddp.out" $?
 [ -s "$T/ddp.out" ] || tail -n 20 "$T/torchrun.$((p + 1)).out" \
     "$T/torchrun.$((p + 2)).out"
 
+echo "== DDP on a bfloat16 wire, 2 nodes x 2 ranks, 200 steps"
+for mode in fp32 wire hook; do
+	wp=$(free_ports 1)
+	torchrun_2x2 "$wp" "$HERE/ddp_wire.py" "$T/wire_$mode" "$mode" ||
+	    tail -n 20 "$T/torchrun.$wp.out"
+done
+"$PY" "$HERE/ddp_wire_compare.py" "$T/wire_fp32" "$T/wire_wire" \
+    "$T/wire_hook" >"$T/wire.out" 2>&1
+report "DDP on a bfloat16 wire against float32 and bf16_compress_hook" \
+    "$T/wire.out" $?
+
 echo "== CUDA tensors, 2 nodes x 2 ranks on GPU 0"
 if ! "$PY" -c 'import sys, torch
 sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
