@@ -872,6 +872,8 @@ case6() {
 		if cluster_up case6 2 ns; then
 			record 6 mccl case6.mccl torch_ns case6.mccl 900 2 2 \
 			    mccl "${args[@]}"
+			MCCL_WIRE_DTYPE=bf16 record 6 mccl-bf16 case6.bf16 \
+			    torch_ns case6.bf16 900 2 2 mccl "${args[@]}"
 		else
 			status 6 mccl failed "cluster did not come up"
 		fi

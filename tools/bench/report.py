@@ -444,18 +444,19 @@ class Report:
     def case6(self):
         """DDP training throughput: rank 0's "ddp ..." line of each run."""
         runs = {s: read_kv(self.raw, f"case6.{s}.log", "ddp")
-                for s in ("alone", "mccl", "gloo")}
+                for s in ("alone", "mccl", "gloo", "bf16")}
         sps = {s: float(kv["samples_per_s"]) if kv else None
                for s, kv in runs.items()}
         t = Table(["system", "ranks", "samples/s", "x alone", "x gloo"])
         for s, label in (("alone", "one process"), ("mccl", "MCCL"),
-                         ("gloo", "Gloo")):
+                         ("bf16", "MCCL, bfloat16 wire"), ("gloo", "Gloo")):
             kv = runs[s]
             if kv is None:
                 continue
             t.add([label, kv.get("ranks", "?"), f"{sps[s]:.1f}",
                    fratio(sps[s], sps["alone"]),
-                   fratio(sps[s], sps["gloo"]) if s == "mccl" else "-"])
+                   fratio(sps[s], sps["gloo"]) if s in ("mccl", "bf16")
+                   else "-"])
         lines = [f"no result: {s}: " + self.missing("6", s)
                  for s in ("alone", "mccl", "gloo") if runs[s] is None]
         kv = runs["mccl"] or runs["gloo"] or runs["alone"] or {}
@@ -468,6 +469,10 @@ class Report:
         v = self.verdict("6", "DDP samples/s >= 1.3 x Gloo", checks,
                          self.state("6", "mccl"))
         lines.append(f"target: {v}")
+        b = sps["bf16"]
+        if b is not None and m is not None:
+            lines.append(f"bfloat16 wire (MCCL_WIRE_DTYPE=bf16): "
+                         f"{fratio(b, m)} x float32's samples/s")
         self.emit("6", "DDP training, 2 hosts x 2 ranks, "
                   f"{self.meta.get('rate', '?')} links", [t], lines)
 
