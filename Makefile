@@ -74,8 +74,9 @@ UNIT_TESTS = $(B)/test_proto $(B)/test_reduce $(B)/test_config $(B)/test_ring \
 	     $(B)/test_log $(B)/test_fakeverbs $(B)/test_rdma $(B)/test_budget \
 	     $(B)/test_subq $(B)/test_algo $(B)/test_form $(B)/test_engine
 TEST_PROGS = $(B)/mccl-test $(B)/mccl-hostile
+BENCH_PROGS = $(B)/wirebw
 
-all: $(B)/.deps $(PROGS) $(LIBS)
+all: $(B)/.deps $(PROGS) $(LIBS) $(BENCH_PROGS)
 
 # Install missing Debian packages when root; otherwise say what to run.
 $(B)/.deps:
@@ -157,6 +158,9 @@ $(B)/test_form: $(call obj,tests/unit/test_form.c daemon/control/form.c daemon/c
 
 $(B)/test_engine: $(call obj,tests/unit/test_engine.c daemon/engine/engine.c daemon/engine/subq.c daemon/engine/p2p.c daemon/engine/op.c daemon/engine/seg.c daemon/engine/budget.c $(CORE_SRCS) daemon/transport/link.c daemon/transport/dial.c daemon/transport/auth.c daemon/transport/rdma.c tests/fakeverbs/fakeverbs.c $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(JSON_LIBS) $(CHECK_LIBS) $(SODIUM_LIBS) -lpthread
+
+$(B)/wirebw: $(call obj,tools/bench/wirebw.c daemon/engine/reduce.c daemon/log.c)
+	$(CC) $(LDFLAGS) -o $@ $^
 
 $(B)/test_algo: $(call obj,tests/unit/test_algo.c daemon/engine/algo.c $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS)

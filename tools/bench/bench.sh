@@ -792,7 +792,9 @@ case1() {
 			    -b 4M -e "$BIG" -f 4 $BIG_N &&
 			case1_wire &&
 			record 1 mccl-bf16 case1.bf16 mccl_perf case1.bf16 600 \
-			    1 -b 4M -e "$BIG" -f 4 $BIG_N -W bf16
+			    1 -b 4M -e "$BIG" -f 4 $BIG_N -W bf16 &&
+			record 1 wirebw wirebw bg_wait 120 "$RAW/wirebw.log" "" \
+			    "$B/wirebw"
 		else
 			status 1 mccl failed "cluster did not come up"
 		fi

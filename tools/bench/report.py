@@ -347,6 +347,12 @@ class Report:
         out = ["bfloat16 wire (MCCL_WIRE_DTYPE=bf16), time over float32's: "
                + ", ".join(f"{hsize(z)} {fratio(bf16[z][0], fp32[z][0])}"
                            for z in sorted(bf16) if z in fp32)]
+        conv = [" ".join(f.split()[:-3]) + " " + f.split()[-1] + " x"
+                for f in read_lines(os.path.join(self.raw, "wirebw.log"))
+                if f.startswith("  wire_")]
+        if conv:
+            out.append("its conversion, one thread, memory traffic over "
+                       "memcpy's (tools/bench/wirebw.c): " + ", ".join(conv))
         t = bf16.get(big, (None, None))[0]
         f = fp32.get(big, (None, None))[0]
         ok = None if t is None or f is None else t <= 0.55 * f
