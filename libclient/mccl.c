@@ -1096,7 +1096,7 @@ op_submit(mccl_comm_t *comm, const struct op_args *a, size_t sb, size_t rb,
 	m.dtype = (uint8_t)a->dtype;
 	m.redop = (uint8_t)a->redop;
 	m.algo = comm->algo;
-	if (a->coll == COLL_ALLREDUCE && a->dtype == MCCL_FLOAT32 &&
+	if (proto_coll_reduces(a->coll) && a->dtype == MCCL_FLOAT32 &&
 	    (a->redop == MCCL_SUM || a->redop == MCCL_AVG))
 		m.wire = comm->wire;
 	m.root = a->coll == COLL_RECV && a->root == MCCL_ANY_SOURCE ?

@@ -132,7 +132,8 @@ mccl_result_t	mccl_comm_init_env(mccl_comm_t **comm);
 mccl_result_t	mccl_comm_set_timeout(mccl_comm_t *comm, int op_timeout_ms);
 
 /*
- * What comm's float32 sum and average allreduces send between nodes:
+ * What comm's float32 sums and averages (allreduce, reduce and
+ * reduce-scatter) send between nodes:
  * MCCL_FLOAT32 (the default: the data as it is), or MCCL_BFLOAT16 or
  * MCCL_FLOAT16, half the bytes.  On a 16-bit wire each node's partial sum
  * is rounded to the format (to nearest even) on its way out and added in

@@ -828,7 +828,7 @@ pattern_init(struct bench *b)
 	p->tol = o->coll->has_op && o->op->mean ? b->nranks * o->dtype->eps : 0;
 	/* A 16-bit wire: within (nodes + 1) u of the sum (mccl.h), and the
 	 * ranks are at least the nodes. */
-	if (o->wire->u > 0 && o->coll->start == start_allreduce &&
+	if (o->wire->u > 0 && o->coll->has_op &&
 	    o->dtype->dtype == MCCL_FLOAT32 && (o->op->op == MCCL_SUM ||
 	    o->op->op == MCCL_AVG))
 		p->tol = fmax(p->tol, (b->nranks + 1) * o->wire->u);

@@ -630,7 +630,7 @@ engine_reduce_scatter(struct job *j, struct op *op, struct xfer *x)
 			if (engine_combine(j, op, buf + (size_t)j->rank_slot[r] *
 			    blk, (size_t)r * blk, d->count, x) == -1)
 				return -1;
-	if (ring_allreduce(x, buf, buf, d->count * j->nranks, d->dtype,
+	if (ring_allreduce_wire(x, buf, buf, d->count * j->nranks, d->dtype,
 	    d->redop) == -1)
 		return -1;
 	for (uint32_t i = 0; i < j->nlocal && blk > 0; i++) {

@@ -84,6 +84,8 @@ int		ring_allreduce(struct xfer *, const void *, void *, size_t, int,
 		    int);
 int		node_allreduce(struct xfer *, const void *, void *, size_t, int,
 		    int);
+int		ring_allreduce_wire(struct xfer *, const void *, void *, size_t,
+		    int, int);
 int		ring_broadcast(struct xfer *, void *, size_t, uint32_t);
 int		ring_allgather(struct xfer *, void *, const size_t *, const size_t *);
 int		ring_barrier(struct xfer *);

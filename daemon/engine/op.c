@@ -63,12 +63,13 @@ op_check(uint32_t nranks, const struct ipc_op *m, char *err, size_t len)
 	else if (m->wire != 0 && m->wire != MCCL_BFLOAT16 &&
 	    m->wire != MCCL_FLOAT16)
 		snprintf(err, len, "unknown wire format %u", m->wire);
-	else if (m->wire != 0 && (m->coll != COLL_ALLREDUCE ||
+	else if (m->wire != 0 && (!proto_coll_reduces(m->coll) ||
 	    m->dtype != MCCL_FLOAT32 || (m->redop != MCCL_SUM &&
 	    m->redop != MCCL_AVG)))
-		snprintf(err, len, "a %s wire is for float32 sum and average "
-		    "allreduce, not %s of %s", dtype_name(m->wire),
-		    proto_coll_name(m->coll), dtype_name(m->dtype));
+		snprintf(err, len, "a %s wire is for float32 sums and "
+		    "averages, not %s of %s %s", dtype_name(m->wire),
+		    proto_coll_name(m->coll), dtype_name(m->dtype),
+		    redop_name(m->redop));
 	else if (proto_vec_len(m->coll, nranks) == 0 &&	/* else: its vector */
 	    (proto_op_bytes(m->coll, m->count, dtype_size(m->dtype), nranks, 0,
 	    m->root, &sb, &rb) == -1 || sb > (UINT64_MAX >> 2)))

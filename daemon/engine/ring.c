@@ -1580,6 +1580,28 @@ narrow_allreduce(struct xfer *x, const void *src, void *buf, size_t count)
 	return rc;
 }
 
+/* The wire a float32 sum or average crosses on where the ring runs it. */
+static uint8_t
+wire_of(const struct xfer *x, int dtype, int op)
+{
+	return x->wire != 0 && dtype == MCCL_FLOAT32 &&
+	    (op == MCCL_SUM || op == MCCL_AVG) ? (uint8_t)x->wire : 0;
+}
+
+/*
+ * The ring allreduce, on x->wire where it applies (reduce-scatter's: the
+ * whole buffer, each node then takes its ranks' blocks).
+ */
+int
+ring_allreduce_wire(struct xfer *x, const void *src, void *buf, size_t count,
+    int dtype, int op)
+{
+	if (x->nnodes > 1 && (x->hdr.wire = wire_of(x, dtype, op)) != 0)
+		return allreduce_args(x, count, dtype, &op) == -1 ? -1 :
+		    narrow_allreduce(x, src, buf, count);
+	return ring_allreduce(x, src, buf, count, dtype, op);
+}
+
 /*
  * The inter-node allreduce, by the algorithm x->algo names (AUTO: by size).
  * The one run goes in the operation header, so a node that chose another
@@ -1598,8 +1620,8 @@ node_allreduce(struct xfer *x, const void *src, void *buf, size_t count,
 			return -1;
 		x->hdr.algo = (uint8_t)algo_choose(x->algo, x->nnodes,
 		    count * es, x->small_bytes);
-		x->hdr.wire = x->hdr.algo == ALGO_RING && x->wire != 0 &&
-		    dtype == MCCL_FLOAT32 && op == MCCL_SUM ? x->wire : 0;
+		x->hdr.wire = x->hdr.algo == ALGO_RING ? wire_of(x, dtype, op) :
+		    0;
 		if (x->hdr.wire != 0)
 			return narrow_allreduce(x, src, buf, count);
 		if (x->hdr.algo == ALGO_RING)

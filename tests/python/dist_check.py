@@ -323,6 +323,24 @@ for wire, u in (("bf16", 2.0 ** -8), ("fp16", 2.0 ** -11)):
           % wire, len(here) == NODES and all(
               n["wire_bytes_saved"] >= BIG * 2 * (NODES - 1) // NODES
               for n in here) if NODES > 1 else True, st["nodes"])
+    rs_ins = numpy.array([numpy.random.default_rng(2000 + k).uniform(
+        -1, 1, (BIG // N + 1) * N).astype(numpy.float32) for k in range(N)])
+    mine = slice(R * (BIG // N + 1), (R + 1) * (BIG // N + 1))
+    rs = wc.reduce_scatter(rs_ins[R].copy())
+    rs_err = numpy.abs(rs - rs_ins.astype(numpy.float64).sum(0)[mine])
+    rs_bound = ((NODES + 1) * u * numpy.abs(rs_ins.astype(numpy.float64))
+                .sum(0)[mine] + (NODES + 1) * 2.0 ** -24)
+    check("%s wire: reduce_scatter within the bound" % wire,
+          bool((rs_err <= rs_bound).all()), float((rs_err - rs_bound).max()))
+    red = wc.reduce(ins[R].copy(), root=0)
+    if R == 0:
+        check("%s wire: reduce within the bound on the root" % wire,
+              bool((numpy.abs(red.astype(numpy.float64) - exact) <=
+                    bound).all()))
+    wc.barrier()
+    ops = [n.get("wire_ops", 0) for n in wc.stats()["nodes"]]
+    check("%s wire: the reduce_scatter and the reduce crossed on it too"
+          % wire, all(k == 3 for k in ops) if NODES > 1 else True, ops)
     ints = wc.allreduce(numpy.full(BIG, R + 1, dtype=numpy.int32))
     check("%s wire: an int32 sum is untouched" % wire,
           bool((ints == N * (N + 1) // 2).all()))

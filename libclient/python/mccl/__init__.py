@@ -730,8 +730,8 @@ class Comm:
                    self._handle)
 
     def set_wire_dtype(self, wire):
-        """What this communicator's float32 sum and average allreduces
-        send between nodes: "fp32" (as they are, the default), "bf16" or
+        """What this communicator's float32 sums and averages (allreduce,
+        reduce, reduce_scatter) send between nodes: "fp32" (as they are, the default), "bf16" or
         "fp16" (half the bytes, summed in float32 on every node; see
         mccl_comm_set_wire_dtype in mccl.h for the error bound).  Also
         torch's or numpy's dtypes, and MCCL's dtype names and codes."""

@@ -29,8 +29,9 @@ operation's deadline.
 
 A narrower wire for float32 gradients: MCCL_WIRE_DTYPE=bf16 (or fp16) in
 the ranks' environment, or set_wire_dtype("bf16", group) after
-init_process_group: float32 sum and average all_reduces (DDP's buckets)
-then cross the network as bfloat16, summed in float32 on every node.
+init_process_group: float32 sums and averages (DDP's buckets' all_reduces,
+reduce, reduce_scatter) then cross the network as bfloat16, summed in
+float32 on every node.
 """
 
 import collections
@@ -784,8 +785,8 @@ def _mccl_group(group):
 
 
 def set_wire_dtype(wire, group=None):
-    """What group's float32 sum and average all_reduces send between
-    nodes: "bf16" or "fp16" (half the bytes, summed in float32 on every
+    """What group's float32 sums and averages (all_reduce, reduce,
+    reduce_scatter) send between nodes: "bf16" or "fp16" (half the bytes, summed in float32 on every
     node), or "fp32" (as they are); torch.bfloat16 and torch.float16 too.
     Every rank of the group must set the same, before the same operation."""
     _mccl_group(group)._comm.set_wire_dtype(wire)
