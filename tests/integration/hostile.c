@@ -1570,6 +1570,30 @@ c_ring_bad_dtype(char *why, size_t len)
 	    "unknown dtype", why, len);
 }
 
+static int
+c_ring_bad_wire(char *why, size_t len)
+{
+	struct ipc_op d = { .seq = 2, .coll = COLL_ALLREDUCE,
+	    .dtype = MCCL_FLOAT32, .count = 1, .send_seg = 1, .recv_seg = 1,
+	    .wire = 99 };
+
+	return ring_second_refused("ringwire", &d, MCCL_ERR_INVALID_ARGUMENT,
+	    "unknown wire format 99", why, len);
+}
+
+/* A 16-bit wire asked for where there is no float32 sum to narrow. */
+static int
+c_ring_wire_int(char *why, size_t len)
+{
+	struct ipc_op d = { .seq = 2, .coll = COLL_ALLREDUCE,
+	    .dtype = MCCL_INT32, .count = 1, .send_seg = 1, .recv_seg = 1,
+	    .wire = MCCL_BFLOAT16 };
+
+	return ring_second_refused("ringwireint", &d,
+	    MCCL_ERR_INVALID_ARGUMENT, "a bfloat16 wire is for float32 sums "
+	    "and averages, not allreduce of int32", why, len);
+}
+
 /* A head that claims more descriptors than the ring holds. */
 static int
 c_ring_head_past(char *why, size_t len)
@@ -1988,6 +2012,8 @@ static const struct {
 	{ "ring: a descriptor whose seq falls", c_ring_seq_falls },
 	{ "ring: a send in the submission ring", c_ring_send },
 	{ "ring: a descriptor with an unknown dtype", c_ring_bad_dtype },
+	{ "ring: a descriptor with an unknown wire format", c_ring_bad_wire },
+	{ "ring: a bfloat16 wire on an int32 sum", c_ring_wire_int },
 	{ "ring: a head 1000 past the tail", c_ring_head_past },
 	{ "a collective in an IPC_OP record", c_coll_record },
 	{ "op: buffer ending exactly at the segment end works", c_exact_fit },
