@@ -440,6 +440,19 @@ class ProcessGroupMCCL(ProcessGroup):
     def getBackendName(self):
         return "mccl"
 
+    # torch 2 keeps a ProcessGroup its plugin returns as the group itself,
+    # with no per-device backend registered, and asks the group for one when
+    # init_process_group is given device_id (to connect it eagerly, which
+    # this one need not: supports_splitting is False).  This group is the
+    # backend of every device it takes.
+    supports_splitting = False
+
+    def _get_backend(self, device):
+        if torch.device(device).type not in ("cpu", "cuda"):
+            raise RuntimeError("mccl: no backend for device %s (cpu and "
+                               "cuda only)" % (device,))
+        return self
+
     def _get_backend_name(self):
         return "mccl"
 
