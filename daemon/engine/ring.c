@@ -1502,6 +1502,26 @@ out:
 }
 
 /*
+ * One step of the narrowed ring: block sb (16-bit, in tx) to the right
+ * while block rb arrives from the left into rx; *off and *len: rb's.
+ */
+static int
+narrow_step(struct xfer *x, size_t count, size_t sb, size_t rb,
+    const uint8_t *tx, uint8_t *rx, size_t *off, size_t *len)
+{
+	uint32_t n = x->nnodes;
+	size_t slen = block_start(count, n, sb + 1) - block_start(count, n, sb);
+
+	*off = block_start(count, n, rb);
+	*len = block_start(count, n, rb + 1) - *off;
+	if (xfer_exchange(x, (x->me + 1) % n, tx, 2 * slen,
+	    (x->me + n - 1) % n, rx, 2 * *len) == -1)
+		return -1;
+	x->wire_saved += 2 * slen;	/* of float32's 4 bytes */
+	return 0;
+}
+
+/*
  * The ring allreduce of float32 with a narrowed wire (x->wire: bfloat16 or
  * float16): what crosses the network is rounded to the 16-bit format, to
  * nearest even, and every sum is taken in float32.  Reduce-scatter: for
@@ -1517,42 +1537,27 @@ static int
 narrow_ring_run(struct xfer *x, float *buf, size_t count, uint8_t *tx,
     uint8_t *rx)
 {
-	uint32_t n = x->nnodes, me = x->me, right = (me + 1) % n,
-	    left = (me + n - 1) % n;
-	size_t off[2], len[2];
+	uint32_t n = x->nnodes, me = x->me;
+	size_t off, len;
 	uint8_t *t;
 
-	off[0] = block_start(count, n, me);
-	wire_narrow(tx, buf + off[0], block_start(count, n, me + 1) - off[0],
+	off = block_start(count, n, me);
+	wire_narrow(tx, buf + off, block_start(count, n, me + 1) - off,
 	    x->wire);
 	for (uint32_t s = 0; s + 1 < n; s++) {
-		size_t sb = (me + n - s) % n, rb = (me + 2 * n - s - 1) % n;
-
-		len[0] = block_start(count, n, sb + 1) - block_start(count, n,
-		    sb);
-		off[1] = block_start(count, n, rb);
-		len[1] = block_start(count, n, rb + 1) - off[1];
-		if (xfer_exchange(x, right, tx, 2 * len[0], left, rx,
-		    2 * len[1]) == -1)
+		if (narrow_step(x, count, (me + n - s) % n,
+		    (me + 2 * n - s - 1) % n, tx, rx, &off, &len) == -1)
 			return -1;
-		x->wire_saved += 2 * len[0];	/* of float32's 4 bytes */
 		/* what arrived, added, leaves next; the last step's block is
 		 * whole here: its wire bits are what every node gets */
-		wire_add_narrow(buf + off[1], buf + off[1], rx, tx, len[1],
-		    x->wire, s + 2 == n);
+		wire_add_narrow(buf + off, buf + off, rx, tx, len, x->wire,
+		    s + 2 == n);
 	}
 	for (uint32_t s = 0; s + 1 < n; s++) {
-		size_t sb = (me + 1 + n - s) % n, rb = (me + n - s) % n;
-
-		len[0] = block_start(count, n, sb + 1) - block_start(count, n,
-		    sb);
-		off[1] = block_start(count, n, rb);
-		len[1] = block_start(count, n, rb + 1) - off[1];
-		if (xfer_exchange(x, right, tx, 2 * len[0], left, rx,
-		    2 * len[1]) == -1)
+		if (narrow_step(x, count, (me + 1 + n - s) % n, (me + n - s) %
+		    n, tx, rx, &off, &len) == -1)
 			return -1;
-		x->wire_saved += 2 * len[0];
-		wire_widen(buf + off[1], rx, len[1], x->wire);
+		wire_widen(buf + off, rx, len, x->wire);
 		t = tx;			/* what arrived leaves next, as it is */
 		tx = rx;
 		rx = t;

@@ -14,13 +14,9 @@
  * transport on the tests' verbs provider.
  */
 #include <sys/eventfd.h>
-#include <sys/mman.h>
-#include <sys/socket.h>
 #include <sys/syscall.h>
 
 #include <linux/futex.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 
 #include <check.h>
 #include <fcntl.h>
@@ -37,6 +33,7 @@
 #include "engine/engine.h"
 #include "engine/algo.h"
 #include "transport/transport.h"
+#include "testlib.h"
 
 struct mccld_state md;
 
@@ -85,54 +82,14 @@ struct fixture {
 
 static struct fixture f;
 
-static void *
-map(size_t bytes)
-{
-	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
-	ck_assert_ptr_ne(p, MAP_FAILED);
-	return p;
-}
+
 
 static void
-msleep(unsigned ms)
+nonblocking(int fd)
 {
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-
-	while (nanosleep(&ts, &ts) == -1)
-		;
-}
-
-static int
-tcp_pair(int *a, int *b)
-{
-	struct sockaddr_in sin;
-	socklen_t len = sizeof(sin);
-	int l, one = 1;
-
-	memset(&sin, 0, sizeof(sin));
-	sin.sin_family = AF_INET;
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	*a = *b = -1;
-	if ((l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1)
-		return -1;
-	if (bind(l, (struct sockaddr *)&sin, sizeof(sin)) == 0 &&
-	    listen(l, 1) == 0 &&
-	    getsockname(l, (struct sockaddr *)&sin, &len) == 0 &&
-	    (*a = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) != -1 &&
-	    connect(*a, (struct sockaddr *)&sin, sizeof(sin)) == 0)
-		*b = accept4(l, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-	close(l);
-	if (*b == -1) {
-		if (*a != -1)
-			close(*a);
-		return -1;
-	}
-	fcntl(*a, F_SETFL, fcntl(*a, F_GETFL) | O_NONBLOCK);	/* as dialled */
-	setsockopt(*a, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	setsockopt(*b, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	return 0;
+	ck_assert_int_ne(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK),
+	    -1);
 }
 
 /* ---- node n0 ---- */
@@ -292,6 +249,8 @@ start(enum peer_role role)
 	ck_assert_ptr_nonnull(f.peer.buf);
 	for (uint32_t k = 0; k < ROWS; k++) {
 		ck_assert_int_eq(tcp_pair(&f.peer.fd[k], &mine), 0);
+		nonblocking(f.peer.fd[k]);	/* as dialled */
+		nonblocking(mine);		/* as accepted */
 		ck_assert_int_eq(engine_adopt_link(f.j, 0, k, mine), 0);
 	}
 	ck_assert_int_eq(engine_adopt_link(f.j, 0, 0, -1), -1);	/* taken */

@@ -6,9 +6,6 @@
  * provoked, and no node may hang on any of them.
  */
 #include <sys/eventfd.h>
-#include <sys/socket.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 
 #include <check.h>
 #include <math.h>
@@ -22,6 +19,7 @@
 #include "engine/engine.h"
 #include "engine/algo.h"
 #include "transport/transport.h"
+#include "testlib.h"
 
 #define MAXN		8
 #define LANES		3		/* most lanes a test mesh has */
@@ -88,46 +86,9 @@ xmalloc(size_t len)
 	return p;
 }
 
-static void
-msleep(unsigned ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-
-	while (nanosleep(&ts, &ts) == -1)
-		;
-}
 
 /* ---- the mesh ---- */
 
-static int
-tcp_pair(int *a, int *b)
-{
-	struct sockaddr_in sin;
-	socklen_t len = sizeof(sin);
-	int l, one = 1;
-
-	memset(&sin, 0, sizeof(sin));
-	sin.sin_family = AF_INET;
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	*a = *b = -1;
-	if ((l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1)
-		return -1;
-	if (bind(l, (struct sockaddr *)&sin, sizeof(sin)) == 0 &&
-	    listen(l, 1) == 0 &&
-	    getsockname(l, (struct sockaddr *)&sin, &len) == 0 &&
-	    (*a = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) != -1 &&
-	    connect(*a, (struct sockaddr *)&sin, sizeof(sin)) == 0)
-		*b = accept4(l, NULL, NULL, SOCK_CLOEXEC);
-	close(l);
-	if (*b == -1) {
-		if (*a != -1)
-			close(*a);
-		return -1;
-	}
-	setsockopt(*a, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	setsockopt(*b, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	return 0;
-}
 
 static void
 mesh_close(struct mesh *m)

@@ -8,7 +8,6 @@
  * disagree, fall back in seq, overflow the ring or carry a send; buffers
  * outside their segment.
  */
-#include <sys/mman.h>
 
 #include <check.h>
 #include <stdlib.h>
@@ -17,6 +16,7 @@
 
 #include "engine/engine_state.h"
 #include "transport/transport.h"
+#include "testlib.h"
 
 struct mccld_state md;		/* subq.c reads the node's name and defaults */
 
@@ -45,15 +45,6 @@ struct fixture {
 	uint8_t		*mem[NLOCAL];	/* each rank's data segment */
 };
 
-static void *
-map(size_t bytes)
-{
-	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-	ck_assert_ptr_ne(p, MAP_FAILED);
-	return p;
-}
 
 /*
  * A job of ranks 3 and 5 of 8 here, each with a doorbell and a data
