@@ -50,8 +50,11 @@ fi
 # With the log, each closed connection must add exactly one line.
 hostile_run "client" client "$T/n0.sock" "$T/n0.log"
 hostile_pool_restore
+ipc_v=$(awk '$2 == "IPC_VERSION" { print $3 }' \
+    "$(dirname "${BASH_SOURCE[0]}")/../../proto/ipc.h")
 hostile_logged "each client refusal is logged with its reason" "$T/n0.log" \
-    "bad ipc magic" "ipc version 6, expected 5" "unknown ipc message type" \
+    "bad ipc magic" "ipc version $((ipc_v + 1)), expected $ipc_v" \
+    "unknown ipc message type" \
     "record shorter than a header" "header says 19 bytes, record has 9" \
     "header says 6 bytes, record has 14" "length 4294967295" \
     "longer than max_message_bytes" "first message is not HELLO" \
