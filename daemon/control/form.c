@@ -524,11 +524,13 @@ job_engine_start(struct job *j, char *err, size_t errlen)
 	for (uint32_t i = 0; i < j->nlocal; i++) {
 		const struct client *c = j->clients[j->local_ranks[i]];
 
-		ranks[i].rank = j->local_ranks[i];
-		if (c != NULL) {
-			ranks[i].bell = c->bell;
-			ranks[i].segs = c->segs;
+		if (c == NULL) {
+			snprintf(err, errlen, "rank %u has gone",
+			    j->local_ranks[i]);
+			free(ranks);
+			return -1;
 		}
+		ranks[i] = (struct engine_rank){ c->rank, c->bell, c->segs };
 	}
 	rc = engine_start(j, ranks, err, errlen);
 	free(ranks);
