@@ -247,17 +247,48 @@ hup_cb(int sig, short events, void *arg)
 	mccld_status_update();
 }
 
+#define SHUTDOWN_MAX_NS	1500000000ULL	/* engines ending their ops */
+
+static struct event	*ev_shutdown;
+static uint64_t		 shutdown_by;
+
+/*
+ * Exit once every job's local ranks have been told it was aborted (their
+ * engines end the op in flight first, in up to a few hundred ms), or at
+ * shutdown_by; one more turn of the loop then flushes the error replies
+ * and the aborts sent to the peers.
+ */
+static void
+shutdown_cb(int fd, short events, void *arg)
+{
+	static const struct timeval again = { 0, 20000 };
+
+	(void)fd;
+	(void)events;
+	(void)arg;
+	if (!job_all_told() && now_ns() < shutdown_by) {
+		evtimer_add(ev_shutdown, &again);
+		return;
+	}
+	event_base_loopexit(md.base, &(struct timeval){ 0, 200000 });
+}
+
 static void
 signal_cb(int sig, short events, void *arg)
 {
 	(void)events;
 	(void)arg;
 	log_info("received %s, shutting down", strsignal(sig));
+	if (md.shutting_down)
+		return;
 	sd_notify(0, "STOPPING=1");
 	md.shutting_down = 1;
 	job_shutdown(strsignal(sig));
-	/* One more turn of the loop flushes the error replies and aborts. */
-	event_base_loopexit(md.base, &(struct timeval){ 0, 200000 });
+	shutdown_by = now_ns() + SHUTDOWN_MAX_NS;
+	if ((ev_shutdown = evtimer_new(md.base, shutdown_cb, NULL)) == NULL)
+		event_base_loopexit(md.base, &(struct timeval){ 0, 200000 });
+	else
+		shutdown_cb(-1, 0, NULL);
 }
 
 static void
@@ -378,6 +409,8 @@ main(int argc, char **argv)
 	check_close();
 	engine_shutdown();
 	peer_close();
+	if (ev_shutdown != NULL)
+		event_free(ev_shutdown);
 	event_free(ev_term);
 	event_free(ev_int);
 	event_free(ev_hup);

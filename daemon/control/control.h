@@ -81,6 +81,7 @@ void		job_data_link(int, const struct peer_data_hello *);
 void		job_collect(struct job *);
 void		job_collect_all(void);
 void		job_shutdown(const char *);
+int		job_all_told(void);
 void		job_reap_all(void);
 json_t		*job_ctl_list(const struct client *);
 json_t		*job_ctl_abort(const struct client *, const char *, char *,

@@ -580,6 +580,24 @@ job_client_gone(struct client *c, int orderly)
 		job_free(j);
 }
 
+/*
+ * Every failed job has told its local ranks why (job_fail_clients), which
+ * waits for its engine to end the op it runs: the daemon's exit waits
+ * for this, within a bound.
+ */
+int
+job_all_told(void)
+{
+	struct job *j;
+
+	TAILQ_FOREACH(j, &md.jobs, entry) {
+		job_collect(j);
+		if (j->state == JOB_FAILED && !j->fail_told)
+			return 0;
+	}
+	return 1;
+}
+
 void
 job_shutdown(const char *why)
 {
