@@ -300,14 +300,13 @@ engine_combine(struct job *j, const struct op *op, uint8_t *dst, size_t off,
 /*
  * All ranks on this node: one pass from the send buffers to the results.
  * One core can't draw the machine's memory bandwidth, and the ranks wait
- * idle meanwhile: a large result is cut in parts, one thread each.
+ * idle meanwhile: a large result is cut in parts, one per thread of the
+ * job's crew.
  */
 #define FAN_SPLIT_BYTES	(4u << 20)	/* smaller: one thread */
-#define FAN_THREADS_MAX	8
+#define FAN_THREADS_MAX	(CREW_MAX + 1)
 
 struct fan_part {
-	pthread_t	  thread;
-	int		  started;
 	void		**dsts;
 	const void	**srcs;
 	uint32_t	  n;
@@ -316,14 +315,13 @@ struct fan_part {
 	uint32_t	  avg_div;
 };
 
-static void *
-fan_run(void *arg)
+static void
+fan_run(void *arg, unsigned t)
 {
-	struct fan_part *f = arg;
+	struct fan_part *f = (struct fan_part *)arg + t;
 
 	reduce_fan(f->dsts, f->n, f->srcs, f->n, f->count, f->desc->dtype,
 	    f->desc->redop, f->avg_div);
-	return NULL;
 }
 
 /* Threads for a one-node op; sysconf reads a file: not for small ones. */
@@ -360,7 +358,7 @@ engine_local_allreduce(struct job *j, struct op *op, struct xfer *x)
 	for (uint32_t t = 0; t < nt; t++) {
 		struct fan_part *f = &parts[t];
 
-		*f = (struct fan_part){ 0, 0, dsts + t * n, srcs + t * n, n,
+		*f = (struct fan_part){ dsts + t * n, srcs + t * n, n,
 		    t + 1 < nt ? per : count - at, d,
 		    d->redop == MCCL_AVG ? j->nranks : 0 };
 		for (uint32_t i = 0; i < n; i++) {
@@ -368,16 +366,10 @@ engine_local_allreduce(struct job *j, struct op *op, struct xfer *x)
 			f->dsts[i] = op->parts[i].recv + at * es;
 		}
 		at += f->count;
-		if (t > 0)	/* else, or if it can't start: this thread */
-			f->started = pthread_create(&f->thread, NULL, fan_run,
-			    f) == 0;
 	}
-	for (uint32_t t = 0; t < nt; t++)
-		if (!parts[t].started)
-			fan_run(&parts[t]);
-	for (uint32_t t = 1; t < nt; t++)
-		if (parts[t].started)
-			pthread_join(parts[t].thread, NULL);
+	if (nt == 1 || crew_run(j->eng->crew, nt, fan_run, parts) == -1)
+		for (uint32_t t = 0; t < nt; t++)	/* no threads: here */
+			fan_run(parts, t);
 	free(srcs);
 	free(dsts);
 	return 0;
@@ -1087,6 +1079,7 @@ engine_run(struct job *j, struct op *op, uint8_t *scratch)
 	x.spin_ns = spin_budget_ns(__atomic_load_n(&md.conf.spin_us,
 	    __ATOMIC_RELAXED));
 	x.scratch = scratch;
+	x.crew = j->eng->crew;
 	x.node_index = j->node_index;
 	x.tx_ctr = md.data_tx;
 	x.rx_ctr = md.data_rx;
@@ -1376,6 +1369,11 @@ engine_new(struct job *j, const struct engine_rank *ranks, char *err,
 		snprintf(err, errlen, "eventfd: %s", strerror(errno));
 		return -1;
 	}
+	if ((e->crew = crew_new()) == NULL) {
+		snprintf(err, errlen, "cannot make the engine's helper threads' "
+		    "state: %s", strerror(errno));
+		return -1;
+	}
 	return 0;
 }
 
@@ -1639,6 +1637,7 @@ engine_finish(struct job *j)
 		links_close(e->links, nlinks);
 	if (e->abort_fd != -1)
 		close(e->abort_fd);
+	crew_free(e->crew);
 	subq_detach(j);
 	while ((op = TAILQ_FIRST(&e->out)) != NULL) {
 		TAILQ_REMOVE(&e->out, op, entry);

@@ -44,6 +44,17 @@ void		wire_add_narrow(float *, const float *, const void *, void *,
 const char	*reduce_isa(void);
 int		reduce_force_isa(const char *);	/* tests: NULL = best */
 
+/* ---- crew.c: a job's helper threads, one task's parts at once (engine thread) ---- */
+#define CREW_MAX	7		/* threads besides the caller */
+struct crew;
+struct crew	*crew_new(void);
+void		 crew_free(struct crew *);
+int		 crew_run(struct crew *, unsigned, void (*)(void *, unsigned),
+		    void *);
+void		 crew_stop(struct crew *);
+int		 crew_stopped(const struct crew *);
+int		 crew_stop_fd(const struct crew *);
+unsigned	 crew_size(struct crew *);
 /* ---- ring.c: inter-node algorithms over a job's data links (engine thread) ---- */
 
 struct xfer {
@@ -65,6 +76,10 @@ struct xfer {
 	size_t		  small_bytes;	/* up to this, AUTO is latency-bound */
 	uint64_t	  spin_ns;	/* spin on the links before sleeping */
 	uint8_t		 *scratch;	/* at least 2 * chunk * nlanes bytes */
+	struct crew	 *crew;		/* runs a large allreduce's lanes on
+					   threads of their own; or NULL */
+	struct crew	 *stop_by;	/* a lane's copy: its crew, to stop the
+					   other lanes with and be stopped by */
 	struct peer_ophdr hdr;		/* this operation, checked against the peers' */
 	int		  pair_bytes;	/* hdr.count: the bytes of each pair, */
 	uint64_t	  rx_bytes;	/* expected from the node we receive from */

@@ -62,6 +62,8 @@ struct engine {
 
 	struct scratch	 tmp;		/* the node buffer: grown, given back
 					   when idle (budget.h) */
+	struct crew	*crew;		/* threads that run a large op's
+					   parts beside this one (crew.c) */
 };
 
 /* subq.c */

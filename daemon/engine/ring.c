@@ -741,12 +741,14 @@ links_ready(const struct pollfd *pfd, size_t n)
 }
 
 /*
- * What io_wait sleeps on: the abort fd, then what the links armed, at
- * most WATCH_PER_LANE per lane.  Room for PEER_LANES_MAX lanes is on the
- * stack; a star over more nodes brings its own (watch_init).
+ * What io_wait sleeps on: the abort fd and, on a lane of a crew, the
+ * crew's stop fd, then what the links armed, at most WATCH_PER_LANE per
+ * lane.  Room for PEER_LANES_MAX lanes is on the stack; a star over more
+ * nodes brings its own (watch_init).
  */
 #define WATCH_PER_LANE	4
-#define WATCH_STACK	(1 + WATCH_PER_LANE * PEER_LANES_MAX)
+#define WATCH_CTL	2
+#define WATCH_STACK	(WATCH_CTL + WATCH_PER_LANE * PEER_LANES_MAX)
 
 struct watch_slot {
 	struct link	*link;
@@ -757,6 +759,7 @@ struct watch {
 	struct pollfd	 *pfd;
 	struct watch_slot *slot;
 	nfds_t		 n;
+	nfds_t		 nctl;		/* pfd[0..nctl): abort and stop fds */
 	struct pollfd	 pfd_stack[WATCH_STACK];
 	struct watch_slot slot_stack[WATCH_STACK];
 };
@@ -764,7 +767,7 @@ struct watch {
 static int
 watch_init(struct watch *w, size_t nl)
 {
-	size_t cap = 1 + WATCH_PER_LANE * nl;
+	size_t cap = WATCH_CTL + WATCH_PER_LANE * nl;
 
 	w->pfd = w->pfd_stack;
 	w->slot = w->slot_stack;
@@ -821,6 +824,20 @@ grace_over(uint64_t *since_ns)
 }
 
 /*
+ * Another lane of the op failed (its crew is stopped): this one ends too,
+ * at once, with a code that its caller knows to pass over for the first
+ * failure's (lanes_par).
+ */
+static int
+lane_stopped(struct xfer *x)
+{
+	if (x->stop_by == NULL || !crew_stopped(x->stop_by))
+		return 0;
+	ring_fail(x, MCCL_ERR_ABORTED, "stopped: another lane failed");
+	return 1;
+}
+
+/*
  * Sleep until a link can move, the job is aborted or the deadline passes.
  * A sending link is watched for a hang-up even when nothing is queued for
  * it: its node can't finish this operation before taking all we send.
@@ -836,6 +853,10 @@ io_wait(struct xfer *x, const struct lane *lanes, size_t nl,
 		return -1;
 	w->pfd[0] = (struct pollfd){ x->abort_fd, POLLIN, 0 };
 	w->n = 1;
+	if (x->stop_by != NULL)
+		w->pfd[w->n++] = (struct pollfd){ crew_stop_fd(x->stop_by),
+		    POLLIN, 0 };
+	w->nctl = w->n;
 	for (size_t k = 0; k < nl; k++) {
 		const struct tx *tx = &lanes[k].tx;
 		const struct rx *rx = &lanes[k].rx;
@@ -849,8 +870,11 @@ io_wait(struct xfer *x, const struct lane *lanes, size_t nl,
 	if (links_poll(x, w->pfd, w->n, timeout) == -1)
 		return errno == EINTR ? 0 : ring_fail(x, MCCL_ERR_INTERNAL,
 		    "poll: %s", strerror_r(errno, buf, sizeof(buf)));
+	if (lane_stopped(x))
+		return -1;
 	/* What a peer sent before it hung up is taken first. */
-	for (nfds_t i = 1; i < w->n && !links_ready(w->pfd + 1, w->n - 1); i++)
+	for (nfds_t i = w->nctl; i < w->n &&
+	    !links_ready(w->pfd + w->nctl, w->n - w->nctl); i++)
 		if ((w->pfd[i].events & POLLRDHUP) &&
 		    (w->pfd[i].revents & (POLLERR | POLLHUP | POLLRDHUP)))
 			return grace_over(&x->hup_ns) ? link_error(x,
@@ -861,7 +885,8 @@ io_wait(struct xfer *x, const struct lane *lanes, size_t nl,
 	 * still end well here, as it did on the nodes that sent its last
 	 * frames before the failure of a later op aborted the job.
 	 */
-	if (w->pfd[0].revents != 0 && !links_ready(w->pfd + 1, w->n - 1))
+	if (w->pfd[0].revents != 0 &&
+	    !links_ready(w->pfd + w->nctl, w->n - w->nctl))
 		return grace_over(&x->abort_ns) ? ring_fail(x,
 		    MCCL_ERR_ABORTED, "job aborted") : 0;
 	return 0;
@@ -918,7 +943,7 @@ lanes_step(struct xfer *x, struct lane *lanes, size_t nl, struct watch *w)
 		}
 		if (done)
 			return 0;
-		if (!moved && io_wait(x, lanes, nl, w) == -1)
+		if (moved ? lane_stopped(x) : io_wait(x, lanes, nl, w) == -1)
 			return -1;
 	}
 }
@@ -939,6 +964,61 @@ lanes_run(struct xfer *x, struct lane *lanes, size_t nl)
 	rc = lanes_step(x, lanes, nl, &w);
 	watch_free(&w);
 	return rc;
+}
+
+/*
+ * Lanes on threads of their own (x->crew), one each: a core's worth of
+ * copies, reductions and TCP per lane.  Each runs on a copy of x, so that
+ * its failure is its own; the first lane to fail stops the others and its
+ * failure becomes x's.  Without the threads, one drives them all.
+ */
+struct lanes_par {
+	struct lane	*lanes;
+	struct crew	*crew;
+	unsigned	 first;		/* 1 + the lane that failed first */
+	struct xfer	 xs[PEER_LANES_MAX];
+};
+
+static void
+lane_main(void *arg, unsigned k)
+{
+	struct lanes_par *par = arg;
+	unsigned none = 0;
+
+	if (lanes_run(&par->xs[k], &par->lanes[k], 1) == -1 &&
+	    __atomic_compare_exchange_n(&par->first, &none, k + 1, 0,
+	    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		crew_stop(par->crew);
+}
+
+static int
+lanes_par(struct xfer *x, struct lane *lanes, size_t nl)
+{
+	struct lanes_par *par;
+	const struct xfer *bad;
+
+	if ((par = malloc(sizeof(*par))) == NULL)
+		return lanes_run(x, lanes, nl);
+	*par = (struct lanes_par){ .lanes = lanes, .crew = x->crew };
+	x->code = MCCL_SUCCESS;
+	x->err[0] = '\0';
+	for (size_t k = 0; k < nl; k++) {
+		par->xs[k] = *x;
+		par->xs[k].crew = NULL;
+		par->xs[k].stop_by = x->crew;
+	}
+	if (crew_run(x->crew, (unsigned)nl, lane_main, par) == -1) {
+		free(par);
+		return lanes_run(x, lanes, nl);
+	}
+	if (par->first != 0) {
+		bad = &par->xs[par->first - 1];
+		x->code = bad->code;
+		x->blame = bad->blame;
+		memcpy(x->err, bad->err, sizeof(x->err));
+	}
+	free(par);
+	return x->code == MCCL_SUCCESS ? 0 : -1;
 }
 
 /* One lane: the two-plan exchanges and the single ring. */
@@ -1070,7 +1150,8 @@ ring_allreduce(struct xfer *x, const void *src, void *buf, size_t count,
 		    .nsend = 2 * (n - 1), .nrecv = 2 * (n - 1) };
 		ring_peers(&p[k], &l[k].to, &l[k].from);
 	}
-	return lanes_run(x, l, nl);
+	return x->crew != NULL && nl > 1 ? lanes_par(x, l, nl) :
+	    lanes_run(x, l, nl);
 }
 
 /*

@@ -44,6 +44,7 @@ struct mesh {
  * up as link.c sets one up, on the mesh's TCP connection.
  */
 static int over_rdma;
+static int with_crew;	/* each node's lanes on a crew of threads */
 struct mccld_state md;		/* rdma.c reads the nodes' names, devices */
 static char verbs_dir[] = "/tmp/test_ring.XXXXXX";
 static struct conf_node conf_nodes[MAXN];
@@ -68,6 +69,7 @@ struct node {
 	int		 efd;		/* ABORTER writes it */
 	int		 rc;
 	uint64_t	 t_in, t_out;
+	unsigned	 crew_threads;	/* with_crew: threads the op used */
 	pthread_t	 th;
 };
 
@@ -331,6 +333,9 @@ node_setup(struct mesh *m, struct node *nd, int i, size_t chunk,
 	x->deadline_ns = deadline;
 	x->chunk = nd->chunk > 0 ? nd->chunk : chunk;
 	x->scratch = xmalloc(2 * x->chunk * (size_t)m->nlanes);
+	x->crew = NULL;
+	if (with_crew)
+		ck_assert_ptr_nonnull(x->crew = crew_new());
 	x->algo = nd->algo ? nd->algo : algo;
 	x->wire = nd->wire;
 	x->small_bytes = small_bytes;
@@ -354,8 +359,11 @@ run_nodes(struct mesh *m, struct node *nd, size_t chunk, unsigned deadline_ms,
 			break;
 	for (i = 0; i < started; i++)
 		pthread_join(nd[i].th, NULL);
-	for (i = 0; i < m->n; i++)
+	for (i = 0; i < m->n; i++) {
 		free(nd[i].x.scratch);
+		nd[i].crew_threads = with_crew ? crew_size(nd[i].x.crew) : 0;
+		crew_free(nd[i].x.crew);
+	}
 	m->seq++;
 	ck_assert_int_eq(started, m->n);
 }
@@ -435,6 +443,8 @@ is_float(int dtype)
 	return dtype == MCCL_FLOAT32 || dtype == MCCL_FLOAT64;
 }
 
+static unsigned last_crew_threads;	/* allreduce_case's, fewest of a node */
+
 static void
 allreduce_case(struct mesh *m, int dtype, int op, size_t count, size_t chunk)
 {
@@ -464,7 +474,10 @@ allreduce_case(struct mesh *m, int dtype, int op, size_t count, size_t chunk)
 		put(ref, dtype, i, v);
 	}
 	run_nodes(m, nd, chunk, 10000, -1);
+	last_crew_threads = nd[0].crew_threads;
 	for (int k = 0; k < n; k++) {
+		if (nd[k].crew_threads < last_crew_threads)
+			last_crew_threads = nd[k].crew_threads;
 		ck_assert_msg(nd[k].rc == 0, "N=%d dtype %d op %d count %zu "
 		    "chunk %zu: node %d: %s", n, dtype, op, count, chunk, k,
 		    nd[k].x.err);
@@ -750,6 +763,27 @@ START_TEST(test_lanes)
 }
 END_TEST
 
+/*
+ * On a crew, a large allreduce runs each lane on a thread (the caller's
+ * and one more per lane), a small one (one lane) on the caller's alone.
+ */
+START_TEST(test_crew_threads)
+{
+	int nlanes = 2 + _i;
+	struct node nd[MAXN];
+	struct mesh m;
+
+	mesh_open_lanes(&m, 3, nlanes);
+	allreduce_case(&m, MCCL_FLOAT32, MCCL_SUM, (size_t)nlanes << 18,
+	    65536);
+	ck_assert_uint_eq(last_crew_threads, (unsigned)nlanes - 1);
+	identical_case(&m, nd, 1000, 65536, 3);
+	ck_assert_uint_eq(nd[0].crew_threads, 0);
+	free_bufs(nd, 3);
+	mesh_close(&m);
+}
+END_TEST
+
 /* A lane's link dies mid-op: the op fails naming the node, none hangs. */
 START_TEST(test_lane_death)
 {
@@ -766,6 +800,12 @@ START_TEST(test_lane_death)
 		ck_assert_msg(nd[k].rc == -1, "node %d succeeded", k);
 		ck_assert_uint_lt(took_ms(&nd[k]), 4000);
 	}
+	/* On threads, the failed lane stops the other at once, not at the
+	   deadline. */
+	for (int k = 1; with_crew && k < 3; k++)
+		ck_assert_msg(took_ms(&nd[k]) < 1500, "node %d's other lane "
+		    "ran on for %llu ms: %s", k,
+		    (unsigned long long)took_ms(&nd[k]), nd[k].x.err);
 	ck_assert_msg(strstr(nd[1].x.err, "n2") != NULL ||
 	    strstr(nd[2].x.err, "n1") != NULL, "neither end names the other: "
 	    "\"%s\", \"%s\"", nd[1].x.err, nd[2].x.err);
@@ -1112,6 +1152,29 @@ START_TEST(test_mismatch_algo)
 END_TEST
 
 /* Node 1 closes its links instead of taking part. */
+/*
+ * One lane's link dies while the peer sits silent on the other: the op
+ * fails at once naming the peer, by the dead lane's error (on a crew, the
+ * dead lane stops the waiting one, whose "stopped" is not the error).
+ */
+START_TEST(test_lane_stops_lanes)
+{
+	struct node nd[MAXN];
+	struct mesh m;
+
+	mesh_open_lanes(&m, 2, 2);
+	alloc_allreduce(nd, 2, 4 << 20);
+	nd[1].role = IDLE;
+	shutdown(m.fd[1][1][0], SHUT_RDWR);
+	run_nodes(&m, nd, 65536, 4000, -1);
+	mesh_close(&m);
+	assert_failed(nd, 0, MCCL_ERR_PEER_FAILED, "node n1");
+	ck_assert_msg(took_ms(&nd[0]) < 2000, "the live lane waited %llu ms "
+	    "for the silent node", (unsigned long long)took_ms(&nd[0]));
+	free_bufs(nd, 2);
+}
+END_TEST
+
 START_TEST(test_peer_death)
 {
 	int n = 2 + _i;
@@ -1448,6 +1511,47 @@ rdma_case(Suite *s, const char *name, const TTest *t, int n)
 	    rdma_teardown);
 }
 
+static void
+crew_setup(void)
+{
+	with_crew = 1;
+}
+
+static void
+crew_teardown(void)
+{
+	with_crew = 0;
+}
+
+/* A case of tests whose nodes run their lanes on crews. */
+static void
+crew_case(Suite *s, const char *name, const TTest *t, int n)
+{
+	tcase_add_unchecked_fixture(tcase(s, name, t, n), crew_setup,
+	    crew_teardown);
+}
+
+static void
+rdma_crew_setup(void)
+{
+	rdma_setup();
+	crew_setup();
+}
+
+static void
+rdma_crew_teardown(void)
+{
+	crew_teardown();
+	rdma_teardown();
+}
+
+static void
+rdma_crew_case(Suite *s, const char *name, const TTest *t, int n)
+{
+	tcase_add_unchecked_fixture(tcase(s, name, t, n), rdma_crew_setup,
+	    rdma_crew_teardown);
+}
+
 int
 main(void)
 {
@@ -1465,6 +1569,7 @@ main(void)
 	tcase(s, "algo_auto_nodes", test_algo_auto_nodes, 7);
 	tcase(s, "lanes", test_lanes, 6);
 	tcase(s, "lane_death", test_lane_death, 1);
+	tcase(s, "lane_stops_lanes", test_lane_stops_lanes, 1);
 	tcase(s, "broadcast", test_broadcast, 3);
 	tcase(s, "allgather", test_allgather, 3);
 	tcase(s, "barrier", test_barrier, 3);
@@ -1484,6 +1589,16 @@ main(void)
 	tcase(s, "wire_nonfinite", test_wire_nonfinite, 2);
 	tcase(s, "wire_mismatch", test_wire_mismatch, 1);
 	/* The engine again, over the RDMA transport (the fake verbs). */
+	/* Lanes on threads of their own. */
+	crew_case(s, "crew_threads", test_crew_threads, LANES - 1);
+	crew_case(s, "crew_allreduce", test_allreduce, 3);
+	crew_case(s, "crew_lanes", test_lanes, 6);
+	crew_case(s, "crew_lane_death", test_lane_death, 1);
+	crew_case(s, "crew_lane_stops_lanes", test_lane_stops_lanes, 1);
+	crew_case(s, "crew_peer_death", test_peer_death, 2);
+	crew_case(s, "crew_timeout", test_timeout, 1);
+	crew_case(s, "crew_abort", test_abort, 1);
+	crew_case(s, "crew_mismatch", test_mismatch, 2);
 	rdma_case(s, "rdma_allreduce", test_allreduce, 3);
 	rdma_case(s, "rdma_algorithms", test_algorithms, 21);
 	rdma_case(s, "rdma_out_of_place", test_out_of_place, 12);
@@ -1496,6 +1611,8 @@ main(void)
 	rdma_case(s, "rdma_timeout", test_timeout, 1);
 	rdma_case(s, "rdma_abort", test_abort, 1);
 	rdma_case(s, "rdma_wire", test_wire, 2);
+	rdma_crew_case(s, "rdma_crew_lanes", test_lanes, 6);
+	rdma_crew_case(s, "rdma_crew_abort", test_abort, 1);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
