@@ -495,6 +495,49 @@ conf_spin(struct pctx *p, const struct conf_key *k, json_t *v,
 	return 0;
 }
 
+/* "auto" (STREAMS_AUTO), or 1 to PEER_LANES_MAX links. */
+static int
+conf_streams(struct pctx *p, const struct conf_key *k, json_t *v,
+    struct config *c)
+{
+	json_int_t n;
+
+	if (json_is_string(v) && strcmp(json_string_value(v), "auto") == 0) {
+		c->streams_per_peer = STREAMS_AUTO;
+		return 0;
+	}
+	if (!json_is_integer(v)) {
+		conf_err(p, "key \"%s\": expected \"auto\" or an integer from "
+		    "1 to %d", k->name, PEER_LANES_MAX);
+		return -1;
+	}
+	if ((n = json_integer_value(v)) < 1 || n > PEER_LANES_MAX) {
+		conf_err(p, "key \"%s\": %lld is not in 1..%d", k->name,
+		    (long long)n, PEER_LANES_MAX);
+		return -1;
+	}
+	c->streams_per_peer = (uint32_t)n;
+	return 0;
+}
+
+/*
+ * The links per pair of nodes a job formed now gets.  auto: one per four
+ * cores, 2 to 4: each lane of a large allreduce is a thread of its own
+ * (copies, reductions and TCP), and measured on 16 cores, 4 of them
+ * filled a 40 Gbit/s link where 2 reached 0.7 of it; a small machine
+ * keeps cores for the application.
+ */
+uint32_t
+conf_lanes(const struct config *c)
+{
+	long ncpu;
+
+	if (c->streams_per_peer != STREAMS_AUTO)
+		return c->streams_per_peer;
+	ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	return ncpu >= 16 ? 4 : ncpu >= 12 ? 3 : 2;
+}
+
 /* One element of "nodes": {"name": ..., "address": ...}, exactly. */
 static int
 conf_node_entry(struct pctx *p, const char *key, size_t i, json_t *e,
@@ -802,6 +845,15 @@ show_transport(const struct config *c, FILE *f)
 }
 
 static void
+show_streams(const struct config *c, FILE *f)
+{
+	if (c->streams_per_peer == STREAMS_AUTO)
+		fprintf(f, "auto");
+	else
+		fprintf(f, "%u", c->streams_per_peer);
+}
+
+static void
 show_spin(const struct config *c, FILE *f)
 {
 	if (c->spin_us == SPIN_AUTO)
@@ -890,11 +942,13 @@ static const struct conf_key conf_keys[] = {
 	    RELOAD_ATOMIC, "auto", "microseconds an engine spins for its next "
 	    "operation and on its links before it sleeps, 0 to 100000, or "
 	    "auto (up to 50 while a CPU is idle)"),
-	NUM("streams_per_peer", streams_per_peer, 1, PEER_LANES_MAX, 2,
-	    RELOAD_APPLY, "data links (TCP connections or RDMA queue pairs) "
-	    "between two nodes for a job's collectives, 1 to 8: large ring "
-	    "allreduces run one ring per connection, alternately in each "
-	    "direction; the coordinator's value applies to the job"),
+	SPECIAL("streams_per_peer", "integer or string", streams,
+	    streams_per_peer, STREAMS_AUTO, RELOAD_APPLY, "auto", "data links "
+	    "(TCP connections or RDMA queue pairs) between two nodes for a "
+	    "job's collectives, 1 to 8, or auto (2 to 4, one per four cores): "
+	    "large ring allreduces run one ring per connection, each on a "
+	    "thread, alternately in each direction; the coordinator's value "
+	    "applies to the job"),
 	NUM("chunk_bytes", chunk_bytes, CHUNK_MIN, CHUNK_MAX, 1048576,
 	    RELOAD_RESTART, "pipeline chunk of the ring algorithms, 4096 to "
 	    "67108864"),

@@ -68,7 +68,8 @@ struct config {
 	int		 algo;			/* enum algo_type for allreduce */
 	int		 transport;		/* enum conf_transport */
 	int32_t		 spin_us;		/* engine's spin; SPIN_AUTO */
-	uint32_t	 streams_per_peer;	/* collective lanes of new jobs */
+	uint32_t	 streams_per_peer;	/* collective lanes of new jobs;
+						   STREAMS_AUTO: conf_lanes */
 	uint32_t	 max_clients;		/* connections on the Unix socket */
 	uint32_t	 max_segments;		/* per client */
 	uint64_t	 max_segment_bytes;	/* per client, all segments together */
@@ -101,6 +102,8 @@ void		config_apply(struct config *, const struct config *,
 void		config_show(const struct config *, FILE *);
 void		config_keys_file(FILE *);
 const char	*conf_transport_name(int);
+#define STREAMS_AUTO	0		/* streams_per_peer: by the cores */
+uint32_t	conf_lanes(const struct config *);
 
 /* ---- log.c: the log, and the clock ---- */
 

@@ -111,7 +111,7 @@ check_schedule(void)
 			continue;
 		}
 		m = (struct peer_check_run){ check->id, i, p->b,
-		    md.conf.streams_per_peer, CHECK_MS, check->force };
+		    conf_lanes(&md.conf), CHECK_MS, check->force };
 		if (peer_send(p->a, PEER_CHECK_RUN, &m, NULL, 0) == -1) {
 			snprintf(why, sizeof(why), "cannot reach node %s",
 			    peer_name(p->a));
@@ -334,7 +334,7 @@ check_doc(void)
 	free(rates);
 	free(rtts);
 	doc = json_pack("{s:o, s:i, s:i, s:o, s:f, s:f, s:o}", "nodes", nodes,
-	    "lanes", (int)md.conf.streams_per_peer, "ms", CHECK_MS, "pairs",
+	    "lanes", (int)conf_lanes(&md.conf), "ms", CHECK_MS, "pairs",
 	    pairs, "median_gbps", mid_rate, "median_rtt_ms", mid_rtt,
 	    "outliers", check_outliers(mid_rate, mid_rtt));
 	return doc;

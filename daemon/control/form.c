@@ -329,7 +329,7 @@ coord_form(struct coord *k)
 	}
 	f.uid = (uint32_t)k->uid;
 	f.nranks = k->nranks;
-	f.lanes = md.conf.streams_per_peer;
+	f.lanes = conf_lanes(&md.conf);
 	wire_strlcpy(f.job, k->name, sizeof(f.job));
 	trailer = malloc((size_t)k->nranks * 4);
 	sent = calloc(md.conf.nnodes, 1);

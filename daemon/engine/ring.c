@@ -826,7 +826,7 @@ grace_over(uint64_t *since_ns)
 /*
  * Another lane of the op failed (its crew is stopped): this one ends too,
  * at once, with a code that its caller knows to pass over for the first
- * failure's (lanes_par).
+ * failure's (parts_par).
  */
 static int
 lane_stopped(struct xfer *x)
@@ -967,50 +967,60 @@ lanes_run(struct xfer *x, struct lane *lanes, size_t nl)
 }
 
 /*
- * Lanes on threads of their own (x->crew), one each: a core's worth of
- * copies, reductions and TCP per lane.  Each runs on a copy of x, so that
- * its failure is its own; the first lane to fail stops the others and its
- * failure becomes x's.  Without the threads, one drives them all.
+ * An op's parts on threads of their own (x->crew), one each, part k on
+ * lane k's links: a core's worth of copies, reductions and TCP per lane.
+ * Each runs on a copy of x, so that its failure is its own; the first
+ * part to fail stops the others and its failure becomes x's.  Those
+ * threads are for large ops only, where a wake-up costs nothing: they
+ * sleep at once rather than spin.  0 or -1: ran, as x says; 1: the crew
+ * could not take them, the caller runs them on this thread.
  */
-struct lanes_par {
-	struct lane	*lanes;
+typedef int (*part_fn)(struct xfer *, size_t, void *);
+
+struct parts {
+	part_fn		 fn;
+	void		*arg;
 	struct crew	*crew;
-	unsigned	 first;		/* 1 + the lane that failed first */
+	unsigned	 first;		/* 1 + the part that failed first */
 	struct xfer	 xs[PEER_LANES_MAX];
 };
 
 static void
-lane_main(void *arg, unsigned k)
+part_main(void *arg, unsigned k)
 {
-	struct lanes_par *par = arg;
+	struct parts *par = arg;
 	unsigned none = 0;
 
-	if (lanes_run(&par->xs[k], &par->lanes[k], 1) == -1 &&
+	if (par->fn(&par->xs[k], k, par->arg) == -1 &&
 	    __atomic_compare_exchange_n(&par->first, &none, k + 1, 0,
 	    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		crew_stop(par->crew);
 }
 
 static int
-lanes_par(struct xfer *x, struct lane *lanes, size_t nl)
+parts_par(struct xfer *x, size_t nl, part_fn fn, void *arg)
 {
-	struct lanes_par *par;
+	struct parts *par;
 	const struct xfer *bad;
 
-	if ((par = malloc(sizeof(*par))) == NULL)
-		return lanes_run(x, lanes, nl);
-	*par = (struct lanes_par){ .lanes = lanes, .crew = x->crew };
-	x->code = MCCL_SUCCESS;
-	x->err[0] = '\0';
+	if (x->crew == NULL || nl < 2 || (par = malloc(sizeof(*par))) == NULL)
+		return 1;
+	*par = (struct parts){ .fn = fn, .arg = arg, .crew = x->crew };
 	for (size_t k = 0; k < nl; k++) {
 		par->xs[k] = *x;
 		par->xs[k].crew = NULL;
 		par->xs[k].stop_by = x->crew;
+		par->xs[k].spin_ns = 0;
+		par->xs[k].wire_saved = 0;
 	}
-	if (crew_run(x->crew, (unsigned)nl, lane_main, par) == -1) {
+	if (crew_run(x->crew, (unsigned)nl, part_main, par) == -1) {
 		free(par);
-		return lanes_run(x, lanes, nl);
+		return 1;
 	}
+	x->code = MCCL_SUCCESS;
+	x->err[0] = '\0';
+	for (size_t k = 0; k < nl; k++)
+		x->wire_saved += par->xs[k].wire_saved;
 	if (par->first != 0) {
 		bad = &par->xs[par->first - 1];
 		x->code = bad->code;
@@ -1106,6 +1116,13 @@ contribution_in(const void *src, void *buf, size_t bytes)
 		memcpy(buf, src, bytes);
 }
 
+/* Lane k of a ring allreduce, on its own thread (parts_par). */
+static int
+lane_part(struct xfer *x, size_t k, void *lanes)
+{
+	return lanes_run(x, (struct lane *)lanes + k, 1);
+}
+
 /*
  * Reduce-scatter then allgather: received blocks 1..n-1 are reduced.  A
  * large buffer is cut into one part per lane, each part a ring of its own
@@ -1122,6 +1139,7 @@ ring_allreduce(struct xfer *x, const void *src, void *buf, size_t count,
 	size_t es = dtype_size(dtype), n = x->nnodes, nl, lo, hi;
 	struct plan p[PEER_LANES_MAX];
 	struct lane l[PEER_LANES_MAX];
+	int rc;
 
 	if (n <= 1) {
 		contribution_in(src, buf, count * es);
@@ -1150,8 +1168,9 @@ ring_allreduce(struct xfer *x, const void *src, void *buf, size_t count,
 		    .nsend = 2 * (n - 1), .nrecv = 2 * (n - 1) };
 		ring_peers(&p[k], &l[k].to, &l[k].from);
 	}
-	return x->crew != NULL && nl > 1 ? lanes_par(x, l, nl) :
-	    lanes_run(x, l, nl);
+	if ((rc = parts_par(x, nl, lane_part, l)) != 1)
+		return rc;
+	return lanes_run(x, l, nl);	/* one thread drives them all */
 }
 
 /*
@@ -1612,7 +1631,7 @@ narrow_step(struct xfer *x, size_t count, size_t sb, size_t rb,
  * allgather passes those 16-bit blocks on as they are: every node widens
  * the same bits, so every node ends with the same result.  Step by step,
  * each step one exchange of a block with both neighbours (its frames
- * pipelined on the link), on the first lane.
+ * pipelined on the link); a large buffer in parts, one per lane.
  */
 static int
 narrow_ring_run(struct xfer *x, float *buf, size_t count, uint8_t *tx,
@@ -1646,15 +1665,15 @@ narrow_ring_run(struct xfer *x, float *buf, size_t count, uint8_t *tx,
 	return 0;
 }
 
+/* A narrowed ring over count floats of buf, on x's first lane. */
 static int
-narrow_allreduce(struct xfer *x, const void *src, void *buf, size_t count)
+narrow_one(struct xfer *x, float *buf, size_t count)
 {
 	size_t most = count / x->nnodes + 1;
 	uint8_t *tx, *rx;
 	int rc;
 
-	contribution_in(src, buf, count * sizeof(float));
-	if (2 * most * 2 <= 2 * x->chunk * x->nlanes && x->scratch != NULL)
+	if (2 * most * 2 <= 2 * x->chunk && x->scratch != NULL)
 		tx = x->scratch;
 	else if ((tx = malloc(2 * most * 2)) == NULL)
 		return ring_fail(x, MCCL_ERR_NO_MEMORY, "no memory for the "
@@ -1664,6 +1683,51 @@ narrow_allreduce(struct xfer *x, const void *src, void *buf, size_t count)
 	if (tx != x->scratch)
 		free(tx);
 	return rc;
+}
+
+struct narrow_parts {
+	float		*buf;
+	size_t		 count;
+	size_t		 nl;
+};
+
+/*
+ * Part k of a narrowed allreduce: its share of the buffer, a ring of its
+ * own on lane k's links and in lane k's scratch, as ring_allreduce cuts
+ * a large buffer.
+ */
+static int
+narrow_part(struct xfer *x, size_t k, void *arg)
+{
+	const struct narrow_parts *np = arg;
+	size_t lo = block_start(np->count, np->nl, k);
+	size_t hi = block_start(np->count, np->nl, k + 1);
+	struct link *const *links = x->links;
+	uint8_t *scratch = x->scratch;
+	int rc;
+
+	x->links += k * x->nnodes;
+	if (scratch != NULL)
+		x->scratch += k * 2 * x->chunk;
+	rc = narrow_one(x, np->buf + lo, hi - lo);
+	x->links = links;
+	x->scratch = scratch;
+	return rc;
+}
+
+static int
+narrow_allreduce(struct xfer *x, const void *src, void *buf, size_t count)
+{
+	struct narrow_parts np = { buf, count, ring_lanes(x, count * 4) };
+	int rc;
+
+	contribution_in(src, buf, count * sizeof(float));
+	if ((rc = parts_par(x, np.nl, narrow_part, &np)) != 1)
+		return rc;
+	for (size_t k = 0; k < np.nl; k++)	/* one thread, in order */
+		if (narrow_part(x, k, &np) == -1)
+			return -1;
+	return 0;
 }
 
 /* The wire a float32 sum or average crosses on where the ring runs it. */

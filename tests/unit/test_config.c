@@ -81,7 +81,7 @@ check_defaults(const struct config *c)
 	ck_assert_uint_eq(c->chunk_bytes, 1048576);
 	ck_assert_int_eq(c->algo, ALGO_AUTO);
 	ck_assert_int_eq(c->spin_us, SPIN_AUTO);
-	ck_assert_uint_eq(c->streams_per_peer, 2);
+	ck_assert_uint_eq(c->streams_per_peer, STREAMS_AUTO);
 	ck_assert_uint_eq(c->max_clients, 1024);
 	ck_assert_uint_eq(c->max_segments, 64);
 	ck_assert_uint_eq(c->max_segment_bytes, 64ULL << 30);
@@ -159,6 +159,13 @@ START_TEST(test_full)
 	config_free(&c);
 	parse_ok("{\"streams_per_peer\": 8}", &c);
 	ck_assert_uint_eq(c.streams_per_peer, 8);
+	ck_assert_uint_eq(conf_lanes(&c), 8);
+	config_free(&c);
+	/* auto: 2 to 4 links by the cores, whatever the machine */
+	parse_ok("{\"streams_per_peer\": \"auto\"}", &c);
+	ck_assert_uint_eq(c.streams_per_peer, STREAMS_AUTO);
+	ck_assert_uint_ge(conf_lanes(&c), 2);
+	ck_assert_uint_le(conf_lanes(&c), 4);
 	config_free(&c);
 	/* The spin: a number, its string, auto, never. */
 	parse_ok("{\"spin_us\": 200}", &c);
@@ -353,8 +360,10 @@ START_TEST(test_bounds)
 	parse_err("{\"spin_us\": 100001}", "key \"spin_us\": \"100001\"");
 	parse_err("{\"spin_us\": \"fast\"}", "key \"spin_us\": \"fast\"");
 	parse_err("{\"spin_us\": 1.5}", "key \"spin_us\"");
-	parse_err("{\"streams_per_peer\": 0}", "key \"streams_per_peer\": "
-	    "expected a positive integer, got 0");
+	parse_err("{\"streams_per_peer\": 0}", "key \"streams_per_peer\": 0 "
+	    "is not in 1..8");
+	parse_err("{\"streams_per_peer\": \"many\"}", "key \"streams_per_peer\": "
+	    "expected \"auto\" or an integer from 1 to 8");
 	parse_err("{\"streams_per_peer\": 9}", "key \"streams_per_peer\": 9 "
 	    "is not in 1..8");
 }

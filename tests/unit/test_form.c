@@ -393,7 +393,7 @@ START_TEST(the_coordinator_forms_once_every_rank_is_claimed)
 	ck_assert_uint_ne(f.job_id, 0);
 	ck_assert_uint_eq(f.job_id & PEER_CHECK_JOB, 0);
 	ck_assert_uint_eq(f.nranks, 4);
-	ck_assert_uint_eq(f.lanes, md.conf.streams_per_peer);
+	ck_assert_uint_eq(f.lanes, conf_lanes(&md.conf));
 	ck_assert_uint_eq(s->tlen, 16);
 	wire_get_u32s(map, s->trailer, 4);
 	ck_assert_uint_eq(map[0], 0);

@@ -1338,57 +1338,84 @@ wire_bound(int wire, int n, double abs_sum)
  * the same bits on every node; a small one (another algorithm) and a
  * non-sum go in float32, exactly.
  */
+static void
+wire_case(struct mesh *m, int wire, size_t count)
+{
+	int n = m->n, ring = count * 4 > ALGO_SMALL_BYTES;
+	struct node nd[MAXN];
+	double worst = 0;
+	uint64_t saved = 0;
+
+	alloc_allreduce(nd, n, count);
+	for (int k = 0; k < n; k++) {
+		nd[k].wire = wire;
+		for (size_t i = 0; i < count; i++)
+			((float *)nd[k].buf)[i] = wire_input(k, i);
+	}
+	run_nodes(m, nd, 65536, 10000, -1);
+	for (int k = 0; k < n; k++) {
+		ck_assert_msg(nd[k].rc == 0, "node %d: %s", k, nd[k].x.err);
+		ck_assert_uint_eq(nd[k].x.hdr.wire, ring ? wire : 0);
+		ck_assert_msg(memcmp(nd[k].buf, nd[0].buf, count * 4) == 0,
+		    "N=%d %s: node %d's bits differ from node 0's", n,
+		    dtype_name(wire), k);
+		saved += nd[k].x.wire_saved;
+		if (k == 0 || nd[k].crew_threads < last_crew_threads)
+			last_crew_threads = nd[k].crew_threads;
+	}
+	/* in each half of the ring the nodes send every block n - 1 times
+	   between them, each element 2 bytes short of float32's 4 */
+	ck_assert_uint_eq(saved, ring ? 4 * (uint64_t)(n - 1) * count : 0);
+	for (size_t i = 0; i < count; i++) {
+		double exact = 0, abs_sum = 0, err;
+
+		for (int k = 0; k < n; k++) {
+			exact += wire_input(k, i);
+			abs_sum += fabs(wire_input(k, i));
+		}
+		err = fabs(((float *)nd[0].buf)[i] - exact);
+		ck_assert_msg(err <= (ring ? wire_bound(wire, n, abs_sum) :
+		    abs_sum * n * 0x1p-23), "N=%d %s count %zu element %zu: "
+		    "error %g past the bound %g", n, dtype_name(wire), count, i,
+		    err, wire_bound(wire, n, abs_sum));
+		if (err / abs_sum > worst)
+			worst = err / abs_sum;
+	}
+	if (ring)	/* the rounding is there: not float32 exact */
+		ck_assert_msg(worst > 0x1p-20, "N=%d %s: no rounding seen (%g)",
+		    n, dtype_name(wire), worst);
+	free_bufs(nd, n);
+}
+
 START_TEST(test_wire)
 {
 	int n = 2 + _i / 2, wire = _i % 2 ? MCCL_BFLOAT16 : MCCL_FLOAT16;
-	static const size_t counts[] = { 100003, 40 };
 	struct mesh m;
-	struct node nd[MAXN];
 
 	mesh_open(&m, n);
 	algo = ALGO_AUTO;
 	small_bytes = ALGO_SMALL_BYTES;
-	for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
-		size_t count = counts[c];
-		int ring = count * 4 > ALGO_SMALL_BYTES;
-		double worst = 0;
+	wire_case(&m, wire, 100003);
+	wire_case(&m, wire, 40);
+	mesh_close(&m);
+}
+END_TEST
 
-		alloc_allreduce(nd, n, count);
-		for (int k = 0; k < n; k++) {
-			nd[k].wire = wire;
-			for (size_t i = 0; i < count; i++)
-				((float *)nd[k].buf)[i] = wire_input(k, i);
-		}
-		run_nodes(&m, nd, 65536, 10000, -1);
-		for (int k = 0; k < n; k++) {
-			ck_assert_msg(nd[k].rc == 0, "node %d: %s", k,
-			    nd[k].x.err);
-			ck_assert_uint_eq(nd[k].x.hdr.wire, ring ? wire : 0);
-			ck_assert_msg(memcmp(nd[k].buf, nd[0].buf, count * 4)
-			    == 0, "N=%d %s: node %d's bits differ from node "
-			    "0's", n, dtype_name(wire), k);
-		}
-		for (size_t i = 0; i < count; i++) {
-			double exact = 0, abs_sum = 0, err;
+/*
+ * A large buffer on a narrowed wire goes in parts, one per lane (on a
+ * crew, each on its thread): the same bound, the same bits everywhere.
+ */
+START_TEST(test_wire_lanes)
+{
+	int n = 2 + _i / 2, wire = _i % 2 ? MCCL_BFLOAT16 : MCCL_FLOAT16;
+	struct mesh m;
 
-			for (int k = 0; k < n; k++) {
-				exact += wire_input(k, i);
-				abs_sum += fabs(wire_input(k, i));
-			}
-			err = fabs(((float *)nd[0].buf)[i] - exact);
-			ck_assert_msg(err <= (ring ? wire_bound(wire, n,
-			    abs_sum) : abs_sum * n * 0x1p-23), "N=%d %s count "
-			    "%zu element %zu: error %g past the bound %g", n,
-			    dtype_name(wire), count, i, err, wire_bound(wire,
-			    n, abs_sum));
-			if (err / abs_sum > worst)
-				worst = err / abs_sum;
-		}
-		if (ring)	/* the rounding is there: not float32 exact */
-			ck_assert_msg(worst > 0x1p-20, "N=%d %s: no rounding "
-			    "seen (%g)", n, dtype_name(wire), worst);
-		free_bufs(nd, n);
-	}
+	mesh_open_lanes(&m, n, LANES);
+	algo = ALGO_AUTO;
+	small_bytes = ALGO_SMALL_BYTES;
+	wire_case(&m, wire, ((size_t)LANES << 18) + 13);
+	if (with_crew)
+		ck_assert_uint_eq(last_crew_threads, LANES - 1);
 	mesh_close(&m);
 }
 END_TEST
@@ -1586,6 +1613,7 @@ main(void)
 	tcase(s, "junk", test_protocol_junk, 1);
 	tcase(s, "single", test_single, 1);
 	tcase(s, "wire", test_wire, 10);
+	tcase(s, "wire_lanes", test_wire_lanes, 4);
 	tcase(s, "wire_nonfinite", test_wire_nonfinite, 2);
 	tcase(s, "wire_mismatch", test_wire_mismatch, 1);
 	/* The engine again, over the RDMA transport (the fake verbs). */
@@ -1599,6 +1627,7 @@ main(void)
 	crew_case(s, "crew_timeout", test_timeout, 1);
 	crew_case(s, "crew_abort", test_abort, 1);
 	crew_case(s, "crew_mismatch", test_mismatch, 2);
+	crew_case(s, "crew_wire_lanes", test_wire_lanes, 4);
 	rdma_case(s, "rdma_allreduce", test_allreduce, 3);
 	rdma_case(s, "rdma_algorithms", test_algorithms, 21);
 	rdma_case(s, "rdma_out_of_place", test_out_of_place, 12);
