@@ -1012,6 +1012,8 @@ parts_par(struct xfer *x, size_t nl, part_fn fn, void *arg)
 		par->xs[k].stop_by = x->crew;
 		par->xs[k].spin_ns = 0;
 		par->xs[k].wire_saved = 0;
+		if (k > 0)	/* the node waited on: as one thread saw it */
+			par->xs[k].waiting = NULL;
 	}
 	if (crew_run(x->crew, (unsigned)nl, part_main, par) == -1) {
 		free(par);
