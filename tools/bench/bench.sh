@@ -69,7 +69,10 @@ cases: 1 (4 hosts, bandwidth)  2 (2 hosts x 2 ranks)  3 (latency)
        default: all
   -o dir      tables, summary.md, plots and raw logs (default BUILD/bench)
   -B build    MCCL build directory (default $TOP/build)
-  -r rate     link rate for tc tbf (default $RATE)
+  -r rate     link rate for tc tbf (default $RATE); none: unshaped (the
+              link is then TCP's with as many connections as MCCL's
+              lanes); A,B,...: one run per rate, in DIR/RATE, and a
+              summary of them all
   -q          quick: small sizes and few iterations, to check the harness
   -m          MCCL only: no Open MPI, no Gloo (to compare MCCL's settings)
   -H ns       the guest kernel's halt polling (KVM, cpuidle-haltpoll) in ns
@@ -652,7 +655,7 @@ build_helpers() {
 	local cc=${CC:-cc} log=$RAW/build.log
 	mkdir -p "$RUN/bin"
 	# shellcheck disable=SC2086
-	if ! $cc -std=c11 -D_GNU_SOURCE -O2 $WARN -o "$RUN/bin/tcpperf" \
+	if ! $cc -std=c11 -D_GNU_SOURCE -O2 $WARN -pthread -o "$RUN/bin/tcpperf" \
 	    "$HERE/tcpperf.c" >>"$log" 2>&1 ||
 	    ! $cc -std=c11 -D_GNU_SOURCE -O2 $WARN -pthread \
 	    -o "$RUN/bin/membw" "$HERE/membw.c" >>"$log" 2>&1; then
@@ -760,13 +763,13 @@ cpu_count() {
 # measure_link NAME: the link's own bandwidth, one TCP stream h1 -> h0, in
 # raw/NAME.log, with what tbf sent meanwhile in raw/NAME.wire.*.
 measure_link() {
-	local name=$1 s c rc
+	local name=$1 streams=${2:-1} s c rc
 	bg_run "$RAW/$name.srv.log" "$(ns_name 0)" "$RUN/bin/tcpperf" \
-	    serve "$(ns_addr 0)" 5202
+	    serve "$(ns_addr 0)" 5202 "$streams"
 	s=$LAST
 	wire_count "$RAW/$name.wire.before" 1
 	bg_run "$RAW/$name.log" "$(ns_name 1)" "$RUN/bin/tcpperf" \
-	    bw "$(ns_addr 0)" 5202 "$LINK_S"
+	    bw "$(ns_addr 0)" 5202 "$LINK_S" "$streams"
 	c=$LAST
 	wait_all 60 "$c"
 	rc=$?
@@ -778,11 +781,27 @@ measure_link() {
 	fi
 }
 
+# The lanes (TCP connections per pair of nodes) MCCL's jobs get here:
+# streams_per_peer from MCCL_BENCH_CONF, else its auto, as conf_lanes
+# (daemon/config.c) decides it: 2 to 4, one per four cores.
+link_streams() {
+	local n
+	n=$(sed -n 's/.*"streams_per_peer": *\([0-9][0-9]*\).*/\1/p' \
+	    <<<"${MCCL_BENCH_CONF:-}")
+	if [ -z "$n" ]; then
+		n=$(($(nproc) / 4))
+		n=$((n < 2 ? 2 : n > 4 ? 4 : n))
+	fi
+	echo "$n"
+}
+
 case1() {
 	echo "== case 1: 4 hosts x 1 rank, $RATE links, allreduce up to $BIG"
 	# Before and after MCCL: a stolen CPU slows tbf too, so one measure
-	# alone could understate the link.
+	# alone could understate the link.  Unshaped, the "link" is what TCP
+	# gets with as many connections as MCCL's lanes.
 	measure_link link
+	[ "$RATE" = none ] && measure_link link-multi "$(link_streams)"
 	if [ $HAVE_MCCL = 1 ]; then
 		if cluster_up case1 4 ns; then
 			# shellcheck disable=SC2086
@@ -876,6 +895,8 @@ case6() {
 			    mccl "${args[@]}"
 			MCCL_WIRE_DTYPE=bf16 record 6 mccl-bf16 case6.bf16 \
 			    torch_ns case6.bf16 900 2 2 mccl "${args[@]}"
+			BENCH_NO_SYNC=1 record 6 mccl-nosync case6.nosync \
+			    torch_ns case6.nosync 900 2 2 mccl "${args[@]}"
 		else
 			status 6 mccl failed "cluster did not come up"
 		fi
@@ -1123,6 +1144,28 @@ write_meta() {
 
 # ---- main ----
 
+# -r A,B,...: one run of this script per rate, each into OUT/RATE (each
+# cleans up after itself), then OUT/summary.md: every rate's case 1 as a
+# fraction of its link, side by side.
+run_rates() {
+	local r rc=0 dirs=() opts=(-B "$B")
+	[ "$ONLY_MCCL" = 1 ] && opts+=(-m)
+	[ "$QUICK" = 1 ] && opts+=(-q)
+	[ -n "$POLL_NS" ] && opts+=(-H "$POLL_NS")
+	for r in ${RATE//,/ }; do
+		[[ $r =~ ^([0-9]+[kmg]?bit|none)$ ]] || usage
+	done
+	OUT=${OUT:-$B/bench}
+	mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd) || exit 2
+	for r in ${RATE//,/ }; do
+		"$0" "${opts[@]}" -r "$r" -o "$OUT/$r" "$@" || rc=1
+		dirs+=("$OUT/$r")
+	done
+	python3 "$HERE/report.py" --rates "$OUT" "${dirs[@]}" || rc=1
+	echo "summary of every rate: $OUT/summary.md"
+	exit $rc
+}
+
 main() {
 	local ch c cases="" ns_cases="" rc=0
 	while getopts "B:H:hmo:qr:" ch; do
@@ -1155,6 +1198,8 @@ main() {
 		*) usage ;;
 		esac
 	done
+	# shellcheck disable=SC2086
+	[[ $RATE == *,* ]] && run_rates $cases
 	if ! flock -n 9; then
 		echo "bench: another bench.sh is running" >&2
 		exit 1
@@ -1217,7 +1262,7 @@ main() {
 			HAVE_OMPI=0
 		fi
 		echo "== network: $NET_HOSTS hosts on $BR, links $RATE"
-		if ! net_up "$NET_HOSTS" "$RATE"; then
+		if ! net_up "$NET_HOSTS" "${RATE#none}"; then
 			note "cannot build the simulated network"
 			for c in $ns_cases; do
 				status "$c" all failed "no network"

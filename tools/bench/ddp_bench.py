@@ -5,11 +5,15 @@ rank.  BACKEND "none" trains in this one process alone (no DDP); "mccl"
 or "gloo" run as one rank of a torch.distributed job (RANK, WORLD_SIZE,
 MASTER_ADDR, MASTER_PORT as torchrun sets them), each rank taking its
 share of the global batch.  BENCH_DEVICE=cuda trains on GPU 0 (every
-rank; they may share it).  Rank 0 prints one line,
+rank; they may share it).  BENCH_NO_SYNC=1 trains every step under DDP's
+no_sync(): the same work without any gradient communication, the bound
+that communication hidden behind backward would reach.  Rank 0 prints
+one line,
     ddp backend=B ranks=N batch=G params=P steps=S samples_per_s=X
 for tools/bench/report.py.
 """
 
+import contextlib
 import os
 import sys
 import time
@@ -49,13 +53,15 @@ def main():
     x = torch.randn(batch // size, 1024, generator=gen).to(device)
     y = torch.randint(0, 16, (batch // size,), generator=gen).to(device)
     loss_fn = torch.nn.CrossEntropyLoss()
+    quiet = os.environ.get("BENCH_NO_SYNC") == "1" and backend != "none"
     for step in range(warmup + steps):
         if step == warmup:
             if device.type == "cuda":
                 torch.cuda.synchronize()
             t0 = time.perf_counter()
         opt.zero_grad()
-        loss_fn(net(x), y).backward()
+        with net.no_sync() if quiet else contextlib.nullcontext():
+            loss_fn(net(x), y).backward()
         opt.step()
     if device.type == "cuda":
         torch.cuda.synchronize()

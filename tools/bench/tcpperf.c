@@ -1,9 +1,10 @@
 /*
  * tcpperf.c: the benchmark harness's measure of the raw link, so that MCCL
  * can be compared with what TCP itself gets between two simulated hosts in
- * the same run.  "serve" accepts one connection and answers it; "bw" sends
- * for a number of seconds and reports the bandwidth up to the server's
- * acknowledgement of the last byte; "pingpong" times round trips of a small
+ * the same run.  "serve" accepts one connection (or STREAMS) and answers
+ * each; "bw" sends for a number of seconds on one connection (or STREAMS
+ * at once, as MCCL's lanes do) and reports the bandwidth of them all up to
+ * the server's acknowledgement of the last byte; "pingpong" times round trips of a small
  * message and reports the median and p99 of the round trip and of half of it
  * (the one-way latency).  IPv4 only: the harness uses 198.18.0.0/15 and
  * 127.0.0.0/8 addresses and nothing else.
@@ -13,6 +14,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdint.h>
@@ -27,10 +29,11 @@
 #define SERVE_LIMIT_S	120		/* the server gives up after this */
 #define MODE_BULK	'B'
 #define MODE_PING	'P'
+#define STREAMS_MAX	64
 
 static const char usage_text[] =
-"usage: tcpperf serve ADDR PORT\n"
-"       tcpperf bw ADDR PORT SECONDS\n"
+"usage: tcpperf serve ADDR PORT [STREAMS]\n"
+"       tcpperf bw ADDR PORT SECONDS [STREAMS]\n"
 "       tcpperf pingpong ADDR PORT COUNT\n";
 
 static void __attribute__((noreturn))
@@ -150,12 +153,28 @@ tcp_serve_ping(int fd)
 		tcp_write_all(fd, buf, sizeof(buf));
 }
 
+static void *
+tcp_serve_one(void *arg)
+{
+	int	 fd = (int)(intptr_t)arg;
+	char	 mode;
+
+	if (!tcp_read_all(fd, &mode, 1))
+		return NULL;
+	if (mode == MODE_BULK)
+		tcp_serve_bulk(fd);
+	else if (mode == MODE_PING)
+		tcp_serve_ping(fd);
+	close(fd);
+	return NULL;
+}
+
 static int
-tcp_serve(const char *addr, const char *port)
+tcp_serve(const char *addr, const char *port, int streams)
 {
 	struct sockaddr_in	 sin;
+	pthread_t		 th[STREAMS_MAX];
 	int			 lfd, fd, one = 1;
-	char			 mode;
 
 	tcp_addr(&sin, addr, port);
 	if ((lfd = socket(AF_INET, SOCK_STREAM, 0)) == -1)
@@ -164,21 +183,21 @@ tcp_serve(const char *addr, const char *port)
 		tcp_die("setsockopt SO_REUSEADDR");
 	if (bind(lfd, (struct sockaddr *)&sin, sizeof(sin)) == -1)
 		tcp_die("bind");
-	if (listen(lfd, 1) == -1)
+	if (listen(lfd, streams) == -1)
 		tcp_die("listen");
 	alarm(SERVE_LIMIT_S);
 	printf("listening %s:%s\n", addr, port);
 	fflush(stdout);
-	if ((fd = accept(lfd, NULL, NULL)) == -1)
-		tcp_die("accept");
+	for (int i = 0; i < streams; i++) {
+		if ((fd = accept(lfd, NULL, NULL)) == -1)
+			tcp_die("accept");
+		if (pthread_create(&th[i], NULL, tcp_serve_one,
+		    (void *)(intptr_t)fd) != 0)
+			tcp_die("pthread_create");
+	}
 	close(lfd);
-	if (!tcp_read_all(fd, &mode, 1))
-		return 1;
-	if (mode == MODE_BULK)
-		tcp_serve_bulk(fd);
-	else if (mode == MODE_PING)
-		tcp_serve_ping(fd);
-	close(fd);
+	for (int i = 0; i < streams; i++)
+		pthread_join(th[i], NULL);
 	return 0;
 }
 
@@ -203,37 +222,66 @@ tcp_connect(const char *addr, const char *port)
 	}
 }
 
-static int
-tcp_bw(const char *addr, const char *port, double seconds)
-{
-	static char	 buf[BULK_BYTES];
-	uint64_t	 sent = 0, acked = 0;
-	double		 t0, t1;
-	char		 mode = MODE_BULK;
+/* One stream of "bw": connected before the clock starts. */
+struct bw_stream {
+	pthread_t	 th;
 	int		 fd;
+	double		 t0, seconds, end;
+	uint64_t	 sent, acked;
+};
 
-	memset(buf, 0xa5, sizeof(buf));
-	fd = tcp_connect(addr, port);
-	tcp_write_all(fd, &mode, 1);
-	t0 = tcp_now();
-	while (tcp_now() - t0 < seconds) {
-		tcp_write_all(fd, buf, sizeof(buf));
-		sent += sizeof(buf);
+static void *
+tcp_bw_one(void *arg)
+{
+	static char	 buf[BULK_BYTES];	/* read only: shared */
+	struct bw_stream *b = arg;
+	char		 mode = MODE_BULK;
+
+	tcp_write_all(b->fd, &mode, 1);
+	while (tcp_now() - b->t0 < b->seconds) {
+		tcp_write_all(b->fd, buf, sizeof(buf));
+		b->sent += sizeof(buf);
 	}
-	if (shutdown(fd, SHUT_WR) == -1)
+	if (shutdown(b->fd, SHUT_WR) == -1)
 		tcp_die("shutdown");
-	if (!tcp_read_all(fd, &acked, sizeof(acked)))
+	if (!tcp_read_all(b->fd, &b->acked, sizeof(b->acked)))
 		tcp_die("no acknowledgement");
-	t1 = tcp_now();
-	close(fd);
-	if (acked != sent) {
-		fprintf(stderr, "tcpperf: sent %llu bytes, server got %llu\n",
-		    (unsigned long long)sent, (unsigned long long)acked);
-		return 1;
+	b->end = tcp_now();
+	close(b->fd);
+	return NULL;
+}
+
+static int
+tcp_bw(const char *addr, const char *port, double seconds, int streams)
+{
+	struct bw_stream b[STREAMS_MAX];
+	uint64_t	 sent = 0;
+	double		 t0, t1 = 0;
+
+	for (int i = 0; i < streams; i++)
+		b[i] = (struct bw_stream){ .fd = tcp_connect(addr, port),
+		    .seconds = seconds };
+	t0 = tcp_now();
+	for (int i = 0; i < streams; i++) {
+		b[i].t0 = t0;
+		if (pthread_create(&b[i].th, NULL, tcp_bw_one, &b[i]) != 0)
+			tcp_die("pthread_create");
 	}
-	printf("bw bytes=%llu seconds=%.3f gbit_s=%.4f GB_s=%.5f\n",
+	for (int i = 0; i < streams; i++) {
+		pthread_join(b[i].th, NULL);
+		if (b[i].acked != b[i].sent) {
+			fprintf(stderr, "tcpperf: stream %d sent %llu bytes, "
+			    "server got %llu\n", i,
+			    (unsigned long long)b[i].sent,
+			    (unsigned long long)b[i].acked);
+			return 1;
+		}
+		sent += b[i].sent;
+		t1 = b[i].end > t1 ? b[i].end : t1;
+	}
+	printf("bw bytes=%llu seconds=%.3f gbit_s=%.4f GB_s=%.5f streams=%d\n",
 	    (unsigned long long)sent, t1 - t0, sent * 8 / (t1 - t0) / 1e9,
-	    sent / (t1 - t0) / 1e9);
+	    sent / (t1 - t0) / 1e9, streams);
 	return 0;
 }
 
@@ -285,13 +333,27 @@ tcp_pingpong(const char *addr, const char *port, int count)
 	return 0;
 }
 
+/* STREAMS, 1 by default. */
+static int
+tcp_streams(int argc, char **argv, int at)
+{
+	int	 n = argc > at ? atoi(argv[at]) : 1;
+
+	if (n < 1 || n > STREAMS_MAX) {
+		fprintf(stderr, "tcpperf: streams: 1 to %d\n", STREAMS_MAX);
+		exit(2);
+	}
+	return n;
+}
+
 int
 main(int argc, char **argv)
 {
-	if (argc == 4 && strcmp(argv[1], "serve") == 0)
-		return tcp_serve(argv[2], argv[3]);
-	if (argc == 5 && strcmp(argv[1], "bw") == 0)
-		return tcp_bw(argv[2], argv[3], atof(argv[4]));
+	if ((argc == 4 || argc == 5) && strcmp(argv[1], "serve") == 0)
+		return tcp_serve(argv[2], argv[3], tcp_streams(argc, argv, 4));
+	if ((argc == 5 || argc == 6) && strcmp(argv[1], "bw") == 0)
+		return tcp_bw(argv[2], argv[3], atof(argv[4]),
+		    tcp_streams(argc, argv, 5));
 	if (argc == 5 && strcmp(argv[1], "pingpong") == 0 && atoi(argv[4]) > 0)
 		return tcp_pingpong(argv[2], argv[3], atoi(argv[4]));
 	tcp_usage();
