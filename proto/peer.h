@@ -18,6 +18,9 @@
  *   5  PEER_CHECK_RUN and PEER_CHECK_DONE: mcclctl check.
  *   6  peer_ophdr.wire: the operation's float32 data crosses as bfloat16
  *      or float16.
+ *   7  a ring allreduce takes another lane for each 256 KiB (was 1 MiB),
+ *      and one on a 16-bit wire is cut into parts per lane too: nodes of
+ *      6 would cut the same op differently.
  */
 #ifndef MCCL_PEER_H
 #define MCCL_PEER_H
@@ -27,7 +30,7 @@
 #include "ipc.h"
 
 #define PEER_MAGIC		0x4d434350U	/* "MCCP" */
-#define PEER_VERSION		6
+#define PEER_VERSION		7
 #define PEER_PORT_DEFAULT	7470		/* a node's address without a port */
 #define PEER_MSG_MAX		(1024 * 1024)	/* control frames */
 #define PEER_DATA_MAX		(64U * 1024 * 1024) /* one data frame's payload */

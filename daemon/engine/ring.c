@@ -31,7 +31,7 @@
 #define OPHDR_LEN	25			/* body of PEER_DATA_OPHDR */
 #define MIN(a, b)	((a) < (b) ? (a) : (b))
 #define MAX(a, b)	((a) > (b) ? (a) : (b))
-#define LANE_MIN_BYTES	((size_t)1 << 20)	/* an allreduce's part per lane */
+#define LANE_MIN_BYTES	((size_t)1 << 18)	/* an allreduce's part per lane */
 #define SEQ(x)		((unsigned long long)(x)->hdr.seq)
 
 /* A receive is one frame's payload plus the next header: under IO_MAX. */
@@ -1086,7 +1086,11 @@ plan_init(struct xfer *x, struct plan *p, void *buf, size_t esize)
 	return 0;
 }
 
-/* Lanes a ring allreduce of this many bytes runs on: 1 MiB each at least. */
+/*
+ * Lanes a ring allreduce of this many bytes runs on: 256 KiB each at
+ * least, each on a thread of its own where the job has a crew (a wake-up
+ * is a few microseconds; a lane's 256 KiB, 100 or more).
+ */
 static size_t
 ring_lanes(const struct xfer *x, size_t bytes)
 {

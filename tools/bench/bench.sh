@@ -895,6 +895,8 @@ case6() {
 			    mccl "${args[@]}"
 			MCCL_WIRE_DTYPE=bf16 record 6 mccl-bf16 case6.bf16 \
 			    torch_ns case6.bf16 900 2 2 mccl "${args[@]}"
+			BENCH_HOOK=bf16 record 6 mccl-hook case6.hook \
+			    torch_ns case6.hook 900 2 2 mccl "${args[@]}"
 			BENCH_NO_SYNC=1 record 6 mccl-nosync case6.nosync \
 			    torch_ns case6.nosync 900 2 2 mccl "${args[@]}"
 		else

@@ -7,7 +7,9 @@ MASTER_ADDR, MASTER_PORT as torchrun sets them), each rank taking its
 share of the global batch.  BENCH_DEVICE=cuda trains on GPU 0 (every
 rank; they may share it).  BENCH_NO_SYNC=1 trains every step under DDP's
 no_sync(): the same work without any gradient communication, the bound
-that communication hidden behind backward would reach.  Rank 0 prints
+that communication hidden behind backward would reach.  BENCH_HOOK=bf16
+registers torch's bf16_compress_hook (gradients cast to bfloat16 on the
+client, summed in bfloat16), against MCCL_WIRE_DTYPE=bf16.  Rank 0 prints
 one line,
     ddp backend=B ranks=N batch=G params=P steps=S samples_per_s=X
 for tools/bench/report.py.
@@ -45,6 +47,10 @@ def main():
         dist.init_process_group(backend)
         rank, size = dist.get_rank(), dist.get_world_size()
         net = torch.nn.parallel.DistributedDataParallel(net)
+        if os.environ.get("BENCH_HOOK") == "bf16":
+            from torch.distributed.algorithms.ddp_comm_hooks import \
+                default_hooks
+            net.register_comm_hook(None, default_hooks.bf16_compress_hook)
     if batch % size:
         raise SystemExit("ddp_bench: global batch %d over %d ranks" %
                          (batch, size))

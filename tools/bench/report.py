@@ -483,12 +483,13 @@ class Report:
     def case6(self):
         """DDP training throughput: rank 0's "ddp ..." line of each run."""
         runs = {s: read_kv(self.raw, f"case6.{s}.log", "ddp")
-                for s in ("alone", "mccl", "gloo", "bf16", "nosync")}
+                for s in ("alone", "mccl", "gloo", "bf16", "hook", "nosync")}
         sps = {s: float(kv["samples_per_s"]) if kv else None
                for s, kv in runs.items()}
         t = Table(["system", "ranks", "samples/s", "x alone", "x gloo"])
         for s, label in (("alone", "one process"), ("mccl", "MCCL"),
                          ("bf16", "MCCL, bfloat16 wire"),
+                         ("hook", "MCCL, torch's bf16_compress_hook"),
                          ("nosync", "MCCL, no communication (no_sync)"),
                          ("gloo", "Gloo")):
             kv = runs[s]
@@ -496,7 +497,8 @@ class Report:
                 continue
             t.add([label, kv.get("ranks", "?"), f"{sps[s]:.1f}",
                    fratio(sps[s], sps["alone"]),
-                   fratio(sps[s], sps["gloo"]) if s in ("mccl", "bf16")
+                   fratio(sps[s], sps["gloo"]) if s in ("mccl", "bf16",
+                                                         "hook")
                    else "-"])
         lines = [f"no result: {s}: " + self.missing("6", s)
                  for s in ("alone", "mccl", "gloo") if runs[s] is None]
@@ -516,10 +518,12 @@ class Report:
                          f"without it (no_sync) train {fratio(q, m)} x as "
                          f"fast, so {1 - m / q:.0%} of MCCL's step is "
                          "communication that backward did not hide")
-        b = sps["bf16"]
+        b, h = sps["bf16"], sps["hook"]
         if b is not None and m is not None:
             lines.append(f"bfloat16 wire (MCCL_WIRE_DTYPE=bf16): "
-                         f"{fratio(b, m)} x float32's samples/s")
+                         f"{fratio(b, m)} x float32's samples/s" +
+                         (f", {fratio(b, h)} x bf16_compress_hook's"
+                          if h is not None else ""))
         self.emit("6", "DDP training, 2 hosts x 2 ranks, "
                   f"{self.meta.get('rate', '?')} links", [t], lines)
 
