@@ -54,7 +54,7 @@ CORE_SRCS   = daemon/log.c daemon/config.c daemon/engine/reduce.c \
 CONTROL_SRCS = daemon/control/control.c daemon/control/peer.c \
 	      daemon/control/job.c daemon/control/form.c \
 	      daemon/control/jobctl.c daemon/control/check.c \
-	      daemon/control/metrics.c
+	      daemon/control/metrics.c daemon/control/linkcost.c
 ENGINE_SRCS = daemon/engine/engine.c daemon/engine/subq.c daemon/engine/seg.c \
 	      daemon/engine/p2p.c daemon/engine/budget.c daemon/engine/op.c \
 	      daemon/engine/check.c
@@ -153,7 +153,7 @@ $(B)/test_ring: $(call obj,tests/unit/test_ring.c tests/unit/testlib.c daemon/en
 $(B)/test_subq: $(call obj,tests/unit/test_subq.c tests/unit/testlib.c daemon/engine/subq.c daemon/engine/op.c daemon/engine/seg.c daemon/engine/ring.c daemon/engine/crew.c daemon/engine/algo.c daemon/engine/reduce.c daemon/log.c $(LINK_SRCS) $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) -lpthread
 
-$(B)/test_form: $(call obj,tests/unit/test_form.c daemon/control/form.c daemon/control/job.c daemon/control/jobctl.c daemon/engine/op.c daemon/engine/seg.c daemon/engine/algo.c daemon/engine/reduce.c daemon/config.c daemon/log.c $(PROTO_SRCS))
+$(B)/test_form: $(call obj,tests/unit/test_form.c daemon/control/form.c daemon/control/job.c daemon/control/jobctl.c daemon/control/linkcost.c daemon/engine/op.c daemon/engine/seg.c daemon/engine/algo.c daemon/engine/reduce.c daemon/config.c daemon/log.c $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(JSON_LIBS) $(CHECK_LIBS) -lpthread
 
 $(B)/test_engine: $(call obj,tests/unit/test_engine.c tests/unit/testlib.c daemon/engine/engine.c daemon/engine/subq.c daemon/engine/p2p.c daemon/engine/op.c daemon/engine/seg.c daemon/engine/budget.c $(CORE_SRCS) daemon/transport/link.c daemon/transport/dial.c daemon/transport/auth.c daemon/transport/rdma.c tests/fakeverbs/fakeverbs.c $(PROTO_SRCS))

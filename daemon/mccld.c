@@ -383,6 +383,7 @@ main(int argc, char **argv)
 	TAILQ_INIT(&md.coords);
 	TAILQ_INIT(&md.dying);
 	md.started_ns = now_ns();
+	linkcost_init();
 	/* The socket's directory is checked before the host key goes there. */
 	if (control_listen(md.conf.socket_path, err, sizeof(err)) == -1 ||
 	    auth_init(md.conf.key_file, md.conf.socket_path, err,

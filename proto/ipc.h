@@ -80,10 +80,13 @@ enum coll_type {
 };
 
 /*
- * Inter-node allreduce algorithms (ipc_op.algo, peer_ophdr.algo).  A client
- * asks for one or for AUTO; the daemon resolves AUTO (its "algo" key, else
- * by size) and puts what it runs in the operation header, so nodes that
- * chose differently fail the op with both names instead of hanging.
+ * Inter-node algorithms (ipc_op.algo, peer_ophdr.algo).  A client asks for
+ * one or for AUTO; the daemon resolves AUTO (its "algo" key, else by its
+ * cost model) and puts what it runs in the operation header, so nodes that
+ * chose differently fail the op with both names instead of hanging.  The
+ * allreduce (and reduce) runs ring, doubling, rabenseifner or direct; the
+ * broadcast ring (a pipelined chain) or tree: one asked for that a
+ * collective does not have leaves that collective's choice to the model.
  */
 enum algo_type {
 	ALGO_AUTO = 0,		/* ipc_op only: the daemon chooses */
@@ -91,11 +94,12 @@ enum algo_type {
 	ALGO_DOUBLING = 2,	/* recursive doubling: log2(n) whole exchanges */
 	ALGO_RABENSEIFNER = 3,	/* recursive halving, then recursive doubling */
 	ALGO_DIRECT = 4,	/* one round: every node sends to every node */
-	ALGO_MAX = 4,
+	ALGO_TREE = 5,		/* broadcast: a binomial tree from the root */
+	ALGO_MAX = 5,
 };
 
 /* How messages list them, for MCCL_ALGO and the "algo" key. */
-#define ALGO_NAMES	"auto, ring, doubling, rabenseifner or direct"
+#define ALGO_NAMES	"auto, ring, doubling, rabenseifner, direct or tree"
 
 
 #define IPC_ANY_TAG	0xffffffffU

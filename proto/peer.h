@@ -21,6 +21,10 @@
  *   7  a ring allreduce takes another lane for each 256 KiB (was 1 MiB),
  *      and one on a 16-bit wire is cut into parts per lane too: nodes of
  *      6 would cut the same op differently.
+ *   8  peer_join and peer_formed carry the link cost (alpha, beta, gamma)
+ *      AUTO predicts from: each node's own, then the job's worst of them;
+ *      ALGO_TREE in peer_ophdr.algo, and a broadcast's header names its
+ *      algorithm (was 0).
  */
 #ifndef MCCL_PEER_H
 #define MCCL_PEER_H
@@ -30,7 +34,7 @@
 #include "ipc.h"
 
 #define PEER_MAGIC		0x4d434350U	/* "MCCP" */
-#define PEER_VERSION		7
+#define PEER_VERSION		8
 #define PEER_PORT_DEFAULT	7470		/* a node's address without a port */
 #define PEER_MSG_MAX		(1024 * 1024)	/* control frames */
 #define PEER_DATA_MAX		(64U * 1024 * 1024) /* one data frame's payload */
@@ -113,6 +117,9 @@ struct peer_join {
 	uint32_t	nlocal;		/* ranks in the trailer; 0 withdraws */
 	uint32_t	timeout_ms;
 	char		job[JOB_NAME_MAX];
+	uint32_t	alpha_ns;	/* the sender's link cost (engine/algo.h) */
+	uint32_t	beta_ps;
+	uint32_t	gamma_ps;
 };
 
 struct peer_formed {
@@ -123,6 +130,9 @@ struct peer_formed {
 	uint32_t	lanes;		/* collective links per pair of nodes,
 					   1..PEER_LANES_MAX: the coordinator's
 					   streams_per_peer */
+	uint32_t	alpha_ns;	/* the job's link cost: the worst of */
+	uint32_t	beta_ps;	/* its nodes' (engine/algo.h), from */
+	uint32_t	gamma_ps;	/* which every node's AUTO predicts */
 };
 
 #define PEER_ALL_RANKS	0xffffffffU

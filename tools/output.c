@@ -436,34 +436,69 @@ job_detail_rows(struct table *t, const json_t *n)
 	}
 }
 
+/* 61.2 us, 12.3 ms, 1.05 s. */
+static void
+fmt_us(char *buf, size_t len, double us)
+{
+	if (us < 1000)
+		snprintf(buf, len, "%.1f us", us);
+	else if (us < 1e6)
+		snprintf(buf, len, "%.1f ms", us / 1e3);
+	else
+		snprintf(buf, len, "%.2f s", us / 1e6);
+}
+
 /*
- * "allreduce between nodes: auto: direct up to 16384 B, doubling up to
- * 65536 B, ring above", or the algorithm the node is set to.
+ * "allreduce between nodes: auto: direct up to 16384 B (61.2 us),
+ * doubling up to 65536 B (210.0 us), ring above (1.0G: 1.72 s)", or the
+ * algorithm the node is set to, where the collective has it.
  */
 static void
-job_algo_line(FILE *out, const json_t *doc)
+job_algo_line(FILE *out, const json_t *doc, const char *coll,
+    const char *key)
 {
-	const json_t *r;
+	const json_t *r, *ranges = json_object_get(doc, key);
+	const char *set = str(doc, "algo");
+	char at[32], t[32];
 	size_t i;
 
 	if (!json_is_string(json_object_get(doc, "algo")) ||
-	    json_array_size(json_object_get(doc, "allreduce_auto")) == 0)
+	    json_array_size(ranges) == 0)
 		return;
-	if (strcmp(str(doc, "algo"), "auto") != 0) {
-		fprintf(out, "allreduce between nodes: %s (the node's algo)\n",
-		    str(doc, "algo"));
-		return;
-	}
-	fprintf(out, "allreduce between nodes: auto:");
-	json_array_foreach(json_object_get(doc, "allreduce_auto"), i, r) {
-		if (json_is_integer(json_object_get(r, "up_to_bytes")))
-			fprintf(out, "%s %s up to %lld B", i > 0 ? "," : "",
-			    str(r, "algo"), num(r, "up_to_bytes"));
-		else
-			fprintf(out, "%s %s above", i > 0 ? "," : "",
-			    str(r, "algo"));
+	json_array_foreach(ranges, i, r)
+		if (strcmp(set, str(r, "algo")) == 0) {
+			fprintf(out, "%s between nodes: %s (the node's algo)\n",
+			    coll, set);
+			return;
+		}
+	fprintf(out, "%s between nodes: auto:", coll);
+	json_array_foreach(ranges, i, r) {
+		fmt_us(t, sizeof(t), json_number_value(json_object_get(r,
+		    "predicted_us")));
+		if (json_is_integer(json_object_get(r, "up_to_bytes"))) {
+			fprintf(out, "%s %s up to %lld B (%s)", i > 0 ? "," : "",
+			    str(r, "algo"), num(r, "up_to_bytes"), t);
+		} else {
+			fmt_bytes(at, sizeof(at), num(r, "at_bytes"));
+			fprintf(out, "%s %s above (%s: %s)", i > 0 ? "," : "",
+			    str(r, "algo"), at, t);
+		}
 	}
 	fputc('\n', out);
+}
+
+/* "link cost: 25.0 us a message, 1.25 GB/s, reduction 4.00 GB/s". */
+static void
+job_cost_line(FILE *out, const json_t *doc)
+{
+	const json_t *c = json_object_get(doc, "link_cost");
+
+	if (c == NULL)
+		return;
+	fprintf(out, "link cost (the worst of the job's nodes): %.1f us a "
+	    "message, %.2f GB/s, reduction %.2f GB/s\n",
+	    num(c, "alpha_ns") / 1e3, 1e3 / (double)num(c, "beta_ps"),
+	    1e3 / (double)num(c, "gamma_ps"));
 }
 
 static void
@@ -478,7 +513,9 @@ job_text(FILE *out, const json_t *doc)
 	fprintf(out, "job %s (id %s): %s, %lld ranks on %lld nodes\n",
 	    str(doc, "name"), str(doc, "id"), str(doc, "state"),
 	    num(doc, "nranks"), num(doc, "nnodes"));
-	job_algo_line(out, doc);
+	job_cost_line(out, doc);
+	job_algo_line(out, doc, "allreduce", "allreduce_auto");
+	job_algo_line(out, doc, "broadcast", "broadcast_auto");
 	if (json_array_size(json_object_get(doc, "nodes")) > 0) {
 		table_init(&t, header, nitems(header));
 		json_array_foreach(json_object_get(doc, "nodes"), i, n)
@@ -594,6 +631,13 @@ static const struct field node_view_schema[] = {
 
 static const struct field auto_range_schema[] = {
 	KEY("algo", T_STR, 0), KEY("up_to_bytes", T_UINT, F_NULL),
+	KEY("at_bytes", T_UINT, 0), KEY("predicted_us", T_NUM, 0),
+	END
+};
+
+static const struct field link_cost_schema[] = {
+	KEY("alpha_ns", T_UINT, 0), KEY("beta_ps", T_UINT, 0),
+	KEY("gamma_ps", T_UINT, 0),
 	END
 };
 
@@ -602,6 +646,8 @@ static const struct field job_schema_one[] = {
 	KEY("nranks", T_UINT, 0), KEY("nnodes", T_UINT, 0),
 	KEY("algo", T_STR, F_OPT),	/* absent: an ended job */
 	{ "allreduce_auto", T_LIST, F_OPT, T_OBJ, auto_range_schema },
+	{ "broadcast_auto", T_LIST, F_OPT, T_OBJ, auto_range_schema },
+	OBJECT("link_cost", F_OPT, link_cost_schema),
 	LIST("nodes", T_OBJ, node_view_schema), KEY("behind_ms", T_UINT, 0),
 	LIST("diagnosis", T_STR, NULL),
 	OBJECT("failed", F_OPT, failed_job_schema),

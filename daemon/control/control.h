@@ -65,6 +65,7 @@ int		peer_send(uint32_t, uint16_t, const void *, const void *, size_t);
 int		peer_is_up(uint32_t);
 const char	*peer_name(uint32_t);
 json_t		*peer_ctl_list(void);
+uint64_t	 peer_rtt_median_ns(void);
 void		peer_metrics(json_t *);
 
 /* ---- job.c: job formation, operations, failure ---- */
@@ -102,6 +103,15 @@ int		check_peer_msg(uint32_t, uint16_t, const void *, const uint8_t *,
 void		check_close(void);
 void		utc_time(time_t, char *, size_t);
 int		job_count(const struct client *);
+
+/* ---- linkcost.c: this node's estimate of its links' cost ---- */
+
+void		linkcost_init(void);
+void		linkcost_mine(struct link_cost *);
+void		linkcost_worst(struct link_cost *, const struct link_cost *);
+void		linkcost_observe(uint32_t, size_t, uint64_t,
+		    const struct link_cost *);
+json_t		*linkcost_ctl(void);
 
 /* ---- metrics.c: counters, and their one rendering ---- */
 

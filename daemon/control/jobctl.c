@@ -470,21 +470,25 @@ query_done(struct query *q)
 }
 
 /*
- * What AUTO runs between this job's nodes, by bytes per rank (engine/
- * algo.c): [{"algo": "direct", "up_to_bytes": 16384}, ..., null last].
+ * What AUTO runs between this job's nodes, by bytes per rank, with the
+ * time the cost model predicts at the top of each range (engine/algo.c):
+ * [{"algo": "direct", "up_to_bytes": 16384, "at_bytes": 16384,
+ * "predicted_us": 61.2}, ..., up_to_bytes null last].
  */
 static json_t *
-auto_ranges(uint32_t nnodes)
+auto_ranges(int coll, const struct job *j)
 {
-	struct algo_range r[4];
-	size_t n = algo_auto_ranges(nnodes, ALGO_SMALL_BYTES, r, 4);
+	struct algo_range r[ALGO_RANGES_MAX];
+	size_t n = algo_auto_ranges(coll, j->nnodes, &j->cost, r,
+	    ALGO_RANGES_MAX);
 	json_t *list = json_array();
 
 	for (size_t i = 0; i < n; i++)
-		json_array_append_new(list, json_pack("{s:s, s:o}", "algo",
-		    proto_algo_name(r[i].algo), "up_to_bytes", r[i].up_to ==
-		    SIZE_MAX ? json_null() : json_integer((json_int_t)
-		    r[i].up_to)));
+		json_array_append_new(list, json_pack("{s:s, s:o, s:I, s:f}",
+		    "algo", proto_algo_name(r[i].algo), "up_to_bytes",
+		    r[i].up_to == SIZE_MAX ? json_null() : json_integer(
+		    (json_int_t)r[i].up_to), "at_bytes", (json_int_t)
+		    r[i].at_bytes, "predicted_us", r[i].at_ns / 1e3));
 	return list;
 }
 
@@ -509,11 +513,14 @@ job_ctl_query(struct client *c, const char *name, char *err, size_t errlen)
 		return -1;
 	}
 	q->client = c;
-	q->job = json_pack("{s:s, s:i, s:i, s:s, s:s, s:o}", "name", j->name,
-	    "nranks", (int)j->nranks, "nnodes", (int)j->nnodes, "state",
-	    job_state_names[j->state], "algo", proto_algo_name(
-	    __atomic_load_n(&md.conf.algo, __ATOMIC_RELAXED)),
-	    "allreduce_auto", auto_ranges(j->nnodes));
+	q->job = json_pack("{s:s, s:i, s:i, s:s, s:s, s:o, s:o, s:{s:i, s:i, "
+	    "s:i}}", "name", j->name, "nranks", (int)j->nranks, "nnodes",
+	    (int)j->nnodes, "state", job_state_names[j->state], "algo",
+	    proto_algo_name(__atomic_load_n(&md.conf.algo, __ATOMIC_RELAXED)),
+	    "allreduce_auto", auto_ranges(COLL_ALLREDUCE, j),
+	    "broadcast_auto", auto_ranges(COLL_BROADCAST, j), "link_cost",
+	    "alpha_ns", (int)j->cost.alpha_ns, "beta_ps", (int)j->cost.beta_ps,
+	    "gamma_ps", (int)j->cost.gamma_ps);
 	json_object_set_new(q->job, "id", json_sprintf("%016llx",
 	    (unsigned long long)j->id));
 	if (q->waiting == 0)

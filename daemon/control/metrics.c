@@ -23,7 +23,8 @@ static const double lat_bounds[] = { 0.0001, 0.0003, 0.001, 0.003, 0.01,
 
 static struct {
 	uint64_t	ops[COLL_MAX + 1];		/* completed, by collective */
-	uint64_t	algos[ALGO_MAX + 1];		/* of those, by algorithm */
+	uint64_t	algos[2][ALGO_MAX + 1];		/* of those, allreduce or
+							   broadcast, by algorithm */
 	uint64_t	wire_ops[2];			/* float16, bfloat16 */
 	uint64_t	wire_saved;
 	uint64_t	errors[MCCL_NUM_RESULTS];	/* failed, by code */
@@ -42,6 +43,14 @@ static const char *const family[][3] = {	/* name, type, help */
 	    "Messages kept for receives not yet posted (max_unreceived_bytes)." },
 	{ "mccl_peer_up", "gauge", "1 when the peer's control connection is up." },
 	{ "mccl_peer_rtt_seconds", "gauge", "Last heartbeat round trip." },
+	{ "mccl_link_latency_seconds", "gauge",
+	    "This node's estimate of a message's latency (half the median "
+	    "heartbeat round trip)." },
+	{ "mccl_link_bytes_per_second", "gauge",
+	    "This node's estimate of its link rate (fitted to its ring "
+	    "allreduces)." },
+	{ "mccl_reduce_bytes_per_second", "gauge",
+	    "The float32 sum kernel's rate, timed at start." },
 	{ "mccl_peer_link_info", "gauge",
 	    "1, labelled with the transport and device of the peer's latest "
 	    "data links." },
@@ -50,6 +59,8 @@ static const char *const family[][3] = {	/* name, type, help */
 	{ "mccl_ops_total", "counter", "Operations completed, by collective." },
 	{ "mccl_allreduce_algo_total", "counter",
 	    "Allreduces and reduces completed between nodes, by algorithm." },
+	{ "mccl_broadcast_algo_total", "counter",
+	    "Broadcasts completed between nodes, by algorithm." },
 	{ "mccl_allreduce_wire_total", "counter",
 	    "Allreduces whose float32 data crossed as 16 bits, by format." },
 	{ "mccl_wire_bytes_saved_total", "counter",
@@ -82,7 +93,7 @@ metrics_op_done(int coll, int algo, int code, uint64_t ns)
 	if (coll >= 1 && coll <= COLL_MAX)
 		m.ops[coll]++;
 	if (algo > ALGO_AUTO && algo <= ALGO_MAX)
-		m.algos[algo]++;
+		m.algos[coll == COLL_BROADCAST][algo]++;
 	for (size_t i = 0; i < NBUCKETS; i++)
 		if (s <= lat_bounds[i])
 			m.lat[i]++;
@@ -107,6 +118,19 @@ metrics_add(json_t *list, const char *name, json_t *labels, double value)
 	    "labels", labels != NULL ? labels : json_object(), "value", value));
 }
 
+/* This node's link cost estimate, as rates (control/linkcost.c). */
+static void
+metrics_link_cost(json_t *list)
+{
+	struct link_cost c;
+
+	linkcost_mine(&c);
+	metrics_add(list, "mccl_link_latency_seconds", NULL, c.alpha_ns / 1e9);
+	metrics_add(list, "mccl_link_bytes_per_second", NULL, 1e12 / c.beta_ps);
+	metrics_add(list, "mccl_reduce_bytes_per_second", NULL,
+	    1e12 / c.gamma_ps);
+}
+
 static void
 metrics_ops(json_t *list)
 {
@@ -116,8 +140,12 @@ metrics_ops(json_t *list)
 		metrics_add(list, "mccl_ops_total", json_pack("{s:s}",
 		    "collective", proto_coll_name(c)), (double)m.ops[c]);
 	for (int a = ALGO_AUTO + 1; a <= ALGO_MAX; a++)
-		metrics_add(list, "mccl_allreduce_algo_total", json_pack(
-		    "{s:s}", "algo", proto_algo_name(a)), (double)m.algos[a]);
+		for (int b = 0; b < 2; b++)
+			if (algo_runs_for(b ? COLL_BROADCAST : COLL_ALLREDUCE, a))
+				metrics_add(list, b ? "mccl_broadcast_algo_total" :
+				    "mccl_allreduce_algo_total", json_pack(
+				    "{s:s}", "algo", proto_algo_name(a)),
+				    (double)m.algos[b][a]);
 	for (int w = 0; w < 2; w++)
 		metrics_add(list, "mccl_allreduce_wire_total", json_pack(
 		    "{s:s}", "wire", w ? "bfloat16" : "float16"),
@@ -155,6 +183,7 @@ metrics_samples(void)
 	metrics_add(list, "mccl_unreceived_bytes", NULL,
 	    (double)p2p_kept_bytes());
 	peer_metrics(list);
+	metrics_link_cost(list);
 	metrics_ops(list);
 	return list;
 }

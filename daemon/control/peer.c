@@ -45,6 +45,8 @@ static const char *peer_state_names[] = {
 	"down", "connecting", "authenticating", "handshake", "up"
 };
 
+#define RTT_WINDOW	16		/* heartbeats a round trip floor spans */
+
 struct peer {
 	uint32_t		 index;
 	const struct conf_node	*node;
@@ -57,6 +59,8 @@ struct peer {
 	time_t			 since;		/* wall clock of the last change */
 	uint64_t		 last_rx_ns;
 	uint64_t		 rtt_ns;
+	uint64_t		 rtt_win[RTT_WINDOW];	/* the last round trips */
+	uint32_t		 rtt_count;
 	uint64_t		 tx_bytes;
 	uint64_t		 rx_bytes;
 	uint64_t		 generation;	/* bumped when the connection goes */
@@ -117,6 +121,49 @@ peer_is_up(uint32_t index)
 {
 	return index == md.conf.node_index ||
 	    (index < md.conf.nnodes && peers[index]->state == PEER_UP);
+}
+
+static int
+cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * A peer's shortest recent round trip: what the path itself takes, the
+ * time either loop was busy left out (as TCP's and BBR's min RTT); 0: none.
+ */
+static uint64_t
+peer_rtt_floor(const struct peer *p)
+{
+	uint32_t n = p->rtt_count < RTT_WINDOW ? p->rtt_count : RTT_WINDOW;
+	uint64_t best = 0;
+
+	for (uint32_t i = 0; i < n; i++)
+		if (best == 0 || p->rtt_win[i] < best)
+			best = p->rtt_win[i];
+	return best;
+}
+
+/* The median over the peers up of their shortest recent round trips. */
+uint64_t
+peer_rtt_median_ns(void)
+{
+	uint64_t *v = calloc(md.conf.nnodes + 1, sizeof(*v)), mid;
+	size_t n = 0;
+
+	if (v == NULL)
+		return 0;
+	for (uint32_t i = 0; i < md.conf.nnodes; i++)
+		if (i != md.conf.node_index && peers[i]->state == PEER_UP &&
+		    peer_rtt_floor(peers[i]) > 0)
+			v[n++] = peer_rtt_floor(peers[i]);
+	qsort(v, n, sizeof(*v), cmp_u64);
+	mid = n > 0 ? v[n / 2] : 0;
+	free(v);
+	return mid;
 }
 
 /* ---- sending ---- */
@@ -328,7 +375,10 @@ peer_frame(struct peer *p, const uint8_t *buf, size_t len)
 		return peer_send(p->index, PEER_PONG, &msg.ping, NULL, 0) == -1 ?
 		    -1 : 0;
 	case PEER_PONG:
+		if (msg.ping.stamp_ns > now_ns())
+			return 0;	/* not a stamp of ours */
 		p->rtt_ns = now_ns() - msg.ping.stamp_ns;
+		p->rtt_win[p->rtt_count++ % RTT_WINDOW] = p->rtt_ns;
 		return 0;
 	case PEER_JOIN: case PEER_FORMED: case PEER_JOIN_FAIL: case PEER_ABORT:
 	case PEER_JOB_QUERY: case PEER_JOB_INFO:

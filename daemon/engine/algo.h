@@ -1,7 +1,9 @@
 /*
- * algo.h: which inter-node allreduce algorithm an operation runs.  The one
- * rule AUTO stands for lives in algo.c; ring.c runs what it picks, and
- * mcclctl job shows it as size ranges for the job's node count.
+ * algo.h: which algorithm a collective runs between nodes.  AUTO is one
+ * rule, in algo.c: the candidate the cost model predicts fastest, from the
+ * node count, the bytes, and the link cost the job's nodes agreed on at
+ * formation.  ring.c runs what it picks; mcclctl job shows it as size
+ * ranges with their predicted times.
  */
 #ifndef MCCL_ALGO_H
 #define MCCL_ALGO_H
@@ -9,16 +11,38 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ALGO_SMALL_BYTES	65536	/* AUTO: latency-bound algorithms up to */
+/*
+ * What a step between nodes costs: a message's latency, and the time per
+ * byte on the wire and per byte reduced.  Each node estimates its own
+ * (control/linkcost.c); a job runs on the coordinator's worst of them, so
+ * every node of the job computes the same choices.
+ */
+struct link_cost {
+	uint32_t	alpha_ns;	/* one message's latency */
+	uint32_t	beta_ps;	/* per byte sent, picoseconds */
+	uint32_t	gamma_ps;	/* per byte reduced, picoseconds */
+};
+
+/* Until a node has measured its own: 25 us, 10 Gbit/s, 4 GB/s reduced. */
+#define LINK_ALPHA_NS_DEFAULT	25000
+#define LINK_BETA_PS_DEFAULT	800
+#define LINK_GAMMA_PS_DEFAULT	250
 
 struct algo_range {
 	int	algo;		/* enum algo_type */
 	size_t	up_to;		/* bytes per rank, inclusive; SIZE_MAX: above */
+	size_t	at_bytes;	/* up_to, or 1 GiB past the last */
+	double	at_ns;		/* the time predicted there */
 };
 
-int	algo_choose(int requested, uint32_t nnodes, size_t bytes,
-	    size_t small_bytes);
-size_t	algo_auto_ranges(uint32_t nnodes, size_t small_bytes,
-	    struct algo_range *ranges, size_t max);
+#define ALGO_RANGES_MAX	8
+
+int	algo_runs_for(int coll, int algo);
+double	algo_predict_ns(int coll, int algo, uint32_t nnodes, size_t bytes,
+	    const struct link_cost *);
+int	algo_choose(int coll, int requested, uint32_t nnodes, size_t bytes,
+	    const struct link_cost *);
+size_t	algo_auto_ranges(int coll, uint32_t nnodes, const struct link_cost *,
+	    struct algo_range *, size_t max);
 
 #endif

@@ -392,6 +392,19 @@ engine_contribution(struct job *j, const struct op *op, uint8_t *dst,
 	return engine_combine(j, op, dst, 0, op->desc.count, x);
 }
 
+/* The inter-node part, timed: the control plane fits the link cost to it. */
+static int
+engine_node_allreduce(struct op *op, struct xfer *x, const void *src,
+    void *dst)
+{
+	const struct ipc_op *d = &op->desc;
+	uint64_t t0 = now_ns();
+	int rc = node_allreduce(x, src, dst, d->count, d->dtype, d->redop);
+
+	op->node_ns = now_ns() - t0;
+	return rc;
+}
+
 static int
 engine_allreduce(struct job *j, struct op *op, struct xfer *x)
 {
@@ -403,7 +416,7 @@ engine_allreduce(struct job *j, struct op *op, struct xfer *x)
 	if (j->nnodes == 1)
 		return engine_local_allreduce(j, op, x);
 	if (engine_contribution(j, op, dst, &src, x) == -1 ||
-	    node_allreduce(x, src, dst, d->count, d->dtype, d->redop) == -1)
+	    engine_node_allreduce(op, x, src, dst) == -1)
 		return -1;
 	if (d->redop == MCCL_AVG && bytes > 0)
 		reduce_scale_avg(dst, d->count, d->dtype, j->nranks);
@@ -424,7 +437,7 @@ engine_reduce(struct job *j, struct op *op, struct xfer *x)
 	if (dst == NULL && bytes > 0)
 		return -1;
 	if (engine_contribution(j, op, dst, &src, x) == -1 ||
-	    node_allreduce(x, src, dst, d->count, d->dtype, d->redop) == -1)
+	    engine_node_allreduce(op, x, src, dst) == -1)
 		return -1;
 	if (d->redop == MCCL_AVG && bytes > 0 && root != UINT32_MAX)
 		reduce_scale_avg(dst, d->count, d->dtype, j->nranks);
@@ -441,7 +454,7 @@ engine_broadcast(struct job *j, struct op *op, struct xfer *x)
 
 	if (root_pos == j->me)
 		buf = op->parts[local_index_of(j, d->root)].recv;
-	if (ring_broadcast(x, buf, bytes, root_pos) == -1)
+	if (node_broadcast(x, buf, bytes, root_pos) == -1)
 		return -1;
 	engine_fan_out(j, op, buf, bytes);
 	return 0;
@@ -1075,7 +1088,7 @@ engine_run(struct job *j, struct op *op, uint8_t *scratch)
 	x.deadline_ns = op->deadline_ns;
 	x.chunk = md.conf.chunk_bytes;
 	x.algo = op->desc.algo;
-	x.small_bytes = ALGO_SMALL_BYTES;
+	x.cost = j->cost;
 	x.spin_ns = spin_budget_ns(__atomic_load_n(&md.conf.spin_us,
 	    __ATOMIC_RELAXED));
 	x.scratch = scratch;

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "mccld.h"
+#include "engine/algo.h"
 #include "engine/budget.h"
 
 struct link;
@@ -73,7 +74,7 @@ struct xfer {
 					   MCCL_FLOAT16 on the wire, where the
 					   ring runs; 0 none */
 	uint64_t	  wire_saved;	/* bytes that wire did not send */
-	size_t		  small_bytes;	/* up to this, AUTO is latency-bound */
+	struct link_cost  cost;		/* the job's, for AUTO (algo.c) */
 	uint64_t	  spin_ns;	/* spin on the links before sleeping */
 	uint8_t		 *scratch;	/* at least 2 * chunk * nlanes bytes */
 	struct crew	 *crew;		/* runs a large allreduce's lanes on
@@ -101,7 +102,9 @@ int		node_allreduce(struct xfer *, const void *, void *, size_t, int,
 		    int);
 int		ring_allreduce_wire(struct xfer *, const void *, void *, size_t,
 		    int, int);
+int		node_broadcast(struct xfer *, void *, size_t, uint32_t);
 int		ring_broadcast(struct xfer *, void *, size_t, uint32_t);
+int		tree_broadcast(struct xfer *, void *, size_t, uint32_t);
 int		ring_allgather(struct xfer *, void *, const size_t *, const size_t *);
 int		ring_barrier(struct xfer *);
 int		xfer_exchange(struct xfer *, uint32_t, const void *, size_t,
@@ -188,8 +191,10 @@ struct op {
 					   (engine, relaxed atomic; NO_POS) */
 	uint32_t	 blame_pos;	/* it timed out waiting on this one */
 	int		 code;		/* result, set by the engine */
-	uint8_t		 algo_run;	/* allreduce between nodes: enum
-					   algo_type, set by the engine */
+	uint8_t		 algo_run;	/* allreduce or broadcast between
+					   nodes: enum algo_type, set by the
+					   engine */
+	uint64_t	 node_ns;	/* an allreduce's inter-node part took */
 	uint8_t		 wire_run;	/* and its wire (peer_ophdr.wire) */
 	uint64_t	 wire_saved;	/* bytes that wire did not send */
 	char		 err[ERR_MAX];
@@ -243,6 +248,8 @@ struct job {
 	struct engine	*eng;		/* engine.c, from engine_start */
 	int		 fail_told;	/* the ranks have IPC_JOB_FAILED */
 	uint32_t	 nlanes;	/* collective links per pair of nodes */
+	struct link_cost cost;		/* agreed at formation: what AUTO
+					   predicts from (algo.c) */
 
 	/* p2p: the send/recv thread and its links (p2p.c) */
 	struct p2p	*p2p;

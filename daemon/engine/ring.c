@@ -1179,6 +1179,21 @@ ring_allreduce(struct xfer *x, const void *src, void *buf, size_t count,
 	return lanes_run(x, l, nl);	/* one thread drives them all */
 }
 
+static int	pair_run(struct xfer *, struct plan *, uint32_t,
+		    const size_t[2], const size_t[2], int, int);
+
+/* The operation header alone (an empty block) to peer, or from it. */
+static int
+header_with(struct xfer *x, uint32_t peer, int sends)
+{
+	struct plan p;
+
+	if (plan_init(x, &p, NULL, 1) == -1)
+		return -1;
+	p.block = whole_block;
+	return duplex_run(x, &p, &p, sends, sends, !sends, peer, peer);
+}
+
 /*
  * The operation header alone (an empty block) to every node but `skip`
  * (sends), or from every node but `skip` (checks): one frame per link.
@@ -1186,14 +1201,8 @@ ring_allreduce(struct xfer *x, const void *src, void *buf, size_t count,
 static int
 headers_run(struct xfer *x, uint32_t skip, int sends)
 {
-	struct plan p;
-
-	if (plan_init(x, &p, NULL, 1) == -1)
-		return -1;
-	p.block = whole_block;
 	for (uint32_t q = 0; q < x->nnodes; q++)
-		if (q != x->me && q != skip && duplex_run(x, &p, &p, sends,
-		    sends, !sends, q, q) == -1)
+		if (q != x->me && q != skip && header_with(x, q, sends) == -1)
 			return -1;
 	return 0;
 }
@@ -1228,6 +1237,79 @@ ring_broadcast(struct xfer *x, void *buf, size_t bytes, uint32_t root)
 	    x->me == last ? 0 : 1, 1)) == -1)
 		return -1;
 	return headers_run(x, x->me == root ? none : (x->me + n - 1) % n, 0);
+}
+
+/*
+ * A binomial tree from the root, for small buffers on many nodes.  In node
+ * numbers relative to the root, v receives the whole buffer from v less
+ * its highest bit, then sends it on to v + 2^k for each 2^k above v, in
+ * that order: child v + 2^k heads every node that is it plus multiples of
+ * 2^(k+1), so the first child has the largest subtree, and the buffer
+ * reaches all n nodes in ceil(log2 n) steps where the chain takes n - 1.
+ * As in the chain, no node may return while another might still find that
+ * the collectives differ: each node confirms to its parent once its
+ * children have confirmed to it (their headers, checked), and returns once
+ * the root's confirmation has come back down, so a mismatch anywhere fails
+ * every node (by the deadline, or by the abort mccld sends at once).
+ */
+static uint32_t
+tree_pos(uint32_t v, uint32_t root, uint32_t n)
+{
+	return (v + root) % n;
+}
+
+/* Sends (or receives, !sends) the header to (from) each child of v. */
+static int
+tree_children_headers(struct xfer *x, uint32_t v, uint32_t root,
+    uint32_t low, int sends)
+{
+	for (uint32_t mask = low; mask < x->nnodes - v; mask <<= 1)
+		if (header_with(x, tree_pos(v + mask, root, x->nnodes), sends) ==
+		    -1)
+			return -1;
+	return 0;
+}
+
+int
+tree_broadcast(struct xfer *x, void *buf, size_t bytes, uint32_t root)
+{
+	uint32_t n = x->nnodes, v = (x->me + n - root) % n, low = 1, parent;
+	size_t off[2] = { 0, 0 }, len[2] = { bytes, bytes };
+	struct plan p;
+
+	if (n <= 1)
+		return 0;
+	if (root >= n)
+		return ring_fail(x, MCCL_ERR_INVALID_ARGUMENT, "broadcast root "
+		    "at position %u of %u nodes", root, n);
+	if (plan_init(x, &p, buf, 1) == -1)
+		return -1;
+	while (low <= v)
+		low <<= 1;		/* children: v + mask, low <= mask */
+	parent = tree_pos(v - (low >> 1), root, n);
+	if (v > 0 && pair_run(x, &p, parent, off, len, 0, 1) == -1)
+		return -1;
+	for (uint32_t mask = low; mask < n - v; mask <<= 1)
+		if (pair_run(x, &p, tree_pos(v + mask, root, n), off, len, 1,
+		    0) == -1)
+			return -1;
+	if (tree_children_headers(x, v, root, low, 0) == -1)
+		return -1;
+	if (v > 0 && (header_with(x, parent, 1) == -1 ||
+	    header_with(x, parent, 0) == -1))
+		return -1;
+	return tree_children_headers(x, v, root, low, 1);
+}
+
+/* The inter-node broadcast, by x->algo where it is one (else by cost). */
+int
+node_broadcast(struct xfer *x, void *buf, size_t bytes, uint32_t root)
+{
+	x->hdr.algo = (uint8_t)algo_choose(COLL_BROADCAST, x->algo, x->nnodes,
+	    bytes, &x->cost);
+	if (x->hdr.algo == ALGO_TREE)
+		return tree_broadcast(x, buf, bytes, root);
+	return ring_broadcast(x, buf, bytes, root);
 }
 
 int
@@ -1759,7 +1841,7 @@ ring_allreduce_wire(struct xfer *x, const void *src, void *buf, size_t count,
 }
 
 /*
- * The inter-node allreduce, by the algorithm x->algo names (AUTO: by size).
+ * The inter-node allreduce, by the algorithm x->algo names (AUTO: by cost).
  * The one run goes in the operation header, so a node that chose another
  * fails the op naming both; so does the wire, narrowed where the ring runs
  * a float32 sum and x->wire asks for it.
@@ -1774,8 +1856,8 @@ node_allreduce(struct xfer *x, const void *src, void *buf, size_t count,
 	if (x->nnodes > 1) {
 		if (allreduce_args(x, count, dtype, &op) == -1)
 			return -1;
-		x->hdr.algo = (uint8_t)algo_choose(x->algo, x->nnodes,
-		    count * es, x->small_bytes);
+		x->hdr.algo = (uint8_t)algo_choose(COLL_ALLREDUCE, x->algo,
+		    x->nnodes, count * es, &x->cost);
 		x->hdr.wire = x->hdr.algo == ALGO_RING ? wire_of(x, dtype, op) :
 		    0;
 		if (x->hdr.wire != 0)

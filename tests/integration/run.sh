@@ -94,7 +94,7 @@ daemons_stop 60 4
 run_job "mccl_test alone completes a receive, and an allreduce whose peer \
 died (PEER_FAILED)" jpoll "0 1" poll
 MCCL_ALGO=fastest spawn 0 jalgo 1 0 expect-init MCCL_ERR_INVALID_ARGUMENT \
-    "MCCL_ALGO=fastest: expected auto, ring, doubling, rabenseifner or direct"
+    "MCCL_ALGO=fastest: expected auto, ring, doubling, rabenseifner, direct or tree"
 wait "$LAST_PID" && ok "an unknown MCCL_ALGO fails mccl_comm_init, named" ||
     { bad "an unknown MCCL_ALGO"; cat "$T"/jalgo.*.out; }
 MCCL_SPIN_US=-5 spawn 0 jspinbad 1 0 expect-init MCCL_ERR_INVALID_ARGUMENT \

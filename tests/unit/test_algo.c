@@ -1,7 +1,9 @@
 /*
- * test_algo.c: the rule AUTO stands for (engine/algo.c), and that the
- * ranges mcclctl job shows are that rule: for every node count and size,
- * the choice equals the range's.
+ * test_algo.c: the cost model AUTO stands for (engine/algo.c): its
+ * predictions, worked by hand here; the choice it makes for each node
+ * count and size, on either side of each boundary; that a requested
+ * algorithm runs where the collective has it; and that the ranges mcclctl
+ * job shows are the rule, for every node count and size.
  */
 #include <check.h>
 #include <stdint.h>
@@ -10,12 +12,165 @@
 #include "engine/engine.h"
 #include "engine/algo.h"
 
+/* The defaults: alpha 25 us, beta 0.8 ns a byte, gamma 0.25. */
+static const struct link_cost dflt = { LINK_ALPHA_NS_DEFAULT,
+    LINK_BETA_PS_DEFAULT, LINK_GAMMA_PS_DEFAULT };
+
+#define AR	COLL_ALLREDUCE
+#define BC	COLL_BROADCAST
+
+static int
+pick(int coll, uint32_t n, size_t bytes, const struct link_cost *c)
+{
+	return algo_choose(coll, ALGO_AUTO, n, bytes, c);
+}
+
+static void
+assert_near(double got, double want)
+{
+	ck_assert_msg(got > want - 0.5 && got < want + 0.5, "predicted %.3f "
+	    "ns, expected %.3f", got, want);
+}
+
+START_TEST(predictions_by_hand)
+{
+	size_t m = 1 << 20;
+
+	/* 4 nodes, 1 MiB: 6 alpha + 2 (3/4) n beta */
+	assert_near(algo_predict_ns(AR, ALGO_RING, 4, m, &dflt),
+	    6 * 25000 + 1.5 * m * 0.8);
+	/* 4 nodes: 2 rounds of (alpha + n beta), 2 reductions */
+	assert_near(algo_predict_ns(AR, ALGO_DOUBLING, 4, m, &dflt),
+	    2 * (25000 + m * 0.8) + 2 * m * 0.25);
+	/* 5 nodes fold one in: 3 + 2 rounds, 3 reductions */
+	assert_near(algo_predict_ns(AR, ALGO_DOUBLING, 5, m, &dflt),
+	    4 * (25000 + m * 0.8) + 3 * m * 0.25);
+	/* 8 nodes: 6 alpha, 2 (7/8) n beta, (7/8) n gamma */
+	assert_near(algo_predict_ns(AR, ALGO_RABENSEIFNER, 8, m, &dflt),
+	    6 * 25000 + 1.75 * m * 0.8 + 0.875 * m * 0.25);
+	/* 6 nodes, one round: alpha + 5 (7/12) alpha + 5 n (beta + gamma) */
+	assert_near(algo_predict_ns(AR, ALGO_DIRECT, 6, 1000, &dflt),
+	    25000 + 5 * 25000 * 7.0 / 12 + 5 * 1000 * 1.05);
+	/* 20 nodes: three rounds of 8 peers at most */
+	assert_near(algo_predict_ns(AR, ALGO_DIRECT, 20, 0, &dflt),
+	    3 * 25000 + 19 * 25000 * 7.0 / 12);
+	/* a chain of 5, 64 KiB in one chunk: 4 alpha, 3 chunks' fill, n,
+	   and the headers 2 * 3 * (7/12) alpha */
+	assert_near(algo_predict_ns(BC, ALGO_RING, 5, 65536, &dflt),
+	    4 * 25000 + 3 * 65536 * 0.8 + 65536 * 0.8 + 6 * 25000 * 7.0 / 12);
+	/* a chain past one chunk: only the first chunk fills it */
+	assert_near(algo_predict_ns(BC, ALGO_RING, 5, 4 * m, &dflt),
+	    4 * 25000 + 3 * m * 0.8 + 4 * m * 0.8 + 6 * 25000 * 7.0 / 12);
+	/* a tree of 5: depth 3, and a confirmation up and down */
+	assert_near(algo_predict_ns(BC, ALGO_TREE, 5, 1000, &dflt),
+	    3 * (25000 + 1000 * 0.8) + 6 * 25000);
+	/* what a collective does not run, and one node, cost nothing */
+	ck_assert(algo_predict_ns(BC, ALGO_DOUBLING, 4, m, &dflt) == 0);
+	ck_assert(algo_predict_ns(AR, ALGO_TREE, 4, m, &dflt) == 0);
+	ck_assert(algo_predict_ns(AR, ALGO_RING, 1, m, &dflt) == 0);
+}
+END_TEST
+
+/*
+ * The boundaries, worked from the model with the defaults:
+ *   2 nodes: doubling while n gamma < alpha: n < 100000.
+ *   3 nodes: direct 2.167 alpha + 2.1 n against the ring's 4 alpha +
+ *     1.067 n: n < 44354.8.
+ *   4 nodes: doubling 2 alpha + 2.1 n, rabenseifner 4 alpha + 1.3875 n,
+ *     the ring 6 alpha + 1.2 n: n < 70175.4, then n < 266666.7.
+ *   128 nodes: doubling 7 alpha + 7.35 n, rabenseifner 14 alpha +
+ *     1.8355 n, the ring 254 alpha + 1.5875 n: n < 31734.5, then
+ *     n < 24188976.4 (the ring's 2(p-1) steps cost 6 ms of latency).
+ */
+START_TEST(auto_by_node_count_and_size)
+{
+	static const struct { uint32_t n; size_t bytes; int algo; } want[] = {
+		{ 2, 0, ALGO_DOUBLING }, { 2, 99999, ALGO_DOUBLING },
+		{ 2, 100001, ALGO_RING }, { 2, 1 << 30, ALGO_RING },
+		{ 3, 8, ALGO_DIRECT }, { 3, 44354, ALGO_DIRECT },
+		{ 3, 44355, ALGO_RING },
+		{ 4, 8, ALGO_DOUBLING }, { 4, 70175, ALGO_DOUBLING },
+		{ 4, 70176, ALGO_RABENSEIFNER },
+		{ 4, 266666, ALGO_RABENSEIFNER }, { 4, 266667, ALGO_RING },
+		{ 128, 8, ALGO_DOUBLING }, { 128, 31734, ALGO_DOUBLING },
+		{ 128, 31735, ALGO_RABENSEIFNER },
+		{ 128, 256 << 10, ALGO_RABENSEIFNER },
+		{ 128, 24188976, ALGO_RABENSEIFNER },
+		{ 128, 24188977, ALGO_RING },
+	};
+
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		ck_assert_msg(pick(AR, want[i].n, want[i].bytes, &dflt) ==
+		    want[i].algo, "%u nodes, %zu bytes: %s, not %s", want[i].n,
+		    want[i].bytes, proto_algo_name(pick(AR, want[i].n,
+		    want[i].bytes, &dflt)), proto_algo_name(want[i].algo));
+}
+END_TEST
+
+/*
+ * Broadcast: the chain on few nodes; the tree for small buffers on many,
+ * and the chain again once the tree's log2 p whole copies cost more than
+ * the chain's fill.  128 nodes: the tree 7 (alpha + n beta) + 14 alpha,
+ * the chain 127 alpha + 126 chunks' fill + n beta + 252 (7/12) alpha.
+ */
+START_TEST(broadcast_by_node_count_and_size)
+{
+	ck_assert_int_eq(pick(BC, 2, 8, &dflt), ALGO_RING);
+	ck_assert_int_eq(pick(BC, 3, 1 << 20, &dflt), ALGO_RING);
+	ck_assert_int_eq(pick(BC, 8, 8, &dflt), ALGO_TREE);
+	ck_assert_int_eq(pick(BC, 128, 8, &dflt), ALGO_TREE);
+	ck_assert_int_eq(pick(BC, 128, 1 << 20, &dflt), ALGO_TREE);
+	ck_assert_int_eq(pick(BC, 128, 64 << 20, &dflt), ALGO_RING);
+}
+END_TEST
+
+/* Slower messages move the ring's boundary up; a faster reduction too. */
+START_TEST(the_choice_follows_the_cost)
+{
+	const struct link_cost slow_msgs = { 250000, 800, 250 };
+	const struct link_cost fast_reduce = { 25000, 800, 10 };
+
+	ck_assert_int_eq(pick(AR, 2, 500000, &dflt), ALGO_RING);
+	ck_assert_int_eq(pick(AR, 2, 500000, &slow_msgs), ALGO_DOUBLING);
+	ck_assert_int_eq(pick(AR, 128, 64 << 20, &dflt), ALGO_RING);
+	ck_assert_int_eq(pick(AR, 128, 64 << 20, &slow_msgs),
+	    ALGO_RABENSEIFNER);
+	/* rabenseifner sends what the ring sends in 8 steps, not 30, but
+	   reduces after each: with a faster reduction it holds past 16 MiB
+	   on 16 nodes (to 22 alpha / (15/16 gamma): 2.3 MB, then 58.7 MB) */
+	ck_assert_int_eq(pick(AR, 16, 16 << 20, &dflt), ALGO_RING);
+	ck_assert_int_eq(pick(AR, 16, 16 << 20, &fast_reduce),
+	    ALGO_RABENSEIFNER);
+	ck_assert_int_eq(pick(AR, 16, 64 << 20, &fast_reduce), ALGO_RING);
+}
+END_TEST
+
+START_TEST(requested_runs_as_asked)
+{
+	for (int a = ALGO_RING; a <= ALGO_DIRECT; a++) {
+		ck_assert_int_eq(algo_choose(AR, a, 5, 1 << 20, &dflt), a);
+		ck_assert_int_eq(algo_choose(COLL_REDUCE, a, 5, 8, &dflt), a);
+	}
+	ck_assert_int_eq(algo_choose(BC, ALGO_TREE, 2, 1 << 30, &dflt),
+	    ALGO_TREE);
+	ck_assert_int_eq(algo_choose(BC, ALGO_RING, 128, 8, &dflt), ALGO_RING);
+	/* asked for what the collective has not: the model decides */
+	ck_assert_int_eq(algo_choose(BC, ALGO_DOUBLING, 128, 8, &dflt),
+	    ALGO_TREE);
+	ck_assert_int_eq(algo_choose(AR, ALGO_TREE, 2, 8, &dflt),
+	    ALGO_DOUBLING);
+	ck_assert(algo_runs_for(AR, ALGO_DIRECT) && !algo_runs_for(AR,
+	    ALGO_TREE) && algo_runs_for(BC, ALGO_TREE) &&
+	    !algo_runs_for(COLL_ALLGATHER, ALGO_RING));
+}
+END_TEST
+
 /* The algorithm the ranges give for bytes. */
 static int
-by_ranges(uint32_t n, size_t bytes)
+by_ranges(int coll, uint32_t n, size_t bytes, const struct link_cost *c)
 {
-	struct algo_range r[4];
-	size_t k = algo_auto_ranges(n, ALGO_SMALL_BYTES, r, 4);
+	struct algo_range r[ALGO_RANGES_MAX];
+	size_t k = algo_auto_ranges(coll, n, c, r, ALGO_RANGES_MAX);
 
 	for (size_t i = 0; i < k; i++)
 		if (bytes <= r[i].up_to)
@@ -23,53 +178,49 @@ by_ranges(uint32_t n, size_t bytes)
 	return -1;
 }
 
-START_TEST(auto_by_node_count_and_size)
+static void
+ranges_match(int coll, uint32_t n, const struct link_cost *c)
 {
-	/* node count, bytes, expected */
-	static const struct { uint32_t n; size_t bytes; int algo; } want[] = {
-		{ 2, 0, ALGO_DOUBLING }, { 2, 8, ALGO_DOUBLING },
-		{ 2, 65536, ALGO_DOUBLING },
-		{ 2, 65537, ALGO_RING },
-		{ 3, 8, ALGO_DIRECT }, { 3, 16384, ALGO_DIRECT },
-		{ 3, 16385, ALGO_DOUBLING }, { 3, 1 << 20, ALGO_RING },
-		{ 4, 8, ALGO_DOUBLING },
-		{ 5, 8192, ALGO_DIRECT }, { 5, 8193, ALGO_DOUBLING },
-		{ 6, 6553, ALGO_DIRECT }, { 6, 6554, ALGO_DOUBLING },
-		{ 7, 8, ALGO_DOUBLING }, { 9, 8, ALGO_DOUBLING },
-		{ 128, 8, ALGO_DOUBLING }, { 128, 1 << 30, ALGO_RING },
-	};
+	struct algo_range r[ALGO_RANGES_MAX];
+	size_t k = algo_auto_ranges(coll, n, c, r, ALGO_RANGES_MAX);
 
-	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
-		ck_assert_msg(algo_choose(ALGO_AUTO, want[i].n, want[i].bytes,
-		    ALGO_SMALL_BYTES) == want[i].algo, "%u nodes, %zu bytes: "
-		    "%s, not %s", want[i].n, want[i].bytes,
-		    proto_algo_name(algo_choose(ALGO_AUTO, want[i].n,
-		    want[i].bytes, ALGO_SMALL_BYTES)),
-		    proto_algo_name(want[i].algo));
+	ck_assert_uint_ge(k, 1);
+	ck_assert_uint_eq(r[k - 1].up_to, SIZE_MAX);
+	for (size_t i = 0; i < k; i++) {
+		ck_assert(i == 0 || r[i].algo != r[i - 1].algo);
+		ck_assert(r[i].at_ns == algo_predict_ns(coll, r[i].algo, n,
+		    r[i].at_bytes, c));
+		if (i + 1 < k) {	/* each boundary, to the byte */
+			ck_assert_int_eq(pick(coll, n, r[i].up_to, c),
+			    r[i].algo);
+			ck_assert_int_eq(pick(coll, n, r[i].up_to + 1, c),
+			    r[i + 1].algo);
+		}
+	}
+	for (size_t b = 0; b <= (size_t)64 << 20; b = b * 5 / 4 + 97)
+		ck_assert_msg(by_ranges(coll, n, b, c) == pick(coll, n, b, c),
+		    "%u nodes, %zu bytes", n, b);
 }
-END_TEST
-
-START_TEST(requested_runs_as_asked)
-{
-	for (int a = ALGO_RING; a <= ALGO_MAX; a++)
-		ck_assert_int_eq(algo_choose(a, 5, 1 << 20, ALGO_SMALL_BYTES), a);
-}
-END_TEST
 
 START_TEST(the_ranges_are_the_rule)
 {
-	struct algo_range r[4];
+	const struct link_cost slow = { 400000, 8000, 300 };
+	struct algo_range r[ALGO_RANGES_MAX];
 
-	ck_assert_uint_eq(algo_auto_ranges(1, ALGO_SMALL_BYTES, r, 4), 0);
-	for (uint32_t n = 2; n <= 300; n++)
-		for (size_t b = 0; b <= 3 * ALGO_SMALL_BYTES; b += 97)
-			ck_assert_msg(by_ranges(n, b) == algo_choose(ALGO_AUTO,
-			    n, b, ALGO_SMALL_BYTES), "%u nodes, %zu bytes", n,
-			    b);
-	ck_assert_uint_eq(algo_auto_ranges(3, ALGO_SMALL_BYTES, r, 4), 3);
-	ck_assert_int_eq(r[0].algo, ALGO_DIRECT);
-	ck_assert_uint_eq(r[0].up_to, 16384);
-	ck_assert_uint_eq(r[2].up_to, SIZE_MAX);
+	ck_assert_uint_eq(algo_auto_ranges(AR, 1, &dflt, r, 4), 0);
+	ck_assert_uint_eq(algo_auto_ranges(COLL_ALLGATHER, 4, &dflt, r, 4), 0);
+	for (uint32_t n = 2; n <= 600; n += n < 20 ? 1 : 37) {
+		ranges_match(AR, n, &dflt);
+		ranges_match(BC, n, &dflt);
+		ranges_match(AR, n, &slow);
+		ranges_match(BC, n, &slow);
+	}
+	ck_assert_uint_eq(algo_auto_ranges(AR, 4, &dflt, r, ALGO_RANGES_MAX),
+	    3);
+	ck_assert_int_eq(r[0].algo, ALGO_DOUBLING);
+	ck_assert_uint_eq(r[0].up_to, 70175);
+	ck_assert_uint_eq(r[1].up_to, 266666);
+	ck_assert_uint_eq(r[2].at_bytes, (size_t)1 << 30);
 }
 END_TEST
 
@@ -81,7 +232,10 @@ main(void)
 	SRunner *sr;
 	int failed;
 
+	tcase_add_test(tc, predictions_by_hand);
 	tcase_add_test(tc, auto_by_node_count_and_size);
+	tcase_add_test(tc, broadcast_by_node_count_and_size);
+	tcase_add_test(tc, the_choice_follows_the_cost);
 	tcase_add_test(tc, requested_runs_as_asked);
 	tcase_add_test(tc, the_ranges_are_the_rule);
 	suite_add_tcase(s, tc);

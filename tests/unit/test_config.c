@@ -352,8 +352,9 @@ START_TEST(test_bounds)
 	config_free(&c);
 	parse_err("{\"log_level\": \"verbose\"}", "key \"log_level\"");
 	parse_err("{\"log_level\": \"verbose\"}", "\"verbose\"");
-	parse_err("{\"algo\": \"tree\"}", "key \"algo\": unknown algorithm "
-	    "\"tree\" (expected auto, ring, doubling, rabenseifner or direct)");
+	parse_err("{\"algo\": \"star\"}", "key \"algo\": unknown algorithm "
+	    "\"star\" (expected auto, ring, doubling, rabenseifner, direct or "
+	    "tree)");
 	parse_err("{\"algo\": 2}", "key \"algo\"");
 	parse_err("{\"spin_us\": -1}", "key \"spin_us\": \"-1\": expected "
 	    "auto or microseconds from 0 to 100000");

@@ -139,7 +139,8 @@ peer_allreduce(struct peer *p)
 	x.deadline_ns = now_ns() + 20 * SEC;
 	x.chunk = md.conf.chunk_bytes;
 	x.algo = ALGO_AUTO;
-	x.small_bytes = ALGO_SMALL_BYTES;
+	x.cost = (struct link_cost){ LINK_ALPHA_NS_DEFAULT, LINK_BETA_PS_DEFAULT,
+	    LINK_GAMMA_PS_DEFAULT };
 	x.scratch = malloc(2 * md.conf.chunk_bytes * NLANES);
 	x.node_index = node_index;
 	x.blame = NO_POS;

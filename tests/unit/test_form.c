@@ -82,6 +82,13 @@ peer_send(uint32_t node, uint16_t type, const void *hdr, const void *trailer,
 	return 0;
 }
 
+/* Every peer's heartbeat: 80 us round trips, so this node's alpha is 40. */
+uint64_t
+peer_rtt_median_ns(void)
+{
+	return 80000;
+}
+
 const char *
 peer_name(uint32_t node)
 {
@@ -293,7 +300,9 @@ join_remote(const char *name, uint32_t from, uint32_t nranks,
     const uint32_t *ranks, uint32_t n, uint32_t timeout_ms)
 {
 	struct peer_join m = { .uid = UID, .nranks = nranks, .node = from,
-	    .nlocal = n, .timeout_ms = timeout_ms };
+	    .nlocal = n, .timeout_ms = timeout_ms, .alpha_ns = 30000,
+	    .beta_ps = 2000, .gamma_ps = 100 };	/* a slower link, a faster
+						   reduction than ours */
 	uint8_t trailer[64];
 
 	snprintf(m.job, sizeof(m.job), "%s", name);
@@ -373,6 +382,10 @@ START_TEST(local_ranks_join_their_coordinator)
 	wire_get_u32s(ranks, s->trailer, 2);
 	ck_assert_uint_eq(ranks[0], 0);
 	ck_assert_uint_eq(ranks[1], 2);
+	/* this node's link cost: no ring allreduce has run to fit beta */
+	ck_assert_uint_eq(m.alpha_ns, 40000);
+	ck_assert_uint_eq(m.beta_ps, LINK_BETA_PS_DEFAULT);
+	ck_assert_uint_eq(m.gamma_ps, LINK_GAMMA_PS_DEFAULT);
 	ck_assert_int_eq(count_type(PEER_FORMED), 0);	/* not ours to form */
 }
 END_TEST
@@ -394,6 +407,10 @@ START_TEST(the_coordinator_forms_once_every_rank_is_claimed)
 	ck_assert_uint_eq(f.job_id & PEER_CHECK_JOB, 0);
 	ck_assert_uint_eq(f.nranks, 4);
 	ck_assert_uint_eq(f.lanes, conf_lanes(&md.conf));
+	/* the worst of both nodes' link cost, each number on its own */
+	ck_assert_uint_eq(f.alpha_ns, 40000);
+	ck_assert_uint_eq(f.beta_ps, 2000);
+	ck_assert_uint_eq(f.gamma_ps, LINK_GAMMA_PS_DEFAULT);
 	ck_assert_uint_eq(s->tlen, 16);
 	wire_get_u32s(map, s->trailer, 4);
 	ck_assert_uint_eq(map[0], 0);
@@ -422,6 +439,9 @@ START_TEST(the_rank_map_gives_the_topology_and_the_engine_its_ranks)
 	ck_assert_int_eq(j->state, JOB_LINKING);
 	ck_assert_uint_eq(j->nnodes, 2);
 	ck_assert_uint_eq(j->me, 0);
+	ck_assert_uint_eq(j->cost.alpha_ns, f.alpha_ns);
+	ck_assert_uint_eq(j->cost.beta_ps, f.beta_ps);
+	ck_assert_uint_eq(j->cost.gamma_ps, f.gamma_ps);
 	ck_assert_uint_eq(j->node_index[1], 1);
 	ck_assert_str_eq(j->names[1], "n1");
 	/* node order: n0's ranks 0 and 2, then n1's 1 and 3 */
@@ -529,7 +549,7 @@ START_TEST(a_rank_map_against_the_local_ranks_fails_the_job)
 {
 	const char *name = job_coordinated_by(1);
 	struct peer_formed f = { .job_id = 77, .uid = UID, .nranks = 2,
-	    .lanes = 1 };
+	    .lanes = 1, .alpha_ns = 1, .beta_ps = 1, .gamma_ps = 1 };
 	const uint32_t map[2] = { 1, 0 };	/* rank 0 is here, not on n1 */
 	uint8_t trailer[8];
 
@@ -548,6 +568,61 @@ START_TEST(a_rank_map_against_the_local_ranks_fails_the_job)
 }
 END_TEST
 
+/* A rank map without a link cost is a protocol error: nothing forms. */
+START_TEST(a_rank_map_without_a_link_cost_is_refused)
+{
+	const char *name = job_coordinated_by(1);
+	struct peer_formed f = { .job_id = 78, .uid = UID, .nranks = 1,
+	    .lanes = 1, .alpha_ns = 1, .beta_ps = 0, .gamma_ps = 1 };
+	uint8_t trailer[4];
+	const uint32_t map[1] = { 0 };
+
+	join_local(name, 0, 1);
+	snprintf(f.job, sizeof(f.job), "%s", name);
+	wire_put_u32s(trailer, map, 1);
+	ck_assert_int_eq(job_recv_formed(&f, trailer, sizeof(trailer)), -1);
+	ck_assert_uint_eq(nstarted, 0);
+	ck_assert_ptr_null(job_find_id(78));
+}
+END_TEST
+
+/*
+ * beta is fitted to ring allreduces of 1 MiB or more by the model's ring,
+ * 2(p-1) alpha + 2(p-1)/p n beta; the estimate is the least of the last 16
+ * fits (an op's time also holds waiting for the last node: it only adds).
+ */
+START_TEST(beta_is_fitted_to_ring_allreduces)
+{
+	const struct link_cost job = { 25000, 800, 250 };
+	size_t n = (size_t)4 << 20;
+	struct link_cost c;
+
+	/* too small, one node, faster than the latency alone: ignored */
+	linkcost_observe(2, (1 << 20) - 4, 10 * 1000 * 1000, &job);
+	linkcost_observe(1, n, 10 * 1000 * 1000, &job);
+	linkcost_observe(2, n, 40000, &job);
+	linkcost_mine(&c);
+	ck_assert_uint_eq(c.beta_ps, LINK_BETA_PS_DEFAULT);
+	/* 4 nodes: 150 us, then 1.5 n at 1500 ps */
+	linkcost_observe(4, n, 150000 + 3 * n * 3 / 4, &job);
+	linkcost_mine(&c);
+	ck_assert_uint_eq(c.beta_ps, 1500);
+	/* 2 nodes: 50 us of latency, then n bytes at 500 ps each */
+	linkcost_observe(2, n, 50000 + n / 2, &job);
+	linkcost_mine(&c);
+	ck_assert_uint_eq(c.beta_ps, 500);
+	/* 15 slower ones keep the 500 in the window; the 16th pushes it out */
+	for (int i = 0; i < 15; i++)
+		linkcost_observe(2, n, 50000 + n, &job);
+	linkcost_mine(&c);
+	ck_assert_uint_eq(c.beta_ps, 500);
+	linkcost_observe(2, n, 50000 + n, &job);
+	linkcost_mine(&c);
+	ck_assert_uint_eq(c.beta_ps, 1000);
+	ck_assert_uint_eq(c.alpha_ns, 40000);
+}
+END_TEST
+
 static Suite *
 form_suite(void)
 {
@@ -557,6 +632,8 @@ form_suite(void)
 	tcase_add_checked_fixture(tc, cluster_up, cluster_down);
 
 	tcase_add_test(tc, local_ranks_join_their_coordinator);
+	tcase_add_test(tc, a_rank_map_without_a_link_cost_is_refused);
+	tcase_add_test(tc, beta_is_fitted_to_ring_allreduces);
 	tcase_add_test(tc, the_coordinator_forms_once_every_rank_is_claimed);
 	tcase_add_test(tc,
 	    the_rank_map_gives_the_topology_and_the_engine_its_ranks);

@@ -64,6 +64,7 @@ struct node {
 	const size_t	*offs, *lens;
 	size_t		 chunk;		/* 0: the run's chunk */
 	int		 algo;		/* 0: the run's algorithm */
+	struct link_cost cost;		/* beta 0: the run's cost */
 	int		 wire;		/* x.wire: MCCL_BFLOAT16, MCCL_FLOAT16 */
 	unsigned	 delay_ms;
 	int		 efd;		/* ABORTER writes it */
@@ -202,9 +203,12 @@ nodes_init(struct node *nd, int n, int coll)
 	}
 }
 
-/* node_allreduce's algorithm, and up to what size AUTO means doubling. */
-static int algo;
-static size_t small_bytes;
+static void	assert_failed(const struct node *, int, int, const char *);
+
+/* The run's algorithm (ALGO_AUTO: by the model, from cost). */
+static int algo = ALGO_RING;
+static struct link_cost cost = { LINK_ALPHA_NS_DEFAULT, LINK_BETA_PS_DEFAULT,
+    LINK_GAMMA_PS_DEFAULT };
 
 static int
 node_call(struct node *nd)
@@ -216,7 +220,7 @@ node_call(struct node *nd)
 		return node_allreduce(x, nd->src != NULL ? nd->src : nd->buf,
 		    nd->buf, nd->count, nd->dtype, nd->op);
 	case COLL_BROADCAST:
-		return ring_broadcast(x, nd->buf, nd->count, nd->root);
+		return node_broadcast(x, nd->buf, nd->count, nd->root);
 	case COLL_ALLGATHER:
 		return ring_allgather(x, nd->buf, nd->offs, nd->lens);
 	default:
@@ -338,7 +342,7 @@ node_setup(struct mesh *m, struct node *nd, int i, size_t chunk,
 		ck_assert_ptr_nonnull(x->crew = crew_new());
 	x->algo = nd->algo ? nd->algo : algo;
 	x->wire = nd->wire;
-	x->small_bytes = small_bytes;
+	x->cost = nd->cost.beta_ps != 0 ? nd->cost : cost;
 	x->hdr = (struct peer_ophdr){ m->seq, (uint8_t)nd->coll,
 	    (uint8_t)nd->dtype, (uint8_t)nd->op, 0, nd->root, nd->count, 0 };
 }
@@ -573,7 +577,7 @@ START_TEST(test_doubling)
 	struct node nd[MAXN];
 	struct mesh m;
 
-	small_bytes = 65536;
+	algo = ALGO_DOUBLING;
 	mesh_open(&m, n);
 	for (size_t d = 0; d < 3; d++)
 		for (size_t o = 0; o < 3; o++)
@@ -582,7 +586,7 @@ START_TEST(test_doubling)
 				    4096);
 	identical_case(&m, nd, 1000, 4096, 7);
 	mesh_close(&m);
-	small_bytes = 0;
+	algo = ALGO_RING;
 	free_bufs(nd, n);
 }
 END_TEST
@@ -608,7 +612,7 @@ START_TEST(test_algorithms)
 				allreduce_case(&m, dtypes[d], ops[o], counts[c],
 				    4100);
 	mesh_close(&m);
-	algo = ALGO_AUTO;
+	algo = ALGO_RING;
 }
 END_TEST
 
@@ -625,7 +629,7 @@ START_TEST(test_algorithms_identical)
 	mesh_close(&m);
 	for (int k = 0; k < n; k++)
 		ck_assert_uint_eq(nd[k].x.hdr.algo, (unsigned)algo);
-	algo = ALGO_AUTO;
+	algo = ALGO_RING;
 	free_bufs(nd, n);
 }
 END_TEST
@@ -682,61 +686,79 @@ START_TEST(test_out_of_place)
 		out_of_place_case(&m, counts[c], c % 2 ? 4100 : 65536,
 		    7 + (unsigned)c);
 	mesh_close(&m);
-	algo = ALGO_AUTO;
+	algo = ALGO_RING;
 }
 END_TEST
 
 /*
- * AUTO on 3 nodes: the one-round exchange while a node sends at most 32
- * KiB, recursive doubling up to small_bytes, the ring above.
+ * AUTO on 2 to 8 nodes, at sizes on either side of the model's boundaries:
+ * every node runs what algo_choose predicts fastest from the job's cost
+ * (which test_algo checks against the model worked by hand), the sum is
+ * right, and each node count runs at least two algorithms.
  */
 START_TEST(test_algo_auto)
 {
-	size_t counts[] = { 4096, 4097, 16384, 16385 };	/* float32 */
-	static const int want[] = { ALGO_DIRECT, ALGO_DOUBLING, ALGO_DOUBLING,
-	    ALGO_RING };
+	static const size_t counts[] = { 2, 1000, 11088, 17543, 66666, 70000 };
+	int n = 2 + _i, seen = 0;
 	struct node nd[MAXN];
 	struct mesh m;
 
-	small_bytes = 65536;
-	mesh_open(&m, 3);
-	for (int c = 0; c < 4; c++) {
-		alloc_allreduce(nd, 3, counts[c]);
+	algo = ALGO_AUTO;
+	mesh_open(&m, n);
+	for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+		int want = algo_choose(COLL_ALLREDUCE, ALGO_AUTO, (uint32_t)n,
+		    counts[c] * 4, &cost);
+
+		alloc_allreduce(nd, n, counts[c]);
+		for (int k = 0; k < n; k++)
+			for (size_t i = 0; i < counts[c]; i++)
+				((float *)nd[k].buf)[i] = (float)(k + 1);
 		run_nodes(&m, nd, 65536, 10000, -1);
-		for (int k = 0; k < 3; k++) {
+		for (int k = 0; k < n; k++) {
 			ck_assert_msg(nd[k].rc == 0, "node %d: %s", k,
 			    nd[k].x.err);
-			ck_assert_uint_eq(nd[k].x.hdr.algo, want[c]);
+			ck_assert_msg(nd[k].x.hdr.algo == (unsigned)want, "%d "
+			    "nodes, %zu floats: %s, expected %s", n, counts[c],
+			    proto_algo_name(nd[k].x.hdr.algo),
+			    proto_algo_name(want));
+			ck_assert_float_eq(((float *)nd[k].buf)[counts[c] - 1],
+			    (float)(n * (n + 1) / 2));
 		}
-		free_bufs(nd, 3);
+		seen |= 1 << want;
+		free_bufs(nd, n);
 		m.seq++;
 	}
 	mesh_close(&m);
-	small_bytes = 0;
+	ck_assert_msg(__builtin_popcount((unsigned)seen) >= 2, "%d nodes ran "
+	    "one algorithm only", n);
+	algo = ALGO_RING;
 }
 END_TEST
 
-/* AUTO's small ops on 2 to 8 nodes: the one-round exchange on 3, 5, 6. */
-START_TEST(test_algo_auto_nodes)
+/*
+ * Nodes whose link costs differ choose differently: the op fails on every
+ * node, naming both algorithms, instead of hanging.  (mccld hands all the
+ * nodes of a job the same cost; this is what the header check is for.)
+ */
+START_TEST(test_algo_auto_disagree)
 {
-	int n = 2 + _i;
-	int want = n == 3 || n == 5 || n == 6 ? ALGO_DIRECT : ALGO_DOUBLING;
 	struct node nd[MAXN];
 	struct mesh m;
 
-	small_bytes = 65536;
-	mesh_open(&m, n);
-	alloc_allreduce(nd, n, 16);
-	run_nodes(&m, nd, 65536, 10000, -1);
-	for (int k = 0; k < n; k++) {
-		ck_assert_msg(nd[k].rc == 0, "node %d: %s", k, nd[k].x.err);
-		ck_assert_msg(nd[k].x.hdr.algo == (unsigned)want, "%d nodes: "
-		    "%s, expected %s", n, proto_algo_name(nd[k].x.hdr.algo),
-		    proto_algo_name(want));
-	}
-	free_bufs(nd, n);
+	algo = ALGO_AUTO;
+	mesh_open(&m, 2);
+	alloc_allreduce(nd, 2, 50000);		/* 200 KB: the ring, by default */
+	nd[1].cost = (struct link_cost){ 2500000, 800, 250 };	/* doubling */
+	run_nodes(&m, nd, 65536, 3000, -1);
 	mesh_close(&m);
-	small_bytes = 0;
+	for (int k = 0; k < 2; k++) {
+		assert_failed(nd, k, MCCL_ERR_INVALID_ARGUMENT, NULL);
+		ck_assert_msg(strstr(nd[k].x.err, "by ring") != NULL &&
+		    strstr(nd[k].x.err, "by doubling") != NULL, "node %d: %s",
+		    k, nd[k].x.err);
+	}
+	free_bufs(nd, 2);
+	algo = ALGO_RING;
 }
 END_TEST
 
@@ -837,6 +859,7 @@ broadcast_case(struct mesh *m, uint32_t root, size_t bytes, size_t chunk)
 		ck_assert_msg(memcmp(nd[k].buf, nd[root].buf, bytes) == 0,
 		    "N=%d root %u bytes %zu: node %d differs", n, root, bytes,
 		    k);
+		ck_assert_uint_eq(nd[k].x.hdr.algo, (unsigned)algo);
 	}
 	free_bufs(nd, n);
 }
@@ -854,6 +877,27 @@ START_TEST(test_broadcast)
 			for (size_t c = 0; c < 2; c++)
 				broadcast_case(&m, root, sizes[s], chunks[c]);
 	mesh_close(&m);
+}
+END_TEST
+
+/*
+ * The binomial tree, from every root, on 2 to 8 nodes (depths 1 to 3,
+ * subtrees cut short where n is not a power of two): every node ends with
+ * the root's bytes, and says it ran the tree.
+ */
+START_TEST(test_broadcast_tree)
+{
+	static const size_t sizes[] = { 0, 1, 4099, 100001 };
+	int n = 2 + _i;
+	struct mesh m;
+
+	algo = ALGO_TREE;
+	mesh_open(&m, n);
+	for (uint32_t root = 0; root < (uint32_t)n; root++)
+		for (size_t s = 0; s < 4; s++)
+			broadcast_case(&m, root, sizes[s], s % 2 ? 4096 : 65536);
+	mesh_close(&m);
+	algo = ALGO_RING;
 }
 END_TEST
 
@@ -1094,6 +1138,80 @@ START_TEST(test_mismatch_bcast_last)
 }
 END_TEST
 
+/* Whether some node's error names both a and b. */
+static int
+some_error_names(const struct node *nd, int n, const char *a, const char *b)
+{
+	for (int k = 0; k < n; k++)
+		if (strstr(nd[k].x.err, a) != NULL &&
+		    strstr(nd[k].x.err, b) != NULL)
+			return 1;
+	return 0;
+}
+
+/*
+ * The same by the tree: the data reaches most nodes before anyone can
+ * tell, but no node returns before the confirmation has gone up to the
+ * root and down again, so none succeeds.  Where the last node's parent is
+ * the root (3 and 5 nodes), the root reads its ring header in place of a
+ * confirmation and names the mismatch; on 7, no node reads it, and every
+ * node fails by its deadline (in mccld, by the abort that follows).
+ */
+START_TEST(test_mismatch_bcast_tree)
+{
+	int n = 3 + 2 * _i;
+	struct node nd[MAXN];
+	struct mesh m;
+
+	mesh_open(&m, n);
+	alloc_allreduce(nd, n, 12);
+	for (int k = 0; k < n - 1; k++) {
+		nd[k].coll = COLL_BROADCAST;
+		nd[k].count = 12 * sizeof(float);
+		nd[k].root = 0;
+		nd[k].algo = ALGO_TREE;
+	}
+	run_nodes(&m, nd, 4096, 2000, -1);
+	mesh_close(&m);
+	for (int k = 0; k < n; k++)
+		ck_assert_msg(nd[k].rc == -1, "node %d of %d succeeded", k, n);
+	if (n != 7)
+		ck_assert_msg(strstr(nd[0].x.err, "broadcast") != NULL &&
+		    strstr(nd[0].x.err, "allreduce") != NULL, "%s",
+		    nd[0].x.err);
+	free_bufs(nd, n);
+}
+END_TEST
+
+/*
+ * One node broadcasts by the chain, the others by the tree: all fail, and
+ * the root, reading the chain node's header where a confirmation should
+ * be, names both.
+ */
+START_TEST(test_mismatch_bcast_algo)
+{
+	int n = 4;
+	struct node nd[MAXN];
+	struct mesh m;
+
+	mesh_open(&m, n);
+	nodes_init(nd, n, COLL_BROADCAST);
+	for (int k = 0; k < n; k++) {
+		nd[k].buf = xmalloc(64);
+		memset(nd[k].buf, k, 64);
+		nd[k].count = 64;
+		nd[k].algo = k == 2 ? ALGO_RING : ALGO_TREE;
+	}
+	run_nodes(&m, nd, 4096, 2000, -1);
+	mesh_close(&m);
+	for (int k = 0; k < n; k++)
+		ck_assert_msg(nd[k].rc == -1, "node %d succeeded", k);
+	ck_assert_msg(some_error_names(nd, n, "by ring", "by tree"), "%s / %s",
+	    nd[0].x.err, nd[2].x.err);
+	free_bufs(nd, n);
+}
+END_TEST
+
 /* Node 0 broadcasts from itself while node 1 runs an allreduce. */
 START_TEST(test_mismatch_coll)
 {
@@ -1133,7 +1251,6 @@ START_TEST(test_mismatch_algo)
 	algo = ALGO_RING;
 	nd[1].algo = ALGO_RABENSEIFNER;
 	run_nodes(&m, nd, 4096, 2000, -1);
-	algo = ALGO_AUTO;
 	mesh_close(&m);
 	for (int k = 0; k < n; k++) {
 		const char *mine = k == 1 ? "by rabenseifner" : "by ring";
@@ -1341,7 +1458,8 @@ wire_bound(int wire, int n, double abs_sum)
 static void
 wire_case(struct mesh *m, int wire, size_t count)
 {
-	int n = m->n, ring = count * 4 > ALGO_SMALL_BYTES;
+	int n = m->n, ring = algo_choose(COLL_ALLREDUCE, algo, (uint32_t)n,
+	    count * 4, &cost) == ALGO_RING;
 	struct node nd[MAXN];
 	double worst = 0;
 	uint64_t saved = 0;
@@ -1394,7 +1512,6 @@ START_TEST(test_wire)
 
 	mesh_open(&m, n);
 	algo = ALGO_AUTO;
-	small_bytes = ALGO_SMALL_BYTES;
 	wire_case(&m, wire, 100003);
 	wire_case(&m, wire, 40);
 	mesh_close(&m);
@@ -1412,7 +1529,6 @@ START_TEST(test_wire_lanes)
 
 	mesh_open_lanes(&m, n, LANES);
 	algo = ALGO_AUTO;
-	small_bytes = ALGO_SMALL_BYTES;
 	wire_case(&m, wire, ((size_t)LANES << 18) + 13);
 	if (with_crew)
 		ck_assert_uint_eq(last_crew_threads, LANES - 1);
@@ -1455,7 +1571,7 @@ START_TEST(test_wire_nonfinite)
 		ck_assert_float_eq(b[count - 1], 3.0f);
 	}
 	free_bufs(nd, n);
-	algo = 0;
+	algo = ALGO_RING;
 	mesh_close(&m);
 }
 END_TEST
@@ -1478,7 +1594,7 @@ START_TEST(test_wire_mismatch)
 	    strstr(nd[2].x.err, "bfloat16 wire") != NULL, "%s / %s",
 	    nd[0].x.err, nd[2].x.err);
 	free_bufs(nd, n);
-	algo = 0;
+	algo = ALGO_RING;
 	mesh_close(&m);
 }
 END_TEST
@@ -1592,12 +1708,13 @@ main(void)
 	tcase(s, "algorithms", test_algorithms, 21);
 	tcase(s, "algorithms_identical", test_algorithms_identical, 24);
 	tcase(s, "out_of_place", test_out_of_place, 12);
-	tcase(s, "algo_auto", test_algo_auto, 1);
-	tcase(s, "algo_auto_nodes", test_algo_auto_nodes, 7);
+	tcase(s, "algo_auto", test_algo_auto, 7);
+	tcase(s, "algo_auto_disagree", test_algo_auto_disagree, 1);
 	tcase(s, "lanes", test_lanes, 6);
 	tcase(s, "lane_death", test_lane_death, 1);
 	tcase(s, "lane_stops_lanes", test_lane_stops_lanes, 1);
 	tcase(s, "broadcast", test_broadcast, 3);
+	tcase(s, "broadcast_tree", test_broadcast_tree, 7);
 	tcase(s, "allgather", test_allgather, 3);
 	tcase(s, "barrier", test_barrier, 3);
 	tcase(s, "mixed", test_mixed, 1);
@@ -1605,6 +1722,8 @@ main(void)
 	tcase(s, "mismatch", test_mismatch, 2);
 	tcase(s, "mismatch_coll", test_mismatch_coll, 1);
 	tcase(s, "mismatch_bcast_last", test_mismatch_bcast_last, 2);
+	tcase(s, "mismatch_bcast_tree", test_mismatch_bcast_tree, 3);
+	tcase(s, "mismatch_bcast_algo", test_mismatch_bcast_algo, 1);
 	tcase(s, "mismatch_algo", test_mismatch_algo, 2);
 	tcase(s, "peer_death", test_peer_death, 2);
 	tcase(s, "timeout", test_timeout, 1);
@@ -1633,6 +1752,7 @@ main(void)
 	rdma_case(s, "rdma_out_of_place", test_out_of_place, 12);
 	rdma_case(s, "rdma_lanes", test_lanes, 6);
 	rdma_case(s, "rdma_broadcast", test_broadcast, 3);
+	rdma_case(s, "rdma_broadcast_tree", test_broadcast_tree, 3);
 	rdma_case(s, "rdma_allgather", test_allgather, 3);
 	rdma_case(s, "rdma_barrier", test_barrier, 3);
 	rdma_case(s, "rdma_back_to_back", test_back_to_back, 3);
