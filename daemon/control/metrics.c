@@ -139,8 +139,8 @@ metrics_ops(json_t *list)
 	for (int c = 1; c <= COLL_MAX; c++)
 		metrics_add(list, "mccl_ops_total", json_pack("{s:s}",
 		    "collective", proto_coll_name(c)), (double)m.ops[c]);
-	for (int a = ALGO_AUTO + 1; a <= ALGO_MAX; a++)
-		for (int b = 0; b < 2; b++)
+	for (int b = 0; b < 2; b++)		/* one family, then the other */
+		for (int a = ALGO_AUTO + 1; a <= ALGO_MAX; a++)
 			if (algo_runs_for(b ? COLL_BROADCAST : COLL_ALLREDUCE, a))
 				metrics_add(list, b ? "mccl_broadcast_algo_total" :
 				    "mccl_allreduce_algo_total", json_pack(

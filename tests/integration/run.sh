@@ -24,14 +24,17 @@ MCCL_SPIN_US=40 run_job "3 nodes x 1 rank, clients spinning on their \
 doorbells (MCCL_SPIN_US=40)" j3x1s "0 1 2" collectives
 run_job "2 nodes x 3 ranks, 2 + 1, out of rank order" j2u "2 0 2" collectives
 run_job "an allreduce of more than 2 GiB across 2 nodes" jbig "0 1" big
-echo "== the allreduce algorithms of MCCL_ALGO (3 nodes: folded)"
-# algo_runs ALGO: allreduces node n0 ran by ALGO, from mcclctl metrics.
+echo "== the algorithms of MCCL_ALGO (3 nodes: folded)"
+# algo_runs ALGO: allreduces (broadcasts, for tree) node n0 ran by ALGO,
+# from mcclctl metrics.
 algo_runs() {
+	local coll=allreduce
+	[ "$1" = tree ] && coll=broadcast
 	"$B/mcclctl" -s "$T/n0.sock" metrics |
-	    awk -v k="mccl_allreduce_algo_total{algo=\"$1\"}" \
+	    awk -v k="mccl_${coll}_algo_total{algo=\"$1\"}" \
 	    '$1 == k { print $2 }'
 }
-for algo in ring doubling rabenseifner direct; do
+for algo in ring doubling rabenseifner direct tree; do
 	before=$(algo_runs "$algo")
 	MCCL_ALGO=$algo run_job "3 nodes x 2 ranks by $algo" "ja$algo" \
 	    "0 0 1 1 2 2" collectives
