@@ -74,7 +74,7 @@ UNIT_TESTS = $(B)/test_proto $(B)/test_reduce $(B)/test_config $(B)/test_ring \
 	     $(B)/test_log $(B)/test_fakeverbs $(B)/test_rdma $(B)/test_budget \
 	     $(B)/test_subq $(B)/test_algo $(B)/test_form $(B)/test_engine
 TEST_PROGS = $(B)/mccl-test $(B)/mccl-hostile
-BENCH_PROGS = $(B)/wirebw
+BENCH_PROGS = $(B)/wirebw $(B)/costmodel
 
 all: $(B)/.deps $(PROGS) $(LIBS) $(BENCH_PROGS)
 
@@ -160,6 +160,9 @@ $(B)/test_engine: $(call obj,tests/unit/test_engine.c tests/unit/testlib.c daemo
 	$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(JSON_LIBS) $(CHECK_LIBS) $(SODIUM_LIBS) -lpthread
 
 $(B)/wirebw: $(call obj,tools/bench/wirebw.c daemon/engine/reduce.c daemon/log.c)
+	$(CC) $(LDFLAGS) -o $@ $^
+
+$(B)/costmodel: $(call obj,tools/bench/costmodel.c daemon/engine/algo.c $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^
 
 $(B)/test_algo: $(call obj,tests/unit/test_algo.c daemon/engine/algo.c $(PROTO_SRCS))

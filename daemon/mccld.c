@@ -3,6 +3,8 @@
  * the Unix socket and the peer listeners, tells systemd it is ready, and runs
  * the main event loop until SIGTERM or SIGINT.
  */
+#include <sys/resource.h>
+
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -354,6 +356,24 @@ load_config(const char *socket_path, int verbose)
 	    md.conf.max_scratch_bytes);
 }
 
+/*
+ * Descriptors: a job holds a link per lane to every other node, and a
+ * control connection per peer, so a daemon of a few hundred nodes needs
+ * thousands.  Take the hard limit the service was given (LimitNOFILE=).
+ */
+static void
+raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == -1 || rl.rlim_cur >= rl.rlim_max)
+		return;
+	rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) == -1)
+		log_warn("cannot raise the open files limit to %llu",
+		    (unsigned long long)rl.rlim_max);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -383,6 +403,7 @@ main(int argc, char **argv)
 	TAILQ_INIT(&md.coords);
 	TAILQ_INIT(&md.dying);
 	md.started_ns = now_ns();
+	raise_fd_limit();
 	linkcost_init();
 	/* The socket's directory is checked before the host key goes there. */
 	if (control_listen(md.conf.socket_path, err, sizeof(err)) == -1 ||

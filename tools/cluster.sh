@@ -14,7 +14,9 @@
 #
 # DIR is made private (mode 0700) if it does not exist: a daemon refuses a
 # socket directory that other users may write.  BUILD (default: the tree's
-# build/) holds mccld and mcclctl.
+# build/) holds mccld and mcclctl; CLUSTER_CONF adds members to every
+# daemon's configuration (e.g. '"streams_per_peer": 1'); CLUSTER_WAIT_S is
+# how long start waits for the daemons to see each other (default 10).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 B=${BUILD:-$here/../build}
@@ -35,14 +37,15 @@ conf() {	# DIR N BASE I: node I's configuration
 {
   "node": "n$i",
   "socket": "$dir/n$i.sock",
-  "nodes": [$nodes]
+  "nodes": [$nodes]${CLUSTER_CONF:+,
+  $CLUSTER_CONF}
 }
 EOC
 }
 
-# up DIR N: every daemon sees the N - 1 others (10 s at most)
+# up DIR N: every daemon sees the N - 1 others (CLUSTER_WAIT_S at most)
 up() {
-	local dir=$1 n=$2 i deadline=$((SECONDS + 10))
+	local dir=$1 n=$2 i deadline=$((SECONDS + ${CLUSTER_WAIT_S:-10}))
 	for ((i = 0; i < n; i++)); do
 		until "$B/mcclctl" -s "$dir/n$i.sock" -j status 2>/dev/null |
 		    grep -q "\"peers_up\": $((n - 1))"; do

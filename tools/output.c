@@ -268,6 +268,12 @@ status_text(FILE *out, const json_t *doc)
 	kv_add(&kv, "clients:", "%lld", num(doc, "clients"));
 	kv_add(&kv, "jobs:", "%lld", num(doc, "jobs"));
 	kv_add(&kv, "log level:", "%s", str(doc, "log_level"));
+	if ((v = json_object_get(doc, "link_cost")) != NULL)
+		kv_add(&kv, "link cost:", "%.1f us a message (fitted to %lld "
+		    "small allreduces), %.2f GB/s (to %lld large rings), "
+		    "reduction %.2f GB/s", num(v, "alpha_ns") / 1e3,
+		    num(v, "alpha_fits"), 1e3 / (double)num(v, "beta_ps"),
+		    num(v, "beta_fits"), 1e3 / (double)num(v, "gamma_ps"));
 	kv_print(out, &kv);
 }
 
@@ -539,6 +545,13 @@ job_text(FILE *out, const json_t *doc)
 #define OBJECT(k, fl, sub)	{ (k), T_OBJ, (fl), T_STR, (sub) }
 #define END			{ NULL, T_STR, 0, T_STR, NULL }
 
+static const struct field status_cost_schema[] = {
+	KEY("alpha_ns", T_UINT, 0), KEY("beta_ps", T_UINT, 0),
+	KEY("gamma_ps", T_UINT, 0), KEY("alpha_fits", T_UINT, 0),
+	KEY("beta_fits", T_UINT, 0),
+	END
+};
+
 static const struct field status_schema[] = {
 	KEY("node", T_STR, 0), KEY("node_index", T_UINT, 0),
 	KEY("version", T_STR, 0), KEY("pid", T_UINT, 0),
@@ -546,6 +559,7 @@ static const struct field status_schema[] = {
 	LIST("listen", T_STR, NULL), KEY("cluster_size", T_UINT, 0),
 	KEY("peers_up", T_UINT, 0), KEY("clients", T_UINT, 0),
 	KEY("jobs", T_UINT, 0), KEY("log_level", T_STR, 0),
+	OBJECT("link_cost", F_OPT, status_cost_schema),
 	END
 };
 

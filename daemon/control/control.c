@@ -587,7 +587,7 @@ control_status(const struct client *c)
 	for (uint32_t i = 0; i < md.conf.nnodes; i++)
 		up += i != md.conf.node_index && peer_is_up(i);
 	return json_pack("{s:s, s:i, s:s, s:i, s:I, s:s, s:o, s:i, s:i, s:i, "
-	    "s:i, s:s}",
+	    "s:i, s:s, s:o}",
 	    "node", md.conf.node_name, "node_index", (int)md.conf.node_index,
 	    "version", MCCLD_VERSION, "pid", (int)getpid(),
 	    "uptime_s", (json_int_t)((now_ns() - md.started_ns) / 1000000000),
@@ -595,7 +595,8 @@ control_status(const struct client *c)
 	    "cluster_size", (int)md.conf.nnodes, "peers_up", (int)up,
 	    "clients", (int)(priv ? md.nclients : uid_clients(c->uid)),
 	    "jobs", job_count(c),
-	    "log_level", log_level_name(log_getlevel()));
+	    "log_level", log_level_name(log_getlevel()),
+	    "link_cost", linkcost_ctl());
 }
 
 /*

@@ -109,7 +109,7 @@ int		job_count(const struct client *);
 void		linkcost_init(void);
 void		linkcost_mine(struct link_cost *);
 void		linkcost_worst(struct link_cost *, const struct link_cost *);
-void		linkcost_observe(uint32_t, size_t, uint64_t,
+void		linkcost_observe(int, uint32_t, size_t, uint64_t,
 		    const struct link_cost *);
 json_t		*linkcost_ctl(void);
 

@@ -191,11 +191,11 @@ op_finish(struct op *op, int code, const char *err)
 		j->wire_saved += op->wire_saved;
 		metrics_wire(op->wire_run, op->wire_saved);
 	}
-	if (code == 0 && op->algo_run == ALGO_RING && op->wire_run == 0 &&
-	    op->node_ns > 0 && (op->desc.coll == COLL_ALLREDUCE ||
-	    op->desc.coll == COLL_REDUCE))
-		linkcost_observe(j->nnodes, (size_t)op->desc.count *
-		    dtype_size(op->desc.dtype), op->node_ns, &j->cost);
+	if (code == 0 && op->wire_run == 0 && op->node_ns > 0 &&
+	    (op->desc.coll == COLL_ALLREDUCE || op->desc.coll == COLL_REDUCE))
+		linkcost_observe(op->algo_run, j->nnodes, (size_t)
+		    op->desc.count * dtype_size(op->desc.dtype), op->node_ns,
+		    &j->cost);
 	if (op->ready_ns != 0)
 		metrics_op_done(op->desc.coll, op->algo_run, code,
 		    now_ns() - op->ready_ns);

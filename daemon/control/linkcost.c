@@ -1,14 +1,18 @@
 /*
  * linkcost.c: what this node estimates a step to its peers costs (struct
  * link_cost, engine/algo.h), handed to the coordinator of every job it
- * joins (main thread):
- *   alpha  half the median, over the peers up, of each one's shortest
- *          heartbeat round trip of the last 16;
- *   beta   fitted to the ring allreduces this node ran (of 1 MiB or more:
- *          the model's time, less its latency term, over the bytes each
- *          node sends), the least of the last 16 fits: an op's time also
- *          holds the wait for the last node to arrive, which only adds;
- *          a default until the first;
+ * joins (main thread), each number fitted to what this node's own
+ * operations took, by the model's formula for the algorithm they ran:
+ *   alpha  from allreduces of 4 KiB or less, where latency is nearly all:
+ *          their time, less the model's bandwidth terms, over the model's
+ *          count of latencies; the median of the last 16.  Until the
+ *          first, half the median over the peers up of each one's shortest
+ *          heartbeat round trip of the last 16 (a round trip through both
+ *          main loops: it overstates the data path's, which may spin);
+ *   beta   from ring allreduces of 1 MiB or more: their time, less the
+ *          latency term, over the bytes each node sends; the least of the
+ *          last 16 (an op's time also holds the wait for the last node to
+ *          arrive, which only adds); 10 Gbit/s until the first;
  *   gamma  the float32 sum kernel over 8 MiB, more than a core's caches
  *          hold, timed once at start.
  * A job runs on the worst of its nodes' numbers (linkcost_worst), which
@@ -16,23 +20,30 @@
  * choices, and the slowest link bounds a collective anyway.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include <jansson.h>
 
 #include "mccld.h"
 #include "control/control.h"
 
-#define OBSERVE_MIN_BYTES	((size_t)1 << 20)	/* fit beta from these */
+#define ALPHA_MAX_BYTES		((size_t)4096)		/* fit alpha to these, */
+#define BETA_MIN_BYTES		((size_t)1 << 20)	/* beta to these */
 #define GAMMA_PROBE_FLOATS	((size_t)1 << 21)	/* 8 MiB */
 #define GAMMA_PROBE_RUNS	3
-#define BETA_WINDOW		16			/* fits kept */
+#define FIT_WINDOW		16			/* fits kept */
 #define COST_MAX		1000000000U		/* 1 s; per byte, 1 ms */
 
+/* The last fits of one number, newest at count - 1 (modulo). */
+struct fits {
+	uint32_t	v[FIT_WINDOW];
+	uint64_t	count;
+};
+
 static struct {
-	uint32_t	beta_win[BETA_WINDOW];	/* the last fits */
-	uint64_t	beta_fits;	/* ring allreduces it was fitted to */
+	struct fits	alpha, beta;
 	uint32_t	gamma_ps;
-} lc = { { 0 }, 0, LINK_GAMMA_PS_DEFAULT };
+} lc = { .gamma_ps = LINK_GAMMA_PS_DEFAULT };
 
 static uint32_t
 clamp_cost(double v)
@@ -63,25 +74,44 @@ linkcost_init(void)
 	log_debug("link cost: the reduction takes %u ps a byte", lc.gamma_ps);
 }
 
-static uint32_t
-beta_estimate(void)
+static int
+cmp_u32(const void *a, const void *b)
 {
-	uint64_t n = lc.beta_fits < BETA_WINDOW ? lc.beta_fits : BETA_WINDOW;
-	uint32_t best = 0;
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
 
-	for (uint64_t i = 0; i < n; i++)
-		if (best == 0 || lc.beta_win[i] < best)
-			best = lc.beta_win[i];
-	return best > 0 ? best : LINK_BETA_PS_DEFAULT;
+	return x < y ? -1 : x > y;
+}
+
+/* The least (or the median) of the fits kept; 0 if none. */
+static uint32_t
+fits_pick(const struct fits *f, int median)
+{
+	size_t n = f->count < FIT_WINDOW ? (size_t)f->count : FIT_WINDOW;
+	uint32_t v[FIT_WINDOW];
+
+	if (n == 0)
+		return 0;
+	memcpy(v, f->v, n * sizeof(v[0]));
+	qsort(v, n, sizeof(v[0]), cmp_u32);
+	return median ? v[n / 2] : v[0];
+}
+
+static void
+fits_add(struct fits *f, double v)
+{
+	f->v[f->count++ % FIT_WINDOW] = clamp_cost(v);
 }
 
 void
 linkcost_mine(struct link_cost *c)
 {
 	uint64_t rtt = peer_rtt_median_ns();
+	uint32_t alpha = fits_pick(&lc.alpha, 1), beta = fits_pick(&lc.beta, 0);
 
-	c->alpha_ns = rtt > 0 ? clamp_cost(rtt / 2.0) : LINK_ALPHA_NS_DEFAULT;
-	c->beta_ps = beta_estimate();
+	if (alpha == 0)
+		alpha = rtt > 0 ? clamp_cost(rtt / 2.0) : LINK_ALPHA_NS_DEFAULT;
+	c->alpha_ns = alpha;
+	c->beta_ps = beta > 0 ? beta : LINK_BETA_PS_DEFAULT;
 	c->gamma_ps = lc.gamma_ps;
 }
 
@@ -98,23 +128,35 @@ linkcost_worst(struct link_cost *job, const struct link_cost *node)
 }
 
 /*
- * A ring allreduce of bytes per node took ns between nnodes nodes, with
- * the job's cost: refit beta to it.  The model's ring is
- * 2(p-1) alpha + 2(p-1)/p bytes beta.
+ * An allreduce of bytes per node ran by algo between nnodes nodes in ns,
+ * on the job's cost: fit alpha to it if it was small, beta if it was a
+ * large ring.  The model's time is alpha times its count of latencies,
+ * plus terms in beta and gamma: solve for the one.
  */
 void
-linkcost_observe(uint32_t nnodes, size_t bytes, uint64_t ns,
+linkcost_observe(int algo, uint32_t nnodes, size_t bytes, uint64_t ns,
     const struct link_cost *job)
 {
-	double p = nnodes, sent, beta_ps;
+	const struct link_cost unit_alpha = { 1, 0, 0 };
+	const struct link_cost no_alpha = { 0, job->beta_ps, job->gamma_ps };
+	double p = nnodes, latencies, rest, beta_ps;
 
-	if (nnodes < 2 || bytes < OBSERVE_MIN_BYTES)
+	if (nnodes < 2)
 		return;
-	sent = 2 * (p - 1) / p * (double)bytes;
-	beta_ps = ((double)ns - 2 * (p - 1) * job->alpha_ns) * 1e3 / sent;
-	if (beta_ps <= 0)
-		return;
-	lc.beta_win[lc.beta_fits++ % BETA_WINDOW] = clamp_cost(beta_ps);
+	if (bytes <= ALPHA_MAX_BYTES) {
+		latencies = algo_predict_ns(COLL_ALLREDUCE, algo, nnodes, bytes, 0,
+		    &unit_alpha);
+		rest = algo_predict_ns(COLL_ALLREDUCE, algo, nnodes, bytes, 0,
+		    &no_alpha);
+		if (latencies > 0 && (double)ns > rest)
+			fits_add(&lc.alpha, ((double)ns - rest) / latencies);
+	}
+	if (algo == ALGO_RING && bytes >= BETA_MIN_BYTES) {
+		beta_ps = ((double)ns - 2 * (p - 1) * job->alpha_ns) * 1e3 /
+		    (2 * (p - 1) / p * (double)bytes);
+		if (beta_ps > 0)
+			fits_add(&lc.beta, beta_ps);
+	}
 }
 
 /* For mcclctl status: this node's estimate. */
@@ -124,7 +166,8 @@ linkcost_ctl(void)
 	struct link_cost c;
 
 	linkcost_mine(&c);
-	return json_pack("{s:i, s:i, s:i, s:I}", "alpha_ns", (int)c.alpha_ns,
-	    "beta_ps", (int)c.beta_ps, "gamma_ps", (int)c.gamma_ps,
-	    "beta_fits", (json_int_t)lc.beta_fits);
+	return json_pack("{s:i, s:i, s:i, s:I, s:I}", "alpha_ns",
+	    (int)c.alpha_ns, "beta_ps", (int)c.beta_ps, "gamma_ps",
+	    (int)c.gamma_ps, "alpha_fits", (json_int_t)lc.alpha.count,
+	    "beta_fits", (json_int_t)lc.beta.count);
 }

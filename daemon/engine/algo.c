@@ -14,7 +14,10 @@
  * last: two more whole-buffer steps).
  *
  *   ring          2(p-1) alpha + 2(p-1)/p n beta  (reduction overlaps the
- *                 link: it runs while the next chunk is on the wire)
+ *                 link: it runs while the next chunk is on the wire; on
+ *                 a 16-bit wire, "narrowed", half the bytes cross, the
+ *                 conversions overlapping the link too: only the ring
+ *                 narrows, so a wire asked for moves AUTO toward it)
  *   doubling      (r+2f) (alpha + n beta) + (r+f) n gamma
  *   rabenseifner  2(r+f) alpha + (2(q-1)/q + 2f) n beta
  *                 + ((q-1)/q + f) n gamma
@@ -91,7 +94,7 @@ shape_of(uint32_t n)
 
 double
 algo_predict_ns(int coll, int algo, uint32_t nnodes, size_t bytes,
-    const struct link_cost *c)
+    int narrowed, const struct link_cost *c)
 {
 	struct shape s = shape_of(nnodes);
 	double a = c->alpha_ns, b = c->beta_ps / 1e3, g = c->gamma_ps / 1e3;
@@ -106,7 +109,8 @@ algo_predict_ns(int coll, int algo, uint32_t nnodes, size_t bytes,
 			return (p - 1) * a + (p - 2) * chunk * b + n * b +
 			    2 * (p - 2) * SEND_COST * a;
 		}
-		return 2 * (p - 1) * a + 2 * (p - 1) / p * n * b;
+		return 2 * (p - 1) * a + 2 * (p - 1) / p * n * b *
+		    (narrowed ? 0.5 : 1);
 	case ALGO_DOUBLING:
 		return (s.r + 2 * s.f) * (a + n * b) + (s.r + s.f) * n * g;
 	case ALGO_RABENSEIFNER:
@@ -126,7 +130,7 @@ algo_predict_ns(int coll, int algo, uint32_t nnodes, size_t bytes,
 
 int
 algo_choose(int coll, int requested, uint32_t nnodes, size_t bytes,
-    const struct link_cost *c)
+    int narrowed, const struct link_cost *c)
 {
 	const int *cand = candidates(coll);
 	int best = ALGO_AUTO;
@@ -135,7 +139,8 @@ algo_choose(int coll, int requested, uint32_t nnodes, size_t bytes,
 	if (algo_runs_for(coll, requested) || cand == NULL)
 		return requested;
 	for (; *cand != 0; cand++) {
-		double t = algo_predict_ns(coll, *cand, nnodes, bytes, c);
+		double t = algo_predict_ns(coll, *cand, nnodes, bytes, narrowed,
+		    c);
 
 		if (best == ALGO_AUTO || t < best_ns) {
 			best = *cand;
@@ -153,14 +158,14 @@ algo_choose(int coll, int requested, uint32_t nnodes, size_t bytes,
 static size_t
 range_end(int coll, uint32_t nnodes, const struct link_cost *c, size_t lo)
 {
-	int a = algo_choose(coll, ALGO_AUTO, nnodes, lo, c);
+	int a = algo_choose(coll, ALGO_AUTO, nnodes, lo, 0, c);
 	size_t good = lo, step = 1, hi;
 
 	for (;;) {
 		if (good > SIZE_MAX / 2 - step)
 			return SIZE_MAX;
 		hi = good + step;
-		if (algo_choose(coll, ALGO_AUTO, nnodes, hi, c) != a)
+		if (algo_choose(coll, ALGO_AUTO, nnodes, hi, 0, c) != a)
 			break;
 		good = hi;
 		step *= 2;
@@ -168,7 +173,7 @@ range_end(int coll, uint32_t nnodes, const struct link_cost *c, size_t lo)
 	while (hi - good > 1) {		/* good runs a, hi does not */
 		size_t mid = good + (hi - good) / 2;
 
-		if (algo_choose(coll, ALGO_AUTO, nnodes, mid, c) == a)
+		if (algo_choose(coll, ALGO_AUTO, nnodes, mid, 0, c) == a)
 			good = mid;
 		else
 			hi = mid;
@@ -178,8 +183,8 @@ range_end(int coll, uint32_t nnodes, const struct link_cost *c, size_t lo)
 
 /*
  * AUTO on nnodes nodes as ranges of bytes, smallest first, each up to its
- * up_to with the time predicted there; the number of ranges (none on one
- * node, or for a collective without choices).
+ * up_to with the time predicted there (on a float32 wire); the number of
+ * ranges (none on one node, or for a collective without choices).
  */
 size_t
 algo_auto_ranges(int coll, uint32_t nnodes, const struct link_cost *c,
@@ -190,15 +195,14 @@ algo_auto_ranges(int coll, uint32_t nnodes, const struct link_cost *c,
 	if (nnodes < 2 || candidates(coll) == NULL)
 		return 0;
 	while (n < max) {
-		int a = algo_choose(coll, ALGO_AUTO, nnodes, lo, c);
-
+		int a = algo_choose(coll, ALGO_AUTO, nnodes, lo, 0, c);
 		size_t at;
 
 		end = range_end(coll, nnodes, c, lo);
 		at = end != SIZE_MAX ? end : lo > LAST_SHOWN_BYTES ? lo :
 		    LAST_SHOWN_BYTES;
 		ranges[n++] = (struct algo_range){ a, end, at,
-		    algo_predict_ns(coll, a, nnodes, at, c) };
+		    algo_predict_ns(coll, a, nnodes, at, 0, c) };
 		if (end == SIZE_MAX)
 			break;
 		lo = end + 1;

@@ -39,9 +39,9 @@ struct algo_range {
 
 int	algo_runs_for(int coll, int algo);
 double	algo_predict_ns(int coll, int algo, uint32_t nnodes, size_t bytes,
-	    const struct link_cost *);
+	    int narrowed, const struct link_cost *);
 int	algo_choose(int coll, int requested, uint32_t nnodes, size_t bytes,
-	    const struct link_cost *);
+	    int narrowed, const struct link_cost *);
 size_t	algo_auto_ranges(int coll, uint32_t nnodes, const struct link_cost *,
 	    struct algo_range *, size_t max);
 

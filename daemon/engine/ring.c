@@ -1306,7 +1306,7 @@ int
 node_broadcast(struct xfer *x, void *buf, size_t bytes, uint32_t root)
 {
 	x->hdr.algo = (uint8_t)algo_choose(COLL_BROADCAST, x->algo, x->nnodes,
-	    bytes, &x->cost);
+	    bytes, 0, &x->cost);
 	if (x->hdr.algo == ALGO_TREE)
 		return tree_broadcast(x, buf, bytes, root);
 	return ring_broadcast(x, buf, bytes, root);
@@ -1857,7 +1857,8 @@ node_allreduce(struct xfer *x, const void *src, void *buf, size_t count,
 		if (allreduce_args(x, count, dtype, &op) == -1)
 			return -1;
 		x->hdr.algo = (uint8_t)algo_choose(COLL_ALLREDUCE, x->algo,
-		    x->nnodes, count * es, &x->cost);
+		    x->nnodes, count * es, wire_of(x, dtype, op) != 0,
+		    &x->cost);
 		x->hdr.wire = x->hdr.algo == ALGO_RING ? wire_of(x, dtype, op) :
 		    0;
 		if (x->hdr.wire != 0)

@@ -8,8 +8,8 @@ bfloat16 on the client and summed in bfloat16).  Rank 0 saves the final
 parameters, the mean loss of the last 20 steps and how many of its node's
 allreduces crossed on a 16-bit wire to OUT.pt, for ddp_wire_compare.py.
 
-The model (about 200 k parameters, one bucket of 800 kB) is large enough
-that each step's allreduce runs the ring, where the wire applies.
+The model has about 200 k parameters, one bucket of 800 kB; run.sh sets
+MCCL_ALGO=ring, the algorithm the wire applies to.
 """
 
 import sys

@@ -22,7 +22,7 @@ static const struct link_cost dflt = { LINK_ALPHA_NS_DEFAULT,
 static int
 pick(int coll, uint32_t n, size_t bytes, const struct link_cost *c)
 {
-	return algo_choose(coll, ALGO_AUTO, n, bytes, c);
+	return algo_choose(coll, ALGO_AUTO, n, bytes, 0, c);
 }
 
 static void
@@ -37,37 +37,37 @@ START_TEST(predictions_by_hand)
 	size_t m = 1 << 20;
 
 	/* 4 nodes, 1 MiB: 6 alpha + 2 (3/4) n beta */
-	assert_near(algo_predict_ns(AR, ALGO_RING, 4, m, &dflt),
+	assert_near(algo_predict_ns(AR, ALGO_RING, 4, m, 0, &dflt),
 	    6 * 25000 + 1.5 * m * 0.8);
 	/* 4 nodes: 2 rounds of (alpha + n beta), 2 reductions */
-	assert_near(algo_predict_ns(AR, ALGO_DOUBLING, 4, m, &dflt),
+	assert_near(algo_predict_ns(AR, ALGO_DOUBLING, 4, m, 0, &dflt),
 	    2 * (25000 + m * 0.8) + 2 * m * 0.25);
 	/* 5 nodes fold one in: 3 + 2 rounds, 3 reductions */
-	assert_near(algo_predict_ns(AR, ALGO_DOUBLING, 5, m, &dflt),
+	assert_near(algo_predict_ns(AR, ALGO_DOUBLING, 5, m, 0, &dflt),
 	    4 * (25000 + m * 0.8) + 3 * m * 0.25);
 	/* 8 nodes: 6 alpha, 2 (7/8) n beta, (7/8) n gamma */
-	assert_near(algo_predict_ns(AR, ALGO_RABENSEIFNER, 8, m, &dflt),
+	assert_near(algo_predict_ns(AR, ALGO_RABENSEIFNER, 8, m, 0, &dflt),
 	    6 * 25000 + 1.75 * m * 0.8 + 0.875 * m * 0.25);
 	/* 6 nodes, one round: alpha + 5 (7/12) alpha + 5 n (beta + gamma) */
-	assert_near(algo_predict_ns(AR, ALGO_DIRECT, 6, 1000, &dflt),
+	assert_near(algo_predict_ns(AR, ALGO_DIRECT, 6, 1000, 0, &dflt),
 	    25000 + 5 * 25000 * 7.0 / 12 + 5 * 1000 * 1.05);
 	/* 20 nodes: three rounds of 8 peers at most */
-	assert_near(algo_predict_ns(AR, ALGO_DIRECT, 20, 0, &dflt),
+	assert_near(algo_predict_ns(AR, ALGO_DIRECT, 20, 0, 0, &dflt),
 	    3 * 25000 + 19 * 25000 * 7.0 / 12);
 	/* a chain of 5, 64 KiB in one chunk: 4 alpha, 3 chunks' fill, n,
 	   and the headers 2 * 3 * (7/12) alpha */
-	assert_near(algo_predict_ns(BC, ALGO_RING, 5, 65536, &dflt),
+	assert_near(algo_predict_ns(BC, ALGO_RING, 5, 65536, 0, &dflt),
 	    4 * 25000 + 3 * 65536 * 0.8 + 65536 * 0.8 + 6 * 25000 * 7.0 / 12);
 	/* a chain past one chunk: only the first chunk fills it */
-	assert_near(algo_predict_ns(BC, ALGO_RING, 5, 4 * m, &dflt),
+	assert_near(algo_predict_ns(BC, ALGO_RING, 5, 4 * m, 0, &dflt),
 	    4 * 25000 + 3 * m * 0.8 + 4 * m * 0.8 + 6 * 25000 * 7.0 / 12);
 	/* a tree of 5: depth 3, and a confirmation up and down */
-	assert_near(algo_predict_ns(BC, ALGO_TREE, 5, 1000, &dflt),
+	assert_near(algo_predict_ns(BC, ALGO_TREE, 5, 1000, 0, &dflt),
 	    3 * (25000 + 1000 * 0.8) + 6 * 25000);
 	/* what a collective does not run, and one node, cost nothing */
-	ck_assert(algo_predict_ns(BC, ALGO_DOUBLING, 4, m, &dflt) == 0);
-	ck_assert(algo_predict_ns(AR, ALGO_TREE, 4, m, &dflt) == 0);
-	ck_assert(algo_predict_ns(AR, ALGO_RING, 1, m, &dflt) == 0);
+	ck_assert(algo_predict_ns(BC, ALGO_DOUBLING, 4, m, 0, &dflt) == 0);
+	ck_assert(algo_predict_ns(AR, ALGO_TREE, 4, m, 0, &dflt) == 0);
+	ck_assert(algo_predict_ns(AR, ALGO_RING, 1, m, 0, &dflt) == 0);
 }
 END_TEST
 
@@ -145,19 +145,40 @@ START_TEST(the_choice_follows_the_cost)
 }
 END_TEST
 
+/*
+ * On a 16-bit wire only the ring narrows: half its bytes cross, and AUTO
+ * weighs that.  2 nodes, 800 kB, alpha 250 us: doubling 250 + 840 us
+ * against the ring's 500 + 640, or 500 + 320 narrowed.
+ */
+START_TEST(a_narrowed_wire_favours_the_ring)
+{
+	const struct link_cost slow_msgs = { 250000, 800, 250 };
+
+	ck_assert_int_eq(algo_choose(AR, ALGO_AUTO, 2, 800000, 0, &slow_msgs),
+	    ALGO_DOUBLING);
+	ck_assert_int_eq(algo_choose(AR, ALGO_AUTO, 2, 800000, 1, &slow_msgs),
+	    ALGO_RING);
+	assert_near(algo_predict_ns(AR, ALGO_RING, 2, 800000, 1, &slow_msgs),
+	    500000 + 800000 * 0.4);
+	/* the others do not narrow */
+	ck_assert(algo_predict_ns(AR, ALGO_DOUBLING, 2, 800000, 1, &slow_msgs)
+	    == algo_predict_ns(AR, ALGO_DOUBLING, 2, 800000, 0, &slow_msgs));
+}
+END_TEST
+
 START_TEST(requested_runs_as_asked)
 {
 	for (int a = ALGO_RING; a <= ALGO_DIRECT; a++) {
-		ck_assert_int_eq(algo_choose(AR, a, 5, 1 << 20, &dflt), a);
-		ck_assert_int_eq(algo_choose(COLL_REDUCE, a, 5, 8, &dflt), a);
+		ck_assert_int_eq(algo_choose(AR, a, 5, 1 << 20, 0, &dflt), a);
+		ck_assert_int_eq(algo_choose(COLL_REDUCE, a, 5, 8, 0, &dflt), a);
 	}
-	ck_assert_int_eq(algo_choose(BC, ALGO_TREE, 2, 1 << 30, &dflt),
+	ck_assert_int_eq(algo_choose(BC, ALGO_TREE, 2, 1 << 30, 0, &dflt),
 	    ALGO_TREE);
-	ck_assert_int_eq(algo_choose(BC, ALGO_RING, 128, 8, &dflt), ALGO_RING);
+	ck_assert_int_eq(algo_choose(BC, ALGO_RING, 128, 8, 0, &dflt), ALGO_RING);
 	/* asked for what the collective has not: the model decides */
-	ck_assert_int_eq(algo_choose(BC, ALGO_DOUBLING, 128, 8, &dflt),
+	ck_assert_int_eq(algo_choose(BC, ALGO_DOUBLING, 128, 8, 0, &dflt),
 	    ALGO_TREE);
-	ck_assert_int_eq(algo_choose(AR, ALGO_TREE, 2, 8, &dflt),
+	ck_assert_int_eq(algo_choose(AR, ALGO_TREE, 2, 8, 0, &dflt),
 	    ALGO_DOUBLING);
 	ck_assert(algo_runs_for(AR, ALGO_DIRECT) && !algo_runs_for(AR,
 	    ALGO_TREE) && algo_runs_for(BC, ALGO_TREE) &&
@@ -189,7 +210,7 @@ ranges_match(int coll, uint32_t n, const struct link_cost *c)
 	for (size_t i = 0; i < k; i++) {
 		ck_assert(i == 0 || r[i].algo != r[i - 1].algo);
 		ck_assert(r[i].at_ns == algo_predict_ns(coll, r[i].algo, n,
-		    r[i].at_bytes, c));
+		    r[i].at_bytes, 0, c));
 		if (i + 1 < k) {	/* each boundary, to the byte */
 			ck_assert_int_eq(pick(coll, n, r[i].up_to, c),
 			    r[i].algo);
@@ -236,6 +257,7 @@ main(void)
 	tcase_add_test(tc, auto_by_node_count_and_size);
 	tcase_add_test(tc, broadcast_by_node_count_and_size);
 	tcase_add_test(tc, the_choice_follows_the_cost);
+	tcase_add_test(tc, a_narrowed_wire_favours_the_ring);
 	tcase_add_test(tc, requested_runs_as_asked);
 	tcase_add_test(tc, the_ranges_are_the_rule);
 	suite_add_tcase(s, tc);

@@ -597,29 +597,62 @@ START_TEST(beta_is_fitted_to_ring_allreduces)
 	size_t n = (size_t)4 << 20;
 	struct link_cost c;
 
-	/* too small, one node, faster than the latency alone: ignored */
-	linkcost_observe(2, (1 << 20) - 4, 10 * 1000 * 1000, &job);
-	linkcost_observe(1, n, 10 * 1000 * 1000, &job);
-	linkcost_observe(2, n, 40000, &job);
+	/* too small, another algorithm, one node, faster than the latency
+	   alone: no beta from them */
+	linkcost_observe(ALGO_RING, 2, (1 << 20) - 4, 10 * 1000 * 1000, &job);
+	linkcost_observe(ALGO_RABENSEIFNER, 4, n, 10 * 1000 * 1000, &job);
+	linkcost_observe(ALGO_RING, 1, n, 10 * 1000 * 1000, &job);
+	linkcost_observe(ALGO_RING, 2, n, 40000, &job);
 	linkcost_mine(&c);
 	ck_assert_uint_eq(c.beta_ps, LINK_BETA_PS_DEFAULT);
 	/* 4 nodes: 150 us, then 1.5 n at 1500 ps */
-	linkcost_observe(4, n, 150000 + 3 * n * 3 / 4, &job);
+	linkcost_observe(ALGO_RING, 4, n, 150000 + 3 * n * 3 / 4, &job);
 	linkcost_mine(&c);
 	ck_assert_uint_eq(c.beta_ps, 1500);
 	/* 2 nodes: 50 us of latency, then n bytes at 500 ps each */
-	linkcost_observe(2, n, 50000 + n / 2, &job);
+	linkcost_observe(ALGO_RING, 2, n, 50000 + n / 2, &job);
 	linkcost_mine(&c);
 	ck_assert_uint_eq(c.beta_ps, 500);
 	/* 15 slower ones keep the 500 in the window; the 16th pushes it out */
 	for (int i = 0; i < 15; i++)
-		linkcost_observe(2, n, 50000 + n, &job);
+		linkcost_observe(ALGO_RING, 2, n, 50000 + n, &job);
 	linkcost_mine(&c);
 	ck_assert_uint_eq(c.beta_ps, 500);
-	linkcost_observe(2, n, 50000 + n, &job);
+	linkcost_observe(ALGO_RING, 2, n, 50000 + n, &job);
 	linkcost_mine(&c);
 	ck_assert_uint_eq(c.beta_ps, 1000);
+	/* no small op yet: alpha is half the heartbeats' 80 us */
 	ck_assert_uint_eq(c.alpha_ns, 40000);
+}
+END_TEST
+
+/*
+ * alpha is fitted to allreduces of 4 KiB or less, whatever ran them: the
+ * time less the model's bandwidth terms, over its count of latencies; the
+ * median of the last 16.  Until the first, the heartbeats give it.
+ */
+START_TEST(alpha_is_fitted_to_small_allreduces)
+{
+	const struct link_cost job = { 25000, 800, 250 };
+	struct link_cost c;
+
+	linkcost_mine(&c);
+	ck_assert_uint_eq(c.alpha_ns, 40000);
+	/* 4 nodes by doubling, 1000 B: 2 latencies + 2 x 1000 x 1.05 ns */
+	linkcost_observe(ALGO_DOUBLING, 4, 1000, 2 * 10000 + 2100, &job);
+	linkcost_mine(&c);
+	ck_assert_uint_eq(c.alpha_ns, 10000);
+	/* 8 nodes by the ring, 8 B: 14 latencies + 2 (7/8) 8 x 0.8 ns (11.2) */
+	linkcost_observe(ALGO_RING, 8, 8, 14 * 20000 + 12, &job);
+	linkcost_observe(ALGO_RING, 8, 8, 14 * 30000 + 12, &job);
+	linkcost_mine(&c);
+	ck_assert_uint_eq(c.alpha_ns, 20000);	/* the median of 3 */
+	/* too large, and faster than the bandwidth terms alone: ignored */
+	linkcost_observe(ALGO_DOUBLING, 4, 4097, 4000, &job);
+	linkcost_observe(ALGO_DOUBLING, 4, 4000, 100, &job);
+	linkcost_mine(&c);
+	ck_assert_uint_eq(c.alpha_ns, 20000);
+	ck_assert_uint_eq(c.beta_ps, LINK_BETA_PS_DEFAULT);
 }
 END_TEST
 
@@ -634,6 +667,7 @@ form_suite(void)
 	tcase_add_test(tc, local_ranks_join_their_coordinator);
 	tcase_add_test(tc, a_rank_map_without_a_link_cost_is_refused);
 	tcase_add_test(tc, beta_is_fitted_to_ring_allreduces);
+	tcase_add_test(tc, alpha_is_fitted_to_small_allreduces);
 	tcase_add_test(tc, the_coordinator_forms_once_every_rank_is_claimed);
 	tcase_add_test(tc,
 	    the_rank_map_gives_the_topology_and_the_engine_its_ranks);

@@ -707,7 +707,7 @@ START_TEST(test_algo_auto)
 	mesh_open(&m, n);
 	for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
 		int want = algo_choose(COLL_ALLREDUCE, ALGO_AUTO, (uint32_t)n,
-		    counts[c] * 4, &cost);
+		    counts[c] * 4, 0, &cost);
 
 		alloc_allreduce(nd, n, counts[c]);
 		for (int k = 0; k < n; k++)
@@ -1459,7 +1459,7 @@ static void
 wire_case(struct mesh *m, int wire, size_t count)
 {
 	int n = m->n, ring = algo_choose(COLL_ALLREDUCE, algo, (uint32_t)n,
-	    count * 4, &cost) == ALGO_RING;
+	    count * 4, 1, &cost) == ALGO_RING;
 	struct node nd[MAXN];
 	double worst = 0;
 	uint64_t saved = 0;

@@ -24,7 +24,8 @@ QUICK=0
 ONLY_MCCL=0
 POLL_NS=		# -H: the guest's halt polling during the run
 HALTPOLL=/sys/module/haltpoll/parameters/guest_halt_poll_ns
-ALL_CASES="1 2 3 4 5 6 7 8"
+ALL_CASES="1 2 3 4 5 6 7 8"	# 9, the scale case, when asked for
+SCALE_N="16 64 128"		# -N: the scale case's host counts
 
 NS_PREFIX=mccl-bench-h		# namespace (and Open MPI host) names
 LO_NS=mccl-bench-lo		# loopback only, for cases 4 and 5 as root
@@ -59,14 +60,15 @@ OMPI_SHM=vader
 
 usage() {
 	cat >&2 <<EOF
-usage: bench.sh [-mq] [-o dir] [-B build] [-r rate] [-H ns]
+usage: bench.sh [-mq] [-o dir] [-B build] [-r rate] [-H ns] [-N counts]
                 [case ...]
        bench.sh clean
 cases: 1 (4 hosts, bandwidth)  2 (2 hosts x 2 ranks)  3 (latency)
        4 (1 host, shared memory)  5 (loopback, every size)
        6 (DDP training, 2 hosts x 2 ranks)  7 (1 host x 8 ranks, latency)
        8 (GPU tensors: case 2's sizes and case 6 on CUDA, 2 hosts x 2 ranks)
-       default: all
+       9 (scale: N hosts x 1 rank for each N of -N; only when asked for)
+       default: 1 to 8
   -o dir      tables, summary.md, plots and raw logs (default BUILD/bench)
   -B build    MCCL build directory (default $TOP/build)
   -r rate     link rate for tc tbf (default $RATE); none: unshaped (the
@@ -78,6 +80,7 @@ cases: 1 (4 hosts, bandwidth)  2 (2 hosts x 2 ranks)  3 (latency)
   -H ns       the guest kernel's halt polling (KVM, cpuidle-haltpoll) in ns
               during the run, put back after it: what waking a thread on
               an idle virtual CPU costs every system
+  -N counts   case 9's host counts, e.g. "16 64 128" (the default)
 EOF
 	exit 2
 }
@@ -690,7 +693,9 @@ detect_ompi() {
 	if mpicc -std=c11 -D_GNU_SOURCE -O2 $WARN \
 	    -o "$OUT/bin/mpi_allreduce" "$HERE/mpi_allreduce.c" >>"$log" 2>&1 &&
 	    mpicc -std=c11 -D_GNU_SOURCE -O2 $WARN -o "$OUT/bin/mpi_lat" \
-	    "$HERE/mpi_lat.c" >>"$log" 2>&1; then
+	    "$HERE/mpi_lat.c" >>"$log" 2>&1 &&
+	    mpicc -std=c11 -D_GNU_SOURCE -O2 $WARN -o "$OUT/bin/mpi_start" \
+	    "$HERE/mpi_start.c" >>"$log" 2>&1; then
 		HAVE_OMPI=1
 	else
 		WHY_OMPI="the MPI programs do not build (see raw/build.log)"
@@ -1101,6 +1106,141 @@ case7() {
 	fi
 }
 
+# ---- case 9: N hosts ----
+
+# job_snapshot TAG: what `mcclctl job` says of bench-TAG-$$ on h0 once it
+# has formed (60 s at most), in raw/TAG.job.json: its link cost and AUTO's
+# ranges.
+job_snapshot() {
+	local tag=$1 deadline=$((SECONDS + 60))
+	while [ $SECONDS -lt $deadline ]; do
+		timeout 5 "$B/mcclctl" -s "${CL_SOCK[0]}" -j job \
+		    "bench-$tag-$$" >"$RAW/$tag.job.json" 2>/dev/null && return 0
+		sleep 0.2
+	done
+	rm -f "$RAW/$tag.job.json"
+	return 1
+}
+
+# cost_model TAG N SIZE...: what the daemons' cost model predicted for
+# each algorithm at each size, from the job's own link cost, in
+# raw/TAG.model (tools/bench/costmodel.c).
+cost_model() {
+	local tag=$1 n=$2 a b g
+	shift 2
+	read -r a b g < <(sed -n 's/.*"\(alpha_ns\|beta_ps\|gamma_ps\)": *\([0-9]*\).*/\2/p' \
+	    "$RAW/$tag.job.json" 2>/dev/null | tr '\n' ' ')
+	[ -n "$g" ] || return 1
+	echo "# link cost alpha_ns=$a beta_ps=$b gamma_ps=$g nodes=$n" \
+	    >"$RAW/$tag.model"
+	"$B/costmodel" -n "$n" -a "$a" -b "$b" -g "$g" "$@" >>"$RAW/$tag.model"
+}
+
+# scale_perf TAG N ALGO TIMEOUT ARGS...: mccl-perf by MCCL_ALGO=ALGO on the
+# cluster up, with its job's snapshot and the model's predictions.
+scale_perf() {
+	local tag=$1 n=$2 algo=$3 tmo=$4 rc snap
+	shift 4
+	job_snapshot "$tag" &
+	snap=$!
+	PIDS+=("$snap")
+	MCCL_ALGO=$algo mccl_perf "$tag" "$tmo" 1 "$@"
+	rc=$?
+	wait "$snap"
+	# shellcheck disable=SC2046
+	cost_model "$tag" "$n" $(sizes_of "$RAW/$tag.json")
+	return $rc
+}
+
+# sizes_of JSON: the sizes mccl-perf ran.
+sizes_of() {
+	sed -n 's/^[,]*{"size": *\([0-9]*\).*/\1/p' "$1" 2>/dev/null | sort -un
+}
+
+# daemon_stats CLUSTER NAME N: each daemon of cluster CLUSTER (its tag)
+# now: memory, descriptors and sockets, and its CPU over 10 s of idling,
+# in raw/NAME.daemons.
+daemon_stats() {
+	local cl=$1 tag=$2 n=$3 i pid pids=() t0=() hz
+	hz=$(getconf CLK_TCK)
+	for ((i = 0; i < n; i++)); do
+		pid=$(pgrep -f -- "-c $RUN/$cl-h$i.conf" | head -n 1)
+		pids+=("${pid:-0}")
+		t0+=("$(awk '{ print $14 + $15 }' "/proc/$pid/stat" 2>/dev/null)")
+	done
+	sleep 10
+	: >"$RAW/$tag.daemons"
+	for ((i = 0; i < n; i++)); do
+		pid=${pids[$i]}
+		[ "$pid" != 0 ] || continue
+		printf 'daemon h%d rss_kb=%s fds=%s tcp=%s idle_cpu_pct=%s\n' "$i" \
+		    "$(awk '$1 == "VmRSS:" { print $2 }' "/proc/$pid/status")" \
+		    "$(ls "/proc/$pid/fd" | wc -l)" \
+		    "$(ls -l "/proc/$pid/fd" | grep -c 'socket:')" \
+		    "$(awk -v t0="${t0[$i]}" -v hz="$hz" \
+		    '{ printf "%.3f", ($14 + $15 - t0) / hz / 10 * 100 }' \
+		    "/proc/$pid/stat")" >>"$RAW/$tag.daemons"
+	done
+}
+
+case9_mccl() {
+	local n=$1 tag=case9.n$1 t0 algo
+	t0=$(date +%s.%N)
+	if ! cluster_up "$tag" "$n" ns; then
+		status "9.n$n" mccl failed "cluster did not come up"
+		return
+	fi
+	awk -v n="$n" -v t0="$t0" -v t1="$(date +%s.%N)" \
+	    'BEGIN { printf "formation nodes=%d seconds=%.2f\n", n, t1 - t0 }' \
+	    >"$RAW/$tag.formation"
+	daemon_stats "$tag" "$tag.idle" "$n"
+	# Up to 1 MiB checked; from 4 MiB a few iterations (a 64 MiB op moves
+	# 2 x 64 MiB through every one of the N hosts).
+	record "9.n$n" mccl "$tag.auto" scale_perf "$tag.auto" "$n" auto 600 \
+	    -b 8 -e 1M -f 2 -n 10 -w 2 &&
+	record "9.n$n" mccl "$tag.auto-big" scale_perf "$tag.auto-big" "$n" \
+	    auto 600 -b 4M -e 64M -f 4 -n 2 -w 1 -c 0
+	for algo in ring doubling rabenseifner $([ "$n" -le 16 ] && echo direct); do
+		record "9.n$n" "mccl-$algo" "$tag.$algo" scale_perf "$tag.$algo" \
+		    "$n" "$algo" 600 -b 8 -e 2M -f 8 -n 5 -w 1 -c 0
+	done
+	if [ $HAVE_TORCH = 1 ]; then
+		record "9.n$n" mccl-start "$tag.mccl-start" gloo_ns \
+		    "$tag.mccl-start" 300 "$n" 1 "$HERE/start_time.py" mccl
+	fi
+	daemon_stats "$tag" "$tag.busy" "$n"
+	cluster_down
+}
+
+case9() {
+	local n
+	for n in $SCALE_N; do
+		echo "== case 9: $n hosts x 1 rank, $RATE links, allreduce 8 B to 64 MiB"
+		if [ $HAVE_MCCL = 1 ]; then
+			case9_mccl "$n"
+		else
+			status "9.n$n" mccl skipped "$WHY_MCCL"
+		fi
+		if [ $HAVE_GLOO = 1 ] && [ $HAVE_TORCH = 1 ]; then
+			record "9.n$n" gloo-start "case9.n$n.gloo-start" gloo_ns \
+			    "case9.n$n.gloo-start" 300 "$n" 1 "$HERE/start_time.py" \
+			    gloo
+		else
+			status "9.n$n" gloo-start skipped "$WHY_GLOO"
+		fi
+		if [ $HAVE_OMPI = 1 ]; then
+			record "9.n$n" ompi "case9.n$n.ompi" mpi_ns "case9.n$n.ompi" \
+			    600 "$n" 1 --mca mpi_yield_when_idle 1 \
+			    "$OUT/bin/mpi_allreduce" 8 $((64 << 20)) 10
+			record "9.n$n" ompi-start "case9.n$n.ompi-start" mpi_ns \
+			    "case9.n$n.ompi-start" 300 "$n" 1 \
+			    --mca mpi_yield_when_idle 1 "$OUT/bin/mpi_start"
+		else
+			status "9.n$n" ompi skipped "$WHY_OMPI"
+		fi
+	done
+}
+
 # The script spawns its local ranks itself; gloo on the loopback device.
 bg_gloo_lo() {
 	local tag=$1 tmo=$2
@@ -1154,6 +1294,7 @@ run_rates() {
 	[ "$ONLY_MCCL" = 1 ] && opts+=(-m)
 	[ "$QUICK" = 1 ] && opts+=(-q)
 	[ -n "$POLL_NS" ] && opts+=(-H "$POLL_NS")
+	opts+=(-N "$SCALE_N")
 	for r in ${RATE//,/ }; do
 		[[ $r =~ ^([0-9]+[kmg]?bit|none)$ ]] || usage
 	done
@@ -1170,11 +1311,13 @@ run_rates() {
 
 main() {
 	local ch c cases="" ns_cases="" rc=0
-	while getopts "B:H:hmo:qr:" ch; do
+	while getopts "B:H:N:hmo:qr:" ch; do
 		case $ch in
 		B) B=$OPTARG ;;
 		H) POLL_NS=$OPTARG
 		   [[ $POLL_NS =~ ^[0-9]+$ ]] || usage ;;
+		N) SCALE_N=$OPTARG
+		   [[ $SCALE_N =~ ^[0-9\ ]+$ ]] || usage ;;
 		o) OUT=$OPTARG ;;
 		m) ONLY_MCCL=1 ;;
 		q) QUICK=1 ;;
@@ -1196,7 +1339,7 @@ main() {
 	for c in $(printf '%s\n' "${@:-$ALL_CASES}"); do
 		c=${c#case}
 		case $c in
-		[1-8]) cases="$cases $c" ;;
+		[1-9]) cases="$cases $c" ;;
 		*) usage ;;
 		esac
 	done
@@ -1243,7 +1386,7 @@ main() {
 	fi
 
 	for c in $cases; do
-		case $c in 1|2|3|6|8) ns_cases="$ns_cases $c" ;; esac
+		case $c in 1|2|3|6|8|9) ns_cases="$ns_cases $c" ;; esac
 	done
 	if [ -n "$ns_cases" ] && ! is_root; then
 		note "not root: case(s)$ns_cases need root (network" \
@@ -1262,6 +1405,12 @@ main() {
 			WHY_OMPI="cannot edit /etc/hosts"
 			note "Open MPI skipped: $WHY_OMPI"
 			HAVE_OMPI=0
+		fi
+		if [[ " $cases " == *" 9 "* ]]; then	# the scale case's hosts
+			for c in $SCALE_N; do
+				[ "$c" -le "$NET_HOSTS" ] || NET_HOSTS=$c
+			done
+			[ "$NET_HOSTS" -le 240 ] || usage	# ns_addr's /24
 		fi
 		echo "== network: $NET_HOSTS hosts on $BR, links $RATE"
 		if ! net_up "$NET_HOSTS" "${RATE#none}"; then

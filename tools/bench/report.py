@@ -670,6 +670,136 @@ class Report:
         self.emit("7", "1 host x 8 ranks, 8-byte allreduce latency", [t],
                   lines)
 
+    # ---- case 9: N hosts ----
+
+    def scale_counts(self):
+        """The host counts case 9 ran, from its files."""
+        found = set()
+        for path in glob.glob(os.path.join(self.raw, "case9.n*.*")):
+            m = re.match(r"case9\.n(\d+)\.", os.path.basename(path))
+            if m:
+                found.add(int(m.group(1)))
+        return sorted(found)
+
+    def read_model(self, tag):
+        """size -> {algo: predicted us, "auto": choice}, and the cost line."""
+        model, cost = {}, ""
+        for line in read_lines(os.path.join(self.raw, tag + ".model")):
+            f = line.split()
+            if line.startswith("#"):
+                cost = line[1:].strip()
+            elif len(f) == 3:
+                model.setdefault(int(f[0]), {})[f[1]] = float(f[2])
+            elif len(f) == 2 and f[1].startswith("auto:"):
+                model.setdefault(int(f[0]), {})["auto"] = f[1][5:]
+        return model, cost
+
+    def start_seconds(self, pattern):
+        """A job's start: the last rank's T0 to the last rank's T1 over
+        the "# start RANK T0 T1" lines of its logs; None without all."""
+        t0, t1 = {}, {}
+        for path in glob.glob(os.path.join(self.raw, pattern)):
+            for line in read_lines(path):
+                f = line.split()
+                if len(f) == 5 and f[:2] == ["#", "start"]:
+                    t0[f[2]], t1[f[2]] = float(f[3]), float(f[4])
+        if not t0:
+            return None, 0
+        return max(t1.values()) - max(t0.values()), len(t0)
+
+    def daemon_summary(self, tag):
+        rows = [dict(w.split("=", 1) for w in l.split()[2:])
+                for l in read_lines(os.path.join(self.raw, tag + ".daemons"))
+                if l.startswith("daemon ")]
+        if not rows:
+            return None
+
+        def span(k, fmt):
+            v = [float(r[k]) for r in rows if r.get(k, "") != ""]
+            return f"{fmt(min(v))}-{fmt(max(v))}" if v else "-"
+        return (f"{len(rows)} daemons: RSS {span('rss_kb', lambda x: f'{x / 1024:.1f}')} MB, "
+                f"{span('fds', lambda x: f'{x:.0f}')} descriptors "
+                f"({span('tcp', lambda x: f'{x:.0f}')} sockets), CPU "
+                f"{span('idle_cpu_pct', lambda x: f'{x:.2f}')} % of a core")
+
+    def case9_one(self, n):
+        tag = f"case9.n{n}"
+        auto = read_mccl(self.raw, tag + ".auto")	# .auto-big too
+        ompi = read_table(self.raw, tag + ".ompi.log")
+        model, cost = self.read_model(tag + ".auto")
+        model.update(self.read_model(tag + ".auto-big")[0])
+        sizes = sorted(auto) or sorted(ompi)
+        t = Table(["size", "MCCL us", "AUTO ran", "OMPI us", "MCCL/OMPI"])
+        worse = []
+        for s in sizes:
+            m = auto.get(s, (None, None))[0]
+            o = ompi.get(s, (None, None))[0]
+            t.add([hsize(s), ftime(m), model.get(s, {}).get("auto", "-"),
+                   ftime(o), fratio(o, m)])
+            if m is not None and o is not None and m > o:
+                worse.append(hsize(s))
+        algos = ["ring", "doubling", "rabenseifner", "direct"]
+        meas = {a: read_mccl(self.raw, f"{tag}.{a}") for a in algos}
+        preds = {a: self.read_model(f"{tag}.{a}")[0] for a in algos}
+        algos = [a for a in algos if meas[a]]
+        msizes = sorted(set().union(*[set(meas[a]) for a in algos])) \
+            if algos else []
+        mt = Table(["size"] + [f"{a} us (model)" for a in algos])
+        for s in msizes:
+            mt.add([hsize(s)] + [
+                f"{ftime(meas[a].get(s, (None,))[0])} "
+                f"({ftime(preds[a].get(s, {}).get(a))})" for a in algos])
+        lines = ["MCCL/OMPI: Open MPI's time over MCCL's; > 1: MCCL faster. "
+                 "AUTO ran: what the cost model chose from the job's link "
+                 "cost (" + (cost or "no snapshot") + ")"]
+        if not auto:
+            lines.append("no MCCL result: " + self.missing(f"9.n{n}", "mccl"))
+        if not ompi:
+            lines.append("no Open MPI result: " +
+                         self.missing(f"9.n{n}", "ompi"))
+        form = read_kv(self.raw, tag + ".formation", "formation")
+        if form:
+            lines.append(f"{n} daemons up and meshed in "
+                         f"{form.get('seconds', '?')} s")
+        starts = {}
+        for sys_, pat in (("MCCL (torch, mccl)", f"{tag}.mccl-start.r*.log"),
+                          ("Gloo", f"{tag}.gloo-start.r*.log"),
+                          ("Open MPI", f"{tag}.ompi-start.log")):
+            sec, ranks = self.start_seconds(pat)
+            starts[sys_] = sec if ranks == n else None
+            lines.append(f"job start, {sys_}: " + (
+                f"{sec:.3f} s" if ranks == n else
+                f"incomplete ({ranks} of {n} ranks)") +
+                " (last rank's init to last rank's first allreduce done)")
+        for when in ("idle", "busy"):
+            d = self.daemon_summary(f"{tag}.{when}")
+            if d:
+                lines.append(f"{when} ({'10 s after formation' if when == 'idle' else '10 s after the runs'}): {d}")
+        self.emit(f"9.n{n}", f"{n} hosts x 1 rank, allreduce, {self.meta.get('rate', '?')} links",
+                  [t] + ([mt] if algos else []),
+                  lines + (["model: each forced algorithm's measured time "
+                            "(MCCL_ALGO), its prediction in brackets"]
+                           if algos else []))
+        checks = []
+        if n >= 64:
+            checks.append((f"MCCL <= Open MPI at every size"
+                           + (f" (slower at {', '.join(worse)})" if worse
+                              else ""), (not worse) if auto and ompi
+                           else None))
+        if n >= 128:
+            m, g = starts["MCCL (torch, mccl)"], starts["Gloo"]
+            checks.append((f"job start {ftime(m and m * 1e3)} ms <= 0.5 x "
+                           f"Gloo's {ftime(g and g * 1e3)} ms",
+                           None if m is None or g is None else m <= 0.5 * g))
+        if checks:
+            self.verdict(f"9.n{n}", "64+ hosts: <= Open MPI at every size; "
+                         "128: start <= 0.5 x Gloo", checks,
+                         self.state(f"9.n{n}", "mccl"))
+
+    def case9(self):
+        for n in self.scale_counts():
+            self.case9_one(n)
+
     def case4(self):
         data = {"mccl": read_mccl(self.raw, "case4.mccl"),
                 "ompi": read_table(self.raw, "case4.ompi.log")}
@@ -810,7 +940,9 @@ plot {", ".join(curves)}
     # ---- output ----
 
     def write(self):
-        for c in ("1", "2", "3", "4", "5", "6", "7", "8"):
+        for c in ("1", "2", "3", "4", "5", "6", "7", "8", "9"):
+            if c == "9" and c not in self.cases:
+                continue
             if c in self.cases:
                 getattr(self, "case" + c)()
             else:

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# mesh.sh: the control plane at scale: N daemons on this host's loopback
+# (tools/cluster.sh), one rank each, and what they cost.  Measures, into
+# DIR/mesh.txt (one "key=value" line each):
+#   formation   from the first daemon's start until every daemon sees the
+#               N - 1 others (mcclctl status)
+#   idle        each daemon's CPU over 10 s with no job, its memory,
+#               descriptors and sockets
+#   job         a job over all N: launch to the last rank's exit, a few
+#               small checked allreduces (mccl-perf), the sizes' times
+#   ctl         mcclctl status, peers, jobs, job (while the job runs) and
+#               metrics on node 0: exit status, reply bytes, seconds
+# Usage: mesh.sh [-n N] [-s STREAMS] [-o DIR]   (default 512, auto, a new
+#        directory under /tmp)
+# Every daemon and rank is stopped on exit, also on INT and TERM.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+top=$here/../..
+B=${BUILD:-$top/build}
+N=512 STREAMS= OUT=
+
+usage() {
+	echo "usage: mesh.sh [-n N] [-s STREAMS] [-o DIR]" >&2
+	exit 2
+}
+
+while getopts "n:s:o:" ch; do
+	case $ch in
+	n) N=$OPTARG; [[ $N =~ ^[0-9]+$ ]] && [ "$N" -ge 2 ] || usage ;;
+	s) STREAMS=$OPTARG; [[ $STREAMS =~ ^[1-8]$ ]] || usage ;;
+	o) OUT=$OPTARG ;;
+	*) usage ;;
+	esac
+done
+D=$(mktemp -d /tmp/mccl-mesh.XXXXXX) || exit 2
+OUT=${OUT:-$D/out}
+mkdir -p "$OUT" || exit 2
+RES=$OUT/mesh.txt
+: >"$RES"
+RANKS=()
+
+cleanup() {
+	local p
+	for p in "${RANKS[@]}"; do
+		kill -KILL "$p" 2>/dev/null
+	done
+	"$top/tools/cluster.sh" stop "$D" >/dev/null 2>&1
+	rm -rf "$D"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
+ctl() { "$B/mcclctl" -s "$D/n$1.sock" "${@:2}"; }
+
+# stats NAME: every daemon's CPU over 10 s, memory, descriptors, sockets.
+stats() {
+	local i pid t0=() hz
+	hz=$(getconf CLK_TCK)
+	for ((i = 0; i < N; i++)); do
+		pid=$(cat "$D/n$i.pid")
+		t0+=("$(awk '{ print $14 + $15 }' "/proc/$pid/stat")")
+	done
+	sleep 10
+	for ((i = 0; i < N; i++)); do
+		pid=$(cat "$D/n$i.pid")
+		awk -v t0="${t0[$i]}" -v hz="$hz" '{ print ($14 + $15 - t0) / hz / 10 * 100 }' \
+		    "/proc/$pid/stat"
+		awk '$1 == "VmRSS:" { print $2 }' "/proc/$pid/status" >&3
+		ls "/proc/$pid/fd" | wc -l >&4
+		ls -l "/proc/$pid/fd" | grep -c 'socket:' >&5
+	done >"$D/cpu" 3>"$D/rss" 4>"$D/fds" 5>"$D/socks"
+	printf '%s daemons=%d cpu_pct_max=%s cpu_pct_mean=%s rss_kb_max=%s fds_max=%s sockets_max=%s\n' \
+	    "$1" "$N" "$(sort -g "$D/cpu" | tail -n 1)" \
+	    "$(awk '{ s += $1 } END { printf "%.3f", s / NR }' "$D/cpu")" \
+	    "$(sort -n "$D/rss" | tail -n 1)" "$(sort -n "$D/fds" | tail -n 1)" \
+	    "$(sort -n "$D/socks" | tail -n 1)" | tee -a "$RES"
+}
+
+# ctl_probe WHAT ARGS...: mcclctl ARGS on node 0, its exit status, reply
+# size and time.
+ctl_probe() {
+	local what=$1 t0 rc
+	shift
+	t0=$(now)
+	ctl 0 "$@" >"$OUT/ctl.$what.out" 2>&1
+	rc=$?
+	printf 'ctl what=%s rc=%d bytes=%d seconds=%s\n' "$what" "$rc" \
+	    "$(wc -c <"$OUT/ctl.$what.out")" "$(since "$t0")" | tee -a "$RES"
+}
+
+ulimit -n "$(ulimit -Hn)" 2>/dev/null
+t0=$(now)
+CLUSTER_WAIT_S=300 CLUSTER_CONF="${STREAMS:+\"streams_per_peer\": $STREAMS, }\"log_level\": \"warning\", \"heartbeat_timeout_ms\": 15000" \
+    "$top/tools/cluster.sh" start "$N" "$D" >"$OUT/start.log" 2>&1 || {
+	echo "mesh.sh: the $N daemons did not form their mesh: see $OUT" >&2
+	cp "$D"/n0.log "$OUT/" 2>/dev/null
+	exit 1
+}
+echo "formation daemons=$N seconds=$(since "$t0")" | tee -a "$RES"
+stats idle
+
+# The job: N ranks, one per daemon, in the background; ctl while it runs.
+t0=$(now)
+for ((i = 0; i < N; i++)); do
+	MCCL_SOCKET="$D/n$i.sock" "$B/mccl-perf" -N 1 -R "$N" -r "$i" \
+	    -J mesh -b 8 -e 64K -f 8 -n 20 -w 2 >"$D/rank$i.log" 2>&1 &
+	RANKS+=("$!")
+done
+for _ in $(seq 600); do
+	ctl 0 -j job mesh >/dev/null 2>&1 && break
+	sleep 0.1
+done
+ctl_probe job job mesh
+rc=0
+for p in "${RANKS[@]}"; do
+	wait "$p" || rc=1
+done
+RANKS=()
+echo "job ranks=$N rc=$rc seconds=$(since "$t0")" | tee -a "$RES"
+cp "$D/rank0.log" "$OUT/job.rank0.log"
+grep -h "wrong\|rror" "$D"/rank*.log | grep -v "#wrong\|Out of bounds" |
+    head -n 5 >"$OUT/job.errors"
+ctl_probe status status
+ctl_probe peers peers
+ctl_probe jobs jobs
+ctl_probe metrics metrics
+stats after-job
+grep -h "warning\|error" "$D"/n*.log | sort | uniq -c | sort -rn |
+    head -n 20 >"$OUT/daemon-warnings.txt"
+exit $rc
