@@ -5,14 +5,16 @@
  * operations took, by the model's formula for the algorithm they ran:
  *   alpha  from allreduces of 4 KiB or less, where latency is nearly all:
  *          their time, less the model's bandwidth terms, over the model's
- *          count of latencies; the median of the last 16.  Until the
- *          first, half the median over the peers up of each one's shortest
- *          heartbeat round trip of the last 16 (a round trip through both
- *          main loops: it overstates the data path's, which may spin);
+ *          count of latencies.  Until the first, half the median over the
+ *          peers up of each one's shortest heartbeat round trip of the
+ *          last 16 (a round trip through both main loops: it overstates
+ *          the data path's, which may spin);
  *   beta   from ring allreduces of 1 MiB or more: their time, less the
- *          latency term, over the bytes each node sends; the least of the
- *          last 16 (an op's time also holds the wait for the last node to
- *          arrive, which only adds); 10 Gbit/s until the first;
+ *          latency term, over the bytes each node sends; 10 Gbit/s until
+ *          the first;
+ * each the least of its last 16 fits: an op's time also holds the wait for
+ * the last node to arrive (after a large op, a small one may wait for
+ * milliseconds), which only adds;
  *   gamma  the float32 sum kernel over 8 MiB, more than a core's caches
  *          hold, timed once at start.
  * A job runs on the worst of its nodes' numbers (linkcost_worst), which
@@ -20,7 +22,6 @@
  * choices, and the slowest link bounds a collective anyway.
  */
 #include <stdlib.h>
-#include <string.h>
 
 #include <jansson.h>
 
@@ -74,26 +75,17 @@ linkcost_init(void)
 	log_debug("link cost: the reduction takes %u ps a byte", lc.gamma_ps);
 }
 
-static int
-cmp_u32(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* The least (or the median) of the fits kept; 0 if none. */
+/* The least of the fits kept; 0 if none. */
 static uint32_t
-fits_pick(const struct fits *f, int median)
+fits_least(const struct fits *f)
 {
 	size_t n = f->count < FIT_WINDOW ? (size_t)f->count : FIT_WINDOW;
-	uint32_t v[FIT_WINDOW];
+	uint32_t least = 0;
 
-	if (n == 0)
-		return 0;
-	memcpy(v, f->v, n * sizeof(v[0]));
-	qsort(v, n, sizeof(v[0]), cmp_u32);
-	return median ? v[n / 2] : v[0];
+	for (size_t i = 0; i < n; i++)
+		if (least == 0 || f->v[i] < least)
+			least = f->v[i];
+	return least;
 }
 
 static void
@@ -106,7 +98,7 @@ void
 linkcost_mine(struct link_cost *c)
 {
 	uint64_t rtt = peer_rtt_median_ns();
-	uint32_t alpha = fits_pick(&lc.alpha, 1), beta = fits_pick(&lc.beta, 0);
+	uint32_t alpha = fits_least(&lc.alpha), beta = fits_least(&lc.beta);
 
 	if (alpha == 0)
 		alpha = rtt > 0 ? clamp_cost(rtt / 2.0) : LINK_ALPHA_NS_DEFAULT;

@@ -629,7 +629,8 @@ END_TEST
 /*
  * alpha is fitted to allreduces of 4 KiB or less, whatever ran them: the
  * time less the model's bandwidth terms, over its count of latencies; the
- * median of the last 16.  Until the first, the heartbeats give it.
+ * least of the last 16 (one that waited for a late node only adds).  Until
+ * the first, the heartbeats give it.
  */
 START_TEST(alpha_is_fitted_to_small_allreduces)
 {
@@ -638,21 +639,28 @@ START_TEST(alpha_is_fitted_to_small_allreduces)
 
 	linkcost_mine(&c);
 	ck_assert_uint_eq(c.alpha_ns, 40000);
+	/* 8 nodes by the ring, 8 B: 14 latencies + 2 (7/8) 8 x 0.8 ns (11.2) */
+	linkcost_observe(ALGO_RING, 8, 8, 14 * 30000 + 12, &job);
+	linkcost_mine(&c);
+	ck_assert_uint_eq(c.alpha_ns, 30000);
 	/* 4 nodes by doubling, 1000 B: 2 latencies + 2 x 1000 x 1.05 ns */
 	linkcost_observe(ALGO_DOUBLING, 4, 1000, 2 * 10000 + 2100, &job);
 	linkcost_mine(&c);
 	ck_assert_uint_eq(c.alpha_ns, 10000);
-	/* 8 nodes by the ring, 8 B: 14 latencies + 2 (7/8) 8 x 0.8 ns (11.2) */
-	linkcost_observe(ALGO_RING, 8, 8, 14 * 20000 + 12, &job);
-	linkcost_observe(ALGO_RING, 8, 8, 14 * 30000 + 12, &job);
-	linkcost_mine(&c);
-	ck_assert_uint_eq(c.alpha_ns, 20000);	/* the median of 3 */
+	/* one that waited 5 ms for a late node does not move it */
+	linkcost_observe(ALGO_DOUBLING, 4, 8, 5000000, &job);
 	/* too large, and faster than the bandwidth terms alone: ignored */
 	linkcost_observe(ALGO_DOUBLING, 4, 4097, 4000, &job);
 	linkcost_observe(ALGO_DOUBLING, 4, 4000, 100, &job);
 	linkcost_mine(&c);
-	ck_assert_uint_eq(c.alpha_ns, 20000);
+	ck_assert_uint_eq(c.alpha_ns, 10000);
 	ck_assert_uint_eq(c.beta_ps, LINK_BETA_PS_DEFAULT);
+	/* 16 more push the 10 us fit out of the window */
+	for (int i = 0; i < 16; i++)
+		linkcost_observe(ALGO_DOUBLING, 4, 1000, 2 * 20000 + 2100,
+		    &job);
+	linkcost_mine(&c);
+	ck_assert_uint_eq(c.alpha_ns, 20000);
 }
 END_TEST
 
