@@ -21,7 +21,7 @@
  *   7  a ring allreduce takes another lane for each 256 KiB (was 1 MiB),
  *      and one on a 16-bit wire is cut into parts per lane too: nodes of
  *      6 would cut the same op differently.
- *   8  peer_join and peer_formed carry the link cost (alpha, beta, gamma)
+ *   8  peer_join and peer_formed carry the link cost (alpha, two betas, gamma)
  *      AUTO predicts from: each node's own, then the job's worst of them;
  *      ALGO_TREE in peer_ophdr.algo, and a broadcast's header names its
  *      algorithm (was 0).
@@ -120,6 +120,7 @@ struct peer_join {
 	uint32_t	alpha_ns;	/* the sender's link cost (engine/algo.h) */
 	uint32_t	beta_ps;
 	uint32_t	gamma_ps;
+	uint32_t	beta_pair_ps;
 };
 
 struct peer_formed {
@@ -133,6 +134,7 @@ struct peer_formed {
 	uint32_t	alpha_ns;	/* the job's link cost: the worst of */
 	uint32_t	beta_ps;	/* its nodes' (engine/algo.h), from */
 	uint32_t	gamma_ps;	/* which every node's AUTO predicts */
+	uint32_t	beta_pair_ps;
 };
 
 #define PEER_ALL_RANKS	0xffffffffU

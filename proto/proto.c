@@ -712,13 +712,14 @@ static const struct wire_field f_peer_join[] = {
 	F(peer_join, node, WIRE_INT), F(peer_join, nlocal, WIRE_INT),
 	F(peer_join, timeout_ms, WIRE_INT), F(peer_join, job, WIRE_BYTES),
 	F(peer_join, alpha_ns, WIRE_INT), F(peer_join, beta_ps, WIRE_INT),
-	F(peer_join, gamma_ps, WIRE_INT),
+	F(peer_join, gamma_ps, WIRE_INT), F(peer_join, beta_pair_ps, WIRE_INT),
 };
 static const struct wire_field f_peer_formed[] = {
 	F(peer_formed, job_id, WIRE_INT), F(peer_formed, uid, WIRE_INT),
 	F(peer_formed, nranks, WIRE_INT), F(peer_formed, job, WIRE_BYTES),
 	F(peer_formed, lanes, WIRE_INT), F(peer_formed, alpha_ns, WIRE_INT),
 	F(peer_formed, beta_ps, WIRE_INT), F(peer_formed, gamma_ps, WIRE_INT),
+	F(peer_formed, beta_pair_ps, WIRE_INT),
 };
 static const struct wire_field f_peer_join_fail[] = {
 	F(peer_join_fail, uid, WIRE_INT), F(peer_join_fail, rank, WIRE_INT),

@@ -270,10 +270,12 @@ status_text(FILE *out, const json_t *doc)
 	kv_add(&kv, "log level:", "%s", str(doc, "log_level"));
 	if ((v = json_object_get(doc, "link_cost")) != NULL)
 		kv_add(&kv, "link cost:", "%.1f us a message (fitted to %lld "
-		    "small allreduces), %.2f GB/s (to %lld large rings), "
-		    "reduction %.2f GB/s", num(v, "alpha_ns") / 1e3,
+		    "small allreduces), %.2f GB/s by the ring (to %lld large "
+		    "ones), %.2f GB/s by the others (to %lld), reduction "
+		    "%.2f GB/s", num(v, "alpha_ns") / 1e3,
 		    num(v, "alpha_fits"), 1e3 / (double)num(v, "beta_ps"),
-		    num(v, "beta_fits"), 1e3 / (double)num(v, "gamma_ps"));
+		    num(v, "beta_fits"), 1e3 / (double)num(v, "beta_pair_ps"),
+		    num(v, "beta_pair_fits"), 1e3 / (double)num(v, "gamma_ps"));
 	kv_print(out, &kv);
 }
 
@@ -493,7 +495,10 @@ job_algo_line(FILE *out, const json_t *doc, const char *coll,
 	fputc('\n', out);
 }
 
-/* "link cost: 25.0 us a message, 1.25 GB/s, reduction 4.00 GB/s". */
+/*
+ * "link cost (the worst of the job's nodes): 25.0 us a message, 1.25 GB/s
+ * by the ring, 0.90 GB/s by the others, reduction 4.00 GB/s".
+ */
 static void
 job_cost_line(FILE *out, const json_t *doc)
 {
@@ -502,8 +507,10 @@ job_cost_line(FILE *out, const json_t *doc)
 	if (c == NULL)
 		return;
 	fprintf(out, "link cost (the worst of the job's nodes): %.1f us a "
-	    "message, %.2f GB/s, reduction %.2f GB/s\n",
-	    num(c, "alpha_ns") / 1e3, 1e3 / (double)num(c, "beta_ps"),
+	    "message, %.2f GB/s by the ring, %.2f GB/s by the others, "
+	    "reduction %.2f GB/s\n", num(c, "alpha_ns") / 1e3,
+	    1e3 / (double)num(c, "beta_ps"),
+	    1e3 / (double)num(c, "beta_pair_ps"),
 	    1e3 / (double)num(c, "gamma_ps"));
 }
 
@@ -547,8 +554,9 @@ job_text(FILE *out, const json_t *doc)
 
 static const struct field status_cost_schema[] = {
 	KEY("alpha_ns", T_UINT, 0), KEY("beta_ps", T_UINT, 0),
-	KEY("gamma_ps", T_UINT, 0), KEY("alpha_fits", T_UINT, 0),
-	KEY("beta_fits", T_UINT, 0),
+	KEY("beta_pair_ps", T_UINT, 0), KEY("gamma_ps", T_UINT, 0),
+	KEY("alpha_fits", T_UINT, 0), KEY("beta_fits", T_UINT, 0),
+	KEY("beta_pair_fits", T_UINT, 0),
 	END
 };
 
@@ -651,7 +659,7 @@ static const struct field auto_range_schema[] = {
 
 static const struct field link_cost_schema[] = {
 	KEY("alpha_ns", T_UINT, 0), KEY("beta_ps", T_UINT, 0),
-	KEY("gamma_ps", T_UINT, 0),
+	KEY("beta_pair_ps", T_UINT, 0), KEY("gamma_ps", T_UINT, 0),
 	END
 };
 

@@ -86,6 +86,7 @@ job_send_join(struct job *j)
 	m.alpha_ns = cost.alpha_ns;
 	m.beta_ps = cost.beta_ps;
 	m.gamma_ps = cost.gamma_ps;
+	m.beta_pair_ps = cost.beta_pair_ps;
 	wire_put_u32s(trailer, ranks, n);
 	if (peer_send(j->coordinator, PEER_JOIN, &m, trailer, 4 * n) == -1)
 		log_debug("job %s: coordinator %s not reachable yet", j->name,
@@ -339,6 +340,7 @@ coord_form(struct coord *k)
 	f.alpha_ns = k->cost.alpha_ns;
 	f.beta_ps = k->cost.beta_ps;
 	f.gamma_ps = k->cost.gamma_ps;
+	f.beta_pair_ps = k->cost.beta_pair_ps;
 	wire_strlcpy(f.job, k->name, sizeof(f.job));
 	trailer = malloc((size_t)k->nranks * 4);
 	sent = calloc(md.conf.nnodes, 1);
@@ -411,7 +413,8 @@ coord_join(uint32_t from, const struct peer_join *m, const uint8_t *trailer,
 		coord_send_fail(k, from, PEER_ALL_RANKS,
 		    MCCL_ERR_INVALID_ARGUMENT, msg);
 	} else if (k != NULL || (m->nlocal > 0 && (k = coord_new(m)) != NULL)) {
-		struct link_cost c = { m->alpha_ns, m->beta_ps, m->gamma_ps };
+		struct link_cost c = { m->alpha_ns, m->beta_ps, m->gamma_ps,
+		    m->beta_pair_ps };
 
 		if (m->timeout_ms > k->timeout_ms)
 			k->timeout_ms = m->timeout_ms;
@@ -562,7 +565,8 @@ job_formed(const struct peer_formed *m, const uint32_t *rank_node)
 	evtimer_del(j->ev_timeout);
 	j->id = m->job_id;
 	j->nlanes = m->lanes;
-	j->cost = (struct link_cost){ m->alpha_ns, m->beta_ps, m->gamma_ps };
+	j->cost = (struct link_cost){ m->alpha_ns, m->beta_ps, m->gamma_ps,
+	    m->beta_pair_ps };
 	j->state = JOB_LINKING;
 	if (job_topology(j, rank_node) == -1) {
 		job_fail(j, MCCL_ERR_PEER_FAILED, "job %s: the rank map does "
@@ -573,9 +577,10 @@ job_formed(const struct peer_formed *m, const uint32_t *rank_node)
 	log_info("job %s: formed, id %016llx, %u ranks on %u nodes, %u here",
 	    j->name, (unsigned long long)j->id, j->nranks, j->nnodes,
 	    j->nlocal);
-	log_debug("job %s: link cost %u ns a message, %u ps a byte sent, %u "
-	    "reduced (mcclctl job shows what AUTO makes of it)", j->name,
-	    j->cost.alpha_ns, j->cost.beta_ps, j->cost.gamma_ps);
+	log_debug("job %s: link cost %u ns a message, %u ps a byte sent by "
+	    "the ring, %u by the others, %u reduced (mcclctl job shows what "
+	    "AUTO makes of it)", j->name, j->cost.alpha_ns, j->cost.beta_ps,
+	    j->cost.beta_pair_ps, j->cost.gamma_ps);
 	/* The engine and p2p threads tell the main loop through ev_engine. */
 	if ((j->ev_engine = event_new(md.base, -1, 0, job_engine_cb, j)) ==
 	    NULL)
@@ -598,6 +603,7 @@ job_recv_formed(const struct peer_formed *m, const uint8_t *trailer,
 	if (m->nranks == 0 || m->nranks > PEER_RANKS_MAX ||
 	    m->lanes == 0 || m->lanes > PEER_LANES_MAX ||
 	    m->alpha_ns == 0 || m->beta_ps == 0 || m->gamma_ps == 0 ||
+	    m->beta_pair_ps == 0 ||
 	    (uint64_t)tlen != (uint64_t)m->nranks * 4)
 		return -1;
 	if ((rank_node = malloc(tlen)) == NULL)

@@ -514,13 +514,14 @@ job_ctl_query(struct client *c, const char *name, char *err, size_t errlen)
 	}
 	q->client = c;
 	q->job = json_pack("{s:s, s:i, s:i, s:s, s:s, s:o, s:o, s:{s:i, s:i, "
-	    "s:i}}", "name", j->name, "nranks", (int)j->nranks, "nnodes",
+	    "s:i, s:i}}", "name", j->name, "nranks", (int)j->nranks, "nnodes",
 	    (int)j->nnodes, "state", job_state_names[j->state], "algo",
 	    proto_algo_name(__atomic_load_n(&md.conf.algo, __ATOMIC_RELAXED)),
 	    "allreduce_auto", auto_ranges(COLL_ALLREDUCE, j),
 	    "broadcast_auto", auto_ranges(COLL_BROADCAST, j), "link_cost",
 	    "alpha_ns", (int)j->cost.alpha_ns, "beta_ps", (int)j->cost.beta_ps,
-	    "gamma_ps", (int)j->cost.gamma_ps);
+	    "beta_pair_ps", (int)j->cost.beta_pair_ps, "gamma_ps",
+	    (int)j->cost.gamma_ps);
 	json_object_set_new(q->job, "id", json_sprintf("%016llx",
 	    (unsigned long long)j->id));
 	if (q->waiting == 0)

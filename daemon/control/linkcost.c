@@ -9,9 +9,11 @@
  *          peers up of each one's shortest heartbeat round trip of the
  *          last 16 (a round trip through both main loops: it overstates
  *          the data path's, which may spin);
- *   beta   from ring allreduces of 1 MiB or more: their time, less the
- *          latency term, over the bytes each node sends; 10 Gbit/s until
- *          the first;
+ *   beta   from allreduces of 1 MiB or more: their time, less the other
+ *          terms, over the bytes each node sends: one beta for the ring
+ *          (on its lanes, side by side), one for the others (a stream at
+ *          a time, a step's reduction after its transfer), each 10 Gbit/s
+ *          until its first (the others', the ring's);
  * each the least of its last 16 fits: an op's time also holds the wait for
  * the last node to arrive (after a large op, a small one may wait for
  * milliseconds), which only adds;
@@ -42,7 +44,7 @@ struct fits {
 };
 
 static struct {
-	struct fits	alpha, beta;
+	struct fits	alpha, beta, beta_pair;
 	uint32_t	gamma_ps;
 } lc = { .gamma_ps = LINK_GAMMA_PS_DEFAULT };
 
@@ -99,12 +101,14 @@ linkcost_mine(struct link_cost *c)
 {
 	uint64_t rtt = peer_rtt_median_ns();
 	uint32_t alpha = fits_least(&lc.alpha), beta = fits_least(&lc.beta);
+	uint32_t pair = fits_least(&lc.beta_pair);
 
 	if (alpha == 0)
 		alpha = rtt > 0 ? clamp_cost(rtt / 2.0) : LINK_ALPHA_NS_DEFAULT;
 	c->alpha_ns = alpha;
 	c->beta_ps = beta > 0 ? beta : LINK_BETA_PS_DEFAULT;
 	c->gamma_ps = lc.gamma_ps;
+	c->beta_pair_ps = pair > 0 ? pair : c->beta_ps;
 }
 
 /* Fold one node's numbers into a job's: the worst of each. */
@@ -117,38 +121,54 @@ linkcost_worst(struct link_cost *job, const struct link_cost *node)
 		job->beta_ps = node->beta_ps;
 	if (node->gamma_ps > job->gamma_ps)
 		job->gamma_ps = node->gamma_ps;
+	if (node->beta_pair_ps > job->beta_pair_ps)
+		job->beta_pair_ps = node->beta_pair_ps;
+}
+
+/*
+ * The model's time for what ran is a sum of terms, each a coefficient times
+ * one number of the cost: one's coefficient is the time the model gives
+ * with that number 1 (ns, or ns a byte) and the others 0.  Solve for that
+ * number, the others at the job's values; 0 if the op took less time than
+ * the other terms alone.
+ */
+static double
+fit_term(int algo, uint32_t nnodes, size_t bytes, uint64_t ns,
+    const struct link_cost *unit, const struct link_cost *others)
+{
+	double coef = algo_predict_ns(COLL_ALLREDUCE, algo, nnodes, bytes, 0,
+	    unit);
+	double rest = algo_predict_ns(COLL_ALLREDUCE, algo, nnodes, bytes, 0,
+	    others);
+
+	return coef > 0 && (double)ns > rest ? ((double)ns - rest) / coef : 0;
 }
 
 /*
  * An allreduce of bytes per node ran by algo between nnodes nodes in ns,
- * on the job's cost: fit alpha to it if it was small, beta if it was a
- * large ring.  The model's time is alpha times its count of latencies,
- * plus terms in beta and gamma: solve for the one.
+ * on the job's cost (j): fit alpha to it if it was small, the beta of its
+ * kind if it was large.
  */
 void
 linkcost_observe(int algo, uint32_t nnodes, size_t bytes, uint64_t ns,
-    const struct link_cost *job)
+    const struct link_cost *j)
 {
-	const struct link_cost unit_alpha = { 1, 0, 0 };
-	const struct link_cost no_alpha = { 0, job->beta_ps, job->gamma_ps };
-	double p = nnodes, latencies, rest, beta_ps;
+	const struct link_cost alpha_1 = { 1, 0, 0, 0 };
+	const struct link_cost no_alpha = { 0, j->beta_ps, j->gamma_ps,
+	    j->beta_pair_ps };
+	const struct link_cost ring_1 = { 0, 1000, 0, 0 };	/* 1 ns a byte */
+	const struct link_cost pair_1 = { 0, 0, 0, 1000 };
+	const struct link_cost no_beta = { j->alpha_ns, 0, j->gamma_ps, 0 };
+	double v;
 
-	if (nnodes < 2)
+	if (nnodes < 2 || !algo_runs_for(COLL_ALLREDUCE, algo))
 		return;
-	if (bytes <= ALPHA_MAX_BYTES) {
-		latencies = algo_predict_ns(COLL_ALLREDUCE, algo, nnodes, bytes, 0,
-		    &unit_alpha);
-		rest = algo_predict_ns(COLL_ALLREDUCE, algo, nnodes, bytes, 0,
-		    &no_alpha);
-		if (latencies > 0 && (double)ns > rest)
-			fits_add(&lc.alpha, ((double)ns - rest) / latencies);
-	}
-	if (algo == ALGO_RING && bytes >= BETA_MIN_BYTES) {
-		beta_ps = ((double)ns - 2 * (p - 1) * job->alpha_ns) * 1e3 /
-		    (2 * (p - 1) / p * (double)bytes);
-		if (beta_ps > 0)
-			fits_add(&lc.beta, beta_ps);
-	}
+	if (bytes <= ALPHA_MAX_BYTES &&
+	    (v = fit_term(algo, nnodes, bytes, ns, &alpha_1, &no_alpha)) > 0)
+		fits_add(&lc.alpha, v);
+	if (bytes >= BETA_MIN_BYTES && (v = fit_term(algo, nnodes, bytes, ns,
+	    algo == ALGO_RING ? &ring_1 : &pair_1, &no_beta)) > 0)
+		fits_add(algo == ALGO_RING ? &lc.beta : &lc.beta_pair, v * 1e3);
 }
 
 /* For mcclctl status: this node's estimate. */
@@ -158,8 +178,9 @@ linkcost_ctl(void)
 	struct link_cost c;
 
 	linkcost_mine(&c);
-	return json_pack("{s:i, s:i, s:i, s:I, s:I}", "alpha_ns",
-	    (int)c.alpha_ns, "beta_ps", (int)c.beta_ps, "gamma_ps",
-	    (int)c.gamma_ps, "alpha_fits", (json_int_t)lc.alpha.count,
-	    "beta_fits", (json_int_t)lc.beta.count);
+	return json_pack("{s:i, s:i, s:i, s:i, s:I, s:I, s:I}", "alpha_ns",
+	    (int)c.alpha_ns, "beta_ps", (int)c.beta_ps, "beta_pair_ps",
+	    (int)c.beta_pair_ps, "gamma_ps", (int)c.gamma_ps, "alpha_fits",
+	    (json_int_t)lc.alpha.count, "beta_fits", (json_int_t)lc.beta.count,
+	    "beta_pair_fits", (json_int_t)lc.beta_pair.count);
 }

@@ -47,8 +47,11 @@ static const char *const family[][3] = {	/* name, type, help */
 	    "This node's estimate of a message's latency (half the median "
 	    "heartbeat round trip)." },
 	{ "mccl_link_bytes_per_second", "gauge",
-	    "This node's estimate of its link rate (fitted to its ring "
-	    "allreduces)." },
+	    "This node's estimate of its link rate by the ring allreduce "
+	    "(fitted to its large ones)." },
+	{ "mccl_link_pair_bytes_per_second", "gauge",
+	    "This node's estimate of its link rate by the other algorithms, "
+	    "a stream at a time (fitted to their large ones)." },
 	{ "mccl_reduce_bytes_per_second", "gauge",
 	    "The float32 sum kernel's rate, timed at start." },
 	{ "mccl_peer_link_info", "gauge",
@@ -127,6 +130,8 @@ metrics_link_cost(json_t *list)
 	linkcost_mine(&c);
 	metrics_add(list, "mccl_link_latency_seconds", NULL, c.alpha_ns / 1e9);
 	metrics_add(list, "mccl_link_bytes_per_second", NULL, 1e12 / c.beta_ps);
+	metrics_add(list, "mccl_link_pair_bytes_per_second", NULL,
+	    1e12 / c.beta_pair_ps);
 	metrics_add(list, "mccl_reduce_bytes_per_second", NULL,
 	    1e12 / c.gamma_ps);
 }

@@ -8,7 +8,9 @@
  * naming both.
  *
  * The model, per algorithm on p nodes of n bytes each: alpha a message's
- * latency, beta the time per byte sent, gamma per byte reduced; q the
+ * latency, beta the time per byte sent (the ring allreduce's own, on its
+ * lanes side by side, or b, every other algorithm's, one stream at a
+ * time; each fitted to what ran), gamma per byte reduced; q the
  * largest power of two <= p, r = log2 q, f = 1 where p > q (the power-of-
  * two algorithms fold the other nodes in first and hand them the result
  * last: two more whole-buffer steps).
@@ -18,19 +20,19 @@
  *                 a 16-bit wire, "narrowed", half the bytes cross, the
  *                 conversions overlapping the link too: only the ring
  *                 narrows, so a wire asked for moves AUTO toward it)
- *   doubling      (r+2f) (alpha + n beta) + (r+f) n gamma
- *   rabenseifner  2(r+f) alpha + (2(q-1)/q + 2f) n beta
+ *   doubling      (r+2f) (alpha + n b) + (r+f) n gamma
+ *   rabenseifner  2(r+f) alpha + (2(q-1)/q + 2f) n b
  *                 + ((q-1)/q + f) n gamma
- *   direct        b alpha + (p-1) 7/12 alpha + (p-1) n (beta + gamma),
- *                 b the rounds of PEER_LANES_MAX peers: one thread sends
+ *   direct        k alpha + (p-1) 7/12 alpha + (p-1) n (b + gamma),
+ *                 k the rounds of PEER_LANES_MAX peers: one thread sends
  *                 its messages one after another, each about 7/12 alpha
  *                 (measured over TCP on the 16-core machine)
  *   chain (broadcast's ring)
- *                 (p-1) alpha + (p-2) c beta + n beta + 2(p-2) 7/12 alpha,
+ *                 (p-1) alpha + (p-2) c b + n b + 2(p-2) 7/12 alpha,
  *                 c = min(n, the pipeline chunk): the first chunk's way
  *                 down the chain, then the rest behind it; the last term
  *                 is the headers a chain sends and checks beyond its data
- *   tree          d (alpha + n beta) + 2d alpha, d = ceil(log2 p): the
+ *   tree          d (alpha + n b) + 2d alpha, d = ceil(log2 p): the
  *                 root sends d times; then one confirmation up the tree
  *                 and one down, so that no node returns before all agree
  *
@@ -97,7 +99,8 @@ algo_predict_ns(int coll, int algo, uint32_t nnodes, size_t bytes,
     int narrowed, const struct link_cost *c)
 {
 	struct shape s = shape_of(nnodes);
-	double a = c->alpha_ns, b = c->beta_ps / 1e3, g = c->gamma_ps / 1e3;
+	double a = c->alpha_ns, ring_b = c->beta_ps / 1e3, g = c->gamma_ps / 1e3;
+	double b = c->beta_pair_ps > 0 ? c->beta_pair_ps / 1e3 : ring_b;
 	double n = (double)bytes, p = s.p, rounds, chunk;
 
 	if (nnodes < 2 || !algo_runs_for(coll, algo))
@@ -109,7 +112,7 @@ algo_predict_ns(int coll, int algo, uint32_t nnodes, size_t bytes,
 			return (p - 1) * a + (p - 2) * chunk * b + n * b +
 			    2 * (p - 2) * SEND_COST * a;
 		}
-		return 2 * (p - 1) * a + 2 * (p - 1) / p * n * b *
+		return 2 * (p - 1) * a + 2 * (p - 1) / p * n * ring_b *
 		    (narrowed ? 0.5 : 1);
 	case ALGO_DOUBLING:
 		return (s.r + 2 * s.f) * (a + n * b) + (s.r + s.f) * n * g;

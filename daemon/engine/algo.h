@@ -19,8 +19,11 @@
  */
 struct link_cost {
 	uint32_t	alpha_ns;	/* one message's latency */
-	uint32_t	beta_ps;	/* per byte sent, picoseconds */
+	uint32_t	beta_ps;	/* per byte sent by the ring allreduce, in
+					   picoseconds (its lanes, side by side) */
 	uint32_t	gamma_ps;	/* per byte reduced, picoseconds */
+	uint32_t	beta_pair_ps;	/* per byte sent by the others, one
+					   stream at a time; 0: beta_ps */
 };
 
 /* Until a node has measured its own: 25 us, 10 Gbit/s, 4 GB/s reduced. */

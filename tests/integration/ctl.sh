@@ -227,7 +227,7 @@ out=$(ctl 1 job stuck)
 range='[a-z]+ up to [0-9]+ B \([0-9.]+ (us|ms|s)\), '
 grep -Eq "^allreduce between nodes: auto: ($range)*ring above \(1\.0G: [0-9.]+ (ms|s)\)$" <<<"$out" &&
     grep -Eq "^broadcast between nodes: auto: ($range)*[a-z]+ above \(1\.0G: [0-9.]+ (ms|s)\)$" <<<"$out" &&
-    grep -Eq "^link cost \(the worst of the job's nodes\): [0-9.]+ us a message, [0-9.]+ GB/s, reduction [0-9.]+ GB/s$" <<<"$out" &&
+    grep -Eq "^link cost \(the worst of the job's nodes\): [0-9.]+ us a message, [0-9.]+ GB/s by the ring, [0-9.]+ GB/s by the others, reduction [0-9.]+ GB/s$" <<<"$out" &&
     ok "mcclctl job: the link cost, and what AUTO runs between the job's 3 nodes by size, with predicted times" ||
     bad "mcclctl job: the algorithm lines: $out"
 # Every node of the job predicts from the same cost, so shows the same.

@@ -14,7 +14,7 @@
 
 /* The defaults: alpha 25 us, beta 0.8 ns a byte, gamma 0.25. */
 static const struct link_cost dflt = { LINK_ALPHA_NS_DEFAULT,
-    LINK_BETA_PS_DEFAULT, LINK_GAMMA_PS_DEFAULT };
+    LINK_BETA_PS_DEFAULT, LINK_GAMMA_PS_DEFAULT, 0 };
 
 #define AR	COLL_ALLREDUCE
 #define BC	COLL_BROADCAST
@@ -127,8 +127,8 @@ END_TEST
 /* Slower messages move the ring's boundary up; a faster reduction too. */
 START_TEST(the_choice_follows_the_cost)
 {
-	const struct link_cost slow_msgs = { 250000, 800, 250 };
-	const struct link_cost fast_reduce = { 25000, 800, 10 };
+	const struct link_cost slow_msgs = { 250000, 800, 250, 0 };
+	const struct link_cost fast_reduce = { 25000, 800, 10, 0 };
 
 	ck_assert_int_eq(pick(AR, 2, 500000, &dflt), ALGO_RING);
 	ck_assert_int_eq(pick(AR, 2, 500000, &slow_msgs), ALGO_DOUBLING);
@@ -146,13 +146,33 @@ START_TEST(the_choice_follows_the_cost)
 END_TEST
 
 /*
+ * The ring's beta and the others' are apart: with the others' streams at
+ * half the ring's lanes, rabenseifner's bytes cost twice the ring's, and
+ * its range on 16 nodes ends far below 2.3 MB (22 alpha = 15/8 n 0.8 +
+ * 15/16 n 0.25: 271 kB).
+ */
+START_TEST(each_kind_sends_at_its_own_beta)
+{
+	const struct link_cost slow_pair = { 25000, 800, 250, 1600 };
+
+	ck_assert_int_eq(pick(AR, 16, 1 << 20, &dflt), ALGO_RABENSEIFNER);
+	ck_assert_int_eq(pick(AR, 16, 1 << 20, &slow_pair), ALGO_RING);
+	ck_assert_int_eq(pick(AR, 16, 200000, &slow_pair), ALGO_RABENSEIFNER);
+	assert_near(algo_predict_ns(AR, ALGO_DOUBLING, 2, 1000, 0, &slow_pair),
+	    25000 + 1000 * 1.6 + 1000 * 0.25);
+	assert_near(algo_predict_ns(AR, ALGO_RING, 2, 1000, 0, &slow_pair),
+	    50000 + 1000 * 0.8);
+}
+END_TEST
+
+/*
  * On a 16-bit wire only the ring narrows: half its bytes cross, and AUTO
  * weighs that.  2 nodes, 800 kB, alpha 250 us: doubling 250 + 840 us
  * against the ring's 500 + 640, or 500 + 320 narrowed.
  */
 START_TEST(a_narrowed_wire_favours_the_ring)
 {
-	const struct link_cost slow_msgs = { 250000, 800, 250 };
+	const struct link_cost slow_msgs = { 250000, 800, 250, 0 };
 
 	ck_assert_int_eq(algo_choose(AR, ALGO_AUTO, 2, 800000, 0, &slow_msgs),
 	    ALGO_DOUBLING);
@@ -225,7 +245,7 @@ ranges_match(int coll, uint32_t n, const struct link_cost *c)
 
 START_TEST(the_ranges_are_the_rule)
 {
-	const struct link_cost slow = { 400000, 8000, 300 };
+	const struct link_cost slow = { 400000, 8000, 300, 0 };
 	struct algo_range r[ALGO_RANGES_MAX];
 
 	ck_assert_uint_eq(algo_auto_ranges(AR, 1, &dflt, r, 4), 0);
@@ -257,6 +277,7 @@ main(void)
 	tcase_add_test(tc, auto_by_node_count_and_size);
 	tcase_add_test(tc, broadcast_by_node_count_and_size);
 	tcase_add_test(tc, the_choice_follows_the_cost);
+	tcase_add_test(tc, each_kind_sends_at_its_own_beta);
 	tcase_add_test(tc, a_narrowed_wire_favours_the_ring);
 	tcase_add_test(tc, requested_runs_as_asked);
 	tcase_add_test(tc, the_ranges_are_the_rule);

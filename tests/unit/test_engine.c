@@ -140,7 +140,7 @@ peer_allreduce(struct peer *p)
 	x.chunk = md.conf.chunk_bytes;
 	x.algo = ALGO_AUTO;
 	x.cost = (struct link_cost){ LINK_ALPHA_NS_DEFAULT, LINK_BETA_PS_DEFAULT,
-	    LINK_GAMMA_PS_DEFAULT };
+	    LINK_GAMMA_PS_DEFAULT, 0 };
 	x.scratch = malloc(2 * md.conf.chunk_bytes * NLANES);
 	x.node_index = node_index;
 	x.blame = NO_POS;

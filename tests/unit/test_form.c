@@ -301,8 +301,8 @@ join_remote(const char *name, uint32_t from, uint32_t nranks,
 {
 	struct peer_join m = { .uid = UID, .nranks = nranks, .node = from,
 	    .nlocal = n, .timeout_ms = timeout_ms, .alpha_ns = 30000,
-	    .beta_ps = 2000, .gamma_ps = 100 };	/* a slower link, a faster
-						   reduction than ours */
+	    .beta_ps = 2000, .gamma_ps = 100, .beta_pair_ps = 600 };
+	    /* a slower ring, a faster pair and reduction than ours */
 	uint8_t trailer[64];
 
 	snprintf(m.job, sizeof(m.job), "%s", name);
@@ -386,6 +386,7 @@ START_TEST(local_ranks_join_their_coordinator)
 	ck_assert_uint_eq(m.alpha_ns, 40000);
 	ck_assert_uint_eq(m.beta_ps, LINK_BETA_PS_DEFAULT);
 	ck_assert_uint_eq(m.gamma_ps, LINK_GAMMA_PS_DEFAULT);
+	ck_assert_uint_eq(m.beta_pair_ps, LINK_BETA_PS_DEFAULT);  /* = ring's */
 	ck_assert_int_eq(count_type(PEER_FORMED), 0);	/* not ours to form */
 }
 END_TEST
@@ -411,6 +412,7 @@ START_TEST(the_coordinator_forms_once_every_rank_is_claimed)
 	ck_assert_uint_eq(f.alpha_ns, 40000);
 	ck_assert_uint_eq(f.beta_ps, 2000);
 	ck_assert_uint_eq(f.gamma_ps, LINK_GAMMA_PS_DEFAULT);
+	ck_assert_uint_eq(f.beta_pair_ps, LINK_BETA_PS_DEFAULT);
 	ck_assert_uint_eq(s->tlen, 16);
 	wire_get_u32s(map, s->trailer, 4);
 	ck_assert_uint_eq(map[0], 0);
@@ -442,6 +444,7 @@ START_TEST(the_rank_map_gives_the_topology_and_the_engine_its_ranks)
 	ck_assert_uint_eq(j->cost.alpha_ns, f.alpha_ns);
 	ck_assert_uint_eq(j->cost.beta_ps, f.beta_ps);
 	ck_assert_uint_eq(j->cost.gamma_ps, f.gamma_ps);
+	ck_assert_uint_eq(j->cost.beta_pair_ps, f.beta_pair_ps);
 	ck_assert_uint_eq(j->node_index[1], 1);
 	ck_assert_str_eq(j->names[1], "n1");
 	/* node order: n0's ranks 0 and 2, then n1's 1 and 3 */
@@ -549,7 +552,8 @@ START_TEST(a_rank_map_against_the_local_ranks_fails_the_job)
 {
 	const char *name = job_coordinated_by(1);
 	struct peer_formed f = { .job_id = 77, .uid = UID, .nranks = 2,
-	    .lanes = 1, .alpha_ns = 1, .beta_ps = 1, .gamma_ps = 1 };
+	    .lanes = 1, .alpha_ns = 1, .beta_ps = 1, .gamma_ps = 1,
+	    .beta_pair_ps = 1 };
 	const uint32_t map[2] = { 1, 0 };	/* rank 0 is here, not on n1 */
 	uint8_t trailer[8];
 
@@ -573,7 +577,8 @@ START_TEST(a_rank_map_without_a_link_cost_is_refused)
 {
 	const char *name = job_coordinated_by(1);
 	struct peer_formed f = { .job_id = 78, .uid = UID, .nranks = 1,
-	    .lanes = 1, .alpha_ns = 1, .beta_ps = 0, .gamma_ps = 1 };
+	    .lanes = 1, .alpha_ns = 1, .beta_ps = 1, .gamma_ps = 1,
+	    .beta_pair_ps = 0 };
 	uint8_t trailer[4];
 	const uint32_t map[1] = { 0 };
 
@@ -593,18 +598,17 @@ END_TEST
  */
 START_TEST(beta_is_fitted_to_ring_allreduces)
 {
-	const struct link_cost job = { 25000, 800, 250 };
+	const struct link_cost job = { 25000, 800, 250, 0 };
 	size_t n = (size_t)4 << 20;
 	struct link_cost c;
 
-	/* too small, another algorithm, one node, faster than the latency
-	   alone: no beta from them */
+	/* too small, one node, faster than the latency alone: no beta */
 	linkcost_observe(ALGO_RING, 2, (1 << 20) - 4, 10 * 1000 * 1000, &job);
-	linkcost_observe(ALGO_RABENSEIFNER, 4, n, 10 * 1000 * 1000, &job);
 	linkcost_observe(ALGO_RING, 1, n, 10 * 1000 * 1000, &job);
 	linkcost_observe(ALGO_RING, 2, n, 40000, &job);
 	linkcost_mine(&c);
 	ck_assert_uint_eq(c.beta_ps, LINK_BETA_PS_DEFAULT);
+	ck_assert_uint_eq(c.beta_pair_ps, LINK_BETA_PS_DEFAULT);
 	/* 4 nodes: 150 us, then 1.5 n at 1500 ps */
 	linkcost_observe(ALGO_RING, 4, n, 150000 + 3 * n * 3 / 4, &job);
 	linkcost_mine(&c);
@@ -623,6 +627,31 @@ START_TEST(beta_is_fitted_to_ring_allreduces)
 	ck_assert_uint_eq(c.beta_ps, 1000);
 	/* no small op yet: alpha is half the heartbeats' 80 us */
 	ck_assert_uint_eq(c.alpha_ns, 40000);
+	/* the others' beta, until their first, is the ring's */
+	ck_assert_uint_eq(c.beta_pair_ps, 1000);
+}
+END_TEST
+
+/*
+ * The other algorithms' beta is their own: rabenseifner on 4 nodes, 4 MiB:
+ * 4 latencies, 1.5 n bytes sent, 0.75 n reduced; at 3000 ps a byte sent.
+ * The ring's stays as it was.
+ */
+START_TEST(the_pairwise_beta_is_fitted_to_the_others)
+{
+	const struct link_cost job = { 25000, 800, 250, 0 };
+	size_t n = (size_t)4 << 20;
+	struct link_cost c;
+
+	linkcost_observe(ALGO_RABENSEIFNER, 4, n, 4 * 25000 + n * 3 / 2 * 3 +
+	    n * 3 / 4 / 4, &job);
+	linkcost_mine(&c);
+	ck_assert_uint_eq(c.beta_pair_ps, 3000);
+	ck_assert_uint_eq(c.beta_ps, LINK_BETA_PS_DEFAULT);
+	/* doubling on 2 nodes: alpha + n (beta + gamma), at 2000 ps */
+	linkcost_observe(ALGO_DOUBLING, 2, n, 25000 + n * 2 + n / 4, &job);
+	linkcost_mine(&c);
+	ck_assert_uint_eq(c.beta_pair_ps, 2000);
 }
 END_TEST
 
@@ -634,7 +663,7 @@ END_TEST
  */
 START_TEST(alpha_is_fitted_to_small_allreduces)
 {
-	const struct link_cost job = { 25000, 800, 250 };
+	const struct link_cost job = { 25000, 800, 250, 0 };
 	struct link_cost c;
 
 	linkcost_mine(&c);
@@ -676,6 +705,7 @@ form_suite(void)
 	tcase_add_test(tc, a_rank_map_without_a_link_cost_is_refused);
 	tcase_add_test(tc, beta_is_fitted_to_ring_allreduces);
 	tcase_add_test(tc, alpha_is_fitted_to_small_allreduces);
+	tcase_add_test(tc, the_pairwise_beta_is_fitted_to_the_others);
 	tcase_add_test(tc, the_coordinator_forms_once_every_rank_is_claimed);
 	tcase_add_test(tc,
 	    the_rank_map_gives_the_topology_and_the_engine_its_ranks);

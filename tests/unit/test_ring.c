@@ -208,7 +208,7 @@ static void	assert_failed(const struct node *, int, int, const char *);
 /* The run's algorithm (ALGO_AUTO: by the model, from cost). */
 static int algo = ALGO_RING;
 static struct link_cost cost = { LINK_ALPHA_NS_DEFAULT, LINK_BETA_PS_DEFAULT,
-    LINK_GAMMA_PS_DEFAULT };
+    LINK_GAMMA_PS_DEFAULT, 0 };
 
 static int
 node_call(struct node *nd)
@@ -748,7 +748,7 @@ START_TEST(test_algo_auto_disagree)
 	algo = ALGO_AUTO;
 	mesh_open(&m, 2);
 	alloc_allreduce(nd, 2, 50000);		/* 200 KB: the ring, by default */
-	nd[1].cost = (struct link_cost){ 2500000, 800, 250 };	/* doubling */
+	nd[1].cost = (struct link_cost){ 2500000, 800, 250, 0 };	/* doubling */
 	run_nodes(&m, nd, 65536, 3000, -1);
 	mesh_close(&m);
 	for (int k = 0; k < 2; k++) {

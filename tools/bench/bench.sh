@@ -250,7 +250,25 @@ net_up() {
 			    burst 256kb latency 50ms || return 1
 		fi
 	done
-	net_check "$n"
+	neigh_static "$n" && net_check "$n"
+}
+
+# neigh_static N: every host knows every other's MAC address.  Daemons
+# that start together all ask at once otherwise: N x (N - 1) broadcasts,
+# each copied to N ports, overflow the kernel's backlog from a few dozen
+# hosts up, and the lost requests (and the SYNs behind them) cost seconds.
+neigh_static() {
+	local n=$1 i k macs=()
+	for ((i = 0; i < n; i++)); do
+		macs+=("$(ip -n "$(ns_name $i)" -o link show eth0 |
+		    sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p')")
+	done
+	for ((i = 0; i < n; i++)); do
+		for ((k = 0; k < n; k++)); do
+			[ $k = $i ] || echo "neigh replace $(ns_addr $k) lladdr" \
+			    "${macs[$k]} dev eth0 nud permanent"
+		done | ip -n "$(ns_name $i)" -batch - || return 1
+	done
 }
 
 # lo_up: a namespace with nothing but lo (127.0.0.1, no IPv6) for the
@@ -1108,45 +1126,44 @@ case7() {
 
 # ---- case 9: N hosts ----
 
-# job_snapshot TAG: what `mcclctl job` says of bench-TAG-$$ on h0 once it
-# has formed (60 s at most), in raw/TAG.job.json: its link cost and AUTO's
-# ranges.
-job_snapshot() {
-	local tag=$1 deadline=$((SECONDS + 60))
-	while [ $SECONDS -lt $deadline ]; do
-		timeout 5 "$B/mcclctl" -s "${CL_SOCK[0]}" -j job \
-		    "bench-$tag-$$" >"$RAW/$tag.job.json" 2>/dev/null && return 0
-		sleep 0.2
-	done
-	rm -f "$RAW/$tag.job.json"
-	return 1
+# cost_snapshot TAG: the link cost a job formed now would get, in
+# raw/TAG.cost: the worst of every daemon's estimate (mcclctl status), as
+# the job's coordinator takes it.  Taken just before the run: only a
+# heartbeat (before a daemon's first small op) moves it meanwhile.
+cost_snapshot() {
+	local tag=$1 sock
+	for sock in "${CL_SOCK[@]}"; do
+		timeout 5 "$B/mcclctl" -s "$sock" -j status 2>/dev/null |
+		    sed -n 's/.*"\(alpha_ns\|beta_ps\|beta_pair_ps\|gamma_ps\)": *\([0-9]*\).*/\1 \2/p'
+	done | awk '$2 > worst[$1] { worst[$1] = $2 }
+	    END { printf "alpha_ns=%d beta_ps=%d gamma_ps=%d beta_pair_ps=%d\n",
+		worst["alpha_ns"], worst["beta_ps"], worst["gamma_ps"],
+		worst["beta_pair_ps"] }' >"$RAW/$tag.cost"
 }
 
 # cost_model TAG N SIZE...: what the daemons' cost model predicted for
-# each algorithm at each size, from the job's own link cost, in
-# raw/TAG.model (tools/bench/costmodel.c).
+# each algorithm at each size, from the job's link cost (cost_snapshot),
+# in raw/TAG.model (tools/bench/costmodel.c).
 cost_model() {
-	local tag=$1 n=$2 a b g
+	local tag=$1 n=$2 a b g p
 	shift 2
-	read -r a b g < <(sed -n 's/.*"\(alpha_ns\|beta_ps\|gamma_ps\)": *\([0-9]*\).*/\2/p' \
-	    "$RAW/$tag.job.json" 2>/dev/null | tr '\n' ' ')
-	[ -n "$g" ] || return 1
-	echo "# link cost alpha_ns=$a beta_ps=$b gamma_ps=$g nodes=$n" \
-	    >"$RAW/$tag.model"
-	"$B/costmodel" -n "$n" -a "$a" -b "$b" -g "$g" "$@" >>"$RAW/$tag.model"
+	read -r a b g p < <(tr ' =' '\n\n' <"$RAW/$tag.cost" 2>/dev/null |
+	    sed -n '2p;4p;6p;8p' | tr '\n' ' ')
+	[ "${b:-0}" -gt 0 ] && [ "${p:-0}" -gt 0 ] || return 1
+	echo "# link cost alpha_ns=$a beta_ps=$b beta_pair_ps=$p gamma_ps=$g" \
+	    "nodes=$n" >"$RAW/$tag.model"
+	"$B/costmodel" -n "$n" -a "$a" -b "$b" -p "$p" -g "$g" "$@" \
+	    >>"$RAW/$tag.model"
 }
 
 # scale_perf TAG N ALGO TIMEOUT ARGS...: mccl-perf by MCCL_ALGO=ALGO on the
-# cluster up, with its job's snapshot and the model's predictions.
+# cluster up, with the model's predictions from its job's link cost.
 scale_perf() {
-	local tag=$1 n=$2 algo=$3 tmo=$4 rc snap
+	local tag=$1 n=$2 algo=$3 tmo=$4 rc
 	shift 4
-	job_snapshot "$tag" &
-	snap=$!
-	PIDS+=("$snap")
+	cost_snapshot "$tag"
 	MCCL_ALGO=$algo mccl_perf "$tag" "$tmo" 1 "$@"
 	rc=$?
-	wait "$snap"
 	# shellcheck disable=SC2046
 	cost_model "$tag" "$n" $(sizes_of "$RAW/$tag.json")
 	return $rc

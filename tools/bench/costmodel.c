@@ -2,8 +2,8 @@
  * costmodel.c: what the daemon's cost model (daemon/engine/algo.c, the
  * code itself) predicts, for the bench's model-against-measurement table:
  * for each size, every candidate's time and AUTO's choice.
- * Usage: costmodel -n NODES -a ALPHA_NS -b BETA_PS -g GAMMA_PS
- *                  [-c allreduce|broadcast] SIZE...
+ * Usage: costmodel -n NODES -a ALPHA_NS -b BETA_PS [-p BETA_PAIR_PS]
+ *                  -g GAMMA_PS [-c allreduce|broadcast] SIZE...
  * Prints "size algo predicted_us" lines, AUTO's as algo "auto:NAME".
  */
 #include <stdio.h>
@@ -18,7 +18,8 @@ static void
 usage(void)
 {
 	fprintf(stderr, "usage: costmodel -n NODES -a ALPHA_NS -b BETA_PS "
-	    "-g GAMMA_PS [-c allreduce|broadcast] SIZE...\n");
+	    "[-p BETA_PAIR_PS] -g GAMMA_PS [-c allreduce|broadcast] "
+	    "SIZE...\n");
 	exit(2);
 }
 
@@ -36,16 +37,17 @@ number(const char *s)
 int
 main(int argc, char **argv)
 {
-	struct link_cost c = { 0, 0, 0 };
+	struct link_cost c = { 0, 0, 0, 0 };
 	unsigned long n = 0;
 	int ch, coll = COLL_ALLREDUCE;
 
-	while ((ch = getopt(argc, argv, "a:b:c:g:n:")) != -1) {
+	while ((ch = getopt(argc, argv, "a:b:c:g:n:p:")) != -1) {
 		switch (ch) {
 		case 'a': c.alpha_ns = (uint32_t)number(optarg); break;
 		case 'b': c.beta_ps = (uint32_t)number(optarg); break;
 		case 'g': c.gamma_ps = (uint32_t)number(optarg); break;
 		case 'n': n = number(optarg); break;
+		case 'p': c.beta_pair_ps = (uint32_t)number(optarg); break;
 		case 'c':
 			if (strcmp(optarg, "broadcast") == 0)
 				coll = COLL_BROADCAST;
