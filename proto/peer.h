@@ -24,7 +24,8 @@
  *   8  peer_join and peer_formed carry the link cost (alpha, two betas, gamma)
  *      AUTO predicts from: each node's own, then the job's worst of them;
  *      ALGO_TREE in peer_ophdr.algo, and a broadcast's header names its
- *      algorithm (was 0).
+ *      algorithm (was 0); a job's lanes past the first link ring
+ *      neighbours only (they carry the ring allreduce's other rings).
  */
 #ifndef MCCL_PEER_H
 #define MCCL_PEER_H

@@ -51,6 +51,23 @@ row_stream(const struct job *j, uint32_t k)
 	return k < j->nlanes ? PEER_STREAM_LANE(k) : PEER_STREAM_P2P;
 }
 
+/*
+ * Whether row k's link to position p is made.  Lane 0 and send/recv's go
+ * to every node (the pairwise algorithms, the tree, the chain, messages);
+ * the other lanes carry only a large ring allreduce's other rings, between
+ * neighbours: a job of n nodes opens 2 links a pair and 2 (lanes - 1) more
+ * a node, not lanes + 1 a pair (at 128 nodes and 4 lanes, 16640 links in
+ * all where there were 40640).
+ */
+static int
+row_needed(const struct job *j, uint32_t k, uint32_t p)
+{
+	uint32_t n = j->nnodes;
+
+	return k == 0 || k >= j->nlanes || p == (j->me + 1) % n ||
+	    p == (j->me + n - 1) % n;
+}
+
 static uint64_t
 link_deadline(void)
 {
@@ -67,9 +84,10 @@ engine_connect_links(struct job *j, struct link_setup *su, char *err,
 		for (uint32_t k = 0; k < ROWS(j); k++) {
 			struct link_setup *s = &su[k * j->nnodes + p];
 			char why[ERR_MAX] = "";
-
 			uint32_t node = j->node_index[p];
 
+			if (!row_needed(j, k, p))
+				continue;
 			if ((s->fd = dial_data_link(&md.conf.nodes[node].addr,
 			    md.conf.node_index, node, j->id, row_stream(j, k),
 			    j->eng->abort_fd, link_deadline(), why,
@@ -88,7 +106,8 @@ engine_links_missing(const struct job *j)
 {
 	for (uint32_t p = 0; p < j->me; p++)
 		for (uint32_t k = 0; k < ROWS(j); k++)
-			if (j->eng->fds[k * j->nnodes + p] == -1)
+			if (row_needed(j, k, p) &&
+			    j->eng->fds[k * j->nnodes + p] == -1)
 				return (int)p;
 	return -1;
 }
@@ -134,13 +153,15 @@ engine_accepted_links(struct job *j, struct link_setup *su, char *err,
 			for (uint32_t k = 0; k < ROWS(j); k++) {
 				uint32_t i = k * j->nnodes + p;
 
+				if (!row_needed(j, k, p))
+					continue;
 				su[i].fd = j->eng->fds[i];
 				j->eng->fds[i] = FD_TAKEN;
 			}
 	pthread_mutex_unlock(&j->eng->mtx);
 	for (uint32_t p = 0; rc == 0 && p < j->me; p++)
 		for (uint32_t k = 0; rc == 0 && k < ROWS(j); k++)
-			if ((rc = link_offer(&su[k * j->nnodes + p], err,
+			if (row_needed(j, k, p) && (rc = link_offer(&su[k * j->nnodes + p], err,
 			    errlen)) == -1)
 				snprintf(err, errlen, "data link from node %s: "
 				    "sending its set-up failed", j->names[p]);
@@ -158,7 +179,8 @@ engine_complete_links(struct job *j, struct link_setup *su, char *err,
 
 	for (int step = 0; step < 2; step++)
 		for (uint32_t i = 0; i < n; i++) {
-			if (i % j->nnodes == j->me)
+			if (i % j->nnodes == j->me ||
+			    !row_needed(j, i / j->nnodes, i % j->nnodes))
 				continue;
 			if ((step == 0 ? link_answer(&su[i], j->eng->abort_fd,
 			    deadline, why, sizeof(why)) : link_ready(&su[i],
@@ -1418,7 +1440,8 @@ engine_adopt_link(struct job *j, uint32_t pos, uint32_t lane, int fd)
 	struct engine *e = engine_running(j);
 	int rc = -1, *slot;
 
-	if (e == NULL || pos >= j->me || lane >= ROWS(j))
+	if (e == NULL || pos >= j->me || lane >= ROWS(j) ||
+	    !row_needed(j, lane, pos))
 		return -1;
 	slot = &e->fds[lane * j->nnodes + pos];
 	pthread_mutex_lock(&e->mtx);
