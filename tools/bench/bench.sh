@@ -496,6 +496,7 @@ cluster_down() {
 
 # free_ports N: a base port with N free consecutive ports on 127.0.0.1.
 . "$HERE/../ports.sh"
+. "$HERE/procstat.sh"
 
 # mccl_perf TAG TIMEOUT NPER ARGS...: mccl-perf with NPER ranks at every
 # daemon of the cluster; rank 0 writes $RAW/TAG.json.
@@ -1176,28 +1177,19 @@ sizes_of() {
 
 # daemon_stats CLUSTER NAME N: each daemon of cluster CLUSTER (its tag)
 # now: memory, descriptors and sockets, and its CPU over 10 s of idling,
-# in raw/NAME.daemons.
+# in raw/NAME.daemons (procstat.sh).
 daemon_stats() {
-	local cl=$1 tag=$2 n=$3 i pid pids=() t0=() hz
-	hz=$(getconf CLK_TCK)
+	local cl=$1 tag=$2 n=$3 i pid pids=() t0=()
 	for ((i = 0; i < n; i++)); do
 		pid=$(pgrep -f -- "-c $RUN/$cl-h$i.conf" | head -n 1)
 		pids+=("${pid:-0}")
-		t0+=("$(awk '{ print $14 + $15 }' "/proc/$pid/stat" 2>/dev/null)")
+		t0+=("$(proc_ticks "${pid:-0}")")
 	done
 	sleep 10
-	: >"$RAW/$tag.daemons"
 	for ((i = 0; i < n; i++)); do
-		pid=${pids[$i]}
-		[ "$pid" != 0 ] || continue
-		printf 'daemon h%d rss_kb=%s fds=%s tcp=%s idle_cpu_pct=%s\n' "$i" \
-		    "$(awk '$1 == "VmRSS:" { print $2 }' "/proc/$pid/status")" \
-		    "$(ls "/proc/$pid/fd" | wc -l)" \
-		    "$(ls -l "/proc/$pid/fd" | grep -c 'socket:')" \
-		    "$(awk -v t0="${t0[$i]}" -v hz="$hz" \
-		    '{ printf "%.3f", ($14 + $15 - t0) / hz / 10 * 100 }' \
-		    "/proc/$pid/stat")" >>"$RAW/$tag.daemons"
-	done
+		[ "${pids[$i]}" != 0 ] &&
+		    echo "daemon h$i $(proc_line "${pids[$i]}" "${t0[$i]}" 10)"
+	done >"$RAW/$tag.daemons"
 }
 
 case9_mccl() {

@@ -15,6 +15,7 @@
 # Every daemon and rank is stopped on exit, also on INT and TERM.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/procstat.sh"
 top=$here/../..
 B=${BUILD:-$top/build}
 N=512 STREAMS= OUT=
@@ -55,28 +56,23 @@ now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
 ctl() { "$B/mcclctl" -s "$D/n$1.sock" "${@:2}"; }
 
-# stats NAME: every daemon's CPU over 10 s, memory, descriptors, sockets.
+# stats NAME: every daemon's CPU over 10 s, memory, descriptors and
+# sockets (procstat.sh): the largest of each, and the mean CPU.
 stats() {
-	local i pid t0=() hz
-	hz=$(getconf CLK_TCK)
+	local i t0=()
 	for ((i = 0; i < N; i++)); do
-		pid=$(cat "$D/n$i.pid")
-		t0+=("$(awk '{ print $14 + $15 }' "/proc/$pid/stat")")
+		t0+=("$(proc_ticks "$(cat "$D/n$i.pid")")")
 	done
 	sleep 10
 	for ((i = 0; i < N; i++)); do
-		pid=$(cat "$D/n$i.pid")
-		awk -v t0="${t0[$i]}" -v hz="$hz" '{ print ($14 + $15 - t0) / hz / 10 * 100 }' \
-		    "/proc/$pid/stat"
-		awk '$1 == "VmRSS:" { print $2 }' "/proc/$pid/status" >&3
-		ls "/proc/$pid/fd" | wc -l >&4
-		ls -l "/proc/$pid/fd" | grep -c 'socket:' >&5
-	done >"$D/cpu" 3>"$D/rss" 4>"$D/fds" 5>"$D/socks"
-	printf '%s daemons=%d cpu_pct_max=%s cpu_pct_mean=%s rss_kb_max=%s fds_max=%s sockets_max=%s\n' \
-	    "$1" "$N" "$(sort -g "$D/cpu" | tail -n 1)" \
-	    "$(awk '{ s += $1 } END { printf "%.3f", s / NR }' "$D/cpu")" \
-	    "$(sort -n "$D/rss" | tail -n 1)" "$(sort -n "$D/fds" | tail -n 1)" \
-	    "$(sort -n "$D/socks" | tail -n 1)" | tee -a "$RES"
+		proc_line "$(cat "$D/n$i.pid")" "${t0[$i]}" 10
+	done | tr '=' ' ' | awk -v name="$1" -v n="$N" '
+	    { for (k = 1; k < NF; k += 2) if ($(k + 1) > max[$k])
+		max[$k] = $(k + 1); cpu += $8 }
+	    END { printf "%s daemons=%d cpu_pct_max=%s cpu_pct_mean=%.3f " \
+		"rss_kb_max=%s fds_max=%s sockets_max=%s\n", name, n,
+		max["cpu_pct"], cpu / NR, max["rss_kb"], max["fds"],
+		max["sockets"] }' | tee -a "$RES"
 }
 
 # ctl_probe WHAT ARGS...: mcclctl ARGS on node 0, its exit status, reply

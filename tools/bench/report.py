@@ -719,8 +719,8 @@ class Report:
             return f"{fmt(min(v))}-{fmt(max(v))}" if v else "-"
         return (f"{len(rows)} daemons: RSS {span('rss_kb', lambda x: f'{x / 1024:.1f}')} MB, "
                 f"{span('fds', lambda x: f'{x:.0f}')} descriptors "
-                f"({span('tcp', lambda x: f'{x:.0f}')} sockets), CPU "
-                f"{span('idle_cpu_pct', lambda x: f'{x:.2f}')} % of a core")
+                f"({span('sockets', lambda x: f'{x:.0f}')} sockets), CPU "
+                f"{span('cpu_pct', lambda x: f'{x:.2f}')} % of a core")
 
     def case9_one(self, n):
         tag = f"case9.n{n}"
