@@ -1207,6 +1207,16 @@ headers_run(struct xfer *x, uint32_t skip, int sends)
 	return 0;
 }
 
+/* A broadcast's plan over buf, from a root that must be a position. */
+static int
+broadcast_plan(struct xfer *x, struct plan *p, void *buf, uint32_t root)
+{
+	if (root >= x->nnodes)
+		return ring_fail(x, MCCL_ERR_INVALID_ARGUMENT, "broadcast root "
+		    "at position %u of %u nodes", root, x->nnodes);
+	return plan_init(x, p, buf, 1);
+}
+
 /*
  * A chain from the root; the node left of the root passes nothing on.  In
  * a chain a node's data depends on the nodes upstream alone, so a node
@@ -1224,10 +1234,7 @@ ring_broadcast(struct xfer *x, void *buf, size_t bytes, uint32_t root)
 
 	if (n <= 1)
 		return 0;
-	if (root >= n)
-		return ring_fail(x, MCCL_ERR_INVALID_ARGUMENT, "broadcast root "
-		    "at position %u of %u nodes", root, n);
-	if (plan_init(x, &p, buf, 1) == -1)
+	if (broadcast_plan(x, &p, buf, root) == -1)
 		return -1;
 	p.block = whole_block;
 	p.total = bytes;
@@ -1279,10 +1286,7 @@ tree_broadcast(struct xfer *x, void *buf, size_t bytes, uint32_t root)
 
 	if (n <= 1)
 		return 0;
-	if (root >= n)
-		return ring_fail(x, MCCL_ERR_INVALID_ARGUMENT, "broadcast root "
-		    "at position %u of %u nodes", root, n);
-	if (plan_init(x, &p, buf, 1) == -1)
+	if (broadcast_plan(x, &p, buf, root) == -1)
 		return -1;
 	while (low <= v)
 		low <<= 1;		/* children: v + mask, low <= mask */
