@@ -1103,6 +1103,22 @@ START_TEST(test_mismatch)
 END_TEST
 
 /*
+ * Every node but the last broadcasts 12 floats from node 0, by algo (0:
+ * the run's); the last runs an allreduce of them.
+ */
+static void
+bcast_but_last(struct node *nd, int n, int algo_of_bcast)
+{
+	alloc_allreduce(nd, n, 12);
+	for (int k = 0; k < n - 1; k++) {
+		nd[k].coll = COLL_BROADCAST;
+		nd[k].count = 12 * sizeof(float);
+		nd[k].root = 0;
+		nd[k].algo = algo_of_bcast;
+	}
+}
+
+/*
  * Every node but the last broadcasts from node 0; the last runs an
  * allreduce.  The chain's data reaches nodes 1..n-2 before the last node
  * can tell: none of them may succeed.  The root and the last node see the
@@ -1117,12 +1133,7 @@ START_TEST(test_mismatch_bcast_last)
 	struct mesh m;
 
 	mesh_open(&m, n);
-	alloc_allreduce(nd, n, 12);
-	for (int k = 0; k < n - 1; k++) {
-		nd[k].coll = COLL_BROADCAST;
-		nd[k].count = 12 * sizeof(float);
-		nd[k].root = 0;
-	}
+	bcast_but_last(nd, n, 0);
 	run_nodes(&m, nd, 4096, 2000, -1);
 	mesh_close(&m);
 	for (int k = 0; k < n; k += n - 1) {
@@ -1164,13 +1175,7 @@ START_TEST(test_mismatch_bcast_tree)
 	struct mesh m;
 
 	mesh_open(&m, n);
-	alloc_allreduce(nd, n, 12);
-	for (int k = 0; k < n - 1; k++) {
-		nd[k].coll = COLL_BROADCAST;
-		nd[k].count = 12 * sizeof(float);
-		nd[k].root = 0;
-		nd[k].algo = ALGO_TREE;
-	}
+	bcast_but_last(nd, n, ALGO_TREE);
 	run_nodes(&m, nd, 4096, 2000, -1);
 	mesh_close(&m);
 	for (int k = 0; k < n; k++)
