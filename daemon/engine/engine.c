@@ -75,35 +75,16 @@ link_deadline(void)
 	    __ATOMIC_RELAXED) * 1000000;
 }
 
-/*
- * Connect to the nodes after us, and offer each a link at once.  A dial is
- * a TCP handshake and an authentication, a round trip through the other
- * daemon's main loop: one after another, 2 (N - 1) of them took seconds
- * at 128 nodes.  So DIAL_THREADS dial side by side, each every
- * DIAL_THREADS-th node; each link's set-up slot is its own.
- */
-#define DIAL_THREADS	8
-
-struct dialer {
-	struct job		*j;
-	struct link_setup	*su;
-	uint32_t		 first;		/* its first position after me */
-	uint32_t		 step;
-	int			 rc;
-	char			 err[ERR_MAX];
-};
-
-static void *
-dial_share(void *arg)
+/* Connect to the nodes after us, and offer each a link at once. */
+static int
+engine_connect_links(struct job *j, struct link_setup *su, char *err,
+    size_t errlen)
 {
-	struct dialer *d = arg;
-	struct job *j = d->j;
-
-	for (uint32_t p = j->me + 1 + d->first; p < j->nnodes; p += d->step)
+	for (uint32_t p = j->me + 1; p < j->nnodes; p++)
 		for (uint32_t k = 0; k < ROWS(j); k++) {
-			struct link_setup *s = &d->su[k * j->nnodes + p];
-			uint32_t node = j->node_index[p];
+			struct link_setup *s = &su[k * j->nnodes + p];
 			char why[ERR_MAX] = "";
+			uint32_t node = j->node_index[p];
 
 			if (!row_needed(j, k, p))
 				continue;
@@ -112,42 +93,10 @@ dial_share(void *arg)
 			    j->eng->abort_fd, link_deadline(), why,
 			    sizeof(why))) == -1 ||
 			    link_offer(s, why, sizeof(why)) == -1) {
-				snprintf(d->err, sizeof(d->err), "cannot open a "
-				    "data link to node %s: %s", j->names[p], why);
-				d->rc = -1;
-				return NULL;
+				snprintf(err, errlen, "cannot open a data link "
+				    "to node %s: %s", j->names[p], why);
+				return -1;
 			}
-		}
-	return NULL;
-}
-
-static int
-engine_connect_links(struct job *j, struct link_setup *su, char *err,
-    size_t errlen)
-{
-	uint32_t after = j->nnodes - j->me - 1;
-	uint32_t nt = after < DIAL_THREADS ? after : DIAL_THREADS;
-	struct dialer d[DIAL_THREADS];
-	pthread_t tid[DIAL_THREADS];
-	int spawned[DIAL_THREADS] = { 0 };
-
-	for (uint32_t t = 0; t < nt; t++) {
-		d[t] = (struct dialer){ .j = j, .su = su, .first = t,
-		    .step = nt };
-		if (t > 0)	/* a thread that cannot start dials below */
-			spawned[t] = pthread_create(&tid[t], NULL, dial_share,
-			    &d[t]) == 0;
-	}
-	for (uint32_t t = 0; t < nt; t++)
-		if (!spawned[t])
-			dial_share(&d[t]);
-	for (uint32_t t = 0; t < nt; t++)
-		if (spawned[t])
-			pthread_join(tid[t], NULL);
-	for (uint32_t t = 0; t < nt; t++)
-		if (d[t].rc == -1) {
-			snprintf(err, errlen, "%s", d[t].err);
-			return -1;
 		}
 	return 0;
 }
