@@ -552,6 +552,26 @@ job_engine_start(struct job *j, char *err, size_t errlen)
 	return rc;
 }
 
+/* What AUTO runs for coll between the job's nodes, by size (debug). */
+static void
+log_auto(const struct job *j, int coll)
+{
+	struct algo_range r[ALGO_RANGES_MAX];
+	size_t n = algo_auto_ranges(coll, j->nnodes, &j->cost, r,
+	    ALGO_RANGES_MAX), off = 0;
+	char line[512] = "";
+
+	for (size_t i = 0; i < n && off < sizeof(line); i++)
+		off += (size_t)(r[i].up_to == SIZE_MAX ? snprintf(line + off,
+		    sizeof(line) - off, "%s%s above", i ? ", " : "",
+		    proto_algo_name(r[i].algo)) : snprintf(line + off,
+		    sizeof(line) - off, "%s%s to %zu B", i ? ", " : "",
+		    proto_algo_name(r[i].algo), r[i].up_to));
+	if (n > 0)
+		log_debug("job %s: %s between nodes: %s", j->name,
+		    proto_coll_name(coll), line);
+}
+
 static void
 job_formed(const struct peer_formed *m, const uint32_t *rank_node)
 {
@@ -578,9 +598,11 @@ job_formed(const struct peer_formed *m, const uint32_t *rank_node)
 	    j->name, (unsigned long long)j->id, j->nranks, j->nnodes,
 	    j->nlocal);
 	log_debug("job %s: link cost %u ns a message, %u ps a byte sent by "
-	    "the ring, %u by the others, %u reduced (mcclctl job shows what "
-	    "AUTO makes of it)", j->name, j->cost.alpha_ns, j->cost.beta_ps,
-	    j->cost.beta_pair_ps, j->cost.gamma_ps);
+	    "the ring, %u by the others, %u reduced", j->name,
+	    j->cost.alpha_ns, j->cost.beta_ps, j->cost.beta_pair_ps,
+	    j->cost.gamma_ps);
+	log_auto(j, COLL_ALLREDUCE);
+	log_auto(j, COLL_BROADCAST);
 	/* The engine and p2p threads tell the main loop through ev_engine. */
 	if ((j->ev_engine = event_new(md.base, -1, 0, job_engine_cb, j)) ==
 	    NULL)
