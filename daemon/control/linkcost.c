@@ -1,24 +1,25 @@
 /*
  * linkcost.c: what this node estimates a step to its peers costs (struct
  * link_cost, engine/algo.h), handed to the coordinator of every job it
- * joins (main thread), each number fitted to what this node's own
- * operations took, by the model's formula for the algorithm they ran:
- *   alpha  from allreduces of 4 KiB or less, where latency is nearly all:
- *          their time, less the model's bandwidth terms, over the model's
- *          count of latencies.  Until the first, half the median over the
- *          peers up of each one's shortest heartbeat round trip of the
- *          last 16 (a round trip through both main loops: it overstates
- *          the data path's, which may spin);
- *   beta   from allreduces of 1 MiB or more: their time, less the other
- *          terms, over the bytes each node sends: one beta for the ring
- *          (on its lanes, side by side), one for the others (a stream at
- *          a time, a step's reduction after its transfer), each 10 Gbit/s
- *          until its first (the others', the ring's);
- * each the least of its last 16 fits: an op's time also holds the wait for
- * the last node to arrive (after a large op, a small one may wait for
- * milliseconds), which only adds;
- *   gamma  the float32 sum kernel over 8 MiB, more than a core's caches
- *          hold, timed once at start.
+ * joins (main thread).  alpha and the two betas are fitted to what this
+ * node's own operations took, by the model's formula for the algorithm
+ * they ran, each the least of its last 16 fits (an op's time also holds
+ * the wait for the last node to arrive, which only adds: after a large op,
+ * a small one may wait for milliseconds):
+ *   alpha      from allreduces of 4 KiB or less, where latency is nearly
+ *              all: their time, less the bandwidth terms, over the model's
+ *              count of latencies.  Until the first, half the median over
+ *              the peers up of each one's shortest heartbeat round trip of
+ *              the last 16 (through both main loops: it overstates the
+ *              data path's, which may spin);
+ *   beta       from ring allreduces of 1 MiB or more (their lanes send side
+ *              by side): their time, less the other terms, over the bytes
+ *              each node sends; 10 Gbit/s until the first;
+ *   beta_pair  alike from the other algorithms' (a stream at a time, each
+ *              step's reduction after its transfer); the ring's until the
+ *              first;
+ *   gamma      the float32 sum kernel over 8 MiB, more than a core's caches
+ *              hold, timed once at start.
  * A job runs on the worst of its nodes' numbers (linkcost_worst), which
  * the coordinator hands out with the rank map: its nodes make the same
  * choices, and the slowest link bounds a collective anyway.
