@@ -161,8 +161,8 @@ engine_accepted_links(struct job *j, struct link_setup *su, char *err,
 	pthread_mutex_unlock(&j->eng->mtx);
 	for (uint32_t p = 0; rc == 0 && p < j->me; p++)
 		for (uint32_t k = 0; rc == 0 && k < ROWS(j); k++)
-			if (row_needed(j, k, p) && (rc = link_offer(&su[k * j->nnodes + p], err,
-			    errlen)) == -1)
+			if (row_needed(j, k, p) && (rc = link_offer(
+			    &su[k * j->nnodes + p], err, errlen)) == -1)
 				snprintf(err, errlen, "data link from node %s: "
 				    "sending its set-up failed", j->names[p]);
 	return rc;
