@@ -94,6 +94,48 @@ with torch.cuda.stream(side):
 check("the copy out waits for the caller's stream; wait() orders it after "
       "the copy back", bool((got == 2 * S).all()), got[:4])
 
+# the caller does not wait for the GPU: all_reduce returns while the work
+# queued before it still runs; a CPU all_reduce called after it, while
+# only rank 0's GPU is busy, still comes after it in the job's order
+t = full((1 << 16,), R + 1.0)
+if R == 0:
+    torch.cuda._sleep(200_000_000)		# ~100 ms of GPU time first
+mark = torch.cuda.Event()
+mark.record()
+work = dist.all_reduce(t, async_op=True)
+if R == 0:
+    check("all_reduce returns before the GPU ran the work queued before "
+          "it", not mark.query())
+c = torch.full((3,), float(R + 1))
+dist.all_reduce(c)
+work.wait()
+check("a CPU all_reduce after a CUDA one waiting for its copy: in order",
+      bool((t == S).all()) and bool((c == S).all()), (t[:2], c))
+
+# pipelined: 8 MiB and more go in parts of 4 MiB (the last one shorter)
+count = (5 << 20) + 3			# 20 MiB + 12 bytes of float32
+for op, want in ((RO.SUM, S), (RO.AVG, S / N), (RO.MAX, float(N))):
+    t = full((count,), R + 1.0)
+    dist.all_reduce(t, op=op)
+    check("all_reduce %s of %d float32 in parts" % (op, count),
+          bool((t == want).all()), (t[:2], t[-2:]))
+t = full((count,), float(R))
+if R == N - 1:
+    t[-1] = -5.0
+dist.broadcast(t, src=N - 1)
+check("broadcast of %d float32 in parts" % count,
+      bool((t[:-1] == N - 1).all()) and t[-1].item() == -5.0, t[-2:])
+t = full((count,), R + 1.0)
+dist.reduce(t, dst=0)
+check("reduce of %d float32 in parts" % count,
+      R != 0 or bool((t == S).all()), t[-2:])
+ts = [full((count,), R + 1.0) for _ in range(3)]
+works = [dist.all_reduce(x, async_op=True) for x in ts]
+for w in works:
+    w.wait()
+check("three pipelined all_reduces in flight at once",
+      all(bool((x == S).all()) for x in ts), [x[-1] for x in ts])
+
 # futures: the value is the CUDA tensors; a callback sees the result
 t = full((10,), R + 1)
 fut = dist.all_reduce(t, async_op=True).get_future()

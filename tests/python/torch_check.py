@@ -218,6 +218,63 @@ if N > 1:		# recv without src: from any rank, which it returns
         dist.send(torch.tensor([100.0 + R]), dst=0, tag=12)
     dist.barrier()
 
+# Operations that must wait (CUDA copies, large CPU tensors) go through the
+# group's submitter thread; the calls after one keep their order.  Rank 0
+# holds an allreduce back 0.3 s (a stand-in for a CUDA copy's event) and
+# calls small ones after it, which would go at once: had they passed it,
+# rank 0's job would meet 3 elements where the others send 5, and fail.
+class _Later:
+    """An event that ends `seconds` from now: synchronize() waits."""
+
+    def __init__(self, seconds):
+        self.at = time.monotonic() + seconds
+
+    def synchronize(self):
+        time.sleep(max(0.0, self.at - time.monotonic()))
+
+
+pg = mccl.torch._mccl_group(None)
+a = torch.full((5,), R + 1.0)
+b = torch.full((3,), 10.0 * (R + 1))
+held = pg._issue_after(_Later(0.3 if R == 0 else 0.0),
+                       pg._comm.iallreduce, (a,), {})
+work_a = pg._work(held, [a])
+work_b = dist.all_reduce(b, async_op=True)
+if R == 0:
+    check("an operation held back returns at once, unsubmitted",
+          isinstance(held, mccl.torch._Deferred) and
+          not held._ready.is_set() and pg._submitter.queued >= 1)
+work_b.wait()
+work_a.wait()
+check("calls after a held-back operation keep their order",
+      bool((a == S).all()) and bool((b == 10 * S).all()), (a, b))
+# Large CPU tensors are submitted by that thread too, between small ones
+big = [torch.full((3 << 18,), float(R + k)) for k in range(3)]	# 3 MiB
+small = [torch.full((4,), float(R * k)) for k in range(3)]
+works = [dist.all_reduce(t, async_op=True) for pair in zip(big, small)
+         for t in pair]
+for w in works:
+    w.wait()
+check("large CPU all_reduces between small ones",
+      all(bool((big[k] == S + N * (k - 1)).all()) and
+          bool((small[k] == k * (N - 1) * N / 2).all()) for k in range(3)),
+      [(x[0].item(), y[0].item()) for x, y in zip(big, small)])
+# set_wire_dtype applies from the next call on: an operation held back
+# before it still crosses the wire it was called with (else the nodes'
+# wires for it would differ, and the op fail naming both)
+c = torch.full((1 << 18,), R + 1.0)
+held = pg._issue_after(_Later(0.3 if R == 0 else 0.0),
+                       pg._comm.iallreduce, (c,), {})
+work_c = pg._work(held, [c])
+mccl.torch.set_wire_dtype("bf16")
+d = torch.full((1 << 18,), R + 1.0)
+dist.all_reduce(d)
+mccl.torch.set_wire_dtype("fp32")
+work_c.wait()
+check("set_wire_dtype waits for the operations called before it",
+      bool((c == S).all()) and bool((d == S).all()), (c[:2], d[:2]))
+dist.barrier()
+
 # A group's timeout is its operations' deadline
 if N > 1:
     g = dist.new_group(list(range(N)), timeout=datetime.timedelta(seconds=1))

@@ -6,23 +6,30 @@
 A ProcessGroup written in Python (torch's ProcessGroup, subclassed), one
 MCCL job per group: the group's rank 0 names the job in the group's store,
 so the default group and every new_group meet in their own job.  Each
-operation is submitted to the daemon at once and returns a Work over a
-torch Future, whose wait() raises the operation's error; a thread per
-group waits for the operations in the order they were issued, copies
-results back where a tensor could not be used in place, and completes the
-futures.  DDP's
-gradient allreduces so run on the daemon while backward goes on.
+operation returns a Work over a torch Future, whose wait() raises the
+operation's error.  Two threads per group keep the caller from waiting:
+one submits, in the order of the calls, the operations that must wait
+(CUDA tensors until their copies to the host end, CPU tensors of 1 MiB
+and more, whose copy into the library's staging memory then runs beside
+backward); the other waits for the operations in order, copies results
+back where a tensor could not be used in place, and completes the
+futures.  DDP's gradient allreduces so run on the daemon while backward
+goes on.
 
 Tensors on the CPU are used in place (a non-contiguous one is copied
 into a contiguous one and the result copied back).  CUDA tensors go
 through host memory the daemon shares, page-locked for the GPU
 (_HostStaging): the copies to the host are queued on the caller's current
-stream and waited for before the operation is submitted; the copies back
-are queued on that same stream once it completes, before its future
-completes (DDP's callbacks run on that stream), and Work.wait() makes the
-waiting stream wait for them without blocking on the GPU.  Reductions: SUM, PRODUCT, MIN,
-MAX, AVG on floating-point tensors, BAND, BOR and BXOR on integer ones;
-PREMUL_SUM is refused with a clear error.  all_gather and all_to_all take
+stream, and the operation is submitted once they ended (an event; the
+caller does not wait); the copies back are queued on that same stream once
+it completes, before its future completes (DDP's callbacks run on that
+stream), and Work.wait() makes the waiting stream wait for them without
+blocking on the GPU.  all_reduce, broadcast and reduce of 8 MiB and more
+run in parts of 4 MiB: each part is submitted as its copy out ends and
+copied back as it completes, so copies and network overlap.
+
+Reductions: SUM, PRODUCT, MIN, MAX, AVG on floating-point tensors, BAND,
+BOR and BXOR on integer ones; PREMUL_SUM is refused with a clear error.  all_gather and all_to_all take
 uneven sizes (allgatherv, alltoallv); a sparse all_reduce sums as gloo's
 does; recv takes a message from any source; the group's timeout is every
 operation's deadline.
@@ -99,8 +106,9 @@ class _HostStaging:
     """A group's host memory for CUDA tensors: mccl.empty segments, which
     the daemon reads and writes in place, page-locked for the GPU
     (cudaHostRegister) so that copies run by DMA and asynchronously.
-    Buffers come in powers of two from 1 MiB and are reused; a buffer
-    given back is taken again only once the copies from it completed.
+    Buffers come in powers of two from 1 MiB and are reused: the copies
+    into a buffer taken again wait, on the GPU, for the last copies from
+    it.
     Where the daemon's segments run out, torch's pinned memory (the
     library then copies it once more)."""
 
@@ -115,15 +123,16 @@ class _HostStaging:
         self.fallback = None	# why segments were not used, once
 
     def take(self, nbytes):
+        """A buffer of nbytes or more, and the event after the last copies
+        from it (None for a new one): the stream that copies into it
+        waits for that event, the caller does not."""
         size = self.MIN
         while size < nbytes:
             size *= 2
         with self._lock:
             free = self._free.get(size)
             buf, event = free.pop() if free else (None, None)
-        if event is not None:
-            event.synchronize()
-        return buf if buf is not None else self._new(size)
+        return (buf, event) if buf is not None else (self._new(size), None)
 
     def give(self, buf, event):
         with self._lock:
@@ -170,15 +179,23 @@ class _HostStaging:
 
 class _Stage:
     """One operation's CUDA tensors and their host mirrors: copied to the
-    host on the caller's current stream (out), and back on it (back)."""
+    host on the caller's current stream (out), and back on it (back).  A
+    contiguous tensor of two parts (PART bytes) or more is copied out part
+    by part, an event after each, so that its parts can be submitted as
+    their copies end and copied back as each completes (pipelined)."""
+
+    PART = 4 << 20
 
     def __init__(self, staging, device):
         self._staging = staging
         self.device = device
         self.stream = torch.cuda.current_stream(device)
+        self.copied = None		# the event after every copy out
         self.done = None		# the event after the copies back
         self._pairs = []		# (CUDA tensor, host mirror, buffer)
         self._user = {}			# id(host mirror): CUDA tensor
+        self._parts = {}		# id(host mirror): [(lo, hi, event)]
+        self._back_done = set()		# id(host mirror): copied back by parts
 
     def mirror(self, t, out, back):
         """t's host mirror; out: t's data copied there, back: the mirror
@@ -190,25 +207,57 @@ class _Stage:
             host, buf = t.cpu(), None
         else:
             nbytes = t.numel() * t.element_size()
-            buf = self._staging.take(nbytes)
+            buf, reused = self._staging.take(nbytes)
+            if reused is not None:	# its last copies back end first
+                self.stream.wait_event(reused)
             host = buf[:nbytes].view(t.dtype).view(t.shape)
             if out:
-                host.copy_(t, non_blocking=True)
+                self._copy_out(t, host, nbytes)
         self._pairs.append((t if back else None, host, buf))
         self._user[id(host)] = t
         return host
 
-    def wait_out(self):
-        """The copies to the host done, and the work queued before them."""
-        event = torch.cuda.Event()
-        event.record(self.stream)
-        event.synchronize()
+    def _copy_out(self, t, host, nbytes):
+        if nbytes < 2 * self.PART or not t.is_contiguous():
+            host.copy_(t, non_blocking=True)
+            return
+        step = self.PART // t.element_size()
+        src, dst, parts = t.view(-1), host.view(-1), []
+        for lo in range(0, t.numel(), step):
+            hi = min(lo + step, t.numel())
+            dst[lo:hi].copy_(src[lo:hi], non_blocking=True)
+            event = torch.cuda.Event()
+            event.record(self.stream)
+            parts.append((lo, hi, event))
+        self._parts[id(host)] = parts
+
+    def parts(self, host):
+        """host's parts, (lo, hi, event after its copy out), or None."""
+        return self._parts.get(id(host))
+
+    def copy_out_ended(self):
+        """The event the operation's submission waits for: the copies to
+        the host done, and the work queued before them."""
+        self.copied = torch.cuda.Event()
+        self.copied.record(self.stream)
+
+    def back_part(self, host, lo, hi):
+        """A closure queueing the copy back of host's elements lo to hi
+        (the part of a pipelined operation that completed)."""
+        t = self._user[id(host)]
+        self._back_done.add(id(host))
+
+        def copy_back():
+            with torch.cuda.stream(self.stream):
+                t.view(-1)[lo:hi].copy_(host.view(-1)[lo:hi],
+                                        non_blocking=True)
+        return copy_back
 
     def back(self):
         """Queue the copies back; the buffers return once they ran."""
         with torch.cuda.stream(self.stream):
             for t, host, _ in self._pairs:
-                if t is not None:
+                if t is not None and id(host) not in self._back_done:
                     t.copy_(host, non_blocking=True)
             self.done = torch.cuda.Event()
             self.done.record(self.stream)
@@ -218,10 +267,13 @@ class _Stage:
         self._pairs = []
 
     def release(self):
-        """The operation never ran: give the buffers back unused."""
+        """The operation never ran, or its parts failed: the buffers go
+        back once the copies queued from them ended."""
+        event = torch.cuda.Event()
+        event.record(self.stream)
         for _, _, buf in self._pairs:
             if buf is not None:
-                self._staging.give(buf, None)
+                self._staging.give(buf, event)
         self._pairs = []
 
     def user(self, value):
@@ -255,11 +307,15 @@ def _cuda_device(args):
     return None
 
 
-def _staged(outputs=None, inplace=True):
+def _staged(outputs=None, inplace=True, reads_host=False):
     """A collective that takes CUDA tensors: they are replaced by host
     mirrors for the CPU code.  The argument at index outputs is written
     only: not copied out, copied back; without one, every tensor is
-    copied out, and back if inplace.  The Work copies back (_Completer)."""
+    copied out, and back if inplace.  The operation is submitted once the
+    copies out ended (_Submitter), without blocking the caller, unless
+    the method reads the mirrors itself (reads_host: torch.cat of its
+    inputs), which then waits for them.  The Work copies back
+    (_Completer)."""
     def wrap(method):
         @functools.wraps(method)
         def run(self, *args):
@@ -272,7 +328,9 @@ def _staged(outputs=None, inplace=True):
                     t, i != outputs, i == outputs or (outputs is None and
                                                       inplace))
                     if t.is_cuda else t) for i, a in enumerate(args)]
-                stage.wait_out()
+                stage.copy_out_ended()
+                if reads_host:
+                    stage.copied.synchronize()
                 self._local.stage = stage
                 return method(self, *host)
             except BaseException:
@@ -331,7 +389,9 @@ class _Work(Work):
     def _source_rank(self):
         """recv_anysource's: who sent (torch's dist.recv returns it)."""
         self.wait()
-        return self._source.source
+        source = self._source
+        return (source.get() if isinstance(source, _Deferred)
+                else source).source
 
     def synchronize(self):
         """The caller's current stream waits for the copies back (CUDA);
@@ -385,6 +445,104 @@ def _unwrap(src):
     return value
 
 
+class _Deferred:
+    """The request of an operation the group's _Submitter submits later:
+    get() waits for it, or raises what its submission raised."""
+
+    __slots__ = ("_ready", "_req", "_error")
+
+    def __init__(self):
+        self._ready = threading.Event()
+        self._req = None
+        self._error = None
+
+    def set(self, req, error=None):
+        self._req, self._error = req, error
+        self._ready.set()
+
+    def get(self):
+        # No deadline of its own: the submitter sets every one it takes,
+        # once the GPU ends the copies it waits for (see _Submitter).
+        self._ready.wait()
+        if self._error is not None:
+            raise self._error
+        return self._req
+
+
+class _Submitter(threading.Thread):
+    """Submits, in the order they were called, a group's operations that
+    must not block their caller: those on CUDA tensors, each once the
+    copies of its tensors to the host ended (an event: the caller, DDP's
+    autograd thread among them, goes on queueing GPU work meanwhile);
+    large ones on CPU tensors, so that the library's copy into its
+    staging memory runs here, beside backward; and every operation called
+    while any is queued here, since a job's collectives meet by their
+    order.  Its waits on the GPU have no deadline: a GPU that never ends
+    the work queued before a collective would hang torch alike."""
+
+    DEFER_BYTES = 1 << 20	# CPU operations this large are submitted here
+
+    def __init__(self, name):
+        super().__init__(name="mccl-submit-" + name, daemon=True)
+        self._queue = queue.SimpleQueue()
+        self._idle = threading.Condition()
+        self.queued = 0		# read without the lock: an int, atomic
+
+    def put(self, event, fn, args, kw):
+        deferred = _Deferred()
+        with self._idle:
+            self.queued += 1
+        self._queue.put((event, fn, args, kw, deferred))
+        return deferred
+
+    def drain(self):
+        """Return once every operation queued so far was submitted."""
+        with self._idle:
+            self._idle.wait_for(lambda: self.queued == 0)
+
+    def stop(self):
+        self._queue.put(None)
+
+    def run(self):
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            event, fn, args, kw, deferred = item
+            try:
+                if event is not None:
+                    event.synchronize()
+                deferred.set(fn(*args, **kw))
+            except Exception as e:	# noqa: BLE001 (the Work raises it)
+                deferred.set(None, e)
+            with self._idle:
+                self.queued -= 1
+                self._idle.notify_all()
+
+
+def _large(t):
+    return isinstance(t, torch.Tensor) and \
+        t.numel() * t.element_size() >= _Submitter.DEFER_BYTES
+
+
+def _wait_parts(parts):
+    """Wait for each (request, on_done) of an operation in turn, calling
+    on_done once its request ended well; the first error, after every
+    request ended (the daemon may use their buffers until then)."""
+    error = None
+    for req, on_done in parts:
+        try:
+            if isinstance(req, _Deferred):
+                req = req.get()
+            if req is not None:
+                req.wait()
+            if on_done is not None and error is None:
+                on_done()
+        except Exception as e:	# noqa: BLE001 (handed to the future)
+            error = error or e
+    return error
+
+
 class _Completer(threading.Thread):
     """Waits for a group's operations in order and completes their
     futures: first the copies back, then the future, with the tensors as
@@ -399,23 +557,23 @@ class _Completer(threading.Thread):
             item = self.queue.get()
             if item is None:
                 return
-            req, after, fut, value, done, stage = item
-            try:
-                if req is not None:
-                    req.wait()
-                if after is not None:
+            parts, after, fut, value, done, stage = item
+            error = _wait_parts(parts)
+            if error is None and after is not None:
+                try:
                     after()
-            except Exception as e:	# noqa: BLE001 (handed to the future)
+                except Exception as e:	# noqa: BLE001 (to the future)
+                    error = e
+            if error is not None:
                 if stage is not None:
                     stage.release()
-                fut.set_result(_Failed(e))
-            else:
-                if stage is None:
-                    fut.set_result(value)
-                else:	# then-callbacks (DDP's) run after the copies back
-                    stage.back()
-                    with torch.cuda.stream(stage.stream):
-                        fut.set_result(stage.user(value))
+                fut.set_result(_Failed(error))
+            elif stage is None:
+                fut.set_result(value)
+            else:	# then-callbacks (DDP's) run after the copies back
+                stage.back()
+                with torch.cuda.stream(stage.stream):
+                    fut.set_result(stage.user(value))
             done()
 
 
@@ -432,10 +590,12 @@ class ProcessGroupMCCL(ProcessGroup):
         self._keep = _Keep()
         self._completer = _Completer(self._comm.job)
         self._completer.start()
+        self._submitter = _Submitter(self._comm.job)
+        self._submitter.start()
         self._local = threading.local()	# .stage: a CUDA op being made
         self._staging = []		# its _HostStaging, once needed
-        weakref.finalize(self, _shutdown, self._completer, self._comm,
-                         self._staging)
+        weakref.finalize(self, _shutdown, self._submitter, self._completer,
+                         self._comm, self._staging)
 
     def getBackendName(self):
         return "mccl"
@@ -463,15 +623,54 @@ class ProcessGroupMCCL(ProcessGroup):
             self._staging.append(_HostStaging(self._comm))
         return self._staging[0]
 
-    def _work(self, req, value, after=None, source=None):
+    def _issue(self, fn, *args, **kw):
+        """fn(*args, **kw), a Comm's non-blocking call: its request, or a
+        _Deferred where the _Submitter must submit it."""
+        stage = getattr(self._local, "stage", None)
+        return self._issue_after(None if stage is None else stage.copied,
+                                 fn, args, kw)
+
+    def _issue_after(self, event, fn, args, kw):
+        """The same, once the GPU passed event (None: at once)."""
+        if event is None and self._submitter.queued == 0 and \
+                not (args and _large(args[0])):
+            return fn(*args, **kw)
+        return self._submitter.put(event, fn, args, kw)
+
+    def _in_order(self):
+        """Before a blocking call on the comm, or a change to it: every
+        operation called before is submitted."""
+        if self._submitter.queued:
+            self._submitter.drain()
+
+    def _work(self, req, value, after=None, source=None, parts=None):
+        """The Work of an operation: its request (or its parts, each a
+        (request, on_done) pair), completed by the _Completer."""
         src = Future()
         stage = getattr(self._local, "stage", None)
         work = _Work(src, source, stage)
         self._keep.add(work)
-        self._completer.queue.put((req, after, src, value,
+        self._completer.queue.put((parts or ((req, None),), after, src,
+                                   value,
                                    lambda: self._keep.completed(work),
                                    stage))
         return work
+
+    def _elementwise(self, fn, tensors, t, **kw):
+        """fn (allreduce, broadcast or reduce: each element of the result
+        depends on that element alone) on t: where t's CUDA copy out came
+        in parts (_Stage.PART), each part is submitted as its copy ends
+        and copied back as it completes."""
+        w = _flat(t)
+        stage = getattr(self._local, "stage", None)
+        parts = stage.parts(t) if stage is not None else None
+        if parts is None:
+            req = self._issue(fn, w, **kw)
+            return self._work(req, tensors, self._back([(w, t)]))
+        flat = w.view(-1)
+        return self._work(None, tensors, parts=[
+            (self._issue_after(event, fn, (flat[lo:hi],), kw),
+             stage.back_part(t, lo, hi)) for lo, hi, event in parts])
 
     @staticmethod
     def _back(pairs):
@@ -500,9 +699,7 @@ class ProcessGroupMCCL(ProcessGroup):
                  t.dtype)
         if t.is_sparse:
             return self._allreduce_sparse(t, op, tensors)
-        w = _flat(t)
-        req = self._comm.iallreduce(w, op=op)
-        return self._work(req, tensors, self._back([(w, t)]))
+        return self._elementwise(self._comm.iallreduce, tensors, t, op=op)
 
     def _allreduce_sparse(self, t, op, tensors):
         """As gloo: every rank's indices and values gathered, then summed
@@ -510,6 +707,7 @@ class ProcessGroupMCCL(ProcessGroup):
         if op != mccl.SUM:
             raise ValueError("mccl: all_reduce of a sparse tensor sums only, "
                              "not %s" % mccl.OP_NAMES[op])
+        self._in_order()
         c = t.coalesce()
         idx = c.indices().t().contiguous()	# nnz rows of ndim
         val = c.values().contiguous()		# nnz rows of the rest
@@ -526,30 +724,28 @@ class ProcessGroupMCCL(ProcessGroup):
         t.copy_(total)
         return self._work(None, tensors)
 
-    @_staged()
+    @_staged(reads_host=True)
     def allreduce_coalesced(self, tensors, opts=None):
         if not tensors:
             return self._work(None, tensors)
         op = _op(opts.reduceOp if opts is not None else ReduceOp.SUM,
                  tensors[0].dtype)
         flat = torch.cat([_flat(t).view(-1) for t in tensors])
-        req = self._comm.iallreduce(flat, op=op)
+        req = self._issue(self._comm.iallreduce, flat, op=op)
         return self._work(req, tensors, _split_into(flat, tensors))
 
     @_staged()
     def broadcast(self, tensors, opts=None):
         t = self._one(tensors, "broadcast")
-        w = _flat(t)
-        req = self._comm.ibroadcast(w, root=opts.rootRank)
-        return self._work(req, tensors, self._back([(w, t)]))
+        return self._elementwise(self._comm.ibroadcast, tensors, t,
+                                 root=opts.rootRank)
 
     @_staged()
     def reduce(self, tensors, opts=None):
         t = self._one(tensors, "reduce")
-        w = _flat(t)
-        req = self._comm.ireduce(w, op=_op(opts.reduceOp, t.dtype),
+        return self._elementwise(self._comm.ireduce, tensors, t,
+                                 op=_op(opts.reduceOp, t.dtype),
                                  root=opts.rootRank)
-        return self._work(req, tensors, self._back([(w, t)]))
 
     @_staged(outputs=0)
     def allgather(self, output_tensors, input_tensors, opts=None):
@@ -569,12 +765,14 @@ class ProcessGroupMCCL(ProcessGroup):
                                  counts[self.rank()], t.numel()))
         flat = torch.empty(sum(counts), dtype=t.dtype, device="cpu")
         if len(set(counts)) == 1:
-            req = self._comm.iallgather(_flat(t).view(-1), out=flat)
+            req = self._issue(self._comm.iallgather, _flat(t).view(-1),
+                              out=flat)
         else:			# uneven, as torch allows: allgatherv
-            req = self._comm.iallgatherv(_flat(t).view(-1), counts, flat)
+            req = self._issue(self._comm.iallgatherv, _flat(t).view(-1),
+                              counts, flat)
         return self._work(req, output_tensors, _split_into(flat, outs))
 
-    @_staged(outputs=0)
+    @_staged(outputs=0, reads_host=True)
     def allgather_coalesced(self, output_lists, input_list, opts=None):
         """Every input of every rank, as bytes in one allgather."""
         ins = [_flat(t).view(-1).view(torch.uint8) for t in input_list]
@@ -587,7 +785,7 @@ class ProcessGroupMCCL(ProcessGroup):
             raise ValueError("mccl: all_gather_coalesced: output lists must "
                              "be %d lists of %d tensors" % (
                                  self.size(), len(input_list)))
-        req = self._comm.iallgather(mine, out=flat)
+        req = self._issue(self._comm.iallgather, mine, out=flat)
 
         def unpack():
             at = 0
@@ -606,7 +804,8 @@ class ProcessGroupMCCL(ProcessGroup):
                                  output.numel(), self.size(),
                                  input.numel()))
         w = _flat(output)
-        req = self._comm.iallgather(_flat(input), out=w.view(-1))
+        req = self._issue(self._comm.iallgather, _flat(input),
+                          out=w.view(-1))
         return self._work(req, [output], self._back([(w, output)]))
 
     @_staged(outputs=0)
@@ -614,7 +813,8 @@ class ProcessGroupMCCL(ProcessGroup):
         t = self._one(input_tensors, "gather")
         root = opts.rootRank
         if self.rank() != root:
-            req = self._comm.igather(_flat(t).view(-1), root=root)
+            req = self._issue(self._comm.igather, _flat(t).view(-1),
+                              root=root)
             return self._work(req, output_tensors)
         outs = self._one(output_tensors, "gather")
         if len(outs) != self.size() or any(
@@ -624,10 +824,11 @@ class ProcessGroupMCCL(ProcessGroup):
                                  self.size(), t.numel(), t.dtype))
         flat = torch.empty(t.numel() * self.size(), dtype=t.dtype,
                            device="cpu")
-        req = self._comm.igather(_flat(t).view(-1), out=flat, root=root)
+        req = self._issue(self._comm.igather, _flat(t).view(-1), out=flat,
+                          root=root)
         return self._work(req, output_tensors, _split_into(flat, outs))
 
-    @_staged(outputs=0)
+    @_staged(outputs=0, reads_host=True)
     def scatter(self, output_tensors, input_tensors, opts):
         o = self._one(output_tensors, "scatter")
         root = opts.rootRank
@@ -642,10 +843,10 @@ class ProcessGroupMCCL(ProcessGroup):
                                  "tensors like the output (%d %s)" % (
                                      self.size(), o.numel(), o.dtype))
             flat = torch.cat([_flat(i).view(-1) for i in ins])
-        req = self._comm.iscatter(flat, w.view(-1), root=root)
+        req = self._issue(self._comm.iscatter, flat, w.view(-1), root=root)
         return self._work(req, output_tensors, self._back([(w, o)]))
 
-    @_staged(outputs=0)
+    @_staged(outputs=0, reads_host=True)
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
         o = self._one(output_tensors, "reduce_scatter")
         ins = self._one(input_tensors, "reduce_scatter")
@@ -659,7 +860,7 @@ class ProcessGroupMCCL(ProcessGroup):
                                  % (o.numel(), o.dtype, i.numel(), i.dtype))
         flat = torch.cat([_flat(i).view(-1) for i in ins])
         w = _flat(o)
-        req = self._comm.ireduce_scatter(flat, out=w.view(-1),
+        req = self._issue(self._comm.ireduce_scatter, flat, out=w.view(-1),
                                          op=_op(opts.reduceOp, o.dtype))
         return self._work(req, output_tensors, self._back([(w, o)]))
 
@@ -672,13 +873,13 @@ class ProcessGroupMCCL(ProcessGroup):
                                  input.numel(), input.dtype, self.size(),
                                  output.numel(), output.dtype))
         w = _flat(output)
-        req = self._comm.ireduce_scatter(_flat(input).view(-1),
+        req = self._issue(self._comm.ireduce_scatter, _flat(input).view(-1),
                                          out=w.view(-1),
                                          op=_op(opts.reduceOp,
                                                 output.dtype))
         return self._work(req, [output], self._back([(w, output)]))
 
-    @_staged(outputs=0)
+    @_staged(outputs=0, reads_host=True)
     def alltoall(self, output_tensors, input_tensors, opts=None):
         n = self.size()
         if len(output_tensors) != n or len(input_tensors) != n:
@@ -692,12 +893,13 @@ class ProcessGroupMCCL(ProcessGroup):
         flat = torch.cat([_flat(t).view(-1) for t in input_tensors])
         sizes = {t.numel() for t in list(output_tensors) + list(input_tensors)}
         if len(sizes) == 1:
-            req = self._comm.ialltoall(flat)
+            req = self._issue(self._comm.ialltoall, flat)
             return self._work(req, output_tensors,
                               _split_into(flat, output_tensors))
         out = torch.empty(sum(o.numel() for o in output_tensors),
                           dtype=flat.dtype, device="cpu")
-        req = self._comm.ialltoallv(flat, [t.numel() for t in input_tensors],
+        req = self._issue(self._comm.ialltoallv, flat,
+                          [t.numel() for t in input_tensors],
                                     out, [o.numel() for o in output_tensors])
         return self._work(req, output_tensors,
                           _split_into(out, output_tensors))
@@ -713,7 +915,7 @@ class ProcessGroupMCCL(ProcessGroup):
                                  "%d ranks" % (input.numel(), output.numel(),
                                                n))
             w = _flat(output)
-            req = self._comm.ialltoall(_flat(input).view(-1),
+            req = self._issue(self._comm.ialltoall, _flat(input).view(-1),
                                        out=w.view(-1))
             return self._work(req, [output], self._back([(w, output)]))
         # splits count rows of dim 0: alltoallv counts elements
@@ -725,31 +927,33 @@ class ProcessGroupMCCL(ProcessGroup):
         rc = [s * row_out for s in (list(output_split_sizes) or
                                     [output.shape[0] // n] * n)]
         w = _flat(output)
-        req = self._comm.ialltoallv(_flat(input).view(-1), sc, w.view(-1), rc)
+        req = self._issue(self._comm.ialltoallv, _flat(input).view(-1), sc,
+                          w.view(-1), rc)
         return self._work(req, [output], self._back([(w, output)]))
 
     def barrier(self, opts=None):
-        return self._work(self._comm.ibarrier(), [])
+        return self._work(self._issue(self._comm.ibarrier), [])
 
     # -- point to point --
 
     @_staged(inplace=False)
     def send(self, tensors, dstRank, tag):
         t = _flat(self._one(tensors, "send"))
-        return self._work(self._comm.isend(t, dstRank, tag=tag), tensors)
+        return self._work(self._issue(self._comm.isend, t, dstRank, tag=tag),
+                          tensors)
 
     @_staged(outputs=0)
     def recv(self, tensors, srcRank, tag):
         t = self._one(tensors, "recv")
         w = _flat(t)
-        req = self._comm.irecv(w, srcRank, tag=tag)
+        req = self._issue(self._comm.irecv, w, srcRank, tag=tag)
         return self._work(req, tensors, self._back([(w, t)]))
 
     @_staged(outputs=0)
     def recv_anysource(self, tensors, tag):
         t = self._one(tensors, "recv")
         w = _flat(t)
-        req = self._comm.irecv(w, mccl.ANY_SOURCE, tag=tag)
+        req = self._issue(self._comm.irecv, w, mccl.ANY_SOURCE, tag=tag)
         return self._work(req, tensors, self._back([(w, t)]), source=req)
 
 
@@ -802,10 +1006,14 @@ def set_wire_dtype(wire, group=None):
     reduce_scatter) send between nodes: "bf16" or "fp16" (half the bytes, summed in float32 on every
     node), or "fp32" (as they are); torch.bfloat16 and torch.float16 too.
     Every rank of the group must set the same, before the same operation."""
-    _mccl_group(group)._comm.set_wire_dtype(wire)
+    pg = _mccl_group(group)
+    pg._in_order()
+    pg._comm.set_wire_dtype(wire)
 
 
-def _shutdown(completer, comm, staging):
+def _shutdown(submitter, completer, comm, staging):
+    submitter.stop()
+    submitter.join(timeout=5)
     completer.queue.put(None)
     completer.join(timeout=5)
     for s in staging:
