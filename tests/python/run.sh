@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run.sh BUILD_DIR: the Python package, the torch backend and mcclrun,
+# run.sh BUILD_DIR [cuda]: the Python package, the torch backend and mcclrun,
 # against a 2-node cluster on loopback (tests/integration/lib.sh: every
 # process and file is cleaned up, also on failure).  Ranks reach "their"
 # node through mcclrun --ssh tests/python/fakessh, which plays ssh: node
@@ -59,7 +59,56 @@ out=$(MCCL_LIBRARY=/nonexistent "$PY" "$TOP/libclient/python/examples/allreduce.
 [ "$out" = "rank 0 of 1: 1 (expected 1)" ] &&
     ok "the README's example, alone" || bad "the example alone: $out"
 
+# torchrun_2x2 PORT SCRIPT ARGS...: 2 nodes x 2 ranks, one torchrun per
+# node, each rank on its node's daemon.  Debian 12's torchrun (torch
+# 1.13 on Python 3.11) cannot parse its own default --redirects 0: give 1.
+torchrun_2x2() {
+	local port=$1 i pids=() rc=0
+	shift
+	for i in 0 1; do
+		MCCL_SOCKET="$T/n$i.sock" timeout 300 "$PY" -m \
+		    torch.distributed.run --redirects 1 --tee 1 \
+		    --log_dir "$T/torchrun.$port.$i" --nnodes 2 \
+		    --nproc_per_node 2 --node_rank $i --master_addr 127.0.0.1 \
+		    --master_port "$port" "$@" >>"$T/torchrun.$port.out" 2>&1 &
+		pids+=($!)
+		CHILD_PIDS+=($!)
+	done
+	for i in "${pids[@]}"; do
+		wait "$i" || rc=1
+	done
+	return $rc
+}
+
+# The GPU tests (cuda_check.py, DDP on CUDA against gloo on CUDA), where
+# torch sees a GPU; also alone: run.sh BUILD cuda.
+cuda_tests() {
+	local p
+	echo "== CUDA tensors, 2 nodes x 2 ranks on GPU 0"
+	if ! "$PY" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' \
+	    2>/dev/null; then
+		echo "skipped: no CUDA device"
+		return
+	fi
+	"${MCCLRUN[@]}" "${REMOTE[@]}" -N 2 "$PY" "$HERE/cuda_check.py" \
+	    >"$T/cuda.out" 2>&1
+	report "cuda_check.py under mcclrun" "$T/cuda.out" $?
+	p=$(free_ports 2)
+	torchrun_2x2 "$p" "$HERE/ddp_train.py" mccl "$T/cddp_mccl" cuda &&
+	    torchrun_2x2 $((p + 1)) "$HERE/ddp_train.py" gloo "$T/cddp_gloo" \
+	    cuda && "$PY" "$HERE/ddp_compare.py" "$T/cddp_mccl" "$T/cddp_gloo" \
+	    4 >"$T/cddp.out" 2>&1
+	report "DDP on CUDA: mccl against gloo" "$T/cddp.out" $?
+	[ -s "$T/cddp.out" ] || tail -n 20 "$T/torchrun.$p.out" \
+	    "$T/torchrun.$((p + 1)).out"
+}
+
 cluster_up 2 || { bad "cluster start"; summary; exit 1; }
+if [ "${2:-}" = cuda ]; then
+	cuda_tests
+	summary
+	exit
+fi
 
 echo "== the README's example under mcclrun -n 4 (one node)"
 out=$("${MCCLRUN[@]}" --socket "$T/n0.sock" -n 4 "$PY" \
@@ -92,27 +141,6 @@ echo "== torch.distributed on backend mccl, 2 nodes x 2 ranks"
     >"$T/torch.out" 2>&1
 report "torch_check.py under mcclrun" "$T/torch.out" $?
 
-# torchrun_2x2 PORT SCRIPT ARGS...: 2 nodes x 2 ranks, one torchrun per
-# node, each rank on its node's daemon.  Debian 12's torchrun (torch
-# 1.13 on Python 3.11) cannot parse its own default --redirects 0: give 1.
-torchrun_2x2() {
-	local port=$1 i pids=() rc=0
-	shift
-	for i in 0 1; do
-		MCCL_SOCKET="$T/n$i.sock" timeout 300 "$PY" -m \
-		    torch.distributed.run --redirects 1 --tee 1 \
-		    --log_dir "$T/torchrun.$port.$i" --nnodes 2 \
-		    --nproc_per_node 2 --node_rank $i --master_addr 127.0.0.1 \
-		    --master_port "$port" "$@" >>"$T/torchrun.$port.out" 2>&1 &
-		pids+=($!)
-		CHILD_PIDS+=($!)
-	done
-	for i in "${pids[@]}"; do
-		wait "$i" || rc=1
-	done
-	return $rc
-}
-
 echo "== torch checks under torchrun"
 p=$(free_ports 5)
 torchrun_2x2 "$p" "$HERE/torch_check.py"
@@ -144,22 +172,7 @@ done
 report "DDP on a bfloat16 wire against float32 and bf16_compress_hook" \
     "$T/wire.out" $?
 
-echo "== CUDA tensors, 2 nodes x 2 ranks on GPU 0"
-if ! "$PY" -c 'import sys, torch
-sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-	echo "skipped: no CUDA device"
-else
-	"${MCCLRUN[@]}" "${REMOTE[@]}" -N 2 "$PY" "$HERE/cuda_check.py" \
-	    >"$T/cuda.out" 2>&1
-	report "cuda_check.py under mcclrun" "$T/cuda.out" $?
-	torchrun_2x2 $((p + 3)) "$HERE/ddp_train.py" mccl "$T/cddp_mccl" \
-	    cuda && torchrun_2x2 $((p + 4)) "$HERE/ddp_train.py" gloo \
-	    "$T/cddp_gloo" cuda && "$PY" "$HERE/ddp_compare.py" \
-	    "$T/cddp_mccl" "$T/cddp_gloo" 4 >"$T/cddp.out" 2>&1
-	report "DDP on CUDA: mccl against gloo" "$T/cddp.out" $?
-	[ -s "$T/cddp.out" ] || tail -n 20 "$T/torchrun.$((p + 3)).out" \
-	    "$T/torchrun.$((p + 4)).out"
-fi
+cuda_tests
 
 echo "== a rank that fails under DDP: the others raise, never crash"
 # ddp_fault.py: the last rank is killed or stopped at step 20, or rank 0
