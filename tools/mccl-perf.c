@@ -64,6 +64,12 @@ struct wire_info {
 	double		 u;		/* its unit roundoff; 0: exact */
 };
 
+/* Where the buffers live: the daemon's shared memory, or the process's own. */
+struct memory_info {
+	struct named	 n;
+	int		 shared;	/* mccl_alloc; else the library stages it */
+};
+
 struct op_info {
 	struct named	 n;
 	mccl_op_t	 op;
@@ -149,6 +155,7 @@ struct opts {
 	const struct coll_info	*coll;
 	const struct format_info *format;
 	const struct wire_info	*wire;
+	const struct memory_info *memory;
 	char			 jobbuf[64];
 };
 
@@ -274,6 +281,11 @@ static const struct wire_info wires[] = {
 	{ { "fp16", "float16" }, 0x1p-11 },
 };
 
+static const struct memory_info memories[] = {
+	{ { "shared", NULL }, 1 },
+	{ { "host", NULL }, 0 },
+};
+
 static const struct op_info ops[] = {
 	{ { "sum", NULL }, MCCL_SUM, fold_sum, 0 },
 	{ { "prod", NULL }, MCCL_PROD, fold_prod, 0 },
@@ -343,6 +355,7 @@ static const char usage_text[] =
 "usage: mccl-perf [-h] [-b minbytes] [-e maxbytes] [-f factor | -i stepbytes]\n"
 "                 [-n iters] [-w warmup] [-d dtype] [-o op] [-c check]\n"
 "                 [-C coll] [-t timeout_ms] [-W bf16|fp16|fp32]\n"
+"                 [-M shared|host]\n"
 "                 [-j file [-F json|csv]]\n"
 "                 [-N nprocs [-R total] [-r first] [-J job]]\n";
 
@@ -489,6 +502,7 @@ opts_default(struct opts *o)
 	o->first = -1;
 	o->dtype = LOOKUP('d', "type", "float32", dtypes);
 	o->op = LOOKUP('o', "operation", "sum", ops);
+	o->memory = LOOKUP('M', "memory", "shared", memories);
 	o->coll = LOOKUP('C', "collective", "allreduce", colls);
 	o->format = LOOKUP('F', "format", "json", formats);
 	o->wire = &wires[0];
@@ -532,7 +546,7 @@ parse_opts(struct opts *o, int argc, char **argv)
 	if ((env = getenv("MCCL_WIRE_DTYPE")) != NULL && *env != '\0')
 		o->wire = LOOKUP('W', "MCCL_WIRE_DTYPE", env, wires);
 	while ((ch = getopt(argc, argv,
-	    "b:C:c:d:e:F:f:hi:J:j:N:n:o:R:r:t:W:w:"))
+	    "b:C:c:d:e:F:f:hi:J:j:M:N:n:o:R:r:t:W:w:"))
 	    != -1) {
 		switch (ch) {
 		case 'b':
@@ -576,6 +590,9 @@ parse_opts(struct opts *o, int argc, char **argv)
 			break;
 		case 'j':
 			o->path = optarg;
+			break;
+		case 'M':
+			o->memory = LOOKUP(ch, "memory", optarg, memories);
 			break;
 		case 'N':
 			o->nprocs = (int)parse_long(ch, optarg, 1, NPROCS_MAX);
@@ -1408,7 +1425,8 @@ text_begin(FILE *f, const struct bench *b)
 	else
 		fprintf(f, "%lu(factor)", o->factor);
 	fprintf(f, " warmup iters: %d iters: %d validation: %d wire: %s "
-	    "timeout: ", o->warmup, o->iters, o->check, o->wire->n.name);
+	    "memory: %s timeout: ", o->warmup, o->iters, o->check,
+	    o->wire->n.name, o->memory->n.name);
 	if (o->timeout_ms < 0)
 		fputs("default\n", f);
 	else
@@ -1479,7 +1497,8 @@ json_begin(FILE *f, const struct bench *b)
 	const struct opts	*o = b->o;
 
 	fprintf(f, "{\"collective\":\"%s\",\"dtype\":\"%s\",\"wire\":\"%s\","
-	    "\"op\":", o->coll->n.name, o->dtype->n.name, o->wire->n.name);
+	    "\"memory\":\"%s\",\"op\":", o->coll->n.name, o->dtype->n.name,
+	    o->wire->n.name, o->memory->n.name);
 	if (o->coll->has_op)
 		fprintf(f, "\"%s\"", o->op->n.name);
 	else
@@ -1618,15 +1637,36 @@ comm_init(struct bench *b, int rank)
 	set_self(b->rank);
 }
 
+/*
+ * A buffer where -M says: mccl_alloc memory, which the daemon uses in
+ * place, or the process's own pages (touched once, as an application's
+ * are), which the library copies through its staging memory.
+ */
 static void *
-shared_alloc(const struct bench *b, size_t bytes)
+buf_alloc(const struct bench *b, size_t bytes)
 {
 	void	*p;
+	int	 rc;
 
-	if ((p = mccl_alloc(b->comm, bytes)) == NULL)
-		fail("mccl_alloc(%zu bytes): %s", bytes,
-		    mccl_last_error(b->comm));
+	if (b->o->memory->shared) {
+		if ((p = mccl_alloc(b->comm, bytes)) == NULL)
+			fail("mccl_alloc(%zu bytes): %s", bytes,
+			    mccl_last_error(b->comm));
+		return p;
+	}
+	if ((rc = posix_memalign(&p, 4096, bytes ? bytes : 1)) != 0)
+		fail("posix_memalign(%zu bytes): %s", bytes, strerror(rc));
+	memset(p, 0, bytes);
 	return p;
+}
+
+static void
+buf_free(const struct bench *b, void *p)
+{
+	if (b->o->memory->shared)
+		mccl_free(b->comm, p);
+	else
+		free(p);
 }
 
 /* Each rank fills its own slot and a SUM of bytes gathers them all. */
@@ -1663,9 +1703,9 @@ bench_open(struct bench *b, const struct opts *o, int rank)
 		fail("out of memory");
 	if (o->coll->sized) {
 		bytes = o->maxbytes / b->esize * b->esize;
-		b->recvbuf = shared_alloc(b, bytes);
+		b->recvbuf = buf_alloc(b, bytes);
 		if (o->coll->has_oop)
-			b->sendbuf = shared_alloc(b, bytes);
+			b->sendbuf = buf_alloc(b, bytes);
 		pattern_init(b);
 	}
 	gather_peers(b);
@@ -1718,9 +1758,9 @@ bench_close(struct bench *b)
 			    strerror(errno));
 	}
 	if (b->sendbuf != NULL)
-		mccl_free(b->comm, b->sendbuf);
+		buf_free(b, b->sendbuf);
 	if (b->recvbuf != NULL)
-		mccl_free(b->comm, b->recvbuf);
+		buf_free(b, b->recvbuf);
 	free(b->peers);
 	free(b->vec);
 	if ((r = mccl_comm_destroy(b->comm)) != MCCL_SUCCESS)

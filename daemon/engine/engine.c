@@ -248,16 +248,6 @@ local_index_of(const struct job *j, uint32_t rank)
 	return UINT32_MAX;
 }
 
-/* Copy the node's result from src into every other local rank's buffer. */
-static void
-engine_fan_out(const struct job *j, const struct op *op, const uint8_t *src,
-    size_t bytes)
-{
-	for (uint32_t i = 0; i < j->nlocal; i++)
-		if (op->parts[i].recv != src && bytes > 0)
-			memcpy(op->parts[i].recv, src, bytes);
-}
-
 static int
 engine_nomem(struct xfer *x)
 {
@@ -293,6 +283,96 @@ engine_tmp_release(struct job *j)
 }
 
 /*
+ * Passes over a node's local buffers: combining its ranks' inputs, handing
+ * a result to each.  They are bound by memory, which one core can't drive
+ * at the machine's bandwidth, while the ranks or the network wait: a large
+ * pass is cut in parts of whole cache lines, one per thread of the job's
+ * crew, the last part taking the rest.  Each part does, from its first
+ * element on: every dsts[i] = srcs[0] op ... op srcs[nsrcs - 1], divided
+ * by avg_div when that is above 1; one source and no division: a copy.
+ */
+#define PASS_SPLIT_BYTES	(4u << 20)	/* smaller: one thread */
+#define PASS_PARTS_MAX		(CREW_MAX + 1)
+
+struct pass {
+	void *const		*dsts;
+	const void *const	*srcs;
+	uint32_t		 ndsts, nsrcs;
+	size_t			 count, per;
+	unsigned		 nparts;
+	int			 dtype, redop;
+	uint32_t		 avg_div;
+	void			**pdsts;	/* nparts x ndsts, offset */
+	const void		**psrcs;	/* nparts x nsrcs, offset */
+};
+
+static void
+pass_part(void *arg, unsigned t)
+{
+	struct pass *p = arg;
+	size_t es = dtype_size(p->dtype), at = t * p->per,
+	    n = t + 1 < p->nparts ? p->per : p->count - at;
+	void **d = p->pdsts + (size_t)t * p->ndsts;
+	const void **s = p->psrcs + (size_t)t * p->nsrcs;
+
+	for (uint32_t i = 0; i < p->ndsts; i++)
+		d[i] = (uint8_t *)p->dsts[i] + at * es;
+	for (uint32_t i = 0; i < p->nsrcs; i++)
+		s[i] = (const uint8_t *)p->srcs[i] + at * es;
+	if (n == 0)
+		return;
+	if (p->nsrcs == 1 && p->avg_div <= 1) {
+		for (uint32_t i = 0; i < p->ndsts; i++)
+			if (d[i] != s[0])
+				memcpy(d[i], s[0], n * es);
+	} else if (p->ndsts == 1 && p->avg_div <= 1)
+		reduce_many(d[0], s, p->nsrcs, n, p->dtype, p->redop);
+	else
+		reduce_fan(d, p->ndsts, s, p->nsrcs, n, p->dtype, p->redop,
+		    p->avg_div);
+}
+
+/* Threads for a pass; sysconf reads a file: not for small ones. */
+static unsigned
+pass_parts(size_t bytes)
+{
+	long ncpu;
+
+	if (bytes < PASS_SPLIT_BYTES ||
+	    (ncpu = sysconf(_SC_NPROCESSORS_ONLN)) <= 1)
+		return 1;
+	return ncpu > PASS_PARTS_MAX ? PASS_PARTS_MAX : (unsigned)ncpu;
+}
+
+static int
+engine_pass(struct job *j, void *const *dsts, uint32_t ndsts,
+    const void *const *srcs, uint32_t nsrcs, size_t count, int dtype,
+    int redop, uint32_t avg_div, struct xfer *x)
+{
+	size_t es = dtype_size(dtype), line = 64 / es;
+	struct pass p = { dsts, srcs, ndsts, nsrcs, count, 0,
+	    pass_parts(count * es), dtype, redop, avg_div, NULL, NULL };
+
+	if (ndsts == 0 || nsrcs == 0 || count == 0)
+		return 0;
+	p.per = count / p.nparts - (count / p.nparts) % line;
+	p.pdsts = calloc((size_t)p.nparts * ndsts, sizeof(*p.pdsts));
+	p.psrcs = calloc((size_t)p.nparts * nsrcs, sizeof(*p.psrcs));
+	if (p.pdsts == NULL || p.psrcs == NULL) {
+		free(p.pdsts);
+		free(p.psrcs);
+		return engine_nomem(x);
+	}
+	if (p.nparts == 1 || crew_run(j->eng->crew, p.nparts, pass_part,
+	    &p) == -1)
+		for (unsigned t = 0; t < p.nparts; t++)	/* no threads: here */
+			pass_part(&p, t);
+	free(p.pdsts);
+	free(p.psrcs);
+	return 0;
+}
+
+/*
  * Combine the local ranks' send buffers, each at byte offset off, into dst.
  * The source that dst aliases (in place) goes first, as reduce_many needs.
  */
@@ -302,6 +382,7 @@ engine_combine(struct job *j, const struct op *op, uint8_t *dst, size_t off,
 {
 	const void **srcs;
 	uint32_t n = 0;
+	int rc;
 
 	if (count == 0)
 		return 0;
@@ -313,88 +394,61 @@ engine_combine(struct job *j, const struct op *op, uint8_t *dst, size_t off,
 	for (uint32_t i = 0; i < j->nlocal; i++)
 		if (op->parts[i].send + off != dst)
 			srcs[n++] = op->parts[i].send + off;
-	reduce_many(dst, (const void *const *)srcs, n, count, op->desc.dtype,
-	    op->desc.redop);
+	rc = engine_pass(j, (void *const *)&dst, 1, srcs, n, count,
+	    op->desc.dtype, op->desc.redop, 0, x);
 	free(srcs);
-	return 0;
+	return rc;
 }
 
 /*
- * All ranks on this node: one pass from the send buffers to the results.
- * One core can't draw the machine's memory bandwidth, and the ranks wait
- * idle meanwhile: a large result is cut in parts, one per thread of the
- * job's crew.
+ * The node's result, in src, to every local rank's buffer; divided by
+ * avg_div on the way (an average: src itself too) when that is above 1.
  */
-#define FAN_SPLIT_BYTES	(4u << 20)	/* smaller: one thread */
-#define FAN_THREADS_MAX	(CREW_MAX + 1)
-
-struct fan_part {
-	void		**dsts;
-	const void	**srcs;
-	uint32_t	  n;
-	size_t		  count;
-	const struct ipc_op *desc;
-	uint32_t	  avg_div;
-};
-
-static void
-fan_run(void *arg, unsigned t)
+static int
+engine_fan_out(struct job *j, const struct op *op, uint8_t *src,
+    uint32_t avg_div, struct xfer *x)
 {
-	struct fan_part *f = (struct fan_part *)arg + t;
+	void **dsts;
+	uint32_t n = 0;
+	int rc;
 
-	reduce_fan(f->dsts, f->n, f->srcs, f->n, f->count, f->desc->dtype,
-	    f->desc->redop, f->avg_div);
+	if ((dsts = calloc(j->nlocal + 1, sizeof(*dsts))) == NULL)
+		return engine_nomem(x);
+	if (avg_div > 1)
+		dsts[n++] = src;
+	for (uint32_t i = 0; i < j->nlocal; i++)
+		if (op->parts[i].recv != src)
+			dsts[n++] = op->parts[i].recv;
+	rc = engine_pass(j, dsts, n, (const void *const *)&src, 1,
+	    op->desc.count, op->desc.dtype, op->desc.redop, avg_div, x);
+	free(dsts);
+	return rc;
 }
 
-/* Threads for a one-node op; sysconf reads a file: not for small ones. */
-static uint32_t
-fan_threads(size_t bytes)
-{
-	long ncpu;
-
-	if (bytes < FAN_SPLIT_BYTES ||
-	    (ncpu = sysconf(_SC_NPROCESSORS_ONLN)) <= 1)
-		return 1;
-	return ncpu > FAN_THREADS_MAX ? FAN_THREADS_MAX : (uint32_t)ncpu;
-}
-
+/* All ranks on this node: one pass from the send buffers to the results. */
 static int
 engine_local_allreduce(struct job *j, struct op *op, struct xfer *x)
 {
 	const struct ipc_op *d = &op->desc;
-	size_t es = dtype_size(d->dtype), count = d->count, per, at = 0;
-	uint32_t nt = fan_threads(count * es), n = j->nlocal;
-	struct fan_part parts[FAN_THREADS_MAX];
-	void **dsts;
-	const void **srcs;
+	uint32_t n = j->nlocal;
+	void **dsts = calloc(n, sizeof(*dsts));
+	const void **srcs = calloc(n, sizeof(*srcs));
+	int rc;
 
-	srcs = calloc((size_t)nt * n, sizeof(*srcs));
-	dsts = calloc((size_t)nt * n, sizeof(*dsts));
 	if (srcs == NULL || dsts == NULL) {
 		free(srcs);
 		free(dsts);
 		return engine_nomem(x);
 	}
-	/* Parts of whole cache lines, the last one takes the rest. */
-	per = (count / nt) - (count / nt) % (64 / es);
-	for (uint32_t t = 0; t < nt; t++) {
-		struct fan_part *f = &parts[t];
-
-		*f = (struct fan_part){ dsts + t * n, srcs + t * n, n,
-		    t + 1 < nt ? per : count - at, d,
-		    d->redop == MCCL_AVG ? j->nranks : 0 };
-		for (uint32_t i = 0; i < n; i++) {
-			f->srcs[i] = op->parts[i].send + at * es;
-			f->dsts[i] = op->parts[i].recv + at * es;
-		}
-		at += f->count;
+	for (uint32_t i = 0; i < n; i++) {
+		srcs[i] = op->parts[i].send;
+		dsts[i] = op->parts[i].recv;
 	}
-	if (nt == 1 || crew_run(j->eng->crew, nt, fan_run, parts) == -1)
-		for (uint32_t t = 0; t < nt; t++)	/* no threads: here */
-			fan_run(parts, t);
+	rc = engine_pass(j, dsts, n, srcs, n, d->count, d->dtype, d->redop,
+	    d->redop == MCCL_AVG ? j->nranks : 0, x);
 	free(srcs);
 	free(dsts);
-	return 0;
+	return rc;
 }
 
 /*
@@ -433,17 +487,14 @@ engine_allreduce(struct job *j, struct op *op, struct xfer *x)
 	const struct ipc_op *d = &op->desc;
 	uint8_t *dst = op->parts[0].recv;
 	const uint8_t *src;
-	size_t bytes = (size_t)d->count * dtype_size(d->dtype);
 
 	if (j->nnodes == 1)
 		return engine_local_allreduce(j, op, x);
 	if (engine_contribution(j, op, dst, &src, x) == -1 ||
 	    engine_node_allreduce(op, x, src, dst) == -1)
 		return -1;
-	if (d->redop == MCCL_AVG && bytes > 0)
-		reduce_scale_avg(dst, d->count, d->dtype, j->nranks);
-	engine_fan_out(j, op, dst, bytes);
-	return 0;
+	return engine_fan_out(j, op, dst, d->redop == MCCL_AVG ? j->nranks :
+	    0, x);
 }
 
 static int
@@ -478,8 +529,7 @@ engine_broadcast(struct job *j, struct op *op, struct xfer *x)
 		buf = op->parts[local_index_of(j, d->root)].recv;
 	if (node_broadcast(x, buf, bytes, root_pos) == -1)
 		return -1;
-	engine_fan_out(j, op, buf, bytes);
-	return 0;
+	return engine_fan_out(j, op, buf, 0, x);
 }
 
 /* Each position's block of a buffer in node order, blk bytes per rank. */

@@ -1285,6 +1285,56 @@ mode_big(void)
 	return failures != 0;
 }
 
+/*
+ * Collectives of 4 MiB and more, where the daemon cuts its passes over a
+ * node's buffers (combining its ranks' inputs, handing each the result)
+ * into parts on several threads; the count leaves the last part uneven.
+ */
+#define LARGECOUNT	(((size_t)3 << 20) + 13)	/* 12 MiB of float32 */
+
+static int
+mode_large(void)
+{
+	mccl_comm_t *comm;
+	struct bufs shm, heap;
+	size_t bytes = LARGECOUNT * 8;
+	int n;
+
+	if ((comm = join()) == NULL)
+		return 1;
+	n = mccl_comm_size(comm);
+	shm.send = mccl_alloc(comm, bytes);
+	shm.recv = mccl_alloc(comm, bytes);
+	heap.send = malloc(bytes);
+	heap.recv = malloc(bytes);
+	if (shm.send == NULL || shm.recv == NULL || !heap.send || !heap.recv) {
+		FAIL("buffers: %s", mccl_last_error(comm));
+		return 1;
+	}
+	for (int ip = 0; ip < 2; ip++) {
+		run_allreduce(comm, &shm, ip, LARGECOUNT, MCCL_FLOAT32, MCCL_SUM);
+		run_allreduce(comm, &shm, ip, LARGECOUNT, MCCL_FLOAT32, MCCL_AVG);
+		run_allreduce(comm, &shm, ip, LARGECOUNT / 2, MCCL_FLOAT64,
+		    MCCL_AVG);
+		run_allreduce(comm, &shm, ip, LARGECOUNT, MCCL_INT32, MCCL_MAX);
+		run_reduce(comm, &shm, ip, LARGECOUNT, MCCL_FLOAT32, MCCL_SUM,
+		    n - 1);
+		run_reduce_scatter(comm, &shm, ip, LARGECOUNT / (size_t)n,
+		    MCCL_FLOAT32, MCCL_SUM);
+		run_allreduce(comm, &heap, ip, LARGECOUNT, MCCL_FLOAT32,
+		    MCCL_SUM);
+	}
+	run_broadcast(comm, &shm, LARGECOUNT, 0);
+	run_broadcast(comm, &shm, LARGECOUNT, n - 1);
+	free(heap.send);
+	free(heap.recv);
+	mccl_free(comm, shm.send);
+	mccl_free(comm, shm.recv);
+	mccl_comm_destroy(comm);
+	printf("rank %d: %d checks, %d failed\n", my_rank, checks, failures);
+	return failures != 0;
+}
+
 /* Join and do nothing for ms: a rank that never takes part. */
 static int
 mode_idle(int ms)
@@ -1596,6 +1646,8 @@ main(int argc, char **argv)
 		return mode_loop(argv[2], argv[3]);
 	if (argc == 2 && strcmp(argv[1], "big") == 0)
 		return mode_big();
+	if (argc == 2 && strcmp(argv[1], "large") == 0)
+		return mode_large();
 	if (argc == 3 && strcmp(argv[1], "idle") == 0)
 		return mode_idle(atoi(argv[2]));
 	if (argc == 3 && strcmp(argv[1], "hold") == 0)
