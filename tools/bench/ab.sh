@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# ab.sh [-r rounds] [-b min] [-e max] [-n iters] BUILD_A BUILD_B: one
-# build's mccl-perf against another's, on a 2-node loopback cluster (one
-# rank per node, allreduce float32 sum, out of place), in alternating
+# ab.sh [-r rounds] [-b min] [-e max] [-n iters] [-p ranks] [-m memory]
+# BUILD_A BUILD_B: one build's mccl-perf against another's, on a 2-node
+# loopback cluster (-p ranks per node, default 1; -m shared or host, as
+# mccl-perf -M; allreduce float32 sum, out of place), in alternating
 # rounds (A B, B A, ...) so that drift on a shared machine falls on both.
 # Prints, per size, the median time of each build over the rounds and
 # B / A.  Uses the test harness's cluster (tests/integration/lib.sh):
@@ -11,14 +12,18 @@ ROUNDS=4
 MIN=1K
 MAX=64M
 ITERS=20
-while getopts "r:b:e:n:" o; do
+PER_NODE=1
+MEMORY=shared
+while getopts "r:b:e:n:p:m:" o; do
 	case $o in
 	r) ROUNDS=$OPTARG ;;
 	b) MIN=$OPTARG ;;
 	e) MAX=$OPTARG ;;
 	n) ITERS=$OPTARG ;;
+	p) PER_NODE=$OPTARG ;;
+	m) MEMORY=$OPTARG ;;
 	*) echo "usage: ab.sh [-r rounds] [-b min] [-e max] [-n iters]" \
-	    "BUILD_A BUILD_B" >&2; exit 2 ;;
+	    "[-p ranks] [-m memory] BUILD_A BUILD_B" >&2; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
@@ -33,8 +38,9 @@ one_run() {
 	B=${BUILDS[$i]}
 	cluster_up 2 >/dev/null || { echo "ab: cluster $i did not start" >&2; exit 1; }
 	for r in 0 1; do
-		MCCL_SOCKET="$T/n$r.sock" timeout 600 "$B/mccl-perf" -N 1 -R 2 \
-		    -r "$r" -J "ab$i.$round" -b "$MIN" -e "$MAX" -f 4 \
+		MCCL_SOCKET="$T/n$r.sock" timeout 600 "$B/mccl-perf" \
+		    -N "$PER_NODE" -R $((2 * PER_NODE)) -r $((r * PER_NODE)) \
+		    -J "ab$i.$round" -b "$MIN" -e "$MAX" -f 4 -M "$MEMORY" \
 		    -n "$ITERS" -w 5 -c 0 >"$T/perf.$i.$round.$r" 2>&1 &
 		pids+=($!)
 		CHILD_PIDS+=($!)
@@ -53,7 +59,8 @@ for round in $(seq 1 "$ROUNDS"); do
 	done
 done
 
-echo "# ab.sh: ${BUILDS[0]} (A) against ${BUILDS[1]} (B), $ROUNDS rounds"
+echo "# ab.sh: ${BUILDS[0]} (A) against ${BUILDS[1]} (B), $ROUNDS rounds," \
+    "2 nodes x $PER_NODE ranks, $MEMORY memory"
 echo "# bytes    A_median_us    B_median_us    B/A"
 awk '
 FNR == 1 { f++ }
