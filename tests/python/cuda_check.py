@@ -129,6 +129,11 @@ t = full((count,), R + 1.0)
 dist.reduce(t, dst=0)
 check("reduce of %d float32 in parts" % count,
       R != 0 or bool((t == S).all()), t[-2:])
+nc = torch.zeros(3, (count + 2) // 3 * 2, device=DEV)[:, ::2]
+nc += R + 1				# non-contiguous: copied out whole
+dist.all_reduce(nc)
+check("all_reduce of a non-contiguous CUDA tensor in parts",
+      not nc.is_contiguous() and bool((nc == S).all()), nc[-1, -2:])
 ts = [full((count,), R + 1.0) for _ in range(3)]
 works = [dist.all_reduce(x, async_op=True) for x in ts]
 for w in works:

@@ -259,6 +259,40 @@ check("large CPU all_reduces between small ones",
       all(bool((big[k] == S + N * (k - 1)).all()) and
           bool((small[k] == k * (N - 1) * N / 2).all()) for k in range(3)),
       [(x[0].item(), y[0].item()) for x, y in zip(big, small)])
+# 8 MiB and more run in parts of 4 MiB, the last one shorter: every part
+# lands where it belongs, in place, in a non-contiguous tensor, async
+count = (5 << 20) + 3			# 20 MiB + 12 bytes of float32
+for op, want in ((RO.SUM, S), (RO.AVG, S / N), (RO.MAX, float(N))):
+    t = torch.arange(count, dtype=torch.float32) % 5 + R + 1
+    dist.all_reduce(t, op=op)
+    ref = torch.arange(count, dtype=torch.float32) % 5
+    ref = ref * (N if op != RO.MAX else 1) + (want if op != RO.AVG else 0)
+    if op == RO.AVG:
+        ref = torch.arange(count, dtype=torch.float32) % 5 + S / N
+    check("all_reduce %s of %d float32 in parts"
+          % (mccl.torch._op_name(op), count),
+          torch.equal(t, ref), (t[:3], t[-3:], ref[-3:]))
+t = torch.full((count,), float(R))
+if R == N - 1:
+    t[-1] = -5.0
+dist.broadcast(t, src=N - 1)
+check("broadcast of %d float32 in parts" % count,
+      bool((t[:-1] == N - 1).all()) and t[-1].item() == -5.0, t[-2:])
+t = torch.full((count,), R + 1.0)
+dist.reduce(t, dst=N - 1)
+check("reduce of %d float32 in parts" % count,
+      R != N - 1 or bool((t == S).all()), t[-2:])
+nc = torch.zeros(3, (count + 2) // 3 * 2)[:, ::2]	# non-contiguous
+nc += R + 1
+dist.all_reduce(nc)
+check("all_reduce of a non-contiguous tensor in parts",
+      not nc.is_contiguous() and bool((nc == S).all()), nc[-1, -2:])
+ts = [torch.full((count,), R + 1.0) for _ in range(3)]
+works = [dist.all_reduce(x, async_op=True) for x in ts]
+for w in works:
+    w.wait()
+check("three all_reduces in parts in flight at once",
+      all(bool((x == S).all()) for x in ts), [x[-1] for x in ts])
 # set_wire_dtype applies from the next call on: an operation held back
 # before it still crosses the wire it was called with (else the nodes'
 # wires for it would differ, and the op fail naming both)

@@ -24,9 +24,10 @@ stream, and the operation is submitted once they ended (an event; the
 caller does not wait); the copies back are queued on that same stream once
 it completes, before its future completes (DDP's callbacks run on that
 stream), and Work.wait() makes the waiting stream wait for them without
-blocking on the GPU.  all_reduce, broadcast and reduce of 8 MiB and more
-run in parts of 4 MiB: each part is submitted as its copy out ends and
-copied back as it completes, so copies and network overlap.
+blocking on the GPU.  all_reduce, broadcast and reduce of 8 MiB and more,
+on any device, run in parts of 4 MiB: each part is submitted as its copy
+out (CUDA) or into the library's staging memory (CPU) ends, and copied
+back as it completes, so copies and network overlap.
 
 Reductions: SUM, PRODUCT, MIN, MAX, AVG on floating-point tensors, BAND,
 BOR and BXOR on integer ones; PREMUL_SUM is refused with a clear error.  all_gather and all_to_all take
@@ -177,14 +178,26 @@ class _HostStaging:
             torch.cuda.cudart().cudaHostUnregister(ptr)
 
 
+_PART = 4 << 20		# bytes: large all_reduces etc. go in parts of this
+
+
+def _part_bounds(t):
+    """The element ranges a tensor of two parts or more is cut into, the
+    same on every device (a job's ranks must run the same operations);
+    None for a smaller one."""
+    n, size = t.numel(), t.element_size()
+    if n * size < 2 * _PART:
+        return None
+    step = _PART // size
+    return [(lo, min(lo + step, n)) for lo in range(0, n, step)]
+
+
 class _Stage:
     """One operation's CUDA tensors and their host mirrors: copied to the
     host on the caller's current stream (out), and back on it (back).  A
-    contiguous tensor of two parts (PART bytes) or more is copied out part
-    by part, an event after each, so that its parts can be submitted as
-    their copies end and copied back as each completes (pipelined)."""
-
-    PART = 4 << 20
+    contiguous tensor of two parts or more is copied out part by part, an
+    event after each, so that its parts can be submitted as their copies
+    end and copied back as each completes (pipelined)."""
 
     def __init__(self, staging, device):
         self._staging = staging
@@ -218,21 +231,20 @@ class _Stage:
         return host
 
     def _copy_out(self, t, host, nbytes):
-        if nbytes < 2 * self.PART or not t.is_contiguous():
+        bounds = _part_bounds(t)
+        if bounds is None or not t.is_contiguous():
             host.copy_(t, non_blocking=True)
             return
-        step = self.PART // t.element_size()
-        src, dst, parts = t.view(-1), host.view(-1), []
-        for lo in range(0, t.numel(), step):
-            hi = min(lo + step, t.numel())
+        src, dst, events = t.view(-1), host.view(-1), []
+        for lo, hi in bounds:
             dst[lo:hi].copy_(src[lo:hi], non_blocking=True)
-            event = torch.cuda.Event()
-            event.record(self.stream)
-            parts.append((lo, hi, event))
-        self._parts[id(host)] = parts
+            events.append(torch.cuda.Event())
+            events[-1].record(self.stream)
+        self._parts[id(host)] = events
 
     def parts(self, host):
-        """host's parts, (lo, hi, event after its copy out), or None."""
+        """The event after each part's copy out (_part_bounds), or None
+        where host was copied out whole."""
         return self._parts.get(id(host))
 
     def copy_out_ended(self):
@@ -658,19 +670,27 @@ class ProcessGroupMCCL(ProcessGroup):
 
     def _elementwise(self, fn, tensors, t, **kw):
         """fn (allreduce, broadcast or reduce: each element of the result
-        depends on that element alone) on t: where t's CUDA copy out came
-        in parts (_Stage.PART), each part is submitted as its copy ends
-        and copied back as it completes."""
+        depends on that element alone) on t.  From two parts (_PART) on,
+        one operation per part: each is submitted once its data is there
+        (a CUDA part's copy out ended; a CPU part's copy into the library's
+        staging memory runs while the part before is on the network) and
+        copied back as it completes."""
         w = _flat(t)
-        stage = getattr(self._local, "stage", None)
-        parts = stage.parts(t) if stage is not None else None
-        if parts is None:
+        bounds = _part_bounds(w)
+        if bounds is None:
             req = self._issue(fn, w, **kw)
             return self._work(req, tensors, self._back([(w, t)]))
-        flat = w.view(-1)
-        return self._work(None, tensors, parts=[
-            (self._issue_after(event, fn, (flat[lo:hi],), kw),
-             stage.back_part(t, lo, hi)) for lo, hi, event in parts])
+        stage = getattr(self._local, "stage", None)
+        events = stage.parts(t) if stage is not None else None
+        flat, parts = w.view(-1), []
+        for k, (lo, hi) in enumerate(bounds):
+            if events is not None:
+                event, done = events[k], stage.back_part(t, lo, hi)
+            else:	# on the CPU, or a CUDA tensor copied out whole
+                event, done = getattr(stage, "copied", None), None
+            parts.append((self._issue_after(event, fn, (flat[lo:hi],), kw),
+                          done))
+        return self._work(None, tensors, self._back([(w, t)]), parts=parts)
 
     @staticmethod
     def _back(pairs):
