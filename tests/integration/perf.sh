@@ -16,6 +16,21 @@ perf_ok() {
 	ok "$name"
 }
 
+# -M host: the buffers are the process's own, staged by the library
+pids=()
+for i in 0 1 2; do
+	MCCL_SOCKET="$T/n$i.sock" timeout 120 "$B/mccl-perf" -M host \
+	    -N 1 -R 3 -r "$i" -J perf-host -b 8 -e 8M -f 64 -n 2 -w 1 \
+	    >"$T/perf-host.$i.out" 2>&1 &
+	pids+=($!)
+	CHILD_PIDS+=($!)
+done
+for p in "${pids[@]}"; do wait "$p"; done
+grep -q "memory: host" "$T/perf-host.0.out" &&
+    perf_ok "mccl-perf -M host: staged buffers, results checked" \
+    "$T/perf-host.0.out" || bad "mccl-perf -M host: $(tail -n 2 \
+    "$T/perf-host.0.out")"
+
 for coll in allreduce reduce broadcast allgather reduce_scatter alltoall \
     gather scatter allgatherv alltoallv \
     sendrecv barrier; do
