@@ -72,7 +72,8 @@ PROGS	 = $(B)/mccld $(B)/mcclctl $(B)/mccl-perf
 LIBS	 = $(B)/$(SONAME) $(B)/libmccl.so $(B)/libmccl.a
 UNIT_TESTS = $(B)/test_proto $(B)/test_reduce $(B)/test_config $(B)/test_ring \
 	     $(B)/test_log $(B)/test_fakeverbs $(B)/test_rdma $(B)/test_budget \
-	     $(B)/test_subq $(B)/test_algo $(B)/test_form $(B)/test_engine
+	     $(B)/test_subq $(B)/test_algo $(B)/test_form $(B)/test_engine \
+	     $(B)/test_crew
 TEST_PROGS = $(B)/mccl-test $(B)/mccl-hostile
 BENCH_PROGS = $(B)/wirebw $(B)/costmodel
 
@@ -168,6 +169,9 @@ $(B)/costmodel: $(call obj,tools/bench/costmodel.c daemon/engine/algo.c $(PROTO_
 $(B)/test_algo: $(call obj,tests/unit/test_algo.c daemon/engine/algo.c $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS)
 
+$(B)/test_crew: $(call obj,tests/unit/test_crew.c daemon/engine/crew.c)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) -lpthread
+
 $(B)/test_budget: $(call obj,tests/unit/test_budget.c daemon/engine/budget.c)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) -lpthread
 
@@ -209,7 +213,8 @@ check-asan:
 check-tsan:
 	$(MAKE) B=build-tsan OPT="-O1 -g" SAN="$(TSAN_FLAGS)" \
 	    UNIT_TESTS="build-tsan/test_ring build-tsan/test_fakeverbs \
-	    build-tsan/test_rdma build-tsan/test_budget build-tsan/test_engine" \
+	    build-tsan/test_rdma build-tsan/test_budget build-tsan/test_engine \
+	    build-tsan/test_crew" \
 	    SECTIONS="api faults" unit integration
 
 # The whole integration suite again with every data link over RDMA: the

@@ -5,7 +5,9 @@
  * threads that are started on first need and then sleep between tasks, so
  * a task costs a wake-up, not a thread's creation.  A part that fails can
  * stop the others: crew_stop sets a flag they test as they go and makes
- * crew_stop_fd readable for those asleep in poll.
+ * crew_stop_fd readable for those asleep in poll.  crew_start runs every
+ * part on the crew's threads and returns at once; crew_wait waits for them
+ * (a node's memory passes beside the network, engine.c).
  */
 #include <sys/eventfd.h>
 
@@ -27,6 +29,8 @@ struct crew {
 	unsigned	 running;	/* its parts on threads, not yet ended */
 	void		(*fn)(void *, unsigned);
 	void		*arg;
+	void		(*async_fn)(void *, unsigned);	/* crew_start's */
+	void		*async_arg;
 	int		 quit;
 	int		 stopped;	/* crew_stop, this task (atomic) */
 	int		 stop_fd;	/* eventfd, readable once stopped */
@@ -120,13 +124,12 @@ crew_staff(struct crew *c, unsigned n)
 	return 0;
 }
 
-int
-crew_run(struct crew *c, unsigned n, void (*fn)(void *, unsigned), void *arg)
+/* Hand parts 1..n-1 of fn to the threads; -1: too few threads. */
+static int
+crew_post(struct crew *c, unsigned n, void (*fn)(void *, unsigned), void *arg)
 {
 	uint64_t drain;
 
-	if (c == NULL || n == 0 || n > CREW_MAX + 1)
-		return -1;
 	pthread_mutex_lock(&c->mtx);
 	if (crew_staff(c, n) == -1) {
 		pthread_mutex_unlock(&c->mtx);
@@ -142,12 +145,47 @@ crew_run(struct crew *c, unsigned n, void (*fn)(void *, unsigned), void *arg)
 	c->task++;
 	pthread_cond_broadcast(&c->work);
 	pthread_mutex_unlock(&c->mtx);
-	fn(arg, 0);
+	return 0;
+}
+
+void
+crew_wait(struct crew *c)
+{
 	pthread_mutex_lock(&c->mtx);
 	while (c->running > 0)
 		pthread_cond_wait(&c->done, &c->mtx);
 	pthread_mutex_unlock(&c->mtx);
+}
+
+int
+crew_run(struct crew *c, unsigned n, void (*fn)(void *, unsigned), void *arg)
+{
+	if (c == NULL || n == 0 || n > CREW_MAX + 1 ||
+	    crew_post(c, n, fn, arg) == -1)
+		return -1;
+	fn(arg, 0);
+	crew_wait(c);
 	return 0;
+}
+
+/* crew_start's task: thread k runs the caller's part k - 1. */
+static void
+crew_async(void *arg, unsigned part)
+{
+	struct crew *c = arg;
+
+	c->async_fn(c->async_arg, part - 1);
+}
+
+int
+crew_start(struct crew *c, unsigned n, void (*fn)(void *, unsigned),
+    void *arg)
+{
+	if (c == NULL || n == 0 || n > CREW_MAX)
+		return -1;
+	c->async_fn = fn;
+	c->async_arg = arg;
+	return crew_post(c, n + 1, crew_async, c);
 }
 
 void

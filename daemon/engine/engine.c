@@ -344,83 +344,136 @@ pass_parts(size_t bytes)
 	return ncpu > PASS_PARTS_MAX ? PASS_PARTS_MAX : (unsigned)ncpu;
 }
 
+/*
+ * A pass of at most maxparts parts (none where there is nothing to do).
+ * It keeps dsts and srcs, which must outlive it.  -1: out of memory.
+ */
+static int
+pass_init(struct pass *p, void *const *dsts, uint32_t ndsts,
+    const void *const *srcs, uint32_t nsrcs, size_t count, int dtype,
+    int redop, uint32_t avg_div, unsigned maxparts)
+{
+	size_t es = dtype_size(dtype), line = 64 / es;
+
+	*p = (struct pass){ dsts, srcs, ndsts, nsrcs, count, 0,
+	    pass_parts(count * es), dtype, redop, avg_div, NULL, NULL };
+	if (ndsts == 0 || nsrcs == 0 || count == 0) {
+		p->nparts = 0;
+		return 0;
+	}
+	if (p->nparts > maxparts)
+		p->nparts = maxparts;
+	p->per = count / p->nparts - (count / p->nparts) % line;
+	p->pdsts = calloc((size_t)p->nparts * ndsts, sizeof(*p->pdsts));
+	p->psrcs = calloc((size_t)p->nparts * nsrcs, sizeof(*p->psrcs));
+	if (p->pdsts == NULL || p->psrcs == NULL) {
+		free(p->pdsts);
+		free(p->psrcs);
+		p->nparts = 0;
+		return -1;
+	}
+	return 0;
+}
+
+static void
+pass_free(struct pass *p)
+{
+	free(p->pdsts);
+	free(p->psrcs);
+}
+
 static int
 engine_pass(struct job *j, void *const *dsts, uint32_t ndsts,
     const void *const *srcs, uint32_t nsrcs, size_t count, int dtype,
     int redop, uint32_t avg_div, struct xfer *x)
 {
-	size_t es = dtype_size(dtype), line = 64 / es;
-	struct pass p = { dsts, srcs, ndsts, nsrcs, count, 0,
-	    pass_parts(count * es), dtype, redop, avg_div, NULL, NULL };
+	struct pass p;
 
-	if (ndsts == 0 || nsrcs == 0 || count == 0)
-		return 0;
-	p.per = count / p.nparts - (count / p.nparts) % line;
-	p.pdsts = calloc((size_t)p.nparts * ndsts, sizeof(*p.pdsts));
-	p.psrcs = calloc((size_t)p.nparts * nsrcs, sizeof(*p.psrcs));
-	if (p.pdsts == NULL || p.psrcs == NULL) {
-		free(p.pdsts);
-		free(p.psrcs);
+	if (pass_init(&p, dsts, ndsts, srcs, nsrcs, count, dtype, redop,
+	    avg_div, PASS_PARTS_MAX) == -1)
 		return engine_nomem(x);
-	}
-	if (p.nparts == 1 || crew_run(j->eng->crew, p.nparts, pass_part,
+	if (p.nparts <= 1 || crew_run(j->eng->crew, p.nparts, pass_part,
 	    &p) == -1)
 		for (unsigned t = 0; t < p.nparts; t++)	/* no threads: here */
 			pass_part(&p, t);
-	free(p.pdsts);
-	free(p.psrcs);
+	pass_free(&p);
 	return 0;
 }
 
 /*
- * Combine the local ranks' send buffers, each at byte offset off, into dst.
- * The source that dst aliases (in place) goes first, as reduce_many needs.
+ * The local ranks' send buffers at byte offset off, the one dst aliases
+ * (in place) first, as reduce_many needs.  Their number.
  */
-static int
-engine_combine(struct job *j, const struct op *op, uint8_t *dst, size_t off,
-    size_t count, struct xfer *x)
+static uint32_t
+combine_srcs(const struct job *j, const struct op *op, const uint8_t *dst,
+    size_t off, const void **srcs)
 {
-	const void **srcs;
 	uint32_t n = 0;
-	int rc;
 
-	if (count == 0)
-		return 0;
-	if ((srcs = calloc(j->nlocal, sizeof(*srcs))) == NULL)
-		return engine_nomem(x);
 	for (uint32_t i = 0; i < j->nlocal; i++)
 		if (op->parts[i].send + off == dst)
 			srcs[n++] = dst;
 	for (uint32_t i = 0; i < j->nlocal; i++)
 		if (op->parts[i].send + off != dst)
 			srcs[n++] = op->parts[i].send + off;
-	rc = engine_pass(j, (void *const *)&dst, 1, srcs, n, count,
-	    op->desc.dtype, op->desc.redop, 0, x);
+	return n;
+}
+
+/*
+ * Where the node's result at src (byte offset off of the op) goes: every
+ * local rank's buffer but src, and src itself where an average is divided
+ * on the way.  Their number.
+ */
+static uint32_t
+fan_dsts(const struct job *j, const struct op *op, uint8_t *src, size_t off,
+    uint32_t avg_div, void **dsts)
+{
+	uint32_t n = 0;
+
+	if (avg_div > 1)
+		dsts[n++] = src;
+	for (uint32_t i = 0; i < j->nlocal; i++)
+		if (op->parts[i].recv + off != src)
+			dsts[n++] = op->parts[i].recv + off;
+	return n;
+}
+
+/* Combine the local ranks' send buffers, each at byte offset off, into dst. */
+static int
+engine_combine(struct job *j, const struct op *op, uint8_t *dst, size_t off,
+    size_t count, struct xfer *x)
+{
+	const void **srcs;
+	int rc;
+
+	if (count == 0)
+		return 0;
+	if ((srcs = calloc(j->nlocal, sizeof(*srcs))) == NULL)
+		return engine_nomem(x);
+	rc = engine_pass(j, (void *const *)&dst, 1, srcs,
+	    combine_srcs(j, op, dst, off, srcs), count, op->desc.dtype,
+	    op->desc.redop, 0, x);
 	free(srcs);
 	return rc;
 }
 
 /*
- * The node's result, in src, to every local rank's buffer; divided by
- * avg_div on the way (an average: src itself too) when that is above 1.
+ * count elements of the node's result, at src (byte offset off of the op),
+ * to every local rank's buffer, divided by avg_div on the way when that is
+ * above 1.
  */
 static int
-engine_fan_out(struct job *j, const struct op *op, uint8_t *src,
-    uint32_t avg_div, struct xfer *x)
+engine_fan_out(struct job *j, const struct op *op, uint8_t *src, size_t off,
+    size_t count, uint32_t avg_div, struct xfer *x)
 {
 	void **dsts;
-	uint32_t n = 0;
 	int rc;
 
 	if ((dsts = calloc(j->nlocal + 1, sizeof(*dsts))) == NULL)
 		return engine_nomem(x);
-	if (avg_div > 1)
-		dsts[n++] = src;
-	for (uint32_t i = 0; i < j->nlocal; i++)
-		if (op->parts[i].recv != src)
-			dsts[n++] = op->parts[i].recv;
-	rc = engine_pass(j, dsts, n, (const void *const *)&src, 1,
-	    op->desc.count, op->desc.dtype, op->desc.redop, avg_div, x);
+	rc = engine_pass(j, dsts, fan_dsts(j, op, src, off, avg_div, dsts),
+	    (const void *const *)&src, 1, count, op->desc.dtype,
+	    op->desc.redop, avg_div, x);
 	free(dsts);
 	return rc;
 }
@@ -481,6 +534,136 @@ engine_node_allreduce(struct op *op, struct xfer *x, const void *src,
 	return rc;
 }
 
+/*
+ * A large allreduce of a job where some node has several ranks runs in
+ * segments: while the network carries segment s, the side crew hands out
+ * segment s - 1 and combines segment s + 1, so that a node's passes over
+ * memory hide behind the wire instead of adding to it.  Every node cuts
+ * the same, by what all of them know (the count, the job's shape); each
+ * segment's operation header still names the whole op.
+ */
+#define SEGMENT_BYTES	(8u << 20)
+#define SIDE_PARTS	3		/* threads of each side pass */
+
+static int
+engine_segmented(const struct job *j, size_t bytes)
+{
+	return j->nnodes > 1 && j->nranks > j->nnodes &&
+	    bytes >= 2 * (size_t)SEGMENT_BYTES;
+}
+
+struct side {
+	struct pass	 pass[2];	/* the fan-out, the combine */
+	uint8_t		*fan_src;	/* what the passes point at */
+	uint8_t		*comb_dst;
+	int		 started;	/* on the side crew */
+};
+
+static void
+side_part(void *arg, unsigned t)
+{
+	struct side *s = arg;
+
+	if (t < s->pass[0].nparts)
+		pass_part(&s->pass[0], t);
+	else
+		pass_part(&s->pass[1], t - s->pass[0].nparts);
+}
+
+/*
+ * Segment prev (of count_prev elements, byte offset off_prev) handed out
+ * and segment next combined, on the side crew if it can, else here.
+ * fan and comb hold the passes' pointers until side_end.
+ */
+static int
+side_begin(struct job *j, const struct op *op, struct side *s, uint32_t avg,
+    size_t off_prev, size_t count_prev, size_t off_next, size_t count_next,
+    void **fan, const void **comb)
+{
+	const struct ipc_op *d = &op->desc;
+	uint8_t *dst = op->parts[0].recv;
+	unsigned n;
+
+	s->fan_src = dst + off_prev;
+	s->comb_dst = dst + off_next;
+	s->started = 0;
+	if (pass_init(&s->pass[0], fan, count_prev == 0 ? 0 : fan_dsts(j, op,
+	    s->fan_src, off_prev, avg, fan), (const void *const *)&s->fan_src,
+	    1, count_prev, d->dtype, d->redop, avg, SIDE_PARTS) == -1)
+		return -1;
+	if (pass_init(&s->pass[1], (void *const *)&s->comb_dst,
+	    count_next == 0 ? 0 : 1, comb, combine_srcs(j, op, s->comb_dst,
+	    off_next, comb), count_next, d->dtype, d->redop, 0,
+	    SIDE_PARTS) == -1) {
+		pass_free(&s->pass[0]);
+		return -1;
+	}
+	n = s->pass[0].nparts + s->pass[1].nparts;
+	if (n > 0 && crew_start(j->eng->side, n, side_part, s) == 0)
+		s->started = 1;
+	else
+		for (unsigned t = 0; t < n; t++)	/* no threads: here */
+			side_part(s, t);
+	return 0;
+}
+
+static void
+side_end(struct job *j, struct side *s)
+{
+	if (s->started)
+		crew_wait(j->eng->side);
+	pass_free(&s->pass[0]);
+	pass_free(&s->pass[1]);
+}
+
+static int
+engine_segments(struct job *j, struct op *op, struct xfer *x)
+{
+	const struct ipc_op *d = &op->desc;
+	size_t es = dtype_size(d->dtype), seg = SEGMENT_BYTES / es,
+	    nseg = (d->count + seg - 1) / seg, last = d->count - (nseg - 1) * seg;
+	uint32_t avg = d->redop == MCCL_AVG ? j->nranks : 0;
+	uint8_t *dst = op->parts[0].recv;
+	const uint8_t *src = j->nlocal == 1 ? op->parts[0].send : dst;
+	void **fan = calloc(j->nlocal + 1, sizeof(*fan));
+	const void **comb = calloc(j->nlocal, sizeof(*comb));
+	uint64_t node_ns = 0, t0;
+	struct side side;
+	int rc = 0;
+
+	if (fan == NULL || comb == NULL) {
+		free(fan);
+		free(comb);
+		return engine_nomem(x);
+	}
+	if (j->nlocal > 1)
+		rc = engine_combine(j, op, dst, 0, seg, x);
+	for (size_t s = 0; rc == 0 && s < nseg; s++) {
+		size_t at = s * seg * es, n = s + 1 < nseg ? seg : last,
+		    next = j->nlocal > 1 && s + 1 < nseg ? (s + 2 < nseg ? seg :
+		    last) : 0;
+
+		if (side_begin(j, op, &side, avg, s > 0 ? at - seg * es : 0,
+		    s > 0 ? seg : 0, next > 0 ? at + seg * es : 0, next, fan,
+		    comb) == -1) {
+			rc = engine_nomem(x);
+			break;
+		}
+		t0 = now_ns();
+		rc = node_allreduce(x, src + at, dst + at, n, d->dtype,
+		    d->redop);
+		node_ns += now_ns() - t0;
+		side_end(j, &side);
+	}
+	if (rc == 0)
+		rc = engine_fan_out(j, op, dst + (nseg - 1) * seg * es,
+		    (nseg - 1) * seg * es, last, avg, x);
+	op->node_ns = node_ns;
+	free(fan);
+	free(comb);
+	return rc;
+}
+
 static int
 engine_allreduce(struct job *j, struct op *op, struct xfer *x)
 {
@@ -490,11 +673,13 @@ engine_allreduce(struct job *j, struct op *op, struct xfer *x)
 
 	if (j->nnodes == 1)
 		return engine_local_allreduce(j, op, x);
+	if (engine_segmented(j, (size_t)d->count * dtype_size(d->dtype)))
+		return engine_segments(j, op, x);
 	if (engine_contribution(j, op, dst, &src, x) == -1 ||
 	    engine_node_allreduce(op, x, src, dst) == -1)
 		return -1;
-	return engine_fan_out(j, op, dst, d->redop == MCCL_AVG ? j->nranks :
-	    0, x);
+	return engine_fan_out(j, op, dst, 0, d->count, d->redop == MCCL_AVG ?
+	    j->nranks : 0, x);
 }
 
 static int
@@ -529,7 +714,7 @@ engine_broadcast(struct job *j, struct op *op, struct xfer *x)
 		buf = op->parts[local_index_of(j, d->root)].recv;
 	if (node_broadcast(x, buf, bytes, root_pos) == -1)
 		return -1;
-	return engine_fan_out(j, op, buf, 0, x);
+	return engine_fan_out(j, op, buf, 0, d->count, 0, x);
 }
 
 /* Each position's block of a buffer in node order, blk bytes per rank. */
@@ -1454,7 +1639,7 @@ engine_new(struct job *j, const struct engine_rank *ranks, char *err,
 		snprintf(err, errlen, "eventfd: %s", strerror(errno));
 		return -1;
 	}
-	if ((e->crew = crew_new()) == NULL) {
+	if ((e->crew = crew_new()) == NULL || (e->side = crew_new()) == NULL) {
 		snprintf(err, errlen, "cannot make the engine's helper threads' "
 		    "state: %s", strerror(errno));
 		return -1;
@@ -1724,6 +1909,7 @@ engine_finish(struct job *j)
 	if (e->abort_fd != -1)
 		close(e->abort_fd);
 	crew_free(e->crew);
+	crew_free(e->side);
 	subq_detach(j);
 	while ((op = TAILQ_FIRST(&e->out)) != NULL) {
 		TAILQ_REMOVE(&e->out, op, entry);

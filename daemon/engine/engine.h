@@ -50,6 +50,9 @@ int		reduce_force_isa(const char *);	/* tests: NULL = best */
 struct crew;
 struct crew	*crew_new(void);
 void		 crew_free(struct crew *);
+int		 crew_start(struct crew *, unsigned,
+		    void (*)(void *, unsigned), void *);
+void		 crew_wait(struct crew *);
 int		 crew_run(struct crew *, unsigned, void (*)(void *, unsigned),
 		    void *);
 void		 crew_stop(struct crew *);

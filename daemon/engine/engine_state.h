@@ -64,6 +64,8 @@ struct engine {
 					   when idle (budget.h) */
 	struct crew	*crew;		/* threads that run a large op's
 					   parts beside this one (crew.c) */
+	struct crew	*side;		/* a node's memory passes beside the
+					   network (engine_segments) */
 };
 
 /* subq.c */

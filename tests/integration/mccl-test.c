@@ -1288,9 +1288,11 @@ mode_big(void)
 /*
  * Collectives of 4 MiB and more, where the daemon cuts its passes over a
  * node's buffers (combining its ranks' inputs, handing each the result)
- * into parts on several threads; the count leaves the last part uneven.
+ * into parts on several threads, and an allreduce of 16 MiB and more in a
+ * job with several ranks on a node runs in segments of 8 MiB, the passes
+ * beside the network; the count leaves the last part and segment uneven.
  */
-#define LARGECOUNT	(((size_t)3 << 20) + 13)	/* 12 MiB of float32 */
+#define LARGECOUNT	(((size_t)5 << 20) + 13)	/* 20 MiB of float32 */
 
 static int
 mode_large(void)

@@ -24,8 +24,9 @@ MCCL_SPIN_US=40 run_job "3 nodes x 1 rank, clients spinning on their \
 doorbells (MCCL_SPIN_US=40)" j3x1s "0 1 2" collectives
 run_job "2 nodes x 3 ranks, 2 + 1, out of rank order" j2u "2 0 2" collectives
 run_job "an allreduce of more than 2 GiB across 2 nodes" jbig "0 1" big
-run_job "12 MiB collectives, the node's passes on several threads: 2 nodes \
-x 2 ranks" jlarge "0 0 1 1" large
+run_job "20 MiB collectives, the node's passes on several threads and \
+beside the network: 2 nodes x 2 ranks" jlarge "0 0 1 1" large
+run_job "the same on 2 nodes, 2 ranks + 1" jlarge2 "0 1 0" large
 run_job "the same on 1 node x 3 ranks" jlarge1 "2 2 2" large
 echo "== the algorithms of MCCL_ALGO (3 nodes: folded)"
 # algo_runs ALGO: allreduces (broadcasts, for tree) node n0 ran by ALGO,
