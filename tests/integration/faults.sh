@@ -129,6 +129,25 @@ detected "daemon death detected" jdk 1 "$t0" "$HB_LIMIT"
 restart_daemon 2 && ok "n2 restarted and rejoined" || bad "n2 rejoin"
 run_job "a new job after the daemon's restart" jafter2 "0 1 2" hold 10
 
+echo "== faults: a daemon killed in the middle of a 24 MiB allreduce in segments"
+# 2 ranks on n0 and n1 each: the allreduce runs in segments, a node's
+# passes on its side crew beside the network; they end before the op fails.
+for r in 0 1 2 3; do
+	spawn $((r / 2)) jdks 5 $r loop MCCL_ERR_PEER_FAILED "n2" 6291456
+	ds[$r]=$LAST_PID
+done
+spawn 2 jdks 5 4 loop MCCL_ERR_CONNECT "daemon connection lost" 6291456
+ds[4]=$LAST_PID
+wait_looping jdks 5 || bad "jdks never started"
+sleep 0.3
+kill -9 "${DAEMON_PIDS[2]}"
+wait "${DAEMON_PIDS[2]}" 2>/dev/null
+for r in 0 1 2 3; do
+	expect_exit "rank $r (2 a node) gets PEER_FAILED naming n2" "${ds[$r]}"
+done
+expect_exit "rank 4 on the dead daemon gets MCCL_ERR_CONNECT" "${ds[4]}"
+restart_daemon 2 && ok "n2 restarted and rejoined" || bad "n2 rejoin"
+
 echo "== faults: a daemon killed with collectives queued in a ring"
 spawn 2 jqk 2 0 queued wait MCCL_ERR_CONNECT "daemon connection lost"
 k0=$LAST_PID

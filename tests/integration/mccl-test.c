@@ -24,7 +24,9 @@
  *                      allgatherv rank 0 gives other recvcounts: every
  *                      rank fails
  *   abort              rank 0 aborts: every other rank's op fails
- *   loop CODE TEXT     allreduce until an op fails with CODE and TEXT
+ *   loop CODE TEXT [COUNT]
+ *                      allreduce (COUNT floats, default 1 Mi) until an op
+ *                      fails with CODE and TEXT
  *   steady MS          allreduce for MS ms, every one must succeed
  *   big                one in-place allreduce of 2 GiB + 16 KiB
  *   idle MS            join, take part in nothing for MS ms, leave
@@ -1160,15 +1162,15 @@ mode_abort(void)
 }
 
 /*
- * Allreduce 4 MiB again and again until an operation fails; the failure
- * must have code CODE and a message containing TEXT.  Prints the wall time
- * of the failure, for the test to measure how long detection took.  Gives
- * up (failing) after 60 s without an error.
+ * Allreduce C floats (4 MiB unless asked) again and again until an
+ * operation fails; the failure must have code CODE and a message
+ * containing TEXT.  Prints the wall time of the failure, for the test to
+ * measure how long detection took.  Gives up (failing) after 60 s without
+ * an error.
  */
 static int
-mode_loop(const char *code, const char *text)
+mode_loop(const char *code, const char *text, size_t C)
 {
-	enum { C = 1 << 20 };
 	mccl_comm_t *comm;
 	struct timespec t0, t;
 	float *buf;
@@ -1328,6 +1330,11 @@ mode_large(void)
 	}
 	run_broadcast(comm, &shm, LARGECOUNT, 0);
 	run_broadcast(comm, &shm, LARGECOUNT, n - 1);
+	/* a bfloat16 wire, narrowed segment by segment: small sums, exact */
+	if (mccl_comm_set_wire_dtype(comm, MCCL_BFLOAT16) != MCCL_SUCCESS)
+		FAIL("set_wire_dtype: %s", mccl_last_error(comm));
+	run_allreduce(comm, &shm, 0, LARGECOUNT, MCCL_FLOAT32, MCCL_SUM);
+	run_allreduce(comm, &shm, 1, LARGECOUNT, MCCL_FLOAT32, MCCL_AVG);
 	free(heap.send);
 	free(heap.recv);
 	mccl_free(comm, shm.send);
@@ -1644,8 +1651,9 @@ main(int argc, char **argv)
 		return mode_abort();
 	if (argc == 3 && strcmp(argv[1], "steady") == 0)
 		return mode_steady(atoi(argv[2]));
-	if (argc == 4 && strcmp(argv[1], "loop") == 0)
-		return mode_loop(argv[2], argv[3]);
+	if ((argc == 4 || argc == 5) && strcmp(argv[1], "loop") == 0)
+		return mode_loop(argv[2], argv[3], argc == 5 ?
+		    (size_t)strtoull(argv[4], NULL, 10) : (size_t)1 << 20);
 	if (argc == 2 && strcmp(argv[1], "big") == 0)
 		return mode_big();
 	if (argc == 2 && strcmp(argv[1], "large") == 0)
