@@ -650,6 +650,39 @@ run_matrix(mccl_comm_t *comm, struct bufs *b, int full)
 		}
 }
 
+/*
+ * The matrix's buffers of bytes each: shared with the daemon (shm) and the
+ * process's own, which the library stages (heap).  -1: FAILed.
+ */
+static int
+bufs_get(mccl_comm_t *comm, size_t bytes, struct bufs *shm,
+    struct bufs *heap)
+{
+	shm->send = mccl_alloc(comm, bytes);
+	shm->recv = mccl_alloc(comm, bytes);
+	heap->send = malloc(bytes);
+	heap->recv = malloc(bytes);
+	if (shm->send == NULL || shm->recv == NULL || heap->send == NULL ||
+	    heap->recv == NULL) {
+		FAIL("buffers: %s", mccl_last_error(comm));
+		return -1;
+	}
+	return 0;
+}
+
+/* Give the buffers back, end the communicator, say how the checks went. */
+static int
+bufs_done(mccl_comm_t *comm, struct bufs *shm, struct bufs *heap)
+{
+	free(heap->send);
+	free(heap->recv);
+	mccl_free(comm, shm->send);
+	mccl_free(comm, shm->recv);
+	mccl_comm_destroy(comm);
+	printf("rank %d: %d checks, %d failed\n", my_rank, checks, failures);
+	return failures != 0;
+}
+
 static int
 mode_collectives(void)
 {
@@ -662,26 +695,14 @@ mode_collectives(void)
 		return 1;
 	/* the v-collectives leave a gap of one element after each block */
 	bytes = (MAXCOUNT + 1) * 8 * (size_t)mccl_comm_size(comm);
-	shm.send = mccl_alloc(comm, bytes);
-	shm.recv = mccl_alloc(comm, bytes);
-	heap.send = malloc(bytes);
-	heap.recv = malloc(bytes);
-	if (shm.send == NULL || shm.recv == NULL || !heap.send || !heap.recv) {
-		FAIL("buffers: %s", mccl_last_error(comm));
+	if (bufs_get(comm, bytes, &shm, &heap) == -1)
 		return 1;
-	}
 	run_matrix(comm, &shm, 1);
 	run_matrix(comm, &heap, 0);
 	checks++;
 	if ((rc = mccl_barrier(comm, NULL)) != MCCL_SUCCESS)
 		FAIL("barrier: %s: %s", mccl_strerror(rc), mccl_last_error(comm));
-	free(heap.send);
-	free(heap.recv);
-	mccl_free(comm, shm.send);
-	mccl_free(comm, shm.recv);
-	mccl_comm_destroy(comm);
-	printf("rank %d: %d checks, %d failed\n", my_rank, checks, failures);
-	return failures != 0;
+	return bufs_done(comm, &shm, &heap);
 }
 
 /* ---- point to point ---- */
@@ -1307,14 +1328,8 @@ mode_large(void)
 	if ((comm = join()) == NULL)
 		return 1;
 	n = mccl_comm_size(comm);
-	shm.send = mccl_alloc(comm, bytes);
-	shm.recv = mccl_alloc(comm, bytes);
-	heap.send = malloc(bytes);
-	heap.recv = malloc(bytes);
-	if (shm.send == NULL || shm.recv == NULL || !heap.send || !heap.recv) {
-		FAIL("buffers: %s", mccl_last_error(comm));
+	if (bufs_get(comm, bytes, &shm, &heap) == -1)
 		return 1;
-	}
 	for (int ip = 0; ip < 2; ip++) {
 		run_allreduce(comm, &shm, ip, LARGECOUNT, MCCL_FLOAT32, MCCL_SUM);
 		run_allreduce(comm, &shm, ip, LARGECOUNT, MCCL_FLOAT32, MCCL_AVG);
@@ -1335,13 +1350,7 @@ mode_large(void)
 		FAIL("set_wire_dtype: %s", mccl_last_error(comm));
 	run_allreduce(comm, &shm, 0, LARGECOUNT, MCCL_FLOAT32, MCCL_SUM);
 	run_allreduce(comm, &shm, 1, LARGECOUNT, MCCL_FLOAT32, MCCL_AVG);
-	free(heap.send);
-	free(heap.recv);
-	mccl_free(comm, shm.send);
-	mccl_free(comm, shm.recv);
-	mccl_comm_destroy(comm);
-	printf("rank %d: %d checks, %d failed\n", my_rank, checks, failures);
-	return failures != 0;
+	return bufs_done(comm, &shm, &heap);
 }
 
 /* Join and do nothing for ms: a rank that never takes part. */
