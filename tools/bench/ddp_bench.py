@@ -12,7 +12,10 @@ registers torch's bf16_compress_hook (gradients cast to bfloat16 on the
 client, summed in bfloat16), against MCCL_WIRE_DTYPE=bf16.  Rank 0 prints
 one line,
     ddp backend=B ranks=N batch=G params=P steps=S samples_per_s=X
-for tools/bench/report.py.
+for tools/bench/report.py.  BENCH_TRACE=1 (with a backend) also prints,
+for the last step, when each gradient bucket's allreduce was called and
+when it completed, against backward's start and end (through a comm hook
+that does what DDP's default does, with the times taken around it).
 """
 
 import contextlib
@@ -21,6 +24,38 @@ import sys
 import time
 
 import torch
+
+
+class Trace:
+    """The times of one step: backward's start and end, and each bucket's
+    allreduce (called, completed)."""
+
+    def __init__(self):
+        self.buckets = {}	# index: [bytes, called, completed]
+        self.start = self.end = 0.0
+
+    def hook(self, state, bucket):
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        entry = [bucket.buffer().numel() * bucket.buffer().element_size(),
+                 time.perf_counter(), None]
+        self.buckets[bucket.index()] = entry
+
+        def done(fut):
+            entry[2] = time.perf_counter()
+            return fut.value()
+        return default_hooks.allreduce_hook(state, bucket).then(done)
+
+    def report(self):
+        ms = lambda t: (t - self.start) * 1e3		# noqa: E731
+        last = max((c for _, c, _ in self.buckets.values()), default=0)
+        print("trace: backward %.1f ms, its last bucket called at %.1f ms"
+              % (ms(self.end), ms(last) if last else 0.0))
+        for i in sorted(self.buckets, key=lambda k: self.buckets[k][1]):
+            b, c, d = self.buckets[i]
+            print("trace: bucket %d, %.1f MB: called at %.1f ms, completed "
+                  "at %.1f ms (%.1f ms)" % (i, b / 1e6, ms(c), ms(d),
+                                            (d - c) * 1e3))
+        sys.stdout.flush()
 
 
 def model():
@@ -51,6 +86,10 @@ def main():
             from torch.distributed.algorithms.ddp_comm_hooks import \
                 default_hooks
             net.register_comm_hook(None, default_hooks.bf16_compress_hook)
+    trace = None
+    if backend != "none" and os.environ.get("BENCH_TRACE") == "1":
+        trace = Trace()
+        net.register_comm_hook(None, trace.hook)
     if batch % size:
         raise SystemExit("ddp_bench: global batch %d over %d ranks" %
                          (batch, size))
@@ -67,7 +106,12 @@ def main():
             t0 = time.perf_counter()
         opt.zero_grad()
         with net.no_sync() if quiet else contextlib.nullcontext():
-            loss_fn(net(x), y).backward()
+            loss = loss_fn(net(x), y)
+            if trace is not None:
+                trace.buckets, trace.start = {}, time.perf_counter()
+            loss.backward()
+            if trace is not None:
+                trace.end = time.perf_counter()
         opt.step()
     if device.type == "cuda":
         torch.cuda.synchronize()
@@ -78,6 +122,8 @@ def main():
               "samples_per_s=%.2f" % (backend, size, batch, params, steps,
                                       batch * steps / elapsed))
         sys.stdout.flush()
+        if trace is not None:
+            trace.report()
     if backend != "none":
         dist.destroy_process_group()
 
