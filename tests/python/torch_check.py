@@ -259,9 +259,9 @@ check("large CPU all_reduces between small ones",
       all(bool((big[k] == S + N * (k - 1)).all()) and
           bool((small[k] == k * (N - 1) * N / 2).all()) for k in range(3)),
       [(x[0].item(), y[0].item()) for x, y in zip(big, small)])
-# 8 MiB and more run in parts of 4 MiB, the last one shorter: every part
+# 32 MiB and more run in parts of 16 MiB, the last one shorter: every part
 # lands where it belongs, in place, in a non-contiguous tensor, async
-count = (5 << 20) + 3			# 20 MiB + 12 bytes of float32
+count = (9 << 20) + 3			# 36 MiB + 12 bytes of float32
 for op, want in ((RO.SUM, S), (RO.AVG, S / N), (RO.MAX, float(N))):
     t = torch.arange(count, dtype=torch.float32) % 5 + R + 1
     dist.all_reduce(t, op=op)

@@ -24,8 +24,8 @@ stream, and the operation is submitted once they ended (an event; the
 caller does not wait); the copies back are queued on that same stream once
 it completes, before its future completes (DDP's callbacks run on that
 stream), and Work.wait() makes the waiting stream wait for them without
-blocking on the GPU.  all_reduce, broadcast and reduce of 8 MiB and more,
-on any device, run in parts of 4 MiB: each part is submitted as its copy
+blocking on the GPU.  all_reduce, broadcast and reduce of 32 MiB and more,
+on any device, run in parts of 16 MiB: each part is submitted as its copy
 out (CUDA) or into the library's staging memory (CPU) ends, and copied
 back as it completes, so copies and network overlap.
 
@@ -178,7 +178,7 @@ class _HostStaging:
             torch.cuda.cudart().cudaHostUnregister(ptr)
 
 
-_PART = 4 << 20		# bytes: large all_reduces etc. go in parts of this
+_PART = 16 << 20	# bytes: large all_reduces etc. go in parts of this
 
 
 def _part_bounds(t):
