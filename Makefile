@@ -55,7 +55,7 @@ CONTROL_SRCS = daemon/control/control.c daemon/control/peer.c \
 	      daemon/control/job.c daemon/control/form.c \
 	      daemon/control/jobctl.c daemon/control/check.c \
 	      daemon/control/metrics.c daemon/control/linkcost.c
-ENGINE_SRCS = daemon/engine/engine.c daemon/engine/subq.c daemon/engine/seg.c \
+ENGINE_SRCS = daemon/engine/engine.c daemon/engine/pass.c daemon/engine/subq.c daemon/engine/seg.c daemon/engine/xmem.c \
 	      daemon/engine/p2p.c daemon/engine/budget.c daemon/engine/op.c \
 	      daemon/engine/check.c
 DAEMON_SRCS = daemon/mccld.c $(CONTROL_SRCS) $(ENGINE_SRCS) \
@@ -73,7 +73,7 @@ LIBS	 = $(B)/$(SONAME) $(B)/libmccl.so $(B)/libmccl.a
 UNIT_TESTS = $(B)/test_proto $(B)/test_reduce $(B)/test_config $(B)/test_ring \
 	     $(B)/test_log $(B)/test_fakeverbs $(B)/test_rdma $(B)/test_budget \
 	     $(B)/test_subq $(B)/test_algo $(B)/test_form $(B)/test_engine \
-	     $(B)/test_crew
+	     $(B)/test_crew $(B)/test_pass
 TEST_PROGS = $(B)/mccl-test $(B)/mccl-hostile
 BENCH_PROGS = $(B)/wirebw $(B)/costmodel
 
@@ -151,13 +151,13 @@ $(B)/test_log: $(call obj,tests/unit/test_log.c daemon/log.c)
 $(B)/test_ring: $(call obj,tests/unit/test_ring.c tests/unit/testlib.c daemon/engine/ring.c daemon/engine/crew.c daemon/engine/algo.c daemon/engine/reduce.c daemon/log.c $(LINK_SRCS) daemon/transport/rdma.c tests/fakeverbs/fakeverbs.c $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(SODIUM_LIBS) -lpthread
 
-$(B)/test_subq: $(call obj,tests/unit/test_subq.c tests/unit/testlib.c daemon/engine/subq.c daemon/engine/op.c daemon/engine/seg.c daemon/engine/ring.c daemon/engine/crew.c daemon/engine/algo.c daemon/engine/reduce.c daemon/log.c $(LINK_SRCS) $(PROTO_SRCS))
+$(B)/test_subq: $(call obj,tests/unit/test_subq.c tests/unit/testlib.c daemon/engine/subq.c daemon/engine/op.c daemon/engine/seg.c daemon/engine/xmem.c daemon/engine/ring.c daemon/engine/crew.c daemon/engine/algo.c daemon/engine/reduce.c daemon/log.c $(LINK_SRCS) $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) -lpthread
 
-$(B)/test_form: $(call obj,tests/unit/test_form.c daemon/control/form.c daemon/control/job.c daemon/control/jobctl.c daemon/control/linkcost.c daemon/engine/op.c daemon/engine/seg.c daemon/engine/algo.c daemon/engine/reduce.c daemon/config.c daemon/log.c $(PROTO_SRCS))
+$(B)/test_form: $(call obj,tests/unit/test_form.c daemon/control/form.c daemon/control/job.c daemon/control/jobctl.c daemon/control/linkcost.c daemon/engine/op.c daemon/engine/seg.c daemon/engine/xmem.c daemon/engine/algo.c daemon/engine/reduce.c daemon/config.c daemon/log.c $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(JSON_LIBS) $(CHECK_LIBS) -lpthread
 
-$(B)/test_engine: $(call obj,tests/unit/test_engine.c tests/unit/testlib.c daemon/engine/engine.c daemon/engine/subq.c daemon/engine/p2p.c daemon/engine/op.c daemon/engine/seg.c daemon/engine/budget.c $(CORE_SRCS) daemon/transport/link.c daemon/transport/dial.c daemon/transport/auth.c daemon/transport/rdma.c tests/fakeverbs/fakeverbs.c $(PROTO_SRCS))
+$(B)/test_engine: $(call obj,tests/unit/test_engine.c tests/unit/testlib.c daemon/engine/engine.c daemon/engine/pass.c daemon/engine/subq.c daemon/engine/p2p.c daemon/engine/op.c daemon/engine/seg.c daemon/engine/xmem.c daemon/engine/budget.c $(CORE_SRCS) daemon/transport/link.c daemon/transport/dial.c daemon/transport/auth.c daemon/transport/rdma.c tests/fakeverbs/fakeverbs.c $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(JSON_LIBS) $(CHECK_LIBS) $(SODIUM_LIBS) -lpthread
 
 $(B)/wirebw: $(call obj,tools/bench/wirebw.c daemon/engine/reduce.c daemon/log.c)
@@ -170,6 +170,9 @@ $(B)/test_algo: $(call obj,tests/unit/test_algo.c daemon/engine/algo.c $(PROTO_S
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS)
 
 $(B)/test_crew: $(call obj,tests/unit/test_crew.c daemon/engine/crew.c)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) -lpthread
+
+$(B)/test_pass: $(call obj,tests/unit/test_pass.c daemon/engine/pass.c daemon/engine/xmem.c daemon/engine/crew.c daemon/engine/reduce.c daemon/log.c)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) -lpthread
 
 $(B)/test_budget: $(call obj,tests/unit/test_budget.c daemon/engine/budget.c)
@@ -214,7 +217,7 @@ check-tsan:
 	$(MAKE) B=build-tsan OPT="-O1 -g" SAN="$(TSAN_FLAGS)" \
 	    UNIT_TESTS="build-tsan/test_ring build-tsan/test_fakeverbs \
 	    build-tsan/test_rdma build-tsan/test_budget build-tsan/test_engine \
-	    build-tsan/test_crew" \
+	    build-tsan/test_crew build-tsan/test_pass" \
 	    SECTIONS="api faults" unit integration
 
 # The whole integration suite again with every data link over RDMA: the

@@ -262,15 +262,23 @@ conn_connect(const char *path, char *err, size_t errlen)
 /*
  * The daemon's answer to HELLO.  A daemon that refuses a connection (a
  * limit, shutting down) sends the reason and closes: read it even when
- * our HELLO found the socket closed.
+ * our HELLO found the socket closed.  offer_memory: let the daemon try to
+ * read ours (ipc_hello.probe_addr), at a word that differs from one
+ * process and call to the next.
  */
 static int
-conn_hello(int fd, const char *path, int timeout_ms, struct ipc_hello_ok *ok,
-    struct ipc_msg *m, char *err, size_t errlen)
+conn_hello(int fd, const char *path, int timeout_ms, int offer_memory,
+    struct ipc_hello_ok *ok, struct ipc_msg *m, char *err, size_t errlen)
 {
-	struct ipc_hello hello = { IPC_VERSION, (uint32_t)getpid() };
+	struct ipc_hello hello = { IPC_VERSION, (uint32_t)getpid(), 0, 0 };
+	volatile uint64_t probe = ((uint64_t)getpid() << 32) ^
+	    (uint64_t)(uintptr_t)&hello ^ (uint64_t)time(NULL) ^ 0x6d63636cU;
 	int rc;
 
+	if (offer_memory) {
+		hello.probe_addr = (uint64_t)(uintptr_t)&probe;
+		hello.probe_val = probe;
+	}
 	rc = conn_send(fd, IPC_HELLO, &hello, NULL, 0, -1, err, errlen);
 	if (rc == MCCL_SUCCESS || rc == MCCL_ERR_CONNECT) {
 		int sent = rc;
@@ -301,8 +309,8 @@ conn_hello(int fd, const char *path, int timeout_ms, struct ipc_hello_ok *ok,
  * the daemon is absent, not trusted, refused us, or spoke another protocol.
  */
 int
-conn_open(const char *path, int timeout_ms, struct ipc_hello_ok *ok,
-    int *code, char *err, size_t errlen)
+conn_open(const char *path, int timeout_ms, int offer_memory,
+    struct ipc_hello_ok *ok, int *code, char *err, size_t errlen)
 {
 	struct ipc_msg *m = NULL;
 	int fd = -1, rc;
@@ -317,7 +325,8 @@ conn_open(const char *path, int timeout_ms, struct ipc_hello_ok *ok,
 		snprintf(err, errlen, "out of memory");
 		rc = MCCL_ERR_NO_MEMORY;
 	} else
-		rc = conn_hello(fd, path, timeout_ms, ok, m, err, errlen);
+		rc = conn_hello(fd, path, timeout_ms, offer_memory, ok, m, err,
+		    errlen);
 	free(m);
 	if (rc == MCCL_SUCCESS)
 		return fd;

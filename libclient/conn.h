@@ -31,8 +31,8 @@ struct ipc_msg {
 
 uint64_t	conn_now_ms(void);
 void		conn_socket_path(char *, size_t);
-int		conn_open(const char *, int, struct ipc_hello_ok *, int *, char *,
-		    size_t);
+int		conn_open(const char *, int, int, struct ipc_hello_ok *, int *,
+		    char *, size_t);
 int		conn_send(int, uint16_t, const void *, const void *, size_t, int,
 		    char *, size_t);
 int		conn_recv(int, int, struct ipc_msg *, char *, size_t);

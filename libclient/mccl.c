@@ -196,6 +196,21 @@ env_ms(const char *name, uint64_t dflt)
 	return errno != 0 || *end != '\0' || v == 0 || v > UINT32_MAX ? dflt : v;
 }
 
+/* MCCL_XMEM: 0 keeps the daemon out of this process's memory; unset or
+   empty is 1.  -1 with why in err. */
+static int
+env_xmem(char *err, size_t errlen)
+{
+	const char *s = getenv("MCCL_XMEM");
+
+	if (s == NULL || *s == '\0' || strcmp(s, "1") == 0)
+		return 1;
+	if (strcmp(s, "0") == 0)
+		return 0;
+	snprintf(err, errlen, "MCCL_XMEM is \"%s\": it must be 0 or 1", s);
+	return -1;
+}
+
 /* MCCL_ALGO: the allreduce algorithm; unset or empty is auto. */
 static int
 env_algo(char *err, size_t len)
@@ -632,7 +647,7 @@ mccl_comm_init(mccl_comm_t **commp, const char *job, int nranks, int rank)
 	mccl_comm_t *comm;
 	mccl_result_t rc;
 	int32_t spin_us;
-	int algo, wire, code;
+	int algo, wire, xmem, code;
 
 	if (commp == NULL)
 		return init_fail(NULL, MCCL_ERR_INVALID_ARGUMENT, "comm is NULL");
@@ -649,14 +664,15 @@ mccl_comm_init(mccl_comm_t **commp, const char *job, int nranks, int rank)
 	}
 	if ((algo = env_algo(err, sizeof(err))) == -1 ||
 	    (wire = env_wire(err, sizeof(err))) == -1 ||
+	    (xmem = env_xmem(err, sizeof(err))) == -1 ||
 	    env_spin(&spin_us, err, sizeof(err)) == -1)
 		return init_fail(NULL, MCCL_ERR_INVALID_ARGUMENT, err);
 	if ((comm = comm_new()) == NULL)
 		return init_fail(NULL, MCCL_ERR_NO_MEMORY, "out of memory");
 	comm->spin_us = spin_us;
 	conn_socket_path(path, sizeof(path));
-	if ((comm->fd = conn_open(path, CONNECT_TIMEOUT_MS, &comm->hello, &code,
-	    err, sizeof(err))) == -1)
+	if ((comm->fd = conn_open(path, CONNECT_TIMEOUT_MS, xmem, &comm->hello,
+	    &code, err, sizeof(err))) == -1)
 		return init_fail(comm, (mccl_result_t)code, err);
 	snprintf(comm->job, sizeof(comm->job), "%s", job);
 	snprintf(comm->path, sizeof(comm->path), "%s", path);
@@ -959,7 +975,24 @@ op_stage(mccl_comm_t *comm, const struct op_args *a, size_t sb, size_t rb,
 	return MCCL_SUCCESS;
 }
 
-/* Place the buffers: zero copy when both are mccl_alloc memory. */
+/*
+ * A large allreduce whose buffers are not all mccl_alloc memory: the daemon
+ * reads and writes them where they are, if it said it can (see mccl.h).
+ * Below this, the staging copy costs less than the daemon's system calls.
+ */
+#define XMEM_MIN_BYTES	(1u << 20)
+
+static int
+op_in_xmem(const mccl_comm_t *comm, const struct op_args *a, size_t bytes)
+{
+	return comm->hello.xmem && a->coll == COLL_ALLREDUCE &&
+	    bytes >= XMEM_MIN_BYTES;
+}
+
+/*
+ * Place the buffers: zero copy when both are mccl_alloc memory, one copy
+ * each way when the daemon reaches ours, else staged.
+ */
 static mccl_result_t
 op_place(mccl_comm_t *comm, const struct op_args *a, size_t sb, size_t rb,
     struct ipc_op *m, struct mccl_request *r)
@@ -973,6 +1006,13 @@ op_place(mccl_comm_t *comm, const struct op_args *a, size_t sb, size_t rb,
 	if ((sb == 0 || ss != NULL) && (rb == 0 || rs != NULL)) {
 		m->send_seg = ss ? ss->id : 0;
 		m->recv_seg = rs ? rs->id : 0;
+		return MCCL_SUCCESS;
+	}
+	if (op_in_xmem(comm, a, rb)) {
+		m->flags |= IPC_OP_XMEM;
+		m->send_seg = m->recv_seg = 0;
+		m->send_off = (uint64_t)(uintptr_t)a->send;
+		m->recv_off = (uint64_t)(uintptr_t)a->recv;
 		return MCCL_SUCCESS;
 	}
 	return op_stage(comm, a, sb, rb, m, r);
@@ -1525,7 +1565,7 @@ stats_query(mccl_comm_t *comm, struct ipc_msg *m, char *err, size_t errlen)
 	int fd, code = MCCL_ERR_CONNECT;
 	mccl_result_t rc = MCCL_SUCCESS;
 
-	if ((fd = conn_open(comm->path, STATS_TIMEOUT_MS, &ok, &code, err,
+	if ((fd = conn_open(comm->path, STATS_TIMEOUT_MS, 0, &ok, &code, err,
 	    errlen)) == -1)
 		return (mccl_result_t)code;
 	if ((rc = conn_send(fd, IPC_CTL, &req, comm->job, strlen(comm->job),

@@ -17,9 +17,17 @@
  *    mccl_last_error(comm) then says what failed and why.
  *
  * Buffers: memory from mccl_alloc() is shared with the daemon, which reads
- * and writes it in place (zero copy).  Any other pointer works too, but is
- * staged through a segment of the library's own, which costs a copy in and
- * out of every operation.
+ * and writes it in place (zero copy).  Any other pointer works too.  An
+ * allreduce of 1 MiB or more of it is read and written by the daemon in
+ * this process's memory itself (process_vm_readv/writev: one copy each
+ * way), where the kernel lets it: the daemon runs as this process's user
+ * (or both as root) and MCCL_XMEM is not 0.  Anything else is staged
+ * through a segment of the library's own, which costs a copy in and out
+ * of every operation; the daemon's log says once, per process, why it
+ * could not read the process's memory.  Either way a buffer must stay
+ * mapped, and the send buffer unchanged, until its operation completes:
+ * one freed early fails the operation (MCCL_ERR_INVALID_ARGUMENT, naming
+ * it), never another process's data.
  *
  * Errors during an operation (a peer that died, a timeout, an abort) fail
  * that operation on every rank and leave the communicator unusable: every
@@ -30,7 +38,8 @@
  *
  * Environment: MCCL_SOCKET (the daemon's socket path), MCCL_JOB, MCCL_RANK,
  * MCCL_NRANKS (mccl_comm_init_env, which also understands torchrun, Slurm
- * and Open MPI; see there), MCCL_INIT_TIMEOUT_MS, MCCL_OP_TIMEOUT_MS.
+ * and Open MPI; see there), MCCL_INIT_TIMEOUT_MS, MCCL_OP_TIMEOUT_MS,
+ * MCCL_XMEM (0: stage every buffer that is not mccl_alloc memory).
  */
 #ifndef MCCL_H
 #define MCCL_H

@@ -19,6 +19,10 @@
  *      (IPC_ANY_SOURCE), IPC_OP_DONE says a receive's source and tag.
  *   6  ipc_op.wire: a float32 reduction's data crosses the network as
  *      bfloat16 or float16 (summed in float32 on every node).
+ *   7  cross-memory attach: ipc_hello.probe_addr and probe_val, which
+ *      the daemon reads in the client's memory; ipc_hello_ok.xmem says
+ *      whether it could; ipc_op.flags' IPC_OP_XMEM: an allreduce's
+ *      buffers are addresses in the client's own memory.
  */
 #ifndef MCCL_IPC_H
 #define MCCL_IPC_H
@@ -29,7 +33,7 @@
 #include "wire.h"
 
 #define IPC_MAGIC		0x4d43434cU	/* "MCCL" */
-#define IPC_VERSION		6
+#define IPC_VERSION		7
 #define IPC_MSG_MAX		(256 * 1024)	/* largest record either side sends */
 #define IPC_TEXT_MAX		1024		/* error and status messages */
 
@@ -120,9 +124,16 @@ enum ctl_cmd {
 	CTL_MAX = 10,
 };
 
+/*
+ * probe_addr: where the client's memory holds probe_val, until HELLO_OK.
+ * The daemon reads it there (process_vm_readv) to learn whether the kernel
+ * lets it read and write this client's memory itself; 0: don't try.
+ */
 struct ipc_hello {
 	uint32_t	version;
 	uint32_t	pid;
+	uint64_t	probe_addr;
+	uint64_t	probe_val;
 };
 
 struct ipc_hello_ok {
@@ -131,6 +142,7 @@ struct ipc_hello_ok {
 	uint32_t	nnodes;
 	uint32_t	init_timeout_ms;	/* the daemon's defaults, so the */
 	uint32_t	op_timeout_ms;		/* library's waits match them */
+	uint32_t	xmem;		/* 1: IPC_OP_XMEM is open to this client */
 	char		node_name[NODE_NAME_MAX];
 };
 
@@ -201,8 +213,17 @@ struct ipc_op {
 	uint8_t		wire;		/* float32 sum or average: what crosses
 					   the network, MCCL_BFLOAT16 or
 					   MCCL_FLOAT16; 0: float32 itself */
+	uint8_t		flags;		/* IPC_OP_* */
 	uint64_t	vec_off;
 };
+
+/*
+ * An allreduce's send_off and recv_off are addresses in the client's own
+ * memory, which the daemon reads and writes there (process_vm_readv and
+ * writev) instead of in a segment: send_seg and recv_seg are 0.  Only where
+ * HELLO_OK said xmem.
+ */
+#define IPC_OP_XMEM		0x01
 
 /*
  * The doorbell segment: a client registers it (IPC_BELL) before it joins a

@@ -615,13 +615,14 @@ wire_strlcpy(char *dst, const char *src, size_t size)
 #define F WIRE_FIELD
 static const struct wire_field f_ipc_hello[] = {
 	F(ipc_hello, version, WIRE_INT), F(ipc_hello, pid, WIRE_INT),
+	F(ipc_hello, probe_addr, WIRE_INT), F(ipc_hello, probe_val, WIRE_INT),
 };
 static const struct wire_field f_ipc_hello_ok[] = {
 	F(ipc_hello_ok, version, WIRE_INT), F(ipc_hello_ok, node_index, WIRE_INT),
 	F(ipc_hello_ok, nnodes, WIRE_INT),
 	F(ipc_hello_ok, init_timeout_ms, WIRE_INT),
 	F(ipc_hello_ok, op_timeout_ms, WIRE_INT),
-	F(ipc_hello_ok, node_name, WIRE_BYTES),
+	F(ipc_hello_ok, xmem, WIRE_INT), F(ipc_hello_ok, node_name, WIRE_BYTES),
 };
 static const struct wire_field f_ipc_error[] = {
 	F(ipc_error, code, WIRE_INT), F(ipc_error, request, WIRE_INT),
@@ -656,6 +657,7 @@ static const struct wire_field f_ipc_op[] = {
 	F(ipc_op, recv_off, WIRE_INT), F(ipc_op, timeout_ms, WIRE_INT),
 	F(ipc_op, tag, WIRE_INT), F(ipc_op, vec_seg, WIRE_INT),
 	F(ipc_op, vec_off, WIRE_INT), F(ipc_op, wire, WIRE_INT),
+	F(ipc_op, flags, WIRE_INT),
 };
 static const struct wire_field f_ipc_op_done[] = {
 	F(ipc_op_done, seq, WIRE_INT), F(ipc_op_done, code, WIRE_INT),

@@ -174,7 +174,7 @@ ctl_request(const char *path, int open_ms, int timeout_ms,
 	char err[ERR_LEN];
 	int fd, rc;
 
-	if ((fd = conn_open(path, open_ms, &ok, NULL, err, sizeof(err))) == -1) {
+	if ((fd = conn_open(path, open_ms, 0, &ok, NULL, err, sizeof(err))) == -1) {
 		ctl_warn(NULL, "%s", err);
 		return EXIT_UNREACHABLE;
 	}

@@ -753,6 +753,7 @@ static void
 client_hello(struct client *c, const struct ipc_hello *m)
 {
 	struct ipc_hello_ok ok;
+	char why[ERR_MAX];
 
 	if (c->hello_done) {
 		client_close(c, "second HELLO");
@@ -768,7 +769,12 @@ client_hello(struct client *c, const struct ipc_hello *m)
 	wire_strlcpy(ok.node_name, md.conf.node_name, sizeof(ok.node_name));
 	snprintf(c->desc, sizeof(c->desc), "pid %d uid %u", (int)c->pid,
 	    (unsigned)c->uid);
-	(void)m;
+	ok.xmem = xmem_open(&c->segs->xm, c->pid, c->uid, m->probe_addr,
+	    m->probe_val, why, sizeof(why)) == 0;
+	if (!ok.xmem && m->probe_addr != 0)	/* once per client */
+		log_info("control: client %s: its large allreduces of its own "
+		    "memory are staged through shared memory: %s", c->desc,
+		    why);
 	client_send(c, IPC_HELLO_OK, &ok, NULL, 0);
 }
 

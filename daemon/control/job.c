@@ -191,6 +191,8 @@ op_finish(struct op *op, int code, const char *err)
 		j->wire_saved += op->wire_saved;
 		metrics_wire(op->wire_run, op->wire_saved);
 	}
+	if (code == 0 && op->xmem_bytes > 0)
+		metrics_xmem(op->xmem_bytes);
 	if (code == 0 && op->wire_run == 0 && op->node_ns > 0 &&
 	    (op->desc.coll == COLL_ALLREDUCE || op->desc.coll == COLL_REDUCE))
 		linkcost_observe(op->algo_run, j->nnodes, (size_t)

@@ -27,6 +27,7 @@ static struct {
 							   broadcast, by algorithm */
 	uint64_t	wire_ops[2];			/* float16, bfloat16 */
 	uint64_t	wire_saved;
+	uint64_t	xmem_bytes;
 	uint64_t	errors[MCCL_NUM_RESULTS];	/* failed, by code */
 	uint64_t	lat[NBUCKETS + 1];		/* cumulative counts */
 	double		lat_sum;
@@ -68,6 +69,9 @@ static const char *const family[][3] = {	/* name, type, help */
 	    "Allreduces whose float32 data crossed as 16 bits, by format." },
 	{ "mccl_wire_bytes_saved_total", "counter",
 	    "Bytes those allreduces did not send, against float32." },
+	{ "mccl_xmem_bytes_total", "counter",
+	    "Bytes of allreduces read and written in clients' own memory "
+	    "(cross-memory attach) instead of staged." },
 	{ "mccl_op_errors_total", "counter", "Operations failed, by error." },
 	{ "mccl_op_duration_seconds", "histogram",
 	    "Time from an operation's last local submission to its end." },
@@ -111,6 +115,13 @@ metrics_wire(int wire, uint64_t saved)
 {
 	m.wire_ops[wire == MCCL_BFLOAT16]++;
 	m.wire_saved += saved;
+}
+
+/* An allreduce of this node reached its clients' own memory. */
+void
+metrics_xmem(uint64_t bytes)
+{
+	m.xmem_bytes += bytes;
 }
 
 /* Append one sample; labels is a JSON object of strings (consumed). */
@@ -157,6 +168,7 @@ metrics_ops(json_t *list)
 		    (double)m.wire_ops[w]);
 	metrics_add(list, "mccl_wire_bytes_saved_total", NULL,
 	    (double)m.wire_saved);
+	metrics_add(list, "mccl_xmem_bytes_total", NULL, (double)m.xmem_bytes);
 	for (int e = 1; e < MCCL_NUM_RESULTS; e++)
 		metrics_add(list, "mccl_op_errors_total", json_pack("{s:s}",
 		    "error", error_names[e]), (double)m.errors[e]);

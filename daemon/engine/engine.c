@@ -24,6 +24,7 @@
 #include "engine/engine_state.h"
 #include "spin.h"
 #include "engine/algo.h"
+#include "engine/pass.h"
 #include "transport/transport.h"
 
 #define LINGER_MS	3000	/* a failed job's links, before closing */
@@ -283,158 +284,113 @@ engine_tmp_release(struct job *j)
 }
 
 /*
- * Passes over a node's local buffers: combining its ranks' inputs, handing
- * a result to each.  They are bound by memory, which one core can't drive
- * at the machine's bandwidth, while the ranks or the network wait: a large
- * pass is cut in parts of whole cache lines, one per thread of the job's
- * crew, the last part taking the rest.  Each part does, from its first
- * element on: every dsts[i] = srcs[0] op ... op srcs[nsrcs - 1], divided
- * by avg_div when that is above 1; one source and no division: a copy.
+ * A pass's fault, as the op's error: whose buffer, which way, why.  A
+ * rank's memory that went away mid-op is its own doing (the invalid
+ * argument of a buffer freed before its op ended); a rank that went away
+ * ends its job anyway.
  */
-#define PASS_SPLIT_BYTES	(4u << 20)	/* smaller: one thread */
-#define PASS_PARTS_MAX		(CREW_MAX + 1)
-
-struct pass {
-	void *const		*dsts;
-	const void *const	*srcs;
-	uint32_t		 ndsts, nsrcs;
-	size_t			 count, per;
-	unsigned		 nparts;
-	int			 dtype, redop;
-	uint32_t		 avg_div;
-	void			**pdsts;	/* nparts x ndsts, offset */
-	const void		**psrcs;	/* nparts x nsrcs, offset */
-};
-
 static void
-pass_part(void *arg, unsigned t)
+engine_pass_fault(const struct job *j, const struct op *op,
+    const struct pass_fault *f, struct xfer *x)
 {
-	struct pass *p = arg;
-	size_t es = dtype_size(p->dtype), at = t * p->per,
-	    n = t + 1 < p->nparts ? p->per : p->count - at;
-	void **d = p->pdsts + (size_t)t * p->ndsts;
-	const void **s = p->psrcs + (size_t)t * p->nsrcs;
+	uint32_t rank = UINT32_MAX;
 
-	for (uint32_t i = 0; i < p->ndsts; i++)
-		d[i] = (uint8_t *)p->dsts[i] + at * es;
-	for (uint32_t i = 0; i < p->nsrcs; i++)
-		s[i] = (const uint8_t *)p->srcs[i] + at * es;
-	if (n == 0)
-		return;
-	if (p->nsrcs == 1 && p->avg_div <= 1) {
-		for (uint32_t i = 0; i < p->ndsts; i++)
-			if (d[i] != s[0])
-				memcpy(d[i], s[0], n * es);
-	} else if (p->ndsts == 1 && p->avg_div <= 1)
-		reduce_many(d[0], s, p->nsrcs, n, p->dtype, p->redop);
-	else
-		reduce_fan(d, p->ndsts, s, p->nsrcs, n, p->dtype, p->redop,
-		    p->avg_div);
+	for (uint32_t i = 0; i < j->nlocal; i++)
+		if (op->parts[i].xm == f->xm)
+			rank = j->local_ranks[i];
+	x->code = f->err == ESRCH ? MCCL_ERR_ABORTED :
+	    MCCL_ERR_INVALID_ARGUMENT;
+	snprintf(x->err, sizeof(x->err), "rank %u's %s buffer: the daemon "
+	    "could not %s %zu bytes at 0x%llx in its memory: %s%s", rank,
+	    f->writing ? "receive" : "send", f->writing ? "write" : "read",
+	    f->len, (unsigned long long)f->addr, strerror(f->err),
+	    f->err == EFAULT ? " (was it freed or unmapped before the "
+	    "allreduce ended?)" : f->err == ESRCH ? " (the process has "
+	    "gone)" : "");
 }
 
-/* Threads for a pass; sysconf reads a file: not for small ones. */
-static unsigned
-pass_parts(size_t bytes)
-{
-	long ncpu;
-
-	if (bytes < PASS_SPLIT_BYTES ||
-	    (ncpu = sysconf(_SC_NPROCESSORS_ONLN)) <= 1)
-		return 1;
-	return ncpu > PASS_PARTS_MAX ? PASS_PARTS_MAX : (unsigned)ncpu;
-}
-
-/*
- * A pass of at most maxparts parts (none where there is nothing to do).
- * It keeps dsts and srcs, which must outlive it.  -1: out of memory.
- */
+/* One pass over the op's local buffers (pass.c), on the job's crew. */
 static int
-pass_init(struct pass *p, void *const *dsts, uint32_t ndsts,
-    const void *const *srcs, uint32_t nsrcs, size_t count, int dtype,
-    int redop, uint32_t avg_div, unsigned maxparts)
-{
-	size_t es = dtype_size(dtype), line = 64 / es;
-
-	*p = (struct pass){ dsts, srcs, ndsts, nsrcs, count, 0,
-	    pass_parts(count * es), dtype, redop, avg_div, NULL, NULL };
-	if (ndsts == 0 || nsrcs == 0 || count == 0) {
-		p->nparts = 0;
-		return 0;
-	}
-	if (p->nparts > maxparts)
-		p->nparts = maxparts;
-	p->per = count / p->nparts - (count / p->nparts) % line;
-	p->pdsts = calloc((size_t)p->nparts * ndsts, sizeof(*p->pdsts));
-	p->psrcs = calloc((size_t)p->nparts * nsrcs, sizeof(*p->psrcs));
-	if (p->pdsts == NULL || p->psrcs == NULL) {
-		free(p->pdsts);
-		free(p->psrcs);
-		p->nparts = 0;
-		return -1;
-	}
-	return 0;
-}
-
-static void
-pass_free(struct pass *p)
-{
-	free(p->pdsts);
-	free(p->psrcs);
-}
-
-static int
-engine_pass(struct job *j, void *const *dsts, uint32_t ndsts,
-    const void *const *srcs, uint32_t nsrcs, size_t count, int dtype,
-    int redop, uint32_t avg_div, struct xfer *x)
+engine_pass(struct job *j, const struct op *op, void *const *dsts,
+    const struct xmem *const *dxm, uint32_t ndsts, const void *const *srcs,
+    const struct xmem *const *sxm, uint32_t nsrcs, size_t count,
+    uint32_t avg_div, struct xfer *x)
 {
 	struct pass p;
+	int rc = 0;
 
-	if (pass_init(&p, dsts, ndsts, srcs, nsrcs, count, dtype, redop,
-	    avg_div, PASS_PARTS_MAX) == -1)
+	if (pass_init(&p, dsts, ndsts, srcs, nsrcs, count, op->desc.dtype,
+	    op->desc.redop, avg_div, PASS_PARTS_MAX) == -1 ||
+	    pass_xmem(&p, sxm, dxm) == -1) {
+		pass_free(&p);
 		return engine_nomem(x);
-	if (p.nparts <= 1 || crew_run(j->eng->crew, p.nparts, pass_part,
-	    &p) == -1)
-		for (unsigned t = 0; t < p.nparts; t++)	/* no threads: here */
-			pass_part(&p, t);
+	}
+	if (pass_run(&p, j->eng->crew) == -1) {
+		engine_pass_fault(j, op, &p.fault, x);
+		rc = -1;
+	}
 	pass_free(&p);
+	return rc;
+}
+
+/* 1 if some local rank's buffers are in its own memory (IPC_OP_XMEM). */
+static int
+op_in_xmem(const struct job *j, const struct op *op)
+{
+	for (uint32_t i = 0; i < j->nlocal; i++)
+		if (op->parts[i].xm != NULL)
+			return 1;
 	return 0;
 }
 
 /*
  * The local ranks' send buffers at byte offset off, the one dst aliases
- * (in place) first, as reduce_many needs.  Their number.
+ * (in place) first, as reduce_many needs, and in sxm whose own memory each
+ * is in (NULL: a segment).  Their number.  A client's address never
+ * aliases the daemon's.
  */
 static uint32_t
 combine_srcs(const struct job *j, const struct op *op, const uint8_t *dst,
-    size_t off, const void **srcs)
+    size_t off, const void **srcs, const struct xmem **sxm)
 {
 	uint32_t n = 0;
 
-	for (uint32_t i = 0; i < j->nlocal; i++)
-		if (op->parts[i].send + off == dst)
-			srcs[n++] = dst;
-	for (uint32_t i = 0; i < j->nlocal; i++)
-		if (op->parts[i].send + off != dst)
-			srcs[n++] = op->parts[i].send + off;
+	for (int first = 1; first >= 0; first--)
+		for (uint32_t i = 0; i < j->nlocal; i++) {
+			const struct op_part *pt = &op->parts[i];
+			int alias = pt->xm == NULL && pt->send + off == dst;
+
+			if (alias != first)
+				continue;
+			sxm[n] = pt->xm;
+			srcs[n++] = pt->send + off;
+		}
 	return n;
 }
 
 /*
  * Where the node's result at src (byte offset off of the op) goes: every
- * local rank's buffer but src, and src itself where an average is divided
- * on the way.  Their number.
+ * local rank's buffer but src, and src itself (first) where an average is
+ * divided on the way; dxm as combine_srcs' sxm.  Their number.
  */
 static uint32_t
 fan_dsts(const struct job *j, const struct op *op, uint8_t *src, size_t off,
-    uint32_t avg_div, void **dsts)
+    uint32_t avg_div, void **dsts, const struct xmem **dxm)
 {
 	uint32_t n = 0;
 
-	if (avg_div > 1)
+	if (avg_div > 1) {
+		dxm[n] = NULL;
 		dsts[n++] = src;
-	for (uint32_t i = 0; i < j->nlocal; i++)
-		if (op->parts[i].recv + off != src)
-			dsts[n++] = op->parts[i].recv + off;
+	}
+	for (uint32_t i = 0; i < j->nlocal; i++) {
+		const struct op_part *pt = &op->parts[i];
+
+		if (pt->xm != NULL || pt->recv + off != src) {
+			dxm[n] = pt->xm;
+			dsts[n++] = pt->recv + off;
+		}
+	}
 	return n;
 }
 
@@ -443,17 +399,21 @@ static int
 engine_combine(struct job *j, const struct op *op, uint8_t *dst, size_t off,
     size_t count, struct xfer *x)
 {
-	const void **srcs;
+	const void **srcs = calloc(j->nlocal, sizeof(*srcs));
+	const struct xmem **sxm = calloc(j->nlocal, sizeof(*sxm));
+	uint32_t n;
 	int rc;
 
-	if (count == 0)
-		return 0;
-	if ((srcs = calloc(j->nlocal, sizeof(*srcs))) == NULL)
+	if (srcs == NULL || sxm == NULL) {
+		free(srcs);
+		free(sxm);
 		return engine_nomem(x);
-	rc = engine_pass(j, (void *const *)&dst, 1, srcs,
-	    combine_srcs(j, op, dst, off, srcs), count, op->desc.dtype,
-	    op->desc.redop, 0, x);
+	}
+	n = combine_srcs(j, op, dst, off, srcs, sxm);
+	rc = count == 0 ? 0 : engine_pass(j, op, (void *const *)&dst, NULL, 1,
+	    srcs, op_in_xmem(j, op) ? sxm : NULL, n, count, 0, x);
 	free(srcs);
+	free(sxm);
 	return rc;
 }
 
@@ -466,16 +426,37 @@ static int
 engine_fan_out(struct job *j, const struct op *op, uint8_t *src, size_t off,
     size_t count, uint32_t avg_div, struct xfer *x)
 {
-	void **dsts;
+	void **dsts = calloc(j->nlocal + 1, sizeof(*dsts));
+	const struct xmem **dxm = calloc(j->nlocal + 1, sizeof(*dxm));
+	uint32_t n;
 	int rc;
 
-	if ((dsts = calloc(j->nlocal + 1, sizeof(*dsts))) == NULL)
+	if (dsts == NULL || dxm == NULL) {
+		free(dsts);
+		free(dxm);
 		return engine_nomem(x);
-	rc = engine_pass(j, dsts, fan_dsts(j, op, src, off, avg_div, dsts),
-	    (const void *const *)&src, 1, count, op->desc.dtype,
-	    op->desc.redop, avg_div, x);
+	}
+	n = fan_dsts(j, op, src, off, avg_div, dsts, dxm);
+	rc = engine_pass(j, op, dsts, op_in_xmem(j, op) ? dxm : NULL, n,
+	    (const void *const *)&src, NULL, 1, count, avg_div, x);
 	free(dsts);
+	free(dxm);
 	return rc;
+}
+
+/*
+ * The buffer an allreduce's node result is built in: the first local
+ * rank's, or the engine's own where some rank's buffers are in its own
+ * memory.  NULL: out of memory, x says so.
+ */
+static uint8_t *
+engine_node_buf(struct job *j, const struct op *op, struct xfer *x)
+{
+	size_t bytes = (size_t)op->desc.count * dtype_size(op->desc.dtype);
+
+	if (!op_in_xmem(j, op))
+		return op->parts[0].recv;
+	return engine_tmp(j, bytes, x);
 }
 
 /* All ranks on this node: one pass from the send buffers to the results. */
@@ -483,11 +464,18 @@ static int
 engine_local_allreduce(struct job *j, struct op *op, struct xfer *x)
 {
 	const struct ipc_op *d = &op->desc;
-	uint32_t n = j->nlocal;
-	void **dsts = calloc(n, sizeof(*dsts));
-	const void **srcs = calloc(n, sizeof(*srcs));
+	uint32_t n = j->nlocal, avg = d->redop == MCCL_AVG ? j->nranks : 0;
+	void **dsts;
+	const void **srcs;
+	uint8_t *buf;
 	int rc;
 
+	if (op_in_xmem(j, op))		/* in the engine's buffer, between */
+		return (buf = engine_node_buf(j, op, x)) == NULL ? -1 :
+		    engine_combine(j, op, buf, 0, d->count, x) == -1 ? -1 :
+		    engine_fan_out(j, op, buf, 0, d->count, avg, x);
+	dsts = calloc(n, sizeof(*dsts));
+	srcs = calloc(n, sizeof(*srcs));
 	if (srcs == NULL || dsts == NULL) {
 		free(srcs);
 		free(dsts);
@@ -497,8 +485,8 @@ engine_local_allreduce(struct job *j, struct op *op, struct xfer *x)
 		srcs[i] = op->parts[i].send;
 		dsts[i] = op->parts[i].recv;
 	}
-	rc = engine_pass(j, dsts, n, srcs, n, d->count, d->dtype, d->redop,
-	    d->redop == MCCL_AVG ? j->nranks : 0, x);
+	rc = engine_pass(j, op, dsts, NULL, n, srcs, NULL, n, d->count, avg,
+	    x);
 	free(srcs);
 	free(dsts);
 	return rc;
@@ -513,7 +501,7 @@ static int
 engine_contribution(struct job *j, const struct op *op, uint8_t *dst,
     const uint8_t **src, struct xfer *x)
 {
-	if (j->nlocal == 1) {
+	if (j->nlocal == 1 && op->parts[0].xm == NULL) {
 		*src = op->parts[0].send;
 		return 0;
 	}
@@ -556,6 +544,11 @@ struct side {
 	struct pass	 pass[2];	/* the fan-out, the combine */
 	uint8_t		*fan_src;	/* what the passes point at */
 	uint8_t		*comb_dst;
+	void		**fan;		/* their buffers (nlocal + 1 each) */
+	const struct xmem **fan_xm;
+	const void	**comb;
+	const struct xmem **comb_xm;
+	int		 xmem;		/* the op has parts in clients' memory */
 	int		 started;	/* on the side crew */
 };
 
@@ -572,30 +565,38 @@ side_part(void *arg, unsigned t)
 
 /*
  * Segment prev (of count_prev elements, byte offset off_prev) handed out
- * and segment next combined, on the side crew if it can, else here.
- * fan and comb hold the passes' pointers until side_end.
+ * from the node's buffer buf, and segment next combined into it, on the
+ * side crew if it can, else here.
  */
 static int
-side_begin(struct job *j, const struct op *op, struct side *s, uint32_t avg,
-    size_t off_prev, size_t count_prev, size_t off_next, size_t count_next,
-    void **fan, const void **comb)
+side_begin(struct job *j, const struct op *op, struct side *s, uint8_t *buf,
+    uint32_t avg, size_t off_prev, size_t count_prev, size_t off_next,
+    size_t count_next)
 {
 	const struct ipc_op *d = &op->desc;
-	uint8_t *dst = op->parts[0].recv;
+	uint32_t nfan, ncomb;
 	unsigned n;
 
-	s->fan_src = dst + off_prev;
-	s->comb_dst = dst + off_next;
+	s->fan_src = buf + off_prev;
+	s->comb_dst = buf + off_next;
 	s->started = 0;
-	if (pass_init(&s->pass[0], fan, count_prev == 0 ? 0 : fan_dsts(j, op,
-	    s->fan_src, off_prev, avg, fan), (const void *const *)&s->fan_src,
-	    1, count_prev, d->dtype, d->redop, avg, SIDE_PARTS) == -1)
-		return -1;
-	if (pass_init(&s->pass[1], (void *const *)&s->comb_dst,
-	    count_next == 0 ? 0 : 1, comb, combine_srcs(j, op, s->comb_dst,
-	    off_next, comb), count_next, d->dtype, d->redop, 0,
-	    SIDE_PARTS) == -1) {
+	nfan = count_prev == 0 ? 0 : fan_dsts(j, op, s->fan_src, off_prev, avg,
+	    s->fan, s->fan_xm);
+	ncomb = count_next == 0 ? 0 : combine_srcs(j, op, s->comb_dst,
+	    off_next, s->comb, s->comb_xm);
+	if (pass_init(&s->pass[0], s->fan, nfan,
+	    (const void *const *)&s->fan_src, 1, count_prev, d->dtype,
+	    d->redop, avg, SIDE_PARTS) == -1 ||
+	    pass_xmem(&s->pass[0], NULL, s->xmem ? s->fan_xm : NULL) == -1) {
 		pass_free(&s->pass[0]);
+		return -1;
+	}
+	if (pass_init(&s->pass[1], (void *const *)&s->comb_dst,
+	    count_next == 0 ? 0 : 1, s->comb, ncomb, count_next, d->dtype,
+	    d->redop, 0, SIDE_PARTS) == -1 || pass_xmem(&s->pass[1],
+	    s->xmem ? s->comb_xm : NULL, NULL) == -1) {
+		pass_free(&s->pass[0]);
+		pass_free(&s->pass[1]);
 		return -1;
 	}
 	n = s->pass[0].nparts + s->pass[1].nparts;
@@ -607,13 +608,43 @@ side_begin(struct job *j, const struct op *op, struct side *s, uint32_t avg,
 	return 0;
 }
 
-static void
-side_end(struct job *j, struct side *s)
+/* The side passes ended; -1 with x's error if one of them failed. */
+static int
+side_end(struct job *j, const struct op *op, struct side *s, struct xfer *x)
 {
+	int rc = 0;
+
 	if (s->started)
 		crew_wait(j->eng->side);
+	for (int k = 0; k < 2; k++)
+		if (rc == 0 && s->pass[k].fault.err != 0) {
+			engine_pass_fault(j, op, &s->pass[k].fault, x);
+			rc = -1;
+		}
 	pass_free(&s->pass[0]);
 	pass_free(&s->pass[1]);
+	return rc;
+}
+
+static int
+side_new(struct side *s, const struct job *j, const struct op *op)
+{
+	memset(s, 0, sizeof(*s));
+	s->xmem = op_in_xmem(j, op);
+	s->fan = calloc(j->nlocal + 1, sizeof(*s->fan));
+	s->fan_xm = calloc(j->nlocal + 1, sizeof(*s->fan_xm));
+	s->comb = calloc(j->nlocal, sizeof(*s->comb));
+	s->comb_xm = calloc(j->nlocal, sizeof(*s->comb_xm));
+	return s->fan && s->fan_xm && s->comb && s->comb_xm ? 0 : -1;
+}
+
+static void
+side_free(struct side *s)
+{
+	free(s->fan);
+	free(s->fan_xm);
+	free(s->comb);
+	free(s->comb_xm);
 }
 
 static int
@@ -623,29 +654,29 @@ engine_segments(struct job *j, struct op *op, struct xfer *x)
 	size_t es = dtype_size(d->dtype), seg = SEGMENT_BYTES / es,
 	    nseg = (d->count + seg - 1) / seg, last = d->count - (nseg - 1) * seg;
 	uint32_t avg = d->redop == MCCL_AVG ? j->nranks : 0;
-	uint8_t *dst = op->parts[0].recv;
-	const uint8_t *src = j->nlocal == 1 ? op->parts[0].send : dst;
-	void **fan = calloc(j->nlocal + 1, sizeof(*fan));
-	const void **comb = calloc(j->nlocal, sizeof(*comb));
+	uint8_t *dst = engine_node_buf(j, op, x);
+	int combines = j->nlocal > 1 || op_in_xmem(j, op);
+	const uint8_t *src = combines ? dst : op->parts[0].send;
 	uint64_t node_ns = 0, t0;
 	struct side side;
 	int rc = 0;
 
-	if (fan == NULL || comb == NULL) {
-		free(fan);
-		free(comb);
+	if (dst == NULL)
+		return -1;
+	if (side_new(&side, j, op) == -1) {
+		side_free(&side);
 		return engine_nomem(x);
 	}
-	if (j->nlocal > 1)
+	if (combines)
 		rc = engine_combine(j, op, dst, 0, seg, x);
 	for (size_t s = 0; rc == 0 && s < nseg; s++) {
 		size_t at = s * seg * es, n = s + 1 < nseg ? seg : last,
-		    next = j->nlocal > 1 && s + 1 < nseg ? (s + 2 < nseg ? seg :
+		    next = combines && s + 1 < nseg ? (s + 2 < nseg ? seg :
 		    last) : 0;
 
-		if (side_begin(j, op, &side, avg, s > 0 ? at - seg * es : 0,
-		    s > 0 ? seg : 0, next > 0 ? at + seg * es : 0, next, fan,
-		    comb) == -1) {
+		if (side_begin(j, op, &side, dst, avg, s > 0 ? at - seg * es :
+		    0, s > 0 ? seg : 0, next > 0 ? at + seg * es : 0,
+		    next) == -1) {
 			rc = engine_nomem(x);
 			break;
 		}
@@ -653,33 +684,51 @@ engine_segments(struct job *j, struct op *op, struct xfer *x)
 		rc = node_allreduce(x, src + at, dst + at, n, d->dtype,
 		    d->redop);
 		node_ns += now_ns() - t0;
-		side_end(j, &side);
+		if (side_end(j, op, &side, x) == -1)
+			rc = -1;
 	}
 	if (rc == 0)
 		rc = engine_fan_out(j, op, dst + (nseg - 1) * seg * es,
 		    (nseg - 1) * seg * es, last, avg, x);
 	op->node_ns = node_ns;
-	free(fan);
-	free(comb);
+	side_free(&side);
 	return rc;
+}
+
+/* Bytes the op read and wrote in its ranks' own memory. */
+static uint64_t
+engine_xmem_bytes(const struct job *j, const struct op *op)
+{
+	uint64_t n = 0;
+
+	for (uint32_t i = 0; i < j->nlocal; i++)
+		if (op->parts[i].xm != NULL)
+			n += 2 * op->desc.count * dtype_size(op->desc.dtype);
+	return n;
 }
 
 static int
 engine_allreduce(struct job *j, struct op *op, struct xfer *x)
 {
 	const struct ipc_op *d = &op->desc;
-	uint8_t *dst = op->parts[0].recv;
+	uint8_t *dst;
 	const uint8_t *src;
+	int rc;
 
 	if (j->nnodes == 1)
-		return engine_local_allreduce(j, op, x);
-	if (engine_segmented(j, (size_t)d->count * dtype_size(d->dtype)))
-		return engine_segments(j, op, x);
-	if (engine_contribution(j, op, dst, &src, x) == -1 ||
+		rc = engine_local_allreduce(j, op, x);
+	else if (engine_segmented(j, (size_t)d->count * dtype_size(d->dtype)))
+		rc = engine_segments(j, op, x);
+	else if ((dst = engine_node_buf(j, op, x)) == NULL ||
+	    engine_contribution(j, op, dst, &src, x) == -1 ||
 	    engine_node_allreduce(op, x, src, dst) == -1)
-		return -1;
-	return engine_fan_out(j, op, dst, 0, d->count, d->redop == MCCL_AVG ?
-	    j->nranks : 0, x);
+		rc = -1;
+	else
+		rc = engine_fan_out(j, op, dst, 0, d->count,
+		    d->redop == MCCL_AVG ? j->nranks : 0, x);
+	if (rc == 0)
+		op->xmem_bytes = engine_xmem_bytes(j, op);
+	return rc;
 }
 
 static int

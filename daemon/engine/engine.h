@@ -134,8 +134,22 @@ struct seg {
 };
 TAILQ_HEAD(seg_list, seg);
 
+/* xmem.c: a client's own memory, where the kernel lets the daemon in */
+struct xmem {
+	pid_t		 pid;		/* 0: closed */
+	int		 pidfd;
+};
+
+int		xmem_open(struct xmem *, pid_t, uid_t, uint64_t, uint64_t,
+		    char *, size_t);
+void		xmem_close(struct xmem *);
+int		xmem_read(const struct xmem *, void *, uint64_t, size_t);
+int		xmem_write(const struct xmem *, uint64_t, const void *, size_t);
+
 struct segtab {				/* one connection's segments */
 	struct seg_list	 segs;
+	struct xmem	 xm;		/* and its own memory: set at HELLO,
+					   before any job reads the table */
 	uint32_t	 nsegs;		/* main thread */
 	uint64_t	 bytes;		/* main thread */
 	int		 refs;		/* the connection's, its engine's */
@@ -172,6 +186,11 @@ struct op_part {			/* one local rank's buffers */
 	struct seg	*recv_seg;
 	uint8_t		*send;
 	uint8_t		*recv;
+	const struct xmem *xm;		/* set: send and recv are addresses in
+					   the client's own memory (IPC_OP_XMEM),
+					   reached only through xmem_read and
+					   xmem_write; its segtab outlives the
+					   op (the subq's reference) */
 	uint64_t	*vec;		/* v-collectives: the rank's vector, a
 					   copy (proto_vec_len); freed with op */
 };
@@ -200,6 +219,8 @@ struct op {
 	uint64_t	 node_ns;	/* an allreduce's inter-node part took */
 	uint8_t		 wire_run;	/* and its wire (peer_ophdr.wire) */
 	uint64_t	 wire_saved;	/* bytes that wire did not send */
+	uint64_t	 xmem_bytes;	/* read and written in clients' own
+					   memory (set by the engine) */
 	char		 err[ERR_MAX];
 	struct op_part	 parts[];	/* by local index */
 };

@@ -70,6 +70,12 @@ op_check(uint32_t nranks, const struct ipc_op *m, char *err, size_t len)
 		    "averages, not %s of %s %s", dtype_name(m->wire),
 		    proto_coll_name(m->coll), dtype_name(m->dtype),
 		    redop_name(m->redop));
+	else if (m->flags & ~IPC_OP_XMEM)
+		snprintf(err, len, "unknown flags 0x%x", m->flags);
+	else if ((m->flags & IPC_OP_XMEM) && (m->coll != COLL_ALLREDUCE ||
+	    m->send_seg != 0 || m->recv_seg != 0))
+		snprintf(err, len, "buffers in the client's own memory are for "
+		    "allreduces, with no segment");
 	else if (proto_vec_len(m->coll, nranks) == 0 &&	/* else: its vector */
 	    (proto_op_bytes(m->coll, m->count, dtype_size(m->dtype), nranks, 0,
 	    m->root, &sb, &rb) == -1 || sb > (UINT64_MAX >> 2)))
@@ -109,6 +115,29 @@ op_vec(const struct job *j, struct op_part *part, struct segtab *segs,
 }
 
 /*
+ * A buffer in the client's own memory: it must not wrap (the kernel
+ * checks the rest, at each access).  Never dereferenced: xmem.c reaches it.
+ */
+static int
+op_xmem_buf(const struct segtab *segs, uint64_t addr, uint64_t bytes,
+    uint8_t **p, char *err, size_t errlen)
+{
+	if (segs->xm.pid == 0) {
+		snprintf(err, errlen, "its connection has not opened its own "
+		    "memory to the daemon");
+		return -1;
+	}
+	if (bytes > 0 && (addr == 0 || addr + bytes < addr)) {
+		snprintf(err, errlen, "its buffer at 0x%llx of %llu bytes is "
+		    "not in its memory", (unsigned long long)addr,
+		    (unsigned long long)bytes);
+		return -1;
+	}
+	*p = (uint8_t *)(uintptr_t)addr;
+	return 0;
+}
+
+/*
  * Local rank i's (rank's) buffers for op d, resolved in its connection's
  * segments segs; -1 with why in err.
  */
@@ -126,14 +155,22 @@ op_attach(struct op *op, uint32_t i, struct segtab *segs, uint32_t rank,
 	else if (op_vec(j, part, segs, rank, d, &sbytes, &rbytes, err,
 	    errlen) == -1)
 		return -1;
-	part->send_seg = seg_resolve(segs, d->send_seg, d->send_off, sbytes,
-	    &part->send, err, errlen);
-	if (part->send == NULL && sbytes > 0)
-		return -1;
-	part->recv_seg = seg_resolve(segs, d->recv_seg, d->recv_off, rbytes,
-	    &part->recv, err, errlen);
-	if (part->recv == NULL && rbytes > 0)
-		return -1;
+	if (d->flags & IPC_OP_XMEM) {
+		if (op_xmem_buf(segs, d->send_off, sbytes, &part->send, err,
+		    errlen) == -1 || op_xmem_buf(segs, d->recv_off, rbytes,
+		    &part->recv, err, errlen) == -1)
+			return -1;
+		part->xm = &segs->xm;
+	} else {
+		part->send_seg = seg_resolve(segs, d->send_seg, d->send_off,
+		    sbytes, &part->send, err, errlen);
+		if (part->send == NULL && sbytes > 0)
+			return -1;
+		part->recv_seg = seg_resolve(segs, d->recv_seg, d->recv_off,
+		    rbytes, &part->recv, err, errlen);
+		if (part->recv == NULL && rbytes > 0)
+			return -1;
+	}
 	/* The engine's copies rely on it, whatever the library checked. */
 	if (!proto_bufs_ok(d->coll, rank, (uintptr_t)part->send, sbytes,
 	    (uintptr_t)part->recv, rbytes)) {

@@ -29,6 +29,7 @@ segtab_new(void)
 	if ((t = calloc(1, sizeof(*t))) == NULL)
 		return NULL;
 	TAILQ_INIT(&t->segs);
+	t->xm.pidfd = -1;
 	t->refs = 1;
 	return t;
 }
@@ -62,6 +63,7 @@ segtab_unref(struct segtab *t)
 	if (!last)
 		return;
 	segtab_clear(t);
+	xmem_close(&t->xm);
 	free(t);
 }
 

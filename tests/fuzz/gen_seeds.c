@@ -83,7 +83,7 @@ ipc_valid(void)
 {
 	const char *text = "job demo: rank 5 is out of range (nranks 4)";
 	const char *json = "{\"node\":\"node1\",\"node_index\":0,\"jobs\":1}";
-	struct ipc_hello hello = { IPC_VERSION, 4242 };
+	struct ipc_hello hello = { IPC_VERSION, 4242, 0, 0 };
 	struct ipc_hello_ok ok = { IPC_VERSION, 0, 3, 30000, 60000, "node1" };
 	struct ipc_error error = { MCCL_ERR_INVALID_ARGUMENT, IPC_JOIN };
 	struct ipc_seg_add add = { 1, 1 << 20 };
@@ -128,7 +128,7 @@ ipc_valid(void)
 static void
 ipc_malformed(void)
 {
-	struct ipc_hello hello = { IPC_VERSION, 4242 };
+	struct ipc_hello hello = { IPC_VERSION, 4242, 0, 0 };
 	struct ipc_join join = { 4, 0, 30000, "" };
 	struct ipc_error error = { MCCL_ERR_INTERNAL, IPC_OP };
 	uint8_t text[IPC_TEXT_MAX];

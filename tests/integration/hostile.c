@@ -270,7 +270,7 @@ expect_record(int fd, uint16_t type, char *why, size_t len)
 static int
 raw_hello(int fd, char *why, size_t len)
 {
-	struct ipc_hello h = { IPC_VERSION, (uint32_t)getpid() };
+	struct ipc_hello h = { IPC_VERSION, (uint32_t)getpid(), 0, 0 };
 
 	if (send_record(fd, ipc_enc(IPC_HELLO, &h, NULL, 0), -1, 0, why,
 	    len) == -1)
@@ -313,7 +313,7 @@ ctl(uint32_t cmd, char *json, size_t jlen, char *why, size_t len)
 	char err[WHY_MAX];
 	int fd, rc;
 
-	if ((fd = conn_open(sock_path, REPLY_MS, &ok, NULL, err, sizeof(err))) ==
+	if ((fd = conn_open(sock_path, REPLY_MS, 0, &ok, NULL, err, sizeof(err))) ==
 	    -1) {
 		snprintf(why, len, "%s", err);
 		return -1;
@@ -452,7 +452,7 @@ struct bad_record {
 static size_t
 b_hello(void)
 {
-	struct ipc_hello h = { IPC_VERSION, (uint32_t)getpid() };
+	struct ipc_hello h = { IPC_VERSION, (uint32_t)getpid(), 0, 0 };
 
 	return ipc_enc(IPC_HELLO, &h, NULL, 0);
 }
@@ -734,7 +734,7 @@ seg_case(int segfd, uint32_t id, uint64_t size, const char *want,
 		    strerror(errno));
 		return -1;
 	}
-	if ((fd = conn_open(sock_path, REPLY_MS, &ok, NULL, err, sizeof(err))) ==
+	if ((fd = conn_open(sock_path, REPLY_MS, 0, &ok, NULL, err, sizeof(err))) ==
 	    -1) {
 		snprintf(why, len, "%s", err);
 		close(segfd);
@@ -891,7 +891,7 @@ c_seg_dup(char *why, size_t len)
 	char err[WHY_MAX];
 	int fd, a, b, rc = -1;
 
-	if ((fd = conn_open(sock_path, REPLY_MS, &ok, NULL, err, sizeof(err))) ==
+	if ((fd = conn_open(sock_path, REPLY_MS, 0, &ok, NULL, err, sizeof(err))) ==
 	    -1) {
 		snprintf(why, len, "%s", err);
 		return -1;
@@ -923,7 +923,7 @@ c_bad_ctl(char *why, size_t len)
 	char err[WHY_MAX];
 	int fd, rc = -1;
 
-	if ((fd = conn_open(sock_path, REPLY_MS, &ok, NULL, err, sizeof(err))) ==
+	if ((fd = conn_open(sock_path, REPLY_MS, 0, &ok, NULL, err, sizeof(err))) ==
 	    -1) {
 		snprintf(why, len, "%s", err);
 		return -1;
@@ -951,7 +951,7 @@ join_refused(const char *name, const char *want, char *why, size_t len)
 	char err[WHY_MAX];
 	int fd, rc = -1;
 
-	if ((fd = conn_open(sock_path, REPLY_MS, &ok, NULL, err,
+	if ((fd = conn_open(sock_path, REPLY_MS, 0, &ok, NULL, err,
 	    sizeof(err))) == -1) {
 		snprintf(why, len, "%s", err);
 		return -1;
@@ -1078,7 +1078,7 @@ job_open_bell(struct job_conn *jc, const char *tag, int garbage, char *why,
 	memset(jc, 0, sizeof(*jc));
 	jc->fd = jc->segfd = jc->bellfd = -1;
 	jc->base = MAP_FAILED;
-	if ((jc->fd = conn_open(sock_path, REPLY_MS, &ok, NULL, err, sizeof(err))) ==
+	if ((jc->fd = conn_open(sock_path, REPLY_MS, 0, &ok, NULL, err, sizeof(err))) ==
 	    -1) {
 		snprintf(why, len, "%s", err);
 		return -1;
@@ -1822,7 +1822,7 @@ c_unread_replies(char *why, size_t len)
 		    "readable)");
 		return 0;
 	}
-	if ((fd = conn_open(sock_path, REPLY_MS, &ok, NULL, err, sizeof(err))) ==
+	if ((fd = conn_open(sock_path, REPLY_MS, 0, &ok, NULL, err, sizeof(err))) ==
 	    -1) {
 		snprintf(why, len, "%s", err);
 		return -1;
@@ -1853,7 +1853,7 @@ join_rank(const char *job, uint32_t rank, char *why, size_t len)
 	char err[WHY_MAX];
 	int fd, bfd;
 
-	if ((fd = conn_open(sock_path, REPLY_MS, &ok, NULL, err, sizeof(err))) ==
+	if ((fd = conn_open(sock_path, REPLY_MS, 0, &ok, NULL, err, sizeof(err))) ==
 	    -1) {
 		snprintf(why, len, "%s", err);
 		return -1;
@@ -2449,7 +2449,7 @@ daemon_identify(void)
 	char err[WHY_MAX];
 	int fd;
 
-	if ((fd = conn_open(sock_path, REPLY_MS, &ok, NULL, err, sizeof(err))) ==
+	if ((fd = conn_open(sock_path, REPLY_MS, 0, &ok, NULL, err, sizeof(err))) ==
 	    -1) {
 		fprintf(stderr, "mccl-hostile: %s\n", err);
 		return -1;
@@ -2679,7 +2679,7 @@ unread_mode(int n)
 	for (int i = 0; i < n; i++)
 		fds[i] = -1;
 	for (int i = 0; i < n; i++) {
-		if ((fds[i] = conn_open(sock_path, REPLY_MS, &ok, NULL, err,
+		if ((fds[i] = conn_open(sock_path, REPLY_MS, 0, &ok, NULL, err,
 		    sizeof(err))) == -1) {
 			printf("FAIL connection %d: %s\n", i, err);
 			nfailed++;

@@ -1342,6 +1342,12 @@ mode_large(void)
 		    MCCL_FLOAT32, MCCL_SUM);
 		run_allreduce(comm, &heap, ip, LARGECOUNT, MCCL_FLOAT32,
 		    MCCL_SUM);
+		run_allreduce(comm, &heap, ip, LARGECOUNT, MCCL_FLOAT32,
+		    MCCL_AVG);
+		run_allreduce(comm, &heap, ip, LARGECOUNT / 2, MCCL_FLOAT64,
+		    MCCL_AVG);
+		run_allreduce(comm, &heap, ip, LARGECOUNT, MCCL_INT32,
+		    MCCL_MAX);
 	}
 	run_broadcast(comm, &shm, LARGECOUNT, 0);
 	run_broadcast(comm, &shm, LARGECOUNT, n - 1);
@@ -1350,6 +1356,7 @@ mode_large(void)
 		FAIL("set_wire_dtype: %s", mccl_last_error(comm));
 	run_allreduce(comm, &shm, 0, LARGECOUNT, MCCL_FLOAT32, MCCL_SUM);
 	run_allreduce(comm, &shm, 1, LARGECOUNT, MCCL_FLOAT32, MCCL_AVG);
+	run_allreduce(comm, &heap, 0, LARGECOUNT, MCCL_FLOAT32, MCCL_AVG);
 	return bufs_done(comm, &shm, &heap);
 }
 

@@ -171,6 +171,12 @@ metrics_wire(int wire, uint64_t saved)
 	(void)wire; (void)saved;
 }
 
+void
+metrics_xmem(uint64_t bytes)
+{
+	(void)bytes;
+}
+
 int
 check_serve(int fd, uint32_t node, char *err, size_t errlen)
 {

@@ -168,11 +168,13 @@ END_TEST
 
 START_TEST(test_ipc_hello)
 {
-	struct ipc_hello m = { V32, V32B }, d;
+	struct ipc_hello m = { V32, V32B, V64, V64 ^ 1 }, d;
 
 	rt(&ipc_proto, IPC_HELLO, &m, NULL, 0, &d);
 	ck_assert_uint_eq(d.version, V32);
 	ck_assert_uint_eq(d.pid, V32B);
+	ck_assert_uint_eq(d.probe_addr, V64);
+	ck_assert_uint_eq(d.probe_val, V64 ^ 1);
 }
 END_TEST
 
@@ -184,8 +186,10 @@ START_TEST(test_ipc_hello_ok)
 	m.version = 1;
 	m.node_index = V32;
 	m.nnodes = V32B;
+	m.xmem = 1;
 	fill_name(m.node_name, sizeof(m.node_name), "node-7.example");
 	rt(&ipc_proto, IPC_HELLO_OK, &m, NULL, 0, &d);
+	ck_assert_uint_eq(d.xmem, 1);
 	ck_assert_uint_eq(d.version, 1);
 	ck_assert_uint_eq(d.node_index, V32);
 	ck_assert_uint_eq(d.nnodes, V32B);
@@ -325,7 +329,9 @@ START_TEST(test_ipc_op)
 	m.timeout_ms = 0xffffffffU;
 	m.vec_seg = V32B;
 	m.vec_off = 0x8000000000000002ULL;
+	m.flags = IPC_OP_XMEM;
 	rt(&ipc_proto, IPC_OP, &m, NULL, 0, &d);
+	ck_assert_uint_eq(d.flags, IPC_OP_XMEM);
 	ck_assert_uint_eq(d.vec_seg, V32B);
 	ck_assert_uint_eq(d.vec_off, m.vec_off);
 	ck_assert_uint_eq(d.seq, m.seq);
@@ -663,7 +669,7 @@ START_TEST(test_bytes_seg_ok)
 {
 	static const uint8_t want[] = {
 		0x4d, 0x43, 0x43, 0x4c,		/* "MCCL" */
-		0x00, 0x06,			/* version 6 */
+		0x00, 0x07,			/* version 7 */
 		0x00, 0xc9,			/* IPC_SEG_OK = 201 */
 		0x00, 0x00, 0x00, 0x04,		/* body length */
 		0x01, 0x02, 0x03, 0x04,		/* seg_id */
@@ -682,8 +688,8 @@ END_TEST
 START_TEST(test_bytes_op)
 {
 	static const uint8_t want[] = {
-		0x4d, 0x43, 0x43, 0x4c, 0x00, 0x06, 0x01, 0x90,	/* v6, 400 */
-		0x00, 0x00, 0x00, 0x45,				/* 69 */
+		0x4d, 0x43, 0x43, 0x4c, 0x00, 0x07, 0x01, 0x90,	/* v7, 400 */
+		0x00, 0x00, 0x00, 0x46,				/* 70 */
 		0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,	/* seq */
 		0x11, 0x12, 0x13, 0x14,		/* coll dtype redop algo */
 		0x21, 0x22, 0x23, 0x24,		/* root */
@@ -697,6 +703,7 @@ START_TEST(test_bytes_op)
 		0xa1, 0xa2, 0xa3, 0xa4,		/* vec_seg */
 		0xb1, 0xb2, 0xb3, 0xb4, 0xb5, 0xb6, 0xb7, 0xb8,	/* vec_off */
 		0xc1,				/* wire */
+		0xd1,				/* flags */
 	};
 	struct ipc_op m;
 	uint8_t out[128];
@@ -718,6 +725,7 @@ START_TEST(test_bytes_op)
 	m.vec_seg = 0xa1a2a3a4;
 	m.vec_off = 0xb1b2b3b4b5b6b7b8ULL;
 	m.wire = 0xc1;
+	m.flags = 0xd1;
 	ck_assert_uint_eq(wire_encode(&ipc_proto, IPC_OP, &m, NULL, 0, out,
 	    sizeof(out)), sizeof(want));
 	ck_assert_int_eq(memcmp(out, want, sizeof(want)), 0);
