@@ -286,8 +286,8 @@ engine_tmp_release(struct job *j)
 /*
  * A pass's fault, as the op's error: whose buffer, which way, why.  A
  * rank's memory that went away mid-op is its own doing (the invalid
- * argument of a buffer freed before its op ended); a rank that went away
- * ends its job anyway.
+ * argument of a buffer freed before its op ended); a rank whose process
+ * went away failed as a rank that dies does.
  */
 static void
 engine_pass_fault(const struct job *j, const struct op *op,
@@ -298,7 +298,7 @@ engine_pass_fault(const struct job *j, const struct op *op,
 	for (uint32_t i = 0; i < j->nlocal; i++)
 		if (op->parts[i].xm == f->xm)
 			rank = j->local_ranks[i];
-	x->code = f->err == ESRCH ? MCCL_ERR_ABORTED :
+	x->code = f->err == ESRCH ? MCCL_ERR_PEER_FAILED :
 	    MCCL_ERR_INVALID_ARGUMENT;
 	snprintf(x->err, sizeof(x->err), "rank %u's %s buffer: the daemon "
 	    "could not %s %zu bytes at 0x%llx in its memory: %s%s", rank,

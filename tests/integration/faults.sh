@@ -113,6 +113,20 @@ after=$(resources_back 0 "${before[0]}")
     ok "n0: the dead rank's ring and segments unmapped" ||
     bad "n0: descriptors and mappings ${before[0]} -> $after"
 
+echo "== faults: a rank unmaps a buffer the daemon reads or writes in place"
+# Rank 0 and rank 1 on n0, rank 2 on n1: n0's op waits for rank 1, which
+# comes 300 ms after rank 0 unmapped its buffer (mccl-test xmem-unmap).
+for which in send recv; do
+	run_job "rank 0's $which buffer unmapped before its 32 MiB allreduce \
+ran: INVALID_ARGUMENT naming it, no rank hangs, no wrong sums" "jxu$which" \
+	    "0 0 1" xmem-unmap "$which"
+done
+for i in 0 1; do
+	kill -0 "${DAEMON_PIDS[$i]}" 2>/dev/null && ok "n$i still running" ||
+	    bad "n$i died"
+done
+run_job "a new job after the unmapped buffers" jxuafter "0 0 1" hold 10
+
 echo "== faults: a daemon killed in the middle of a collective"
 spawn 0 jdk 3 0 loop MCCL_ERR_PEER_FAILED "n2"; d0=$LAST_PID
 spawn 1 jdk 3 1 loop MCCL_ERR_PEER_FAILED "n2"; d1=$LAST_PID

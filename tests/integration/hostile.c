@@ -1065,6 +1065,9 @@ bell_open(struct job_conn *jc, int garbage, char *why, size_t len)
 	return bell_accepted(jc->fd, BELL_SEG, why, len);
 }
 
+/* The next job_open offers its memory to the daemon (ipc_hello.probe_addr). */
+static int offer_memory;
+
 /* A 1-rank job on a connection of its own, with a data segment (1). */
 static int
 job_open_bell(struct job_conn *jc, const char *tag, int garbage, char *why,
@@ -1078,8 +1081,8 @@ job_open_bell(struct job_conn *jc, const char *tag, int garbage, char *why,
 	memset(jc, 0, sizeof(*jc));
 	jc->fd = jc->segfd = jc->bellfd = -1;
 	jc->base = MAP_FAILED;
-	if ((jc->fd = conn_open(sock_path, REPLY_MS, 0, &ok, NULL, err, sizeof(err))) ==
-	    -1) {
+	if ((jc->fd = conn_open(sock_path, REPLY_MS, offer_memory, &ok, NULL,
+	    err, sizeof(err))) == -1) {
 		snprintf(why, len, "%s", err);
 		return -1;
 	}
@@ -1100,6 +1103,11 @@ job_open_bell(struct job_conn *jc, const char *tag, int garbage, char *why,
 	if (conn_send(jc->fd, IPC_JOIN, &j, NULL, 0, -1, err, sizeof(err)) !=
 	    MCCL_SUCCESS) {
 		snprintf(why, len, "%s", err);
+		return -1;
+	}
+	if (offer_memory && !ok.xmem) {
+		snprintf(why, len, "the daemon did not open our memory (its "
+		    "log says why)");
 		return -1;
 	}
 	return expect_record(jc->fd, IPC_JOINED, why, len);
@@ -1594,6 +1602,105 @@ c_ring_wire_int(char *why, size_t len)
 	    "and averages, not allreduce of int32", why, len);
 }
 
+/*
+ * Buffers in the client's own memory (IPC_OP_XMEM): refused from a
+ * connection that did not offer it, for a collective other than
+ * allreduce, with a segment; an address the kernel cannot reach fails the
+ * op, naming it; one that wraps is refused; the daemon stays up.
+ */
+static int
+c_xmem_not_offered(char *why, size_t len)
+{
+	static float buf[256];
+	struct ipc_op d = { .seq = 2, .coll = COLL_ALLREDUCE,
+	    .dtype = MCCL_FLOAT32, .count = 256, .flags = IPC_OP_XMEM,
+	    .send_off = (uintptr_t)buf, .recv_off = (uintptr_t)buf };
+
+	return ring_second_refused("xmemoff", &d, MCCL_ERR_INVALID_ARGUMENT,
+	    "has not opened its own memory", why, len);
+}
+
+static int
+c_xmem_not_allreduce(char *why, size_t len)
+{
+	static float buf[256];
+	struct ipc_op d = { .seq = 2, .coll = COLL_BROADCAST,
+	    .dtype = MCCL_FLOAT32, .count = 256, .flags = IPC_OP_XMEM,
+	    .send_off = (uintptr_t)buf, .recv_off = (uintptr_t)buf };
+	struct ipc_op seg = { .seq = 2, .coll = COLL_ALLREDUCE,
+	    .dtype = MCCL_FLOAT32, .count = 256, .flags = IPC_OP_XMEM,
+	    .send_seg = 1, .recv_seg = 1 };
+	struct ipc_op flags = { .seq = 2, .coll = COLL_ALLREDUCE,
+	    .dtype = MCCL_FLOAT32, .count = 1, .send_seg = 1, .recv_seg = 1,
+	    .flags = 0x80 };
+
+	if (ring_second_refused("xmembcast", &d, MCCL_ERR_INVALID_ARGUMENT,
+	    "are for allreduces, with no segment", why, len) == -1 ||
+	    ring_second_refused("xmemseg", &seg, MCCL_ERR_INVALID_ARGUMENT,
+	    "are for allreduces, with no segment", why, len) == -1)
+		return -1;
+	return ring_second_refused("xmemflags", &flags,
+	    MCCL_ERR_INVALID_ARGUMENT, "unknown flags 0x80", why, len);
+}
+
+/* An XMEM allreduce of count floats at send and recv, on an offering job. */
+static int
+xmem_op(const char *tag, uint64_t send, uint64_t recv, uint64_t count,
+    char *why, size_t len)
+{
+	struct job_conn jc;
+	struct ipc_op op = { .coll = COLL_ALLREDUCE, .dtype = MCCL_FLOAT32,
+	    .redop = MCCL_SUM, .count = count, .flags = IPC_OP_XMEM,
+	    .send_off = send, .recv_off = recv };
+	int rc = -1;
+
+	offer_memory = 1;
+	if (job_open(&jc, tag, why, len) == 0)
+		rc = job_submit(&jc, &op, why, len);
+	offer_memory = 0;
+	job_close(&jc);
+	return rc;
+}
+
+static int
+c_xmem_works(char *why, size_t len)
+{
+	static float src[300000], dst[300000];
+	int rc;
+
+	for (size_t i = 0; i < 300000; i++)
+		src[i] = (float)i + 0.25f;
+	if ((rc = xmem_op("xmemok", (uintptr_t)src, (uintptr_t)dst, 300000,
+	    why, len)) != 0)
+		return rc == -1 ? -1 : failed_with(rc, 0, "", why, len);
+	for (size_t i = 0; i < 300000; i++)
+		if (dst[i] != src[i]) {
+			snprintf(why, len, "dst[%zu] = %g, not %g", i, dst[i],
+			    src[i]);
+			return -1;
+		}
+	return 0;
+}
+
+static int
+c_xmem_bad_address(char *why, size_t len)
+{
+	static float dst[1024];
+
+	/* the kernel's half of the address space; then a range that wraps */
+	if (failed_with(xmem_op("xmemkernel", 0xffff888000000000ULL,
+	    (uintptr_t)dst, 1024, why, len), MCCL_ERR_INVALID_ARGUMENT,
+	    "could not read 4096 bytes at 0xffff888000000000", why, len) == -1)
+		return -1;
+	if (failed_with(xmem_op("xmemnull", (uintptr_t)dst, 4096, 1024, why,
+	    len), MCCL_ERR_INVALID_ARGUMENT, "could not write 4096 bytes at "
+	    "0x1000", why, len) == -1)
+		return -1;
+	return failed_with(xmem_op("xmemwrap", 0xfffffffffffff000ULL,
+	    (uintptr_t)dst, 1024, why, len), MCCL_ERR_INVALID_ARGUMENT,
+	    "is not in its memory", why, len);
+}
+
 /* A head that claims more descriptors than the ring holds. */
 static int
 c_ring_head_past(char *why, size_t len)
@@ -2015,6 +2122,13 @@ static const struct {
 	{ "ring: a descriptor with an unknown wire format", c_ring_bad_wire },
 	{ "ring: a bfloat16 wire on an int32 sum", c_ring_wire_int },
 	{ "ring: a head 1000 past the tail", c_ring_head_past },
+	{ "xmem: from a connection that did not offer its memory",
+	    c_xmem_not_offered },
+	{ "xmem: a broadcast, a segment, an unknown flag", c_xmem_not_allreduce },
+	{ "xmem: an allreduce of the client's own memory works",
+	    c_xmem_works },
+	{ "xmem: kernel, unmapped and wrapping addresses fail the op, named",
+	    c_xmem_bad_address },
 	{ "a collective in an IPC_OP record", c_coll_record },
 	{ "op: buffer ending exactly at the segment end works", c_exact_fit },
 	{ "truncating a sealed segment fails with EPERM, ops work",

@@ -45,7 +45,8 @@ bad() { FAIL=$((FAIL + 1)); echo "FAIL $*"; }
 # (PREFIX n, the main cluster, by default) on 127.0.0.1, sockets
 # $T/PREFIXi.sock, pids in DAEMON_PIDS from PIDBASE (0), KEYS (JSON, each
 # followed by a comma) added to their configuration.  Node n0 alone
-# serves /metrics.
+# serves /metrics.  DAEMON_WRAP (an array), when set: the command each
+# daemon runs under.
 cluster_up() {
 	local n=$1 pre=${2:-n} pid0=${3:-0} keys=${4:-} base i nodes="" sep="" metrics
 	base=$(free_ports $((n + 1)))
@@ -72,7 +73,8 @@ cluster_up() {
   "heartbeat_timeout_ms": 1500
 }
 EOC
-		"$B/mccld" -c "$T/$pre$i.conf" >>"$T/$pre$i.log" 2>&1 &
+		${DAEMON_WRAP[@]+"${DAEMON_WRAP[@]}"} "$B/mccld" \
+		    -c "$T/$pre$i.conf" >>"$T/$pre$i.log" 2>&1 &
 		DAEMON_PIDS[$((pid0 + i))]=$!
 	done
 	wait_cluster "$n" "$pre"
@@ -118,7 +120,8 @@ spawn() {
 	shift 4
 	MCCL_SOCKET="$T/${NODE_PREFIX:-n}$node.sock" MCCL_JOB=$job \
 	    MCCL_NRANKS=$nranks \
-	    MCCL_RANK=$rank timeout 120 "$B/mccl-test" "$@" \
+	    MCCL_RANK=$rank timeout 120 \
+	    ${SPAWN_WRAP[@]+"${SPAWN_WRAP[@]}"} "$B/mccl-test" "$@" \
 	    >>"$T/$job.r$rank.out" 2>&1 &
 	CHILD_PIDS+=($!)
 	LAST_PID=$!

@@ -46,6 +46,9 @@
  *                      submit 8 allreduces; the first must fail with CODE
  *                      and TEXT (printing failed_at=, as loop does)
  *   late MS CODE TEXT  after MS ms, an allreduce must fail with CODE, TEXT
+ *   xmem-unmap send|recv
+ *                      rank 0 unmaps a buffer of its allreduce before it
+ *                      ran: the op fails, naming it
  *   scratch BYTES CODE TEXT MS
  *                      a reduce_scatter of BYTES of input (floats), which
  *                      must fail with CODE and TEXT (CODE MCCL_SUCCESS: end
@@ -53,6 +56,10 @@
  *
  * Exit status 0 when every check passed; every failure prints a line.
  */
+#include <sys/mman.h>
+#include <sys/prctl.h>
+
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1360,6 +1367,72 @@ mode_large(void)
 	return bufs_done(comm, &shm, &heap);
 }
 
+/*
+ * Rank 0 unmaps its buffer (which=send) or its receive buffer (recv)
+ * while its allreduce waits for rank 1, on its node, to submit: the
+ * daemon, reading or writing it in place, fails the op with
+ * INVALID_ARGUMENT naming the buffer, and the job with it; every other
+ * rank either fails the same way or, where its node's part of the op had
+ * ended (a receive buffer gone), got the right sums.  No rank hangs and
+ * no daemon falls.
+ */
+#define UNMAP_COUNT	((size_t)8 << 20)		/* 32 MiB of float32 */
+
+static int
+mode_xmem_unmap(const char *which)
+{
+	size_t bytes = UNMAP_COUNT * sizeof(float);
+	int recv = strcmp(which, "recv") == 0, n;
+	const char *text = recv ? "rank 0's receive buffer" :
+	    "rank 0's send buffer";
+	mccl_request_t *req;
+	mccl_comm_t *comm;
+	mccl_result_t rc;
+	float *send, *buf;
+
+	if ((comm = join()) == NULL)
+		return 1;
+	n = mccl_comm_size(comm);
+	send = malloc(bytes);
+	buf = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE |
+	    MAP_ANONYMOUS, -1, 0);
+	if (send == NULL || buf == MAP_FAILED) {
+		FAIL("out of memory");
+		return 1;
+	}
+	for (size_t i = 0; i < UNMAP_COUNT; i++)
+		send[i] = buf[i] = (float)(my_rank + 1);
+	if (my_rank == 0) {
+		rc = mccl_allreduce(recv ? send : buf, buf, UNMAP_COUNT,
+		    MCCL_FLOAT32, MCCL_SUM, comm, &req);
+		if (rc == MCCL_SUCCESS) {
+			munmap(buf, bytes);
+			rc = mccl_wait(req, -1);
+		}
+		expect(comm, rc, MCCL_ERR_INVALID_ARGUMENT, text,
+		    "allreduce of a buffer unmapped");
+		if (strstr(mccl_last_error(comm), "freed or unmapped") == NULL)
+			FAIL("the message does not say what happened: %s",
+			    mccl_last_error(comm));
+	} else {
+		usleep(300 * 1000);		/* after rank 0's unmap */
+		rc = mccl_allreduce(buf, buf, UNMAP_COUNT, MCCL_FLOAT32,
+		    MCCL_SUM, comm, NULL);
+		checks++;
+		if (rc == MCCL_SUCCESS && (!recv ||
+		    buf[UNMAP_COUNT - 1] != (float)(n * (n + 1) / 2)))
+			FAIL("the allreduce ended well, with %g", buf[0]);
+		else if (rc != MCCL_SUCCESS)
+			expect(comm, rc, MCCL_ERR_INVALID_ARGUMENT, text,
+			    "the others' allreduce");
+		munmap(buf, bytes);
+	}
+	free(send);
+	mccl_comm_destroy(comm);
+	printf("rank %d: %d checks, %d failed\n", my_rank, checks, failures);
+	return failures != 0;
+}
+
 /* Join and do nothing for ms: a rank that never takes part. */
 static int
 mode_idle(int ms)
@@ -1649,6 +1722,10 @@ main(int argc, char **argv)
 	const char *r = getenv("MCCL_RANK");
 
 	my_rank = r ? atoi(r) : -1;
+	/* a rank the daemon may not read (tests/integration/security.sh) */
+	if (getenv("MCCL_TEST_NODUMP") != NULL &&
+	    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == -1)
+		FAIL("PR_SET_DUMPABLE: %s", strerror(errno));
 	if (argc >= 2 && strcmp(argv[1], "collectives") == 0)
 		return mode_collectives();
 	if (argc == 4 && strcmp(argv[1], "expect-init") == 0)
@@ -1674,6 +1751,8 @@ main(int argc, char **argv)
 		return mode_big();
 	if (argc == 2 && strcmp(argv[1], "large") == 0)
 		return mode_large();
+	if (argc == 3 && strcmp(argv[1], "xmem-unmap") == 0)
+		return mode_xmem_unmap(argv[2]);
 	if (argc == 3 && strcmp(argv[1], "idle") == 0)
 		return mode_idle(atoi(argv[2]));
 	if (argc == 3 && strcmp(argv[1], "hold") == 0)
