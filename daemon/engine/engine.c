@@ -399,21 +399,18 @@ static int
 engine_combine(struct job *j, const struct op *op, uint8_t *dst, size_t off,
     size_t count, struct xfer *x)
 {
-	const void **srcs = calloc(j->nlocal, sizeof(*srcs));
-	const struct xmem **sxm = calloc(j->nlocal, sizeof(*sxm));
+	/* one allocation: a small op's time is mostly such calls */
+	const void **srcs = calloc(j->nlocal, sizeof(*srcs) + sizeof(void *));
+	const struct xmem **sxm = (const struct xmem **)(srcs + j->nlocal);
 	uint32_t n;
 	int rc;
 
-	if (srcs == NULL || sxm == NULL) {
-		free(srcs);
-		free(sxm);
+	if (srcs == NULL)
 		return engine_nomem(x);
-	}
 	n = combine_srcs(j, op, dst, off, srcs, sxm);
 	rc = count == 0 ? 0 : engine_pass(j, op, (void *const *)&dst, NULL, 1,
 	    srcs, op_in_xmem(j, op) ? sxm : NULL, n, count, 0, x);
 	free(srcs);
-	free(sxm);
 	return rc;
 }
 
@@ -426,21 +423,17 @@ static int
 engine_fan_out(struct job *j, const struct op *op, uint8_t *src, size_t off,
     size_t count, uint32_t avg_div, struct xfer *x)
 {
-	void **dsts = calloc(j->nlocal + 1, sizeof(*dsts));
-	const struct xmem **dxm = calloc(j->nlocal + 1, sizeof(*dxm));
+	void **dsts = calloc(j->nlocal + 1, sizeof(*dsts) + sizeof(void *));
+	const struct xmem **dxm = (const struct xmem **)(dsts + j->nlocal + 1);
 	uint32_t n;
 	int rc;
 
-	if (dsts == NULL || dxm == NULL) {
-		free(dsts);
-		free(dxm);
+	if (dsts == NULL)
 		return engine_nomem(x);
-	}
 	n = fan_dsts(j, op, src, off, avg_div, dsts, dxm);
 	rc = engine_pass(j, op, dsts, op_in_xmem(j, op) ? dxm : NULL, n,
 	    (const void *const *)&src, NULL, 1, count, avg_div, x);
 	free(dsts);
-	free(dxm);
 	return rc;
 }
 

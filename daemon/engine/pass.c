@@ -57,13 +57,13 @@ pass_init(struct pass *p, void *const *dsts, uint32_t ndsts,
 	if (p->nparts > maxparts)
 		p->nparts = maxparts;
 	p->per = count / p->nparts - (count / p->nparts) % line;
-	p->pdsts = calloc((size_t)p->nparts * ndsts, sizeof(*p->pdsts));
-	p->psrcs = calloc((size_t)p->nparts * nsrcs, sizeof(*p->psrcs));
-	if (p->pdsts == NULL || p->psrcs == NULL) {
-		pass_free(p);
+	/* one allocation for both: pdsts, then psrcs */
+	p->pdsts = calloc((size_t)p->nparts * (ndsts + nsrcs), sizeof(void *));
+	if (p->pdsts == NULL) {
 		p->nparts = 0;
 		return -1;
 	}
+	p->psrcs = (void *)(p->pdsts + (size_t)p->nparts * ndsts);
 	return 0;
 }
 
@@ -92,8 +92,7 @@ pass_xmem(struct pass *p, const struct xmem *const *sxm,
 void
 pass_free(struct pass *p)
 {
-	free(p->pdsts);
-	free(p->psrcs);
+	free(p->pdsts);			/* and psrcs */
 	free(p->local);
 	free(p->bounce);
 	p->pdsts = p->local = NULL;
