@@ -88,6 +88,8 @@ struct mccl_comm {
 	uint8_t		 wire;		/* float32 sums' wire: MCCL_BFLOAT16,
 					   MCCL_FLOAT16, or 0 (as they are) */
 	int32_t		 spin_us;	/* MCCL_SPIN_US; SPIN_AUTO */
+	long		 ncpu;		/* online, at init */
+	int		 xmem;		/* MCCL_XMEM */
 	uint64_t	 next_seq;
 	uint64_t	 sq_head;	/* descriptors put in the ring */
 	uint64_t	 nsplits;
@@ -196,18 +198,21 @@ env_ms(const char *name, uint64_t dflt)
 	return errno != 0 || *end != '\0' || v == 0 || v > UINT32_MAX ? dflt : v;
 }
 
-/* MCCL_XMEM: 0 keeps the daemon out of this process's memory; unset or
-   empty is 1.  -1 with why in err. */
+/*
+ * MCCL_XMEM: 0 keeps the daemon out of this process's memory; 1 (unset or
+ * empty) lets it in where that pays (op_in_xmem); 2 for every allreduce
+ * from XMEM_MIN_BYTES, for tests and measurements.  -1 with why in err.
+ */
 static int
 env_xmem(char *err, size_t errlen)
 {
 	const char *s = getenv("MCCL_XMEM");
 
-	if (s == NULL || *s == '\0' || strcmp(s, "1") == 0)
+	if (s == NULL || *s == '\0')
 		return 1;
-	if (strcmp(s, "0") == 0)
-		return 0;
-	snprintf(err, errlen, "MCCL_XMEM is \"%s\": it must be 0 or 1", s);
+	if (strlen(s) == 1 && *s >= '0' && *s <= '2')
+		return *s - '0';
+	snprintf(err, errlen, "MCCL_XMEM is \"%s\": it must be 0, 1 or 2", s);
 	return -1;
 }
 
@@ -670,9 +675,11 @@ mccl_comm_init(mccl_comm_t **commp, const char *job, int nranks, int rank)
 	if ((comm = comm_new()) == NULL)
 		return init_fail(NULL, MCCL_ERR_NO_MEMORY, "out of memory");
 	comm->spin_us = spin_us;
+	comm->ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	comm->xmem = xmem;
 	conn_socket_path(path, sizeof(path));
-	if ((comm->fd = conn_open(path, CONNECT_TIMEOUT_MS, xmem, &comm->hello,
-	    &code, err, sizeof(err))) == -1)
+	if ((comm->fd = conn_open(path, CONNECT_TIMEOUT_MS, xmem != 0,
+	    &comm->hello, &code, err, sizeof(err))) == -1)
 		return init_fail(comm, (mccl_result_t)code, err);
 	snprintf(comm->job, sizeof(comm->job), "%s", job);
 	snprintf(comm->path, sizeof(comm->path), "%s", path);
@@ -978,15 +985,25 @@ op_stage(mccl_comm_t *comm, const struct op_args *a, size_t sb, size_t rb,
 /*
  * A large allreduce whose buffers are not all mccl_alloc memory: the daemon
  * reads and writes them where they are, if it said it can (see mccl.h).
- * Below this, the staging copy costs less than the daemon's system calls.
+ * From here its passes run on several threads; below, the library's
+ * memcpy beat the kernel's copy (1 MiB: 1.06-1.20 x the staged time on 2
+ * cores, tools/bench/results/xmem-16core.md).
  */
-#define XMEM_MIN_BYTES	(1u << 20)
+#define XMEM_MIN_BYTES	(4u << 20)
+/*
+ * A rank alone on its node saves no copy that way (the daemon's read
+ * replaces the library's; with several, it replaces the library's and the
+ * daemon's own): it gains only where the daemon's threads share the copy.
+ * Measured: 0.52-0.72 x the staged time on 16 CPUs, 1.06-1.08 x on 2.
+ */
+#define XMEM_LONE_MIN_CPUS	4
 
 static int
 op_in_xmem(const mccl_comm_t *comm, const struct op_args *a, size_t bytes)
 {
 	return comm->hello.xmem && a->coll == COLL_ALLREDUCE &&
-	    bytes >= XMEM_MIN_BYTES;
+	    bytes >= XMEM_MIN_BYTES && (comm->xmem == 2 ||
+	    comm->joined.nlocal > 1 || comm->ncpu >= XMEM_LONE_MIN_CPUS);
 }
 
 /*

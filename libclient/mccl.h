@@ -18,10 +18,12 @@
  *
  * Buffers: memory from mccl_alloc() is shared with the daemon, which reads
  * and writes it in place (zero copy).  Any other pointer works too.  An
- * allreduce of 1 MiB or more of it is read and written by the daemon in
+ * allreduce of 4 MiB or more of it is read and written by the daemon in
  * this process's memory itself (process_vm_readv/writev: one copy each
  * way), where the kernel lets it: the daemon runs as this process's user
- * (or both as root) and MCCL_XMEM is not 0.  Anything else is staged
+ * (or both as root) and MCCL_XMEM is not 0; for a rank alone on its node,
+ * only on a machine of 4 CPUs or more, where the daemon's threads share
+ * the copy.  Anything else is staged
  * through a segment of the library's own, which costs a copy in and out
  * of every operation; the daemon's log says once, per process, why it
  * could not read the process's memory.  Either way a buffer must stay
@@ -39,7 +41,8 @@
  * Environment: MCCL_SOCKET (the daemon's socket path), MCCL_JOB, MCCL_RANK,
  * MCCL_NRANKS (mccl_comm_init_env, which also understands torchrun, Slurm
  * and Open MPI; see there), MCCL_INIT_TIMEOUT_MS, MCCL_OP_TIMEOUT_MS,
- * MCCL_XMEM (0: stage every buffer that is not mccl_alloc memory).
+ * MCCL_XMEM (0: stage every buffer that is not mccl_alloc memory; 2: let
+ * the daemon in for every allreduce from 4 MiB, a lone rank's too).
  */
 #ifndef MCCL_H
 #define MCCL_H

@@ -28,6 +28,8 @@ run_job "20 MiB collectives, the node's passes on several threads and \
 beside the network: 2 nodes x 2 ranks" jlarge "0 0 1 1" large
 run_job "the same on 2 nodes, 2 ranks + 1" jlarge2 "0 1 0" large
 run_job "the same on 1 node x 3 ranks" jlarge1 "2 2 2" large
+MCCL_XMEM=2 run_job "the same on 2 + 1, every heap allreduce read and \
+written in place, the lone rank's too (MCCL_XMEM=2)" jlarge3 "0 1 0" large
 echo "== the algorithms of MCCL_ALGO (3 nodes: folded)"
 # algo_runs ALGO: allreduces (broadcasts, for tree) node n0 ran by ALGO,
 # from mcclctl metrics.
@@ -108,6 +110,10 @@ MCCL_SPIN_US=-5 spawn 0 jspinbad 1 0 expect-init MCCL_ERR_INVALID_ARGUMENT \
     "MCCL_SPIN_US=\"-5\": expected auto or microseconds from 0 to 100000"
 wait "$LAST_PID" && ok "a bad MCCL_SPIN_US fails mccl_comm_init, named" ||
     { bad "a bad MCCL_SPIN_US"; cat "$T"/jspinbad.*.out; }
+MCCL_XMEM=yes spawn 0 jxmembad 1 0 expect-init MCCL_ERR_INVALID_ARGUMENT \
+    "MCCL_XMEM is \"yes\": it must be 0, 1 or 2"
+wait "$LAST_PID" && ok "a bad MCCL_XMEM fails mccl_comm_init, named" ||
+    { bad "a bad MCCL_XMEM"; cat "$T"/jxmembad.*.out; }
 # Two ranks of one node ask for different algorithms: both fail, named.
 MCCL_ALGO=ring spawn 1 jalgo2 2 0 loop MCCL_ERR_INVALID_ARGUMENT "by doubling"
 a=$LAST_PID
