@@ -944,7 +944,7 @@ case6() {
 # CUDA tensors; then case 6's DDP training on CUDA, alone, on mccl and on
 # gloo.  Times include the copies to and from the GPU, synchronized.
 case8() {
-	local sizes=(4 1024 "$BIGB" "$SMALL_IT") args=(64 "$DDP_STEPS" 2)
+	local sizes=(4 1024 "$C5MAXB" "$SMALL_IT") args=(64 "$DDP_STEPS" 2)
 	echo "== case 8: GPU tensors, 2 hosts x 2 ranks, $RATE links"
 	if [ $HAVE_TORCH = 0 ]; then
 		status 8 all skipped "$WHY_TORCH"

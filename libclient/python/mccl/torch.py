@@ -109,12 +109,15 @@ class _HostStaging:
     (cudaHostRegister) so that copies run by DMA and asynchronously.
     Buffers come in powers of two from 1 MiB and are reused: the copies
     into a buffer taken again wait, on the GPU, for the last copies from
-    it.
+    it.  Every buffer is kept until close(): the pool holds what the most
+    operations in flight at once needed, and a training step that needs
+    as many again finds them (making and page-locking one costs more than
+    the copies it serves: DDP's buckets, all of one size, went beyond any
+    fixed count kept per size).
     Where the daemon's segments run out, torch's pinned memory (the
     library then copies it once more)."""
 
     MIN = 1 << 20
-    KEEP = 4			# free buffers kept per size
 
     def __init__(self, comm):
         self._comm = comm
@@ -122,6 +125,7 @@ class _HostStaging:
         self._free = {}		# size: [(buffer, event or None)]
         self._registered = {}	# data_ptr: buffer
         self.fallback = None	# why segments were not used, once
+        self.made = 0		# buffers made so far
 
     def take(self, nbytes):
         """A buffer of nbytes or more, and the event after the last copies
@@ -137,15 +141,11 @@ class _HostStaging:
 
     def give(self, buf, event):
         with self._lock:
-            free = self._free.setdefault(buf.numel(), [])
-            if len(free) < self.KEEP:
-                free.append((buf, event))
-                return
-        if event is not None:
-            event.synchronize()
-        self._drop(buf)
+            self._free.setdefault(buf.numel(), []).append((buf, event))
 
     def _new(self, size):
+        with self._lock:
+            self.made += 1
         try:
             buf = mccl.empty(size, torch.uint8, comm=self._comm)
         except mccl.Error as e:
@@ -160,12 +160,6 @@ class _HostStaging:
             self.fallback = self.fallback or \
                 "cudaHostRegister failed (%s)" % rc
         return buf
-
-    def _drop(self, buf):
-        with self._lock:
-            registered = self._registered.pop(buf.data_ptr(), None)
-        if registered is not None:
-            torch.cuda.cudart().cudaHostUnregister(buf.data_ptr())
 
     def close(self):
         """Unpin everything, before the segments go with the comm."""
