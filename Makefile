@@ -73,7 +73,7 @@ LIBS	 = $(B)/$(SONAME) $(B)/libmccl.so $(B)/libmccl.a
 UNIT_TESTS = $(B)/test_proto $(B)/test_reduce $(B)/test_config $(B)/test_ring \
 	     $(B)/test_log $(B)/test_fakeverbs $(B)/test_rdma $(B)/test_budget \
 	     $(B)/test_subq $(B)/test_algo $(B)/test_form $(B)/test_engine \
-	     $(B)/test_crew $(B)/test_pass
+	     $(B)/test_crew $(B)/test_pass $(B)/test_conn
 TEST_PROGS = $(B)/mccl-test $(B)/mccl-hostile
 BENCH_PROGS = $(B)/wirebw $(B)/costmodel
 
@@ -174,6 +174,9 @@ $(B)/test_crew: $(call obj,tests/unit/test_crew.c daemon/engine/crew.c)
 
 $(B)/test_pass: $(call obj,tests/unit/test_pass.c daemon/engine/pass.c daemon/engine/xmem.c daemon/engine/crew.c daemon/engine/reduce.c daemon/log.c)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) -lpthread
+
+$(B)/test_conn: $(call obj,tests/unit/test_conn.c libclient/conn.c $(PROTO_SRCS))
+	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS)
 
 $(B)/test_budget: $(call obj,tests/unit/test_budget.c daemon/engine/budget.c)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) -lpthread

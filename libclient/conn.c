@@ -232,6 +232,57 @@ conn_recv(int fd, int timeout_ms, struct ipc_msg *m, char *err, size_t errlen)
 	return conn_decode(m, (size_t)n, err, errlen);
 }
 
+/*
+ * A control reply's document, joined from its pieces (protocol 8), in
+ * *doc (NUL-terminated, malloc'd: the caller frees it) and *len; m holds
+ * the last record.  A record that is not a reply (an IPC_ERROR) before
+ * any piece: MCCL_SUCCESS with *doc NULL, the record in m for the caller.
+ */
+int
+conn_recv_doc(int fd, int timeout_ms, struct ipc_msg *m, char **doc,
+    size_t *len, char *err, size_t errlen)
+{
+	char *buf = NULL, *grown;
+	size_t n = 0;
+	int rc;
+
+	*doc = NULL;
+	*len = 0;
+	while ((rc = conn_recv(fd, timeout_ms, m, err, errlen)) ==
+	    MCCL_SUCCESS) {
+		if (m->hdr.type != IPC_CTL_REPLY) {
+			if (buf != NULL) {
+				snprintf(err, errlen, "the daemon sent %s in "
+				    "the middle of a reply", m->type->name);
+				rc = MCCL_ERR_PROTOCOL;
+			}
+			break;
+		}
+		if (n + m->trailer_len > CTL_DOC_MAX) {
+			snprintf(err, errlen, "the daemon's reply goes past "
+			    "%u bytes", CTL_DOC_MAX);
+			rc = MCCL_ERR_PROTOCOL;
+			break;
+		}
+		if ((grown = realloc(buf, n + m->trailer_len + 1)) == NULL) {
+			snprintf(err, errlen, "out of memory");
+			rc = MCCL_ERR_NO_MEMORY;
+			break;
+		}
+		buf = grown;
+		memcpy(buf + n, m->trailer, m->trailer_len);
+		n += m->trailer_len;
+		buf[n] = '\0';
+		if (!m->u.ctl_reply.more) {
+			*doc = buf;
+			*len = n;
+			return MCCL_SUCCESS;
+		}
+	}
+	free(buf);
+	return rc;
+}
+
 static int
 conn_connect(const char *path, char *err, size_t errlen)
 {

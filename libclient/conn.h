@@ -36,5 +36,7 @@ int		conn_open(const char *, int, int, struct ipc_hello_ok *, int *,
 int		conn_send(int, uint16_t, const void *, const void *, size_t, int,
 		    char *, size_t);
 int		conn_recv(int, int, struct ipc_msg *, char *, size_t);
+int		conn_recv_doc(int, int, struct ipc_msg *, char **, size_t *,
+		    char *, size_t);
 
 #endif

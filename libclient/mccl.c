@@ -1575,7 +1575,8 @@ mccl_comm_set_wire_dtype(mccl_comm_t *comm, mccl_dtype_t wire)
  * a connection of its own: the communicator's stays free for its ops.
  */
 static mccl_result_t
-stats_query(mccl_comm_t *comm, struct ipc_msg *m, char *err, size_t errlen)
+stats_query(mccl_comm_t *comm, struct ipc_msg *m, char **doc, size_t *len,
+    char *err, size_t errlen)
 {
 	struct ipc_ctl req = { CTL_JOB };
 	struct ipc_hello_ok ok;
@@ -1587,14 +1588,15 @@ stats_query(mccl_comm_t *comm, struct ipc_msg *m, char *err, size_t errlen)
 		return (mccl_result_t)code;
 	if ((rc = conn_send(fd, IPC_CTL, &req, comm->job, strlen(comm->job),
 	    -1, err, errlen)) == MCCL_SUCCESS)
-		rc = conn_recv(fd, STATS_TIMEOUT_MS, m, err, errlen);
+		rc = conn_recv_doc(fd, STATS_TIMEOUT_MS, m, doc, len, err,
+		    errlen);
 	close(fd);
-	if (rc == MCCL_SUCCESS && m->hdr.type == IPC_ERROR) {
+	if (rc == MCCL_SUCCESS && *doc == NULL && m->hdr.type == IPC_ERROR) {
 		snprintf(err, errlen, "%.*s", (int)m->trailer_len,
 		    (const char *)m->trailer);
 		rc = m->u.error.code < MCCL_NUM_RESULTS ?
 		    (mccl_result_t)m->u.error.code : MCCL_ERR_PROTOCOL;
-	} else if (rc == MCCL_SUCCESS && m->hdr.type != IPC_CTL_REPLY) {
+	} else if (rc == MCCL_SUCCESS && *doc == NULL) {
 		snprintf(err, errlen, "the daemon answered %s", m->type->name);
 		rc = MCCL_ERR_PROTOCOL;
 	}
@@ -1605,7 +1607,8 @@ mccl_result_t
 mccl_comm_stats(mccl_comm_t *comm, char *buf, size_t len)
 {
 	struct ipc_msg *m;
-	char err[ERRLEN];
+	char err[ERRLEN], *doc = NULL;
+	size_t n = 0;
 	mccl_result_t rc;
 
 	if ((rc = comm_check(comm)) != MCCL_SUCCESS)
@@ -1613,15 +1616,14 @@ mccl_comm_stats(mccl_comm_t *comm, char *buf, size_t len)
 	snprintf(err, sizeof(err), "out of memory");
 	if ((m = malloc(sizeof(*m))) == NULL)
 		rc = MCCL_ERR_NO_MEMORY;
-	else if ((rc = stats_query(comm, m, err, sizeof(err))) ==
-	    MCCL_SUCCESS && (buf == NULL || m->trailer_len >= len)) {
+	else if ((rc = stats_query(comm, m, &doc, &n, err, sizeof(err))) ==
+	    MCCL_SUCCESS && (buf == NULL || n >= len)) {
 		snprintf(err, sizeof(err), "the job's stats take %zu bytes, "
-		    "the buffer has %zu", m->trailer_len + 1, len);
+		    "the buffer has %zu", n + 1, len);
 		rc = MCCL_ERR_INVALID_ARGUMENT;
-	} else if (rc == MCCL_SUCCESS) {
-		memcpy(buf, m->trailer, m->trailer_len);
-		buf[m->trailer_len] = '\0';
-	}
+	} else if (rc == MCCL_SUCCESS)
+		memcpy(buf, doc, n + 1);
+	free(doc);
 	free(m);
 	if (rc != MCCL_SUCCESS) {
 		pthread_mutex_lock(&comm->lock);

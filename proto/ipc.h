@@ -23,6 +23,9 @@
  *      the daemon reads in the client's memory; ipc_hello_ok.xmem says
  *      whether it could; ipc_op.flags' IPC_OP_XMEM: an allreduce's
  *      buffers are addresses in the client's own memory.
+ *   8  ipc_ctl_reply.more: a document longer than one record comes in
+ *      pieces, each but the last with more = 1 (CTL_PIECE_MAX bytes each,
+ *      CTL_DOC_MAX in all); the client joins their trailers.
  */
 #ifndef MCCL_IPC_H
 #define MCCL_IPC_H
@@ -33,7 +36,7 @@
 #include "wire.h"
 
 #define IPC_MAGIC		0x4d43434cU	/* "MCCL" */
-#define IPC_VERSION		7
+#define IPC_VERSION		8
 #define IPC_MSG_MAX		(256 * 1024)	/* largest record either side sends */
 #define IPC_TEXT_MAX		1024		/* error and status messages */
 
@@ -297,7 +300,16 @@ struct ipc_ctl {
 
 struct ipc_ctl_reply {
 	uint32_t	code;
+	uint32_t	more;		/* 1: the document goes on in the next */
 };
+
+/*
+ * A control reply's JSON document: a record's trailer at a time, each
+ * record 64 KiB at most, well within a Unix socket's default send buffer
+ * (net.core.wmem_default, 208 KiB), past which a record is refused.
+ */
+#define CTL_PIECE_MAX		(65536 - WIRE_HDR_LEN - 8)
+#define CTL_DOC_MAX		(64u << 20)
 
 extern const struct wire_proto ipc_proto;
 

@@ -670,7 +670,7 @@ static const struct wire_field f_ipc_ctl[] = {
 	F(ipc_ctl, cmd, WIRE_INT),
 };
 static const struct wire_field f_ipc_ctl_reply[] = {
-	F(ipc_ctl_reply, code, WIRE_INT),
+	F(ipc_ctl_reply, code, WIRE_INT), F(ipc_ctl_reply, more, WIRE_INT),
 };
 
 static const struct wire_type ipc_types[] = {
@@ -691,7 +691,7 @@ static const struct wire_type ipc_types[] = {
 	WIRE_TYPE(IPC_OP_DONE, ipc_op_done, f_ipc_op_done, IPC_TEXT_MAX, 0),
 	WIRE_TYPE(IPC_CTL, ipc_ctl, f_ipc_ctl, JOB_NAME_MAX, 0),
 	WIRE_TYPE(IPC_CTL_REPLY, ipc_ctl_reply, f_ipc_ctl_reply,
-	    IPC_MSG_MAX - WIRE_HDR_LEN - 4, 0),
+	    CTL_PIECE_MAX, 0),
 };
 
 const struct wire_proto ipc_proto = {

@@ -92,15 +92,19 @@ write_config(const char *command, char *const hosts[], int n)
 
 static int	stream_json;	/* -j, for ctl_stream */
 
-/* The reply to c: a JSON document, or an exit status with the reason said. */
+/*
+ * The reply to c: a JSON document, or an exit status with the reason said.
+ * reply, len: the document conn_recv_doc joined, or NULL where m, the last
+ * record, is not a reply.
+ */
 static int
-ctl_reply(const struct command *c, const struct ipc_msg *m, json_t **doc)
+ctl_reply(const struct command *c, const struct ipc_msg *m,
+    const char *reply, size_t len, json_t **doc)
 {
 	char text[ERR_LEN];
 	json_error_t jerr;
 
-	switch (m->hdr.type) {
-	case IPC_ERROR:
+	if (reply == NULL && m->hdr.type == IPC_ERROR) {
 		output_clean(text, sizeof(text), (const char *)m->trailer,
 		    m->trailer_len);
 		if (*text != '\0')
@@ -108,9 +112,8 @@ ctl_reply(const struct command *c, const struct ipc_msg *m, json_t **doc)
 		else
 			ctl_warn(c->name, "mccld: error %u", m->u.error.code);
 		return EXIT_ERROR;
-	case IPC_CTL_REPLY:
-		break;
-	default:
+	}
+	if (reply == NULL) {
 		ctl_warn(c->name, "bad reply from mccld: %s", m->type->name);
 		return EXIT_ERROR;
 	}
@@ -118,8 +121,8 @@ ctl_reply(const struct command *c, const struct ipc_msg *m, json_t **doc)
 		ctl_warn(c->name, "mccld: error %u", m->u.ctl_reply.code);
 		return EXIT_ERROR;
 	}
-	if ((*doc = json_loadb((const char *)m->trailer, m->trailer_len,
-	    JSON_REJECT_DUPLICATES, &jerr)) == NULL) {
+	if ((*doc = json_loadb(reply, len, JSON_REJECT_DUPLICATES, &jerr)) ==
+	    NULL) {
 		output_clean(text, sizeof(text), jerr.text, sizeof(jerr.text));
 		ctl_warn(c->name, "bad reply from mccld: not JSON: line %d "
 		    "column %d: %s", jerr.line, jerr.column, text);
@@ -141,8 +144,9 @@ ctl_reply(const struct command *c, const struct ipc_msg *m, json_t **doc)
 static int
 ctl_stream(int fd, const struct command *c, struct ipc_msg *m, json_t *first)
 {
-	char err[ERR_LEN];
+	char err[ERR_LEN], *reply;
 	json_t *doc = first;
+	size_t len;
 	int rc;
 
 	for (;;) {
@@ -151,11 +155,14 @@ ctl_stream(int fd, const struct command *c, struct ipc_msg *m, json_t *first)
 		doc = NULL;
 		if (ferror(stdout))
 			return EXIT_ERROR;
-		if (conn_recv(fd, -1, m, err, sizeof(err)) != 0) {
+		if (conn_recv_doc(fd, -1, m, &reply, &len, err,
+		    sizeof(err)) != 0) {
 			ctl_warn(c->name, "%s", err);
 			return EXIT_ERROR;
 		}
-		if ((rc = ctl_reply(c, m, &doc)) != 0)
+		rc = ctl_reply(c, m, reply, len, &doc);
+		free(reply);
+		if (rc != 0)
 			return rc;
 	}
 }
@@ -171,7 +178,8 @@ ctl_request(const char *path, int open_ms, int timeout_ms,
 	struct ipc_ctl req = { c->cmd };
 	struct ipc_hello_ok ok;
 	struct ipc_msg *m;
-	char err[ERR_LEN];
+	char err[ERR_LEN], *reply = NULL;
+	size_t len = 0;
 	int fd, rc;
 
 	if ((fd = conn_open(path, open_ms, 0, &ok, NULL, err, sizeof(err))) == -1) {
@@ -185,11 +193,13 @@ ctl_request(const char *path, int open_ms, int timeout_ms,
 	}
 	if (conn_send(fd, IPC_CTL, &req, arg, arg != NULL ? strlen(arg) : 0,
 	    -1, err, sizeof(err)) != 0 ||
-	    conn_recv(fd, timeout_ms, m, err, sizeof(err)) != 0) {
+	    conn_recv_doc(fd, timeout_ms, m, &reply, &len, err,
+	    sizeof(err)) != 0) {
 		ctl_warn(c->name, "%s", err);
 		rc = EXIT_ERROR;
-	} else if ((rc = ctl_reply(c, m, doc)) == 0 && c->stream)
+	} else if ((rc = ctl_reply(c, m, reply, len, doc)) == 0 && c->stream)
 		rc = ctl_stream(fd, c, m, *doc);
+	free(reply);
 	free(m);
 	close(fd);
 	return rc;

@@ -343,19 +343,17 @@ check_doc(void)
 static void
 check_finish(void)
 {
-	struct ipc_ctl_reply r = { 0 };
 	json_t *doc = check_doc();
 	char *text = doc != NULL ? json_dumps(doc, JSON_COMPACT) : NULL;
 
 	log_info("check: done, %zu outliers", json_array_size(json_object_get(
 	    doc, "outliers")));
 	if (check->client != NULL) {
-		if (text == NULL || strlen(text) > IPC_MSG_MAX - WIRE_HDR_LEN - 4)
+		if (text == NULL)
 			client_error(check->client, MCCL_ERR_NO_MEMORY, IPC_CTL,
-			    "reply too large");
+			    "out of memory");
 		else
-			client_send(check->client, IPC_CTL_REPLY, &r, text,
-			    strlen(text));
+			client_reply(check->client, text);
 	}
 	free(text);
 	json_decref(doc);

@@ -517,6 +517,34 @@ client_send(struct client *c, uint16_t type, const void *msg,
 	return 0;
 }
 
+/*
+ * A JSON document to c as IPC_CTL_REPLY records: in pieces where it is
+ * longer than one record, each but the last marked more (protocol 8).
+ * One past CTL_DOC_MAX is refused with an error instead.
+ */
+int
+client_reply(struct client *c, const char *text)
+{
+	struct ipc_ctl_reply r = { 0, 0 };
+	size_t len = strlen(text), at = 0, n;
+	char err[ERR_MAX];
+
+	if (len > CTL_DOC_MAX) {
+		snprintf(err, sizeof(err), "a reply of %zu bytes is past the "
+		    "limit of %u", len, CTL_DOC_MAX);
+		client_error(c, MCCL_ERR_NO_MEMORY, IPC_CTL, err);
+		return -1;
+	}
+	do {
+		n = len - at < CTL_PIECE_MAX ? len - at : CTL_PIECE_MAX;
+		r.more = at + n < len;
+		if (client_send(c, IPC_CTL_REPLY, &r, text + at, n) == -1)
+			return -1;
+		at += n;
+	} while (at < len);
+	return 0;
+}
+
 static void
 client_write_cb(int fd, short events, void *arg)
 {
@@ -607,7 +635,6 @@ control_status(const struct client *c)
 void
 monitor_event(const char *event, const uid_t *owner, json_t *fields)
 {
-	struct ipc_ctl_reply r = { 0 };
 	struct client *c;
 	char when[32], *text;
 
@@ -619,8 +646,7 @@ monitor_event(const char *event, const uid_t *owner, json_t *fields)
 		TAILQ_FOREACH(c, &md.clients, entry)
 			if (c->monitor && !c->outq_full &&
 			    (owner == NULL || client_sees(c, *owner)))
-				client_send(c, IPC_CTL_REPLY, &r, text,
-				    strlen(text));
+				client_reply(c, text);
 	free(text);
 	json_decref(fields);
 }
@@ -704,7 +730,6 @@ static void
 client_ctl(struct client *c, const struct ipc_ctl *m, const uint8_t *trailer,
     size_t tlen)
 {
-	struct ipc_ctl_reply r = { 0 };
 	char arg[JOB_NAME_MAX], err[ERR_MAX];
 	uint32_t code;
 	json_t *doc;
@@ -739,11 +764,10 @@ client_ctl(struct client *c, const struct ipc_ctl *m, const uint8_t *trailer,
 	}
 	text = json_dumps(doc, JSON_COMPACT);
 	json_decref(doc);
-	if (text == NULL || strlen(text) > IPC_MSG_MAX - WIRE_HDR_LEN - 4)
-		client_error(c, MCCL_ERR_NO_MEMORY, IPC_CTL,
-		    "reply too large");
+	if (text == NULL)
+		client_error(c, MCCL_ERR_NO_MEMORY, IPC_CTL, "out of memory");
 	else
-		client_send(c, IPC_CTL_REPLY, &r, text, strlen(text));
+		client_reply(c, text);
 	free(text);
 }
 

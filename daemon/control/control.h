@@ -46,6 +46,7 @@ struct client {
 
 int		control_listen(const char *, char *, size_t);
 void		control_close(void);
+int		client_reply(struct client *, const char *);
 int		client_send(struct client *, uint16_t, const void *, const void *,
 		    size_t);
 void		client_error(struct client *, uint32_t, uint16_t, const char *);

@@ -22,7 +22,6 @@
 
 #define QUERY_MS	1000	/* for the other nodes to answer */
 #define BEHIND_MIN_MS	250	/* a wait shorter than this is no news */
-#define FAILED_LIST_MAX	200	/* failed jobs in one reply (< IPC_MSG_MAX) */
 
 /*
  * The collective the engine runs: its age, how long until its deadline,
@@ -441,7 +440,6 @@ query_diagnose(const struct query *q, json_int_t behind)
 static void
 query_answer(struct query *q)
 {
-	struct ipc_ctl_reply r = { 0 };
 	struct job *j = job_find_id(q->job_id);
 	json_int_t behind = j != NULL ? behind_ms(j) : BEHIND_MIN_MS;
 	char *text;
@@ -450,11 +448,11 @@ query_answer(struct query *q)
 	json_object_set_new(q->job, "behind_ms", json_integer(behind));
 	json_object_set_new(q->job, "diagnosis", query_diagnose(q, behind));
 	text = json_dumps(q->job, JSON_COMPACT);
-	if (text == NULL || strlen(text) > IPC_MSG_MAX - WIRE_HDR_LEN - 4)
+	if (text == NULL)
 		client_error(q->client, MCCL_ERR_NO_MEMORY, IPC_CTL,
-		    "reply too large");
+		    "out of memory");
 	else
-		client_send(q->client, IPC_CTL_REPLY, &r, text, strlen(text));
+		client_reply(q->client, text);
 	free(text);
 	query_free(q);
 }
@@ -682,19 +680,18 @@ job_ctl_remember(const struct job *j)
 	failed_trim(j->uid);
 }
 
-/* mcclctl jobs --failed: the latest FAILED_LIST_MAX c may see, oldest first. */
+/*
+ * mcclctl jobs --failed: every one c may see (failed_jobs_kept of each
+ * uid), oldest first; a long list goes in pieces (client_reply).
+ */
 json_t *
 job_ctl_failed(const struct client *c)
 {
 	json_t *list = json_array();
 	struct failed_job *f;
-	size_t skip = 0;
 
 	TAILQ_FOREACH(f, &failed_jobs, entry)
-		skip += client_sees(c, f->uid);
-	skip = skip > FAILED_LIST_MAX ? skip - FAILED_LIST_MAX : 0;
-	TAILQ_FOREACH(f, &failed_jobs, entry)
-		if (client_sees(c, f->uid) && (skip == 0 || skip-- == 0))
+		if (client_sees(c, f->uid))
 			json_array_append(list, f->doc);
 	return json_pack("{s:o}", "failed_jobs", list);
 }

@@ -309,6 +309,25 @@ else
 	bad "the one-node cluster fk did not come up"
 fi
 daemons_stop 70 1
+# A document longer than one record (256 KiB) comes in pieces: 1000 failed
+# jobs of 120-byte names are about 400 KB of JSON.
+if cluster_up 1 fm 72 '"failed_jobs_kept": 1024,'; then
+	NODE_PREFIX=fm spawn 0 many 1 0 abort-many 1000
+	wait "$LAST_PID" || { bad "1000 jobs aborted"; cat "$T"/many.r0.out; }
+	for i in $(seq 100); do
+		n=$("$B/mcclctl" -s "$T/fm0.sock" -j jobs --failed | grep -o \
+		    '"many-[0-9]*-[0-9]*-x*"' | sort -u | wc -l)
+		[ "$n" = 1000 ] && break
+		sleep 0.05
+	done
+	bytes=$("$B/mcclctl" -s "$T/fm0.sock" -j jobs --failed | wc -c)
+	[ "$n" = 1000 ] && [ "$bytes" -gt 262144 ] &&
+	    ok "mcclctl jobs --failed: 1000 jobs, $bytes bytes: a reply in pieces" ||
+	    bad "mcclctl jobs --failed: $n jobs, $bytes bytes"
+else
+	bad "the one-node cluster fm did not come up"
+fi
+daemons_stop 72 1
 ctl 0 job nosuch >/dev/null 2>&1
 expect_output "mcclctl job of no job exits 1" 1 "$?"
 

@@ -46,6 +46,7 @@
  *                      submit 8 allreduces; the first must fail with CODE
  *                      and TEXT (printing failed_at=, as loop does)
  *   late MS CODE TEXT  after MS ms, an allreduce must fail with CODE, TEXT
+ *   abort-many N       N one-rank jobs, each aborted once formed
  *   xmem-unmap send|recv
  *                      rank 0 unmaps a buffer of its allreduce before it
  *                      ran: the op fails, naming it
@@ -1190,6 +1191,35 @@ mode_abort(void)
 }
 
 /*
+ * n jobs of one rank, each aborted as soon as it formed, with names of
+ * 120 bytes: the daemon keeps them failed (failed_jobs_kept), so that
+ * mcclctl jobs --failed answers with a document of several records.
+ */
+static int
+mode_abort_many(int n)
+{
+	mccl_comm_t *comm;
+	char name[121];
+	int len;
+
+	for (int i = 0; i < n && failures == 0; i++) {
+		len = snprintf(name, sizeof(name), "many-%d-%d-", (int)getpid(),
+		    i);
+		memset(name + len, 'x', sizeof(name) - 1 - (size_t)len);
+		name[sizeof(name) - 1] = '\0';
+		if (mccl_comm_init(&comm, name, 1, 0) != MCCL_SUCCESS) {
+			FAIL("init of job %d: %s", i, mccl_last_error(NULL));
+			break;
+		}
+		expect(comm, mccl_comm_abort(comm), MCCL_SUCCESS, NULL,
+		    "abort");
+		mccl_comm_destroy(comm);
+	}
+	printf("rank %d: %d jobs aborted, %d failed\n", my_rank, n, failures);
+	return failures != 0;
+}
+
+/*
  * Allreduce C floats (4 MiB unless asked) again and again until an
  * operation fails; the failure must have code CODE and a message
  * containing TEXT.  Prints the wall time of the failure, for the test to
@@ -1751,6 +1781,8 @@ main(int argc, char **argv)
 		return mode_big();
 	if (argc == 2 && strcmp(argv[1], "large") == 0)
 		return mode_large();
+	if (argc == 3 && strcmp(argv[1], "abort-many") == 0)
+		return mode_abort_many(atoi(argv[2]));
 	if (argc == 3 && strcmp(argv[1], "xmem-unmap") == 0)
 		return mode_xmem_unmap(argv[2]);
 	if (argc == 3 && strcmp(argv[1], "idle") == 0)

@@ -119,6 +119,14 @@ client_send(struct client *c, uint16_t type, const void *hdr,
 	return 0;
 }
 
+int
+client_reply(struct client *c, const char *text)
+{
+	struct ipc_ctl_reply r = { 0, 0 };
+
+	return client_send(c, IPC_CTL_REPLY, &r, text, strlen(text));
+}
+
 void
 client_error(struct client *c, uint32_t code, uint16_t type, const char *msg)
 {

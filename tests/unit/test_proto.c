@@ -368,7 +368,7 @@ END_TEST
 START_TEST(test_ipc_ctl)
 {
 	struct ipc_ctl m = { CTL_JOBS }, d;
-	struct ipc_ctl_reply r = { V32 }, dr;
+	struct ipc_ctl_reply r = { V32, 1 }, dr;
 	const char *arg = "train", *json = "{\"jobs\": []}";
 	char *big;
 	size_t bigmax;
@@ -377,9 +377,11 @@ START_TEST(test_ipc_ctl)
 	ck_assert_uint_eq(d.cmd, CTL_JOBS);
 	rt(&ipc_proto, IPC_CTL_REPLY, &r, json, strlen(json), &dr);
 	ck_assert_uint_eq(dr.code, V32);
+	ck_assert_uint_eq(dr.more, 1);
 
-	/* The largest reply: a whole IPC_MSG_MAX record. */
+	/* The largest piece: a record of 64 KiB. */
 	bigmax = wire_type_lookup(&ipc_proto, IPC_CTL_REPLY)->trailer_max;
+	ck_assert_uint_eq(bigmax, CTL_PIECE_MAX);
 	ck_assert_ptr_nonnull(big = malloc(bigmax));
 	for (size_t i = 0; i < bigmax; i++)
 		big[i] = (char)('a' + i % 26);
@@ -669,7 +671,7 @@ START_TEST(test_bytes_seg_ok)
 {
 	static const uint8_t want[] = {
 		0x4d, 0x43, 0x43, 0x4c,		/* "MCCL" */
-		0x00, 0x07,			/* version 7 */
+		0x00, 0x08,			/* version 8 */
 		0x00, 0xc9,			/* IPC_SEG_OK = 201 */
 		0x00, 0x00, 0x00, 0x04,		/* body length */
 		0x01, 0x02, 0x03, 0x04,		/* seg_id */
@@ -688,7 +690,7 @@ END_TEST
 START_TEST(test_bytes_op)
 {
 	static const uint8_t want[] = {
-		0x4d, 0x43, 0x43, 0x4c, 0x00, 0x07, 0x01, 0x90,	/* v7, 400 */
+		0x4d, 0x43, 0x43, 0x4c, 0x00, 0x08, 0x01, 0x90,	/* v8, 400 */
 		0x00, 0x00, 0x00, 0x46,				/* 70 */
 		0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,	/* seq */
 		0x11, 0x12, 0x13, 0x14,		/* coll dtype redop algo */
