@@ -102,38 +102,63 @@ engine_connect_links(struct job *j, struct link_setup *su, char *err,
 	return 0;
 }
 
+/* The first node before us whose link has not come (-1: none), and in
+   *have how many have. */
 static int
-engine_links_missing(const struct job *j)
+engine_links_missing(const struct job *j, uint32_t *have)
 {
+	int first = -1;
+
+	*have = 0;
 	for (uint32_t p = 0; p < j->me; p++)
-		for (uint32_t k = 0; k < ROWS(j); k++)
-			if (row_needed(j, k, p) &&
-			    j->eng->fds[k * j->nnodes + p] == -1)
-				return (int)p;
-	return -1;
+		for (uint32_t k = 0; k < ROWS(j); k++) {
+			if (!row_needed(j, k, p))
+				continue;
+			if (j->eng->fds[k * j->nnodes + p] != -1)
+				(*have)++;
+			else if (first == -1)
+				first = (int)p;
+		}
+	return first;
 }
 
-/* Wait for the nodes before us to connect; called with mtx held. */
+static void
+timespec_in_ms(struct timespec *ts, uint32_t ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	ts->tv_sec += ms / 1000;
+	ts->tv_nsec += (long)(ms % 1000) * 1000000;
+	if (ts->tv_nsec >= 1000000000) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000;
+	}
+}
+
+/*
+ * Wait for the nodes before us to connect; called with mtx held.  Each
+ * node dials the nodes after it one at a time, so the last of a large job
+ * waits for hundreds of dials before its own: the deadline is
+ * connect_timeout_ms from the last link that came (or from the start),
+ * not for all of them together.
+ */
 static int
 engine_await_links(struct job *j, char *err, size_t errlen)
 {
 	uint32_t ms = __atomic_load_n(&md.conf.connect_timeout_ms,
-	    __ATOMIC_RELAXED);
+	    __ATOMIC_RELAXED), have, had = UINT32_MAX;
 	struct timespec ts;
-	int missing;
+	int missing, timed_out = 0;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (long)(ms % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
-	while ((missing = engine_links_missing(j)) != -1 && !j->eng->quit &&
-	    !j->eng->aborted)
-		if (pthread_cond_timedwait(&j->eng->cond, &j->eng->mtx, &ts) ==
-		    ETIMEDOUT)
+	while ((missing = engine_links_missing(j, &have)) != -1 &&
+	    !j->eng->quit && !j->eng->aborted) {
+		if (have != had) {		/* progress: a new deadline */
+			had = have;
+			timespec_in_ms(&ts, ms);
+		} else if (timed_out)
 			break;
+		timed_out = pthread_cond_timedwait(&j->eng->cond,
+		    &j->eng->mtx, &ts) == ETIMEDOUT;
+	}
 	if (missing == -1)
 		return 0;
 	snprintf(err, errlen, "node %s did not open its data link within %u ms",
@@ -174,15 +199,17 @@ static int
 engine_complete_links(struct job *j, struct link_setup *su, char *err,
     size_t errlen)
 {
-	uint64_t deadline = link_deadline();
 	uint32_t n = ROWS(j) * j->nnodes;
 	char why[ERR_MAX] = "";
+	uint64_t deadline;
 
+	/* a deadline for each link's step, as engine_await_links says why */
 	for (int step = 0; step < 2; step++)
 		for (uint32_t i = 0; i < n; i++) {
 			if (i % j->nnodes == j->me ||
 			    !row_needed(j, i / j->nnodes, i % j->nnodes))
 				continue;
+			deadline = link_deadline();
 			if ((step == 0 ? link_answer(&su[i], j->eng->abort_fd,
 			    deadline, why, sizeof(why)) : link_ready(&su[i],
 			    j->eng->abort_fd, deadline, why, sizeof(why))) ==

@@ -77,6 +77,7 @@ struct fixture {
 	struct ipc_doorbell *db[NLOCAL];
 	float		*mem[NLOCAL];	/* each rank's data segment */
 	struct peer	 peer;
+	int		 mine[ROWS];	/* the engine's ends, until adopted */
 	int		 started;
 };
 
@@ -218,10 +219,20 @@ job_make(void)
 
 /*
  * The engine of a formed job, its links handed over and n0 setting up
- * the other ends with `role`.
+ * the other ends with `role`: with gap_ms, one link at a time, that long
+ * apart, and the first `rows` only.
  */
 static void
+start_slowly(enum peer_role role, unsigned gap_ms, uint32_t rows);
+
+static void
 start(enum peer_role role)
+{
+	start_slowly(role, 0, ROWS);
+}
+
+static void
+start_slowly(enum peer_role role, unsigned gap_ms, uint32_t rows)
 {
 	struct engine_rank ranks[NLOCAL];
 	char err[ERR_MAX] = "";
@@ -252,11 +263,18 @@ start(enum peer_role role)
 		ck_assert_int_eq(tcp_pair(&f.peer.fd[k], &mine), 0);
 		nonblocking(f.peer.fd[k]);	/* as dialled */
 		nonblocking(mine);		/* as accepted */
-		ck_assert_int_eq(engine_adopt_link(f.j, 0, k, mine), 0);
+		f.mine[k] = mine;
 	}
-	ck_assert_int_eq(engine_adopt_link(f.j, 0, 0, -1), -1);	/* taken */
 	ck_assert_int_eq(pthread_create(&f.peer.th, NULL, peer_main,
 	    &f.peer), 0);
+	for (uint32_t k = 0; k < rows; k++) {
+		if (k > 0 && gap_ms > 0)
+			msleep(gap_ms);
+		ck_assert_int_eq(engine_adopt_link(f.j, 0, k, f.mine[k]), 0);
+		f.mine[k] = -1;
+	}
+	if (rows > 0)
+		ck_assert_int_eq(engine_adopt_link(f.j, 0, 0, -1), -1);
 }
 
 /* Local rank i publishes d, as mccl.c does: the slot, the head, the bell. */
@@ -336,6 +354,8 @@ teardown(void)
 			link_close(f.peer.links[k * 2 + 1]);
 			if (f.peer.fd[k] >= 0)
 				close(f.peer.fd[k]);
+			if (f.mine[k] > 0)
+				close(f.mine[k]);
 		}
 		close(f.peer.abort_fd);
 		free(f.peer.buf);
@@ -419,6 +439,65 @@ START_TEST(an_abort_reaches_an_engine_waiting_for_a_rank)
 }
 END_TEST
 
+/* The links the engine reported (1 up, -1 failed), waited for up to 10 s. */
+static int
+links_reported(int *code, char *err, size_t errlen)
+{
+	struct op_list done = TAILQ_HEAD_INITIALIZER(done);
+	int links = 0;
+
+	for (int t = 0; t < 10000 && links == 0; t++) {
+		links = engine_collect(f.j, &done, code, err, errlen);
+		if (links == 0)
+			msleep(1);
+	}
+	ck_assert(TAILQ_EMPTY(&done));
+	return links;
+}
+
+/*
+ * The nodes before this one dial it one link after another: links 250 ms
+ * apart, past a 400 ms connect_timeout_ms in all, come up, since each
+ * came within it of the last; and an allreduce runs over them.
+ */
+START_TEST(links_that_come_in_turn_come_up)
+{
+	struct ipc_op d = allreduce(1);
+	char err[ERR_MAX] = "";
+	struct op *op;
+	int code = 0;
+
+	md.conf.connect_timeout_ms = 400;
+	start_slowly(PEER_RUN, 250, ROWS);
+	ck_assert_msg(links_reported(&code, err, sizeof(err)) == 1, "%s", err);
+	submit(0, &d);
+	submit(1, &d);
+	op = collect_one();
+	ck_assert_msg(op->code == 0, "%s", op->err);
+	op_free(op);
+}
+END_TEST
+
+/* A link that never comes: the set-up fails connect_timeout_ms after the
+   last one came, naming the node. */
+START_TEST(a_link_that_never_comes_fails_naming_the_node)
+{
+	char err[ERR_MAX] = "";
+	uint64_t t0 = now_ns(), took;
+	int code = 0;
+
+	md.conf.connect_timeout_ms = 300;
+	start_slowly(PEER_RUN, 100, ROWS - 1);
+	ck_assert_int_eq(links_reported(&code, err, sizeof(err)), -1);
+	took = (now_ns() - t0) / 1000000;
+	ck_assert_int_eq(code, MCCL_ERR_PEER_FAILED);
+	ck_assert_msg(strstr(err, "node n0 did not open its data link within "
+	    "300 ms") != NULL, "%s", err);
+	ck_assert_msg(took >= 100 + 300 - 20 && took < 3000, "%llu ms",
+	    (unsigned long long)took);
+}
+END_TEST
+
 START_TEST(quit_ends_the_thread_and_finish_frees_it)
 {
 	start(PEER_RUN);
@@ -491,6 +570,8 @@ tcase(const char *name)
 	tcase_add_test(tc, a_peer_that_hangs_up_fails_the_op_naming_it);
 	tcase_add_test(tc, an_abort_reaches_an_engine_waiting_for_a_rank);
 	tcase_add_test(tc, quit_ends_the_thread_and_finish_frees_it);
+	tcase_add_test(tc, links_that_come_in_turn_come_up);
+	tcase_add_test(tc, a_link_that_never_comes_fails_naming_the_node);
 	return tc;
 }
 
