@@ -373,6 +373,7 @@ struct rdma_link {
 	uint64_t	 tx_done;	/* in completed ones */
 	uint64_t	 tx_told;	/* counted to the caller */
 	uint32_t	 sq_out;	/* requests not completed */
+	int		 tx_stalled;	/* the caller's bytes wait for room */
 	/* receiving */
 	uint64_t	 slots_in;	/* writes arrived */
 	uint64_t	 slots_read;	/* copied out */
@@ -846,6 +847,14 @@ post_write(struct rdma_link *r, struct cursor *c)
 	return 0;
 }
 
+/* Room for another write: a credit for the peer's slot, and in the SQ. */
+static int
+tx_room(const struct rdma_link *r)
+{
+	return r->slots_sent - r->slots_freed < NSLOTS &&
+	    r->sq_out < SQ_DEPTH - NSLOTS;
+}
+
 static ssize_t
 rdma_send(struct link *l, const struct iovec *iov, int n)
 {
@@ -857,11 +866,10 @@ rdma_send(struct link *l, const struct iovec *iov, int n)
 	if (progress(r) == -1 && r->tx_done == r->tx_told)
 		return -1;
 	cur_skip(&c, r->tx_posted - r->tx_told);	/* on the way already */
-	while (!r->failed && cur_left(&c) > 0 &&
-	    r->slots_sent - r->slots_freed < NSLOTS &&
-	    r->sq_out < SQ_DEPTH - NSLOTS)
+	while (!r->failed && cur_left(&c) > 0 && tx_room(r))
 		if (post_write(r, &c) == -1 && r->tx_done == r->tx_told)
 			return -1;
+	r->tx_stalled = !r->failed && cur_left(&c) > 0;
 	if ((done = r->tx_done - r->tx_told) == 0) {
 		errno = EAGAIN;
 		return -1;
@@ -913,11 +921,17 @@ rdma_recv(struct link *l, const struct iovec *iov, int n)
 
 /* ---- sleeping ---- */
 
+/*
+ * Whether a call would move now.  A sender that stalled for room can move
+ * once a credit came: arm() may be the one that took it from the CQ, and
+ * then no event is left on the channel to wake the caller.
+ */
 static int
 can_move(const struct rdma_link *r, short want)
 {
 	return ((want & POLLIN) && r->slots_read < r->slots_in) ||
-	    ((want & POLLOUT) && r->tx_done > r->tx_told);
+	    ((want & POLLOUT) && (r->tx_done > r->tx_told ||
+	    (r->tx_stalled && tx_room(r))));
 }
 
 static int

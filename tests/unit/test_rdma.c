@@ -18,7 +18,8 @@
 #include "transport/transport.h"
 
 #define WAIT_MS		10000
-#define BIG		((size_t)3 << 20)	/* three of the peer's rings */
+#define RING		((size_t)1 << 20)	/* the peer's ring: 16 slots */
+#define BIG		(3 * RING)
 
 struct mccld_state md;
 
@@ -347,6 +348,86 @@ START_TEST(test_arm_and_wake)
 }
 END_TEST
 
+/* Send buf until *done reaches upto, sleeping as the engine does. */
+static void
+send_until(struct link *l, const uint8_t *buf, size_t len, size_t *done,
+    size_t upto)
+{
+	uint64_t deadline = ms_now() + WAIT_MS;
+	struct pollfd pfd[2];
+	ssize_t k;
+	int n;
+
+	while (*done < upto) {
+		k = link_send(l, &(struct iovec){ (void *)(uintptr_t)(buf +
+		    *done), len - *done }, 1);
+		if (k > 0) {
+			*done += (size_t)k;
+			continue;
+		}
+		ck_assert_int_eq(errno, EAGAIN);
+		ck_assert_msg(ms_now() < deadline, "send stalled at %zu", *done);
+		if ((n = link_arm(l, POLLOUT, pfd)) > 0)
+			ck_assert_int_ge(poll(pfd, (nfds_t)n, 100), 0);
+	}
+}
+
+static void
+recv_until(struct link *l, uint8_t *buf, size_t *done, size_t upto)
+{
+	uint64_t deadline = ms_now() + WAIT_MS;
+	struct pollfd pfd[2];
+	ssize_t k;
+	int n;
+
+	while (*done < upto) {
+		k = link_recv(l, &(struct iovec){ buf + *done, upto - *done },
+		    1);
+		if (k > 0) {
+			*done += (size_t)k;
+			continue;
+		}
+		ck_assert_int_eq(errno, EAGAIN);
+		ck_assert_msg(ms_now() < deadline, "recv stalled at %zu", *done);
+		if ((n = link_arm(l, POLLIN, pfd)) > 0)
+			ck_assert_int_ge(poll(pfd, (nfds_t)n, 100), 0);
+	}
+}
+
+/*
+ * A sender out of credits sleeps on the channel; the credit that frees it
+ * wakes it, and arm() then says it can move, though arm() itself took the
+ * credit from the queue and with it the channel's only event.
+ */
+START_TEST(test_credit_wakes_sender)
+{
+	struct link *l[2];
+	struct pollfd pfd[2];
+	size_t len = 2 * RING, sent = 0, got = 0;
+	uint8_t *src = pattern(len, 3), *dst = malloc(len);
+	int n;
+
+	ck_assert_ptr_nonnull(dst);
+	pair_open(l);
+	send_until(l[0], src, len, &sent, RING);
+	ck_assert_int_eq(link_send(l[0], &(struct iovec){ src + sent,
+	    len - sent }, 1), -1);
+	ck_assert_int_eq(errno, EAGAIN);	/* every slot is the peer's */
+	ck_assert_int_eq(n = link_arm(l[0], POLLOUT, pfd), 2);
+	recv_until(l[1], dst, &got, RING);	/* and gives them back */
+	ck_assert_int_eq(poll(pfd, (nfds_t)n, WAIT_MS), 1);
+	ck_assert(pfd[1].revents & POLLIN);
+	ck_assert_int_eq(link_arm(l[0], POLLOUT, pfd), 0);
+	send_until(l[0], src, len, &sent, len);
+	recv_until(l[1], dst, &got, len);
+	ck_assert_int_eq(memcmp(dst, src, len), 0);
+	free(src);
+	free(dst);
+	link_close(l[0]);
+	link_close(l[1]);
+}
+END_TEST
+
 /* The peer's connection hangs up: arm's watch says so. */
 START_TEST(test_hangup_watch)
 {
@@ -456,6 +537,7 @@ rdma_suite(void)
 	tcase_add_test(tc, test_stream_small_pieces);
 	tcase_add_test(tc, test_registration_fails);
 	tcase_add_test(tc, test_arm_and_wake);
+	tcase_add_test(tc, test_credit_wakes_sender);
 	tcase_add_test(tc, test_hangup_watch);
 	tcase_add_test(tc, test_peer_gone);
 	tcase_add_test(tc, test_join_refuses);
