@@ -54,7 +54,8 @@ CORE_SRCS   = daemon/log.c daemon/config.c daemon/engine/reduce.c \
 CONTROL_SRCS = daemon/control/control.c daemon/control/peer.c \
 	      daemon/control/job.c daemon/control/form.c \
 	      daemon/control/jobctl.c daemon/control/check.c \
-	      daemon/control/metrics.c daemon/control/linkcost.c
+	      daemon/control/metrics.c daemon/control/linkcost.c \
+	      daemon/control/liveness.c
 ENGINE_SRCS = daemon/engine/engine.c daemon/engine/pass.c daemon/engine/subq.c daemon/engine/seg.c daemon/engine/xmem.c \
 	      daemon/engine/p2p.c daemon/engine/budget.c daemon/engine/op.c \
 	      daemon/engine/check.c
@@ -73,7 +74,7 @@ LIBS	 = $(B)/$(SONAME) $(B)/libmccl.so $(B)/libmccl.a
 UNIT_TESTS = $(B)/test_proto $(B)/test_reduce $(B)/test_config $(B)/test_ring \
 	     $(B)/test_log $(B)/test_fakeverbs $(B)/test_rdma $(B)/test_budget \
 	     $(B)/test_subq $(B)/test_algo $(B)/test_form $(B)/test_engine \
-	     $(B)/test_crew $(B)/test_pass $(B)/test_conn
+	     $(B)/test_crew $(B)/test_pass $(B)/test_conn $(B)/test_liveness
 TEST_PROGS = $(B)/mccl-test $(B)/mccl-hostile
 BENCH_PROGS = $(B)/wirebw $(B)/costmodel
 
@@ -176,6 +177,9 @@ $(B)/test_pass: $(call obj,tests/unit/test_pass.c daemon/engine/pass.c daemon/en
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) -lpthread
 
 $(B)/test_conn: $(call obj,tests/unit/test_conn.c libclient/conn.c $(PROTO_SRCS))
+	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS)
+
+$(B)/test_liveness: $(call obj,tests/unit/test_liveness.c daemon/control/liveness.c)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS)
 
 $(B)/test_budget: $(call obj,tests/unit/test_budget.c daemon/engine/budget.c)

@@ -930,6 +930,11 @@ static const struct conf_key conf_keys[] = {
 	NUM("heartbeat_timeout_ms", heartbeat_timeout_ms, 1, UINT32_MAX, 5000,
 	    RELOAD_APPLY, "silence after which a peer is dead; must exceed "
 	    "heartbeat_interval_ms"),
+	NUM("heartbeat_mesh_max_nodes", heartbeat_mesh_max_nodes, 1, 1024, 64,
+	    RELOAD_APPLY, "largest cluster in which every node heartbeats "
+	    "every other; in a larger one each node heartbeats those at ring "
+	    "distances 1, 2, 4, ... (2 log2 N of them) and the nodes of its "
+	    "jobs, and the others on a report that one is silent"),
 	SPECIAL("algo", "string", algo, algo, ALGO_AUTO, RELOAD_ATOMIC, "auto",
 	    "allreduce algorithm when the client asks for none: auto (by a "
 	    "cost model of size and node count), ring, doubling, rabenseifner "

@@ -196,6 +196,7 @@ reload(char *err, size_t errlen)
 	struct config nc;
 	uint32_t hb_interval = md.conf.heartbeat_interval_ms;
 	uint32_t hb_timeout = md.conf.heartbeat_timeout_ms;
+	uint32_t hb_mesh = md.conf.heartbeat_mesh_max_nodes;
 
 	if (config_load(md.conf_path, md.conf_explicit, &nc, err,
 	    errlen) == -1) {
@@ -211,7 +212,8 @@ reload(char *err, size_t errlen)
 	budget_limits(&scratch_budget, md.conf.max_scratch_bytes_per_uid,
 	    md.conf.max_scratch_bytes);
 	if (hb_interval != md.conf.heartbeat_interval_ms ||
-	    hb_timeout != md.conf.heartbeat_timeout_ms)
+	    hb_timeout != md.conf.heartbeat_timeout_ms ||
+	    hb_mesh != md.conf.heartbeat_mesh_max_nodes)
 		peer_heartbeat_reset();
 	config_warnings(&md.conf);
 	log_info("reload: configuration applied (log level %s, heartbeat "

@@ -64,6 +64,7 @@ struct config {
 	uint32_t	 connect_timeout_ms;	/* TCP connect and data-link set-up */
 	uint32_t	 heartbeat_interval_ms;
 	uint32_t	 heartbeat_timeout_ms;	/* silence after which a peer is dead */
+	uint32_t	 heartbeat_mesh_max_nodes; /* larger: the sparse overlay */
 	uint64_t	 chunk_bytes;		/* pipeline chunk */
 	int		 algo;			/* enum algo_type for allreduce */
 	int		 transport;		/* enum conf_transport */

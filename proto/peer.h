@@ -26,6 +26,10 @@
  *      ALGO_TREE in peer_ophdr.algo, and a broadcast's header names its
  *      algorithm (was 0); a job's lanes past the first link ring
  *      neighbours only (they carry the ring allreduce's other rings).
+ *   9  PEER_SILENT: a node that heartbeats only some of its peers (the
+ *      sparse overlay of clusters past heartbeat_mesh_max_nodes) tells
+ *      every node of one it found silent; each pings it before it calls
+ *      it down.
  */
 #ifndef MCCL_PEER_H
 #define MCCL_PEER_H
@@ -35,7 +39,7 @@
 #include "ipc.h"
 
 #define PEER_MAGIC		0x4d434350U	/* "MCCP" */
-#define PEER_VERSION		8
+#define PEER_VERSION		9
 #define PEER_PORT_DEFAULT	7470		/* a node's address without a port */
 #define PEER_MSG_MAX		(1024 * 1024)	/* control frames */
 #define PEER_DATA_MAX		(64U * 1024 * 1024) /* one data frame's payload */
@@ -50,6 +54,7 @@ enum peer_type {
 	PEER_AUTH_HELLO = 103,	/* first on every connection, with a key */
 	PEER_AUTH_CHALLENGE = 104,
 	PEER_AUTH_RESPONSE = 105,
+	PEER_SILENT = 106,	/* a node its watcher no longer hears */
 	/* 200: job formation and failure */
 	PEER_JOIN = 200,	/* node -> coordinator; trailer: u32 ranks */
 	PEER_FORMED = 201,	/* coordinator -> nodes; trailer: u32 node per rank */
@@ -109,6 +114,11 @@ struct peer_auth_response {
 
 struct peer_ping {
 	uint64_t	stamp_ns;	/* echoed by PONG: round-trip time */
+};
+
+struct peer_silent {
+	uint32_t	node;		/* the node index not heard from */
+	uint32_t	silent_ms;	/* for how long, at the sender */
 };
 
 struct peer_join {

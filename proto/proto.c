@@ -709,6 +709,9 @@ static const struct wire_field f_peer_hello[] = {
 static const struct wire_field f_peer_ping[] = {
 	F(peer_ping, stamp_ns, WIRE_INT),
 };
+static const struct wire_field f_peer_silent[] = {
+	F(peer_silent, node, WIRE_INT), F(peer_silent, silent_ms, WIRE_INT),
+};
 static const struct wire_field f_peer_join[] = {
 	F(peer_join, uid, WIRE_INT), F(peer_join, nranks, WIRE_INT),
 	F(peer_join, node, WIRE_INT), F(peer_join, nlocal, WIRE_INT),
@@ -793,6 +796,7 @@ static const struct wire_type peer_types[] = {
 	    f_peer_auth_challenge, 0, 0),
 	WIRE_TYPE(PEER_AUTH_RESPONSE, peer_auth_response,
 	    f_peer_auth_response, 0, 0),
+	WIRE_TYPE(PEER_SILENT, peer_silent, f_peer_silent, 0, 0),
 	WIRE_TYPE(PEER_JOIN, peer_join, f_peer_join, PEER_RANKS_MAX * 4, 0),
 	WIRE_TYPE(PEER_FORMED, peer_formed, f_peer_formed, PEER_RANKS_MAX * 4, 0),
 	WIRE_TYPE(PEER_JOIN_FAIL, peer_join_fail, f_peer_join_fail,

@@ -285,10 +285,12 @@ static void
 peer_row(struct table *t, const json_t *p, time_t now)
 {
 	char idx[24], since[64], rtt[48], tx[32], rx[32], link[64];
-	const char *cells[] = { str(p, "name"), idx, str(p, "address"),
-	    str(p, "state"), since, rtt, link, tx, rx };
 	int self = json_is_true(json_object_get(p, "self"));
 	int up = strcmp(str(p, "state"), "up") == 0;
+	const char *hb = self || !up ? "-" :
+	    json_is_true(json_object_get(p, "heartbeats")) ? "yes" : "no";
+	const char *cells[] = { str(p, "name"), idx, str(p, "address"),
+	    str(p, "state"), since, rtt, hb, link, tx, rx };
 	long long us = num(p, "rtt_us");
 
 	snprintf(idx, sizeof(idx), "%lld", num(p, "index"));
@@ -325,7 +327,7 @@ static void
 peers_text(FILE *out, const json_t *doc)
 {
 	static const char *const header[] = { "NODE", "INDEX", "ADDRESS",
-	    "STATE", "SINCE", "RTT", "DATA LINKS", "TX", "RX" };
+	    "STATE", "SINCE", "RTT", "HEARTBEATS", "DATA LINKS", "TX", "RX" };
 	const json_t *p;
 	struct table t;
 	time_t now = time(NULL);
@@ -575,7 +577,8 @@ static const struct field peer_schema[] = {
 	KEY("name", T_STR, 0), KEY("index", T_UINT, 0),
 	KEY("address", T_STR, 0), KEY("state", T_STR, 0),
 	KEY("self", T_BOOL, 0), KEY("since", T_UINT, 0),
-	KEY("rtt_us", T_UINT, 0), KEY("tx_bytes", T_UINT, 0),
+	KEY("rtt_us", T_UINT, 0), KEY("heartbeats", T_BOOL, 0),
+	KEY("tx_bytes", T_UINT, 0),
 	KEY("rx_bytes", T_UINT, 0), KEY("last_error", T_STR, 0),
 	KEY("transport", T_STR, 0), KEY("device", T_STR, 0),
 	END

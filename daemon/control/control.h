@@ -69,6 +69,27 @@ json_t		*peer_ctl_list(void);
 uint64_t	 peer_rtt_median_ns(void);
 void		peer_metrics(json_t *);
 
+/* ---- liveness.c: whom a node heartbeats, and when one is dead ---- */
+
+enum liveness {
+	LIVE_QUIET,		/* neither watched nor suspected: no ping */
+	LIVE_PING,		/* ping it */
+	LIVE_SILENT,		/* watched, and silent past the timeout */
+	LIVE_UNANSWERED		/* reported silent, and no answer to us */
+};
+
+/* A peer's clocks (ns): last heard, watched since, reported silent. */
+struct liveness_clock {
+	uint64_t	 heard_ns;
+	uint64_t	 watched_ns;	/* when this node began to watch it */
+	uint64_t	 suspect_ns;	/* 0: no report since it was heard */
+};
+
+int		liveness_watches(uint32_t, uint32_t, uint32_t, uint32_t);
+int		liveness_sparse(uint32_t, uint32_t);
+enum liveness	liveness_verdict(const struct liveness_clock *, int, uint64_t,
+		    uint64_t);
+
 /* ---- job.c: job formation, operations, failure ---- */
 
 void		job_client_join(struct client *, const struct ipc_join *);
@@ -79,6 +100,7 @@ int		job_peer_msg(uint32_t, uint16_t, const void *, const uint8_t *,
 		    size_t);
 void		job_peer_up(uint32_t);
 void		job_peer_down(uint32_t, const char *);
+void		job_nodes_mark(uint8_t *, uint32_t);
 void		job_data_link(int, const struct peer_data_hello *);
 void		job_collect(struct job *);
 void		job_collect_all(void);

@@ -94,6 +94,26 @@ job_spans(const struct job *j, uint32_t node)
 	return 0;
 }
 
+/*
+ * Mark in mark[nnodes] the nodes whose failure a job here must see at
+ * once: those a live job spans, and a forming job's coordinator.
+ */
+void
+job_nodes_mark(uint8_t *mark, uint32_t nnodes)
+{
+	struct job *j;
+
+	TAILQ_FOREACH(j, &md.jobs, entry) {
+		if (j->state == JOB_FAILED)
+			continue;
+		for (uint32_t p = 0; p < j->nnodes; p++)
+			if (j->node_index[p] < nnodes)
+				mark[j->node_index[p]] = 1;
+		if (j->state == JOB_FORMING && j->coordinator < nnodes)
+			mark[j->coordinator] = 1;
+	}
+}
+
 int
 job_peer_msg(uint32_t from, uint16_t type, const void *msg,
     const uint8_t *trailer, size_t tlen)

@@ -58,6 +58,11 @@ struct peer {
 	uint32_t		 retry_ms;
 	time_t			 since;		/* wall clock of the last change */
 	uint64_t		 last_rx_ns;
+	int			 watched;	/* heartbeated (liveness.c) */
+	uint64_t		 watched_ns;	/* since when */
+	uint64_t		 suspect_ns;	/* a watcher found it silent */
+	uint32_t		 suspect_by;	/* that watcher */
+	uint32_t		 suspect_ms;	/* for so long */
 	uint64_t		 rtt_ns;
 	uint64_t		 rtt_win[RTT_WINDOW];	/* the last round trips */
 	uint32_t		 rtt_count;
@@ -109,6 +114,8 @@ static TAILQ_HEAD(, selfmsg)	 self_queue = TAILQ_HEAD_INITIALIZER(self_queue);
 static void	peer_connect(struct peer *);
 static void	peer_down(struct peer *, const char *);
 static int	peer_frame(struct peer *, const uint8_t *, size_t);
+static int	peer_told_silent(const struct peer *,
+		    const struct peer_silent *);
 
 const char *
 peer_name(uint32_t index)
@@ -246,6 +253,11 @@ peer_up(struct peer *p)
 	peer_set_state(p, PEER_UP);
 	p->retry_ms = RETRY_MIN_MS;
 	p->last_rx_ns = now_ns();
+	p->suspect_ns = 0;
+	/* Its jobs, if any, count from the next heartbeat. */
+	p->watched = liveness_watches(md.conf.node_index, p->index,
+	    (uint32_t)md.conf.nnodes, md.conf.heartbeat_mesh_max_nodes);
+	p->watched_ns = p->last_rx_ns;
 	p->last_error[0] = '\0';
 	log_info("peer: node %s (%s:%u) is up", p->node->name,
 	    p->node->addr.host, p->node->addr.port);
@@ -340,6 +352,7 @@ peer_frame(struct peer *p, const uint8_t *buf, size_t len)
 	union {
 		struct peer_hello hello;
 		struct peer_ping ping;
+		struct peer_silent silent;
 		struct peer_auth_challenge challenge;
 		uint8_t raw[512];
 	} msg;
@@ -380,6 +393,10 @@ peer_frame(struct peer *p, const uint8_t *buf, size_t len)
 		p->rtt_ns = now_ns() - msg.ping.stamp_ns;
 		p->rtt_win[p->rtt_count++ % RTT_WINDOW] = p->rtt_ns;
 		return 0;
+	case PEER_SILENT:
+		if (p->state != PEER_UP)
+			break;
+		return peer_told_silent(p, &msg.silent);
 	case PEER_JOIN: case PEER_FORMED: case PEER_JOIN_FAIL: case PEER_ABORT:
 	case PEER_JOB_QUERY: case PEER_JOB_INFO:
 		if (p->state != PEER_UP && p->index != md.conf.node_index)
@@ -817,13 +834,71 @@ inbound_accept_cb(int lfd, short events, void *arg)
 	inbound_deadline(in, inbound_auth_ms());
 }
 
-/* ---- heartbeats ---- */
+/* ---- heartbeats (whom, and when one is dead: liveness.c) ---- */
+
+/*
+ * A watched peer fell silent: down here, and in the sparse overlay every
+ * node is told, as most do not heartbeat it themselves.
+ */
+static void
+peer_silent(struct peer *p, uint64_t now)
+{
+	struct peer_silent m = { p->index, (uint32_t)((now - p->last_rx_ns) /
+	    1000000) };
+	char why[ERR_MAX];
+
+	snprintf(why, sizeof(why), "no heartbeat for %u ms", m.silent_ms);
+	peer_down(p, why);
+	if (!liveness_sparse((uint32_t)md.conf.nnodes,
+	    md.conf.heartbeat_mesh_max_nodes))
+		return;
+	for (uint32_t i = 0; i < md.conf.nnodes; i++)
+		if (i != md.conf.node_index && peers[i]->state == PEER_UP)
+			peer_send(i, PEER_SILENT, &m, NULL, 0);
+}
+
+/* A watcher's report: ask the node ourselves; the heartbeats decide. */
+static int
+peer_told_silent(const struct peer *from, const struct peer_silent *m)
+{
+	struct peer_ping ping = { now_ns() };
+	struct peer *p;
+
+	if (m->node >= md.conf.nnodes)
+		return -1;
+	p = peers[m->node];
+	if (m->node == md.conf.node_index || p->state != PEER_UP ||
+	    p->suspect_ns != 0)
+		return 0;
+	p->suspect_ns = ping.stamp_ns;
+	p->suspect_by = from->index;
+	p->suspect_ms = m->silent_ms;
+	log_info("peer: node %s has not heard from node %s for %u ms; asking "
+	    "it", from->node->name, p->node->name, m->silent_ms);
+	peer_send(p->index, PEER_PING, &ping, NULL, 0);
+	return 0;
+}
+
+/* The nodes of this node's jobs, which it heartbeats whatever the overlay. */
+static uint8_t *
+heartbeat_job_nodes(void)
+{
+	uint8_t *mark = calloc(md.conf.nnodes, 1);
+
+	if (mark != NULL)
+		job_nodes_mark(mark, (uint32_t)md.conf.nnodes);
+	return mark;
+}
 
 static void
 heartbeat_cb(int fd, short events, void *arg)
 {
 	struct peer_ping ping = { now_ns() };
+	uint64_t timeout = (uint64_t)md.conf.heartbeat_timeout_ms * 1000000;
+	uint8_t *jobs = heartbeat_job_nodes();
+	struct liveness_clock clock;
 	char why[ERR_MAX];
+	int watched;
 
 	(void)fd;
 	(void)events;
@@ -833,14 +908,41 @@ heartbeat_cb(int fd, short events, void *arg)
 
 		if (i == md.conf.node_index || p->state != PEER_UP)
 			continue;
-		if (ping.stamp_ns - p->last_rx_ns >
-		    (uint64_t)md.conf.heartbeat_timeout_ms * 1000000) {
-			snprintf(why, sizeof(why), "no heartbeat for %u ms",
-			    md.conf.heartbeat_timeout_ms);
+		watched = liveness_watches(md.conf.node_index, i,
+		    (uint32_t)md.conf.nnodes, md.conf.heartbeat_mesh_max_nodes) ||
+		    (jobs != NULL && jobs[i]);
+		if (watched && !p->watched)
+			p->watched_ns = ping.stamp_ns;
+		p->watched = watched;
+		if (p->suspect_ns != 0 && p->last_rx_ns > p->suspect_ns) {
+			log_info("peer: node %s answered; node %s's report "
+			    "that it was silent is set aside", p->node->name,
+			    peer_name(p->suspect_by));
+			p->suspect_ns = 0;
+		}
+		clock = (struct liveness_clock){ p->last_rx_ns, p->watched_ns,
+		    p->suspect_ns };
+		switch (liveness_verdict(&clock, watched, ping.stamp_ns,
+		    timeout)) {
+		case LIVE_SILENT:
+			peer_silent(p, ping.stamp_ns);
+			break;
+		case LIVE_UNANSWERED:
+			snprintf(why, sizeof(why), "node %s heard nothing from "
+			    "it for %u ms, nor this node for %llu ms since",
+			    peer_name(p->suspect_by), p->suspect_ms,
+			    (unsigned long long)(ping.stamp_ns -
+			    p->suspect_ns) / 1000000);
 			peer_down(p, why);
-		} else
+			break;
+		case LIVE_PING:
 			peer_send(i, PEER_PING, &ping, NULL, 0);
+			break;
+		case LIVE_QUIET:
+			break;
+		}
 	}
+	free(jobs);
 }
 
 /*
@@ -1098,13 +1200,14 @@ peer_ctl_list(void)
 		    p->node->addr.port);
 		link_peer_info(i, tp, sizeof(tp), dev, sizeof(dev));
 		json_array_append_new(list, json_pack(
-		    "{s:s, s:i, s:s, s:s, s:b, s:I, s:I, s:I, s:I, s:s, s:s, "
-		    "s:s}",
+		    "{s:s, s:i, s:s, s:s, s:b, s:I, s:I, s:b, s:I, s:I, s:s, "
+		    "s:s, s:s}",
 		    "name", p->node->name, "index", (int)i,
 		    "address", addr,
 		    "state", self ? "self" : peer_state_names[p->state],
 		    "self", self, "since", (json_int_t)p->since,
 		    "rtt_us", (json_int_t)(p->rtt_ns / 1000),
+		    "heartbeats", !self && p->watched,
 		    "tx_bytes", (json_int_t)(p->tx_bytes + (self ? 0 :
 		    __atomic_load_n(&md.data_tx[i], __ATOMIC_RELAXED))),
 		    "rx_bytes", (json_int_t)(p->rx_bytes + (self ? 0 :

@@ -84,7 +84,9 @@ ipc_valid(void)
 	const char *text = "job demo: rank 5 is out of range (nranks 4)";
 	const char *json = "{\"node\":\"node1\",\"node_index\":0,\"jobs\":1}";
 	struct ipc_hello hello = { IPC_VERSION, 4242, 0, 0 };
-	struct ipc_hello_ok ok = { IPC_VERSION, 0, 3, 30000, 60000, "node1" };
+	struct ipc_hello_ok ok = { .version = IPC_VERSION, .nnodes = 3,
+	    .init_timeout_ms = 30000, .op_timeout_ms = 60000, .xmem = 1,
+	    .node_name = "node1" };
 	struct ipc_error error = { MCCL_ERR_INVALID_ARGUMENT, IPC_JOIN };
 	struct ipc_seg_add add = { 1, 1 << 20 };
 	struct ipc_seg_ok sok = { 1 };
@@ -173,8 +175,13 @@ peer_valid(void)
 	struct peer_hello hello = { PEER_VERSION, 0, 3, 0x9e3779b97f4a7c15ULL,
 	    "node1" };
 	struct peer_ping ping = { 123456789 };
-	struct peer_join join = { 1000, 4, 1, 2, 30000, "demo" };
-	struct peer_formed formed = { JOB_ID, 1000, 4, "demo", 2 };
+	struct peer_silent silent = { 2, 5003 };
+	struct peer_join join = { .uid = 1000, .nranks = 4, .node = 1,
+	    .nlocal = 2, .timeout_ms = 30000, .job = "demo", .alpha_ns = 40000,
+	    .beta_ps = 800, .gamma_ps = 150, .beta_pair_ps = 900 };
+	struct peer_formed formed = { .job_id = JOB_ID, .uid = 1000,
+	    .nranks = 4, .job = "demo", .lanes = 2, .alpha_ns = 40000,
+	    .beta_ps = 800, .gamma_ps = 150, .beta_pair_ps = 900 };
 	struct peer_join_fail fail = { 1000, PEER_ALL_RANKS,
 	    MCCL_ERR_INVALID_ARGUMENT, "demo" };
 	struct peer_abort abrt = { JOB_ID, MCCL_ERR_PEER_FAILED, 1 };
@@ -192,6 +199,7 @@ peer_valid(void)
 	seed_one(&peer_proto, "hello", PEER_HELLO, &hello, NULL, 0);
 	seed_one(&peer_proto, "ping", PEER_PING, &ping, NULL, 0);
 	seed_one(&peer_proto, "pong", PEER_PONG, &ping, NULL, 0);
+	seed_one(&peer_proto, "silent", PEER_SILENT, &silent, NULL, 0);
 	seed_one(&peer_proto, "join", PEER_JOIN, &join, ranks, sizeof(ranks));
 	seed_one(&peer_proto, "formed", PEER_FORMED, &formed, map,
 	    sizeof(map));
@@ -254,8 +262,10 @@ peer_streams(void)
 	struct peer_hello hello = { PEER_VERSION, 1, 3, 0x9e3779b97f4a7c15ULL,
 	    "node2" };
 	struct peer_ping ping = { 987654321 };
-	struct peer_join join = { 1000, 2, 1, 1, 0, "pair" };
-	struct peer_formed formed = { JOB_ID, 1000, 2, "pair", 2 };
+	struct peer_join join = { .uid = 1000, .nranks = 2, .node = 1,
+	    .nlocal = 1, .job = "pair" };
+	struct peer_formed formed = { .job_id = JOB_ID, .uid = 1000,
+	    .nranks = 2, .job = "pair", .lanes = 2 };
 	struct peer_abort abrt = { JOB_ID, MCCL_ERR_ABORTED, 1 };
 	struct peer_data_hello dh = { JOB_ID, 2, 1 };
 	struct peer_ophdr oh = { .seq = 7, .coll = COLL_BROADCAST,
@@ -286,8 +296,10 @@ static void
 peer_malformed(void)
 {
 	struct peer_hello hello = { PEER_VERSION, 0, 3, 1, "node1" };
-	struct peer_join join = { 1000, 4, 1, 3, 30000, "demo" };
-	struct peer_formed formed = { JOB_ID, 1000, 5, "demo", 2 };
+	struct peer_join join = { .uid = 1000, .nranks = 4, .node = 1,
+	    .nlocal = 3, .timeout_ms = 30000, .job = "demo" };
+	struct peer_formed formed = { .job_id = JOB_ID, .uid = 1000,
+	    .nranks = 5, .job = "demo", .lanes = 2 };
 	struct peer_ping ping = { 1 };
 	static const uint32_t r[] = { 2, 9 };
 	uint8_t ranks[sizeof(r)];

@@ -183,6 +183,7 @@ section security && . "$(dirname "$0")/security.sh"
 section faults && . "$(dirname "$0")/faults.sh"
 section faults && . "$(dirname "$0")/netfault.sh"
 section faults && . "$(dirname "$0")/liveness.sh"
+section faults && . "$(dirname "$0")/heartbeats.sh"
 section transport && . "$(dirname "$0")/transport.sh"
 
 echo "== daemon health"

@@ -31,7 +31,7 @@ static const uint16_t peer_known[] = {
 	PEER_JOIN_FAIL, PEER_ABORT, PEER_DATA_HELLO, PEER_DATA_OPHDR, PEER_DATA,
 	PEER_P2P, PEER_AUTH_HELLO, PEER_AUTH_CHALLENGE, PEER_AUTH_RESPONSE,
 	PEER_JOB_QUERY, PEER_JOB_INFO, PEER_DATA_LINK, PEER_DATA_READY,
-	PEER_CHECK_RUN, PEER_CHECK_DONE,
+	PEER_CHECK_RUN, PEER_CHECK_DONE, PEER_SILENT,
 };
 
 static size_t
@@ -423,6 +423,16 @@ START_TEST(test_peer_ping)
 }
 END_TEST
 
+START_TEST(test_peer_silent)
+{
+	struct peer_silent m = { V32, V32B }, d;
+
+	rt(&peer_proto, PEER_SILENT, &m, NULL, 0, &d);
+	ck_assert_uint_eq(d.node, V32);
+	ck_assert_uint_eq(d.silent_ms, V32B);
+}
+END_TEST
+
 /* Every field of a link's set-up, at its widest, and no body for READY. */
 START_TEST(test_peer_data_link)
 {
@@ -738,7 +748,7 @@ START_TEST(test_bytes_peer)
 {
 	static const uint8_t want[] = {
 		0x4d, 0x43, 0x43, 0x50,		/* "MCCP" */
-		0x00, 0x08, 0x00, 0x65,		/* v8, PEER_PING = 101 */
+		0x00, 0x09, 0x00, 0x65,		/* v9, PEER_PING = 101 */
 		0x00, 0x00, 0x00, 0x08,
 		0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7, 0xa8,
 		'o', 'k',			/* not part of the frame */
@@ -754,7 +764,7 @@ START_TEST(test_bytes_peer)
 	/* And decoding the reference bytes gives the values back. */
 	wire_hdr_decode(want, &h);
 	ck_assert_uint_eq(h.magic, PEER_MAGIC);
-	ck_assert_uint_eq(h.version, 8);
+	ck_assert_uint_eq(h.version, 9);
 	ck_assert_uint_eq(h.type, PEER_PING);
 	ck_assert_uint_eq(h.len, 8);
 	ck_assert_int_eq(wire_decode(wire_type_lookup(&peer_proto, PEER_PING),
@@ -1228,6 +1238,7 @@ proto_suite(void)
 	tcase_add_test(tc, test_ipc_ctl);
 	tcase_add_test(tc, test_peer_hello);
 	tcase_add_test(tc, test_peer_ping);
+	tcase_add_test(tc, test_peer_silent);
 	tcase_add_test(tc, test_peer_data_link);
 	tcase_add_test(tc, test_peer_join);
 	tcase_add_test(tc, test_peer_formed);
