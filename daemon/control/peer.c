@@ -33,7 +33,9 @@
 #define RETRY_MIN_MS	100
 #define RETRY_MAX_MS	2000
 #define INBOUND_MAX	256	/* bytes of a first frame: HELLO or DATA_HELLO */
-#define INBOUND_PENDING_MAX 256	/* connections not yet identified */
+#define INBOUND_PENDING_MAX 256	/* connections not yet identified, */
+#define INBOUND_PENDING_NODE 4	/* and so many more per node: a job's
+				   start has every peer dial at once */
 #define INBOUND_AUTH_MS	2000	/* an honest peer proves itself in far less */
 #define REFUSAL_BURST	50	/* refusal log lines, then ... */
 #define REFUSAL_PER_S	10	/* ... this many a second */
@@ -818,7 +820,8 @@ inbound_accept_cb(int lfd, short events, void *arg)
 		return;
 	}
 	/* Strangers may not hold more than so many descriptors. */
-	if (inbound_pending >= INBOUND_PENDING_MAX)
+	if (inbound_pending >= INBOUND_PENDING_MAX + INBOUND_PENDING_NODE *
+	    md.conf.nnodes)
 		inbound_evict();
 	inbound_pending++;
 	TAILQ_INSERT_TAIL(&inbound, in, entry);
@@ -979,7 +982,8 @@ peer_listen_one(const struct conf_addr *a, char *err, size_t errlen)
 	if ((fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK |
 	    SOCK_CLOEXEC, 0)) == -1 ||
 	    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == -1 ||
-	    bind(fd, (struct sockaddr *)&ss, len) == -1 || listen(fd, 128) == -1) {
+	    bind(fd, (struct sockaddr *)&ss, len) == -1 ||
+	    listen(fd, SOMAXCONN) == -1) {
 		snprintf(err, errlen, "listen on %s:%u: %s", a->host, a->port,
 		    strerror(errno));
 		if (fd != -1)
