@@ -940,14 +940,22 @@ rdma_arm(struct link *l, short want, struct pollfd *pfd)
 	struct rdma_link *r = (struct rdma_link *)l;
 	struct ibv_cq *cq;
 	void *ctx;
+	int events;
 
 	if (progress(r) == -1 || can_move(r, want))
 		return 0;
 	pfd[0] = (struct pollfd){ l->fd, POLLRDHUP, 0 };
 	if (!(want & (POLLIN | POLLOUT)))
 		return 1;
-	while (ibv_get_cq_event(r->ch, &cq, &ctx) == 0)
+	/*
+	 * An event since the CQ was last armed: the progress() above may have
+	 * taken what it announced for the other direction, which the engine
+	 * armed separately and sleeps on too: look again rather than sleep.
+	 */
+	for (events = 0; ibv_get_cq_event(r->ch, &cq, &ctx) == 0; events++)
 		ibv_ack_cq_events(cq, 1);
+	if (events > 0)
+		return 0;
 	if (ibv_req_notify_cq(r->cq, 0) != 0) {
 		link_failed(r, "arming the completion queue on %s",
 		    r->dev->name);

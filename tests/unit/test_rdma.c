@@ -395,6 +395,20 @@ recv_until(struct link *l, uint8_t *buf, size_t *done, size_t upto)
 }
 
 /*
+ * Arm until arm() says to sleep, as the engine does: a 0 (look again) comes
+ * once for the events of what went before.
+ */
+static int
+arm_to_sleep(struct link *l, short want, struct pollfd *pfd)
+{
+	int n = 0;
+
+	for (int tries = 0; tries < 4 && n == 0; tries++)
+		n = link_arm(l, want, pfd);
+	return n;
+}
+
+/*
  * A sender out of credits sleeps on the channel; the credit that frees it
  * wakes it, and arm() then says it can move, though arm() itself took the
  * credit from the queue and with it the channel's only event.
@@ -413,11 +427,48 @@ START_TEST(test_credit_wakes_sender)
 	ck_assert_int_eq(link_send(l[0], &(struct iovec){ src + sent,
 	    len - sent }, 1), -1);
 	ck_assert_int_eq(errno, EAGAIN);	/* every slot is the peer's */
-	ck_assert_int_eq(n = link_arm(l[0], POLLOUT, pfd), 2);
+	ck_assert_int_eq(n = arm_to_sleep(l[0], POLLOUT, pfd), 2);
 	recv_until(l[1], dst, &got, RING);	/* and gives them back */
 	ck_assert_int_eq(poll(pfd, (nfds_t)n, WAIT_MS), 1);
 	ck_assert(pfd[1].revents & POLLIN);
 	ck_assert_int_eq(link_arm(l[0], POLLOUT, pfd), 0);
+	send_until(l[0], src, len, &sent, len);
+	recv_until(l[1], dst, &got, len);
+	ck_assert_int_eq(memcmp(dst, src, len), 0);
+	free(src);
+	free(dst);
+	link_close(l[0]);
+	link_close(l[1]);
+}
+END_TEST
+
+/*
+ * The engine arms a link's two directions one after the other.  A credit
+ * that comes between them is taken by the second (POLLIN), which must then
+ * not put the caller to sleep on a channel whose event it drained: either
+ * it says "move", or the poll over both wakes.
+ */
+START_TEST(test_credit_between_arms)
+{
+	struct link *l[2];
+	struct pollfd pfd[4];
+	size_t len = 2 * RING, sent = 0, got = 0;
+	uint8_t *src = pattern(len, 5), *dst = malloc(len);
+	int n, k;
+
+	ck_assert_ptr_nonnull(dst);
+	pair_open(l);
+	send_until(l[0], src, len, &sent, RING);
+	ck_assert_int_eq(link_send(l[0], &(struct iovec){ src + sent,
+	    len - sent }, 1), -1);
+	ck_assert_int_eq(errno, EAGAIN);
+	ck_assert_int_eq(n = arm_to_sleep(l[0], POLLOUT, pfd), 2);
+	recv_until(l[1], dst, &got, RING);
+	ck_assert_int_eq(poll(pfd, (nfds_t)n, WAIT_MS), 1);	/* the credit */
+	k = link_arm(l[0], POLLIN, pfd + n);
+	ck_assert_msg(k == 0 || poll(pfd, (nfds_t)(n + k), 1000) > 0,
+	    "the second arm took the credit and drained its event: the "
+	    "sender sleeps with room to send");
 	send_until(l[0], src, len, &sent, len);
 	recv_until(l[1], dst, &got, len);
 	ck_assert_int_eq(memcmp(dst, src, len), 0);
@@ -538,6 +589,7 @@ rdma_suite(void)
 	tcase_add_test(tc, test_registration_fails);
 	tcase_add_test(tc, test_arm_and_wake);
 	tcase_add_test(tc, test_credit_wakes_sender);
+	tcase_add_test(tc, test_credit_between_arms);
 	tcase_add_test(tc, test_hangup_watch);
 	tcase_add_test(tc, test_peer_gone);
 	tcase_add_test(tc, test_join_refuses);
