@@ -408,37 +408,62 @@ arm_to_sleep(struct link *l, short want, struct pollfd *pfd)
 	return n;
 }
 
+/* Two rings' worth from l[0] to l[1], the sender stalled for credits. */
+struct stalled {
+	struct link	*l[2];
+	struct pollfd	 pfd[4];
+	int		 n;		/* the sender's sleep, in pfd */
+	uint8_t		*src, *dst;
+	size_t		 len, sent, got;
+};
+
 /*
- * A sender out of credits sleeps on the channel; the credit that frees it
- * wakes it, and arm() then says it can move, though arm() itself took the
- * credit from the queue and with it the channel's only event.
+ * The sender fills every slot of the peer's ring and sleeps; the receiver
+ * reads them all and gives them back; the credit's event wakes the sender.
+ */
+static void
+stall_and_credit(struct stalled *t)
+{
+	t->len = 2 * RING;
+	t->sent = t->got = 0;
+	t->src = pattern(t->len, 3);
+	ck_assert_ptr_nonnull(t->dst = malloc(t->len));
+	pair_open(t->l);
+	send_until(t->l[0], t->src, t->len, &t->sent, RING);
+	ck_assert_int_eq(link_send(t->l[0], &(struct iovec){ t->src + t->sent,
+	    t->len - t->sent }, 1), -1);
+	ck_assert_int_eq(errno, EAGAIN);	/* every slot is the peer's */
+	ck_assert_int_eq(t->n = arm_to_sleep(t->l[0], POLLOUT, t->pfd), 2);
+	recv_until(t->l[1], t->dst, &t->got, RING);
+	ck_assert_int_eq(poll(t->pfd, (nfds_t)t->n, WAIT_MS), 1);
+	ck_assert(t->pfd[1].revents & POLLIN);
+}
+
+/* The rest goes through, every byte in order. */
+static void
+stalled_finish(struct stalled *t)
+{
+	send_until(t->l[0], t->src, t->len, &t->sent, t->len);
+	recv_until(t->l[1], t->dst, &t->got, t->len);
+	ck_assert_int_eq(memcmp(t->dst, t->src, t->len), 0);
+	free(t->src);
+	free(t->dst);
+	link_close(t->l[0]);
+	link_close(t->l[1]);
+}
+
+/*
+ * Once the credit came, arm() says the sender can move, though arm()
+ * itself took the credit from the queue and with it the channel's only
+ * event.
  */
 START_TEST(test_credit_wakes_sender)
 {
-	struct link *l[2];
-	struct pollfd pfd[2];
-	size_t len = 2 * RING, sent = 0, got = 0;
-	uint8_t *src = pattern(len, 3), *dst = malloc(len);
-	int n;
+	struct stalled t;
 
-	ck_assert_ptr_nonnull(dst);
-	pair_open(l);
-	send_until(l[0], src, len, &sent, RING);
-	ck_assert_int_eq(link_send(l[0], &(struct iovec){ src + sent,
-	    len - sent }, 1), -1);
-	ck_assert_int_eq(errno, EAGAIN);	/* every slot is the peer's */
-	ck_assert_int_eq(n = arm_to_sleep(l[0], POLLOUT, pfd), 2);
-	recv_until(l[1], dst, &got, RING);	/* and gives them back */
-	ck_assert_int_eq(poll(pfd, (nfds_t)n, WAIT_MS), 1);
-	ck_assert(pfd[1].revents & POLLIN);
-	ck_assert_int_eq(link_arm(l[0], POLLOUT, pfd), 0);
-	send_until(l[0], src, len, &sent, len);
-	recv_until(l[1], dst, &got, len);
-	ck_assert_int_eq(memcmp(dst, src, len), 0);
-	free(src);
-	free(dst);
-	link_close(l[0]);
-	link_close(l[1]);
+	stall_and_credit(&t);
+	ck_assert_int_eq(link_arm(t.l[0], POLLOUT, t.pfd), 0);
+	stalled_finish(&t);
 }
 END_TEST
 
@@ -450,32 +475,15 @@ END_TEST
  */
 START_TEST(test_credit_between_arms)
 {
-	struct link *l[2];
-	struct pollfd pfd[4];
-	size_t len = 2 * RING, sent = 0, got = 0;
-	uint8_t *src = pattern(len, 5), *dst = malloc(len);
-	int n, k;
+	struct stalled t;
+	int k;
 
-	ck_assert_ptr_nonnull(dst);
-	pair_open(l);
-	send_until(l[0], src, len, &sent, RING);
-	ck_assert_int_eq(link_send(l[0], &(struct iovec){ src + sent,
-	    len - sent }, 1), -1);
-	ck_assert_int_eq(errno, EAGAIN);
-	ck_assert_int_eq(n = arm_to_sleep(l[0], POLLOUT, pfd), 2);
-	recv_until(l[1], dst, &got, RING);
-	ck_assert_int_eq(poll(pfd, (nfds_t)n, WAIT_MS), 1);	/* the credit */
-	k = link_arm(l[0], POLLIN, pfd + n);
-	ck_assert_msg(k == 0 || poll(pfd, (nfds_t)(n + k), 1000) > 0,
+	stall_and_credit(&t);
+	k = link_arm(t.l[0], POLLIN, t.pfd + t.n);
+	ck_assert_msg(k == 0 || poll(t.pfd, (nfds_t)(t.n + k), 1000) > 0,
 	    "the second arm took the credit and drained its event: the "
 	    "sender sleeps with room to send");
-	send_until(l[0], src, len, &sent, len);
-	recv_until(l[1], dst, &got, len);
-	ck_assert_int_eq(memcmp(dst, src, len), 0);
-	free(src);
-	free(dst);
-	link_close(l[0]);
-	link_close(l[1]);
+	stalled_finish(&t);
 }
 END_TEST
 
