@@ -2354,6 +2354,15 @@ p_ping(char *why, size_t len)
 	return peer_closes(peer_enc(PEER_PING, &p), CLOSE_MS, why, len);
 }
 
+/* A stranger's word that a node is silent: refused, no node pinged. */
+static int
+p_silent(char *why, size_t len)
+{
+	struct peer_silent m = { self_index == 0 ? 1 : 0, 99999 };
+
+	return peer_closes(peer_enc(PEER_SILENT, &m), CLOSE_MS, why, len);
+}
+
 static int
 p_index(uint32_t node, char *why, size_t len)
 {
@@ -2542,6 +2551,7 @@ static const struct {
 	{ "PEER_HELLO without authentication", p_hello_noauth },
 	{ "PEER_DATA_HELLO of no job, without authentication", p_data_hello },
 	{ "PEER_PING without authentication", p_ping },
+	{ "PEER_SILENT without authentication", p_silent },
 	{ "AUTH_HELLO claiming the daemon's own index", p_index_self },
 	{ "AUTH_HELLO claiming index nnodes", p_index_nnodes },
 	{ "AUTH_HELLO claiming index 0xffffffff", p_index_max },
