@@ -841,12 +841,15 @@ inbound_accept_cb(int lfd, short events, void *arg)
 
 /*
  * A watched peer fell silent: down here, and in the sparse overlay every
- * node is told, as most do not heartbeat it themselves.
+ * node is told, as most do not heartbeat it themselves.  Its silence
+ * counts from when it was last heard or first watched, as the verdict's.
  */
 static void
 peer_silent(struct peer *p, uint64_t now)
 {
-	struct peer_silent m = { p->index, (uint32_t)((now - p->last_rx_ns) /
+	uint64_t since = p->last_rx_ns > p->watched_ns ? p->last_rx_ns :
+	    p->watched_ns;
+	struct peer_silent m = { p->index, (uint32_t)((now - since) /
 	    1000000) };
 	char why[ERR_MAX];
 
