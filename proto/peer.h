@@ -30,6 +30,9 @@
  *      sparse overlay of clusters past heartbeat_mesh_max_nodes) tells
  *      every node of one it found silent; each pings it before it calls
  *      it down.
+ *  10  send/recv links are made on a pair's first message, one each way:
+ *      the sender dials (whichever node is first), the receiver only
+ *      reads it.  A job's start makes the lanes' links alone.
  */
 #ifndef MCCL_PEER_H
 #define MCCL_PEER_H
@@ -39,7 +42,7 @@
 #include "ipc.h"
 
 #define PEER_MAGIC		0x4d434350U	/* "MCCP" */
-#define PEER_VERSION		9
+#define PEER_VERSION		10
 #define PEER_PORT_DEFAULT	7470		/* a node's address without a port */
 #define PEER_MSG_MAX		(1024 * 1024)	/* control frames */
 #define PEER_DATA_MAX		(64U * 1024 * 1024) /* one data frame's payload */
@@ -68,8 +71,9 @@ enum peer_type {
 	PEER_DATA_HELLO = 300,
 	PEER_DATA_OPHDR = 301,	/* first frame of every operation on a link */
 	PEER_DATA = 302,	/* trailer: payload */
-	PEER_P2P = 303,		/* a message on a stream-1 link: exactly
-				   peer_p2p.bytes of payload follow */
+	PEER_P2P = 303,		/* a message on a send/recv link, from its
+				   dialler: exactly peer_p2p.bytes of
+				   payload follow */
 	PEER_DATA_LINK = 304,	/* each way after DATA_HELLO: the transport
 				   offered, and how to reach this end */
 	PEER_DATA_READY = 305,	/* each way after both LINK: this end can
@@ -77,9 +81,11 @@ enum peer_type {
 };
 
 /*
- * Data link streams: each job has, per pair of nodes, one link for send/recv
- * and one per lane for collectives.  Lanes split large allreduces, each a
- * ring of its own, alternately in either direction.
+ * Data link streams: each job has, per pair of nodes, a link per lane for
+ * collectives, dialled by the node before, made at the job's start (lanes
+ * past the first between ring neighbours only); and, once messages flow, a
+ * send/recv link each way, dialled by the sender.  Lanes split large
+ * allreduces, each a ring of its own, alternately in either direction.
  */
 #define PEER_STREAM_COLL	0	/* collectives' lane 0, run by the engine */
 #define PEER_STREAM_P2P		1	/* send/recv, run by the p2p thread */

@@ -696,7 +696,9 @@ job_data_link(int fd, const struct peer_data_hello *m)
 	struct early_link *e;
 	struct timeval tv;
 
-	if (m->node >= md.conf.nnodes || m->node >= md.conf.node_index) {
+	/* A lane's links come from the nodes before us; send/recv's from any. */
+	if (m->node >= md.conf.nnodes || m->node == md.conf.node_index ||
+	    (m->stream != PEER_STREAM_P2P && m->node > md.conf.node_index)) {
 		log_warnx("peer: data link claims node index %u: refused",
 		    m->node);
 		close(fd);
@@ -720,9 +722,10 @@ job_data_link(int fd, const struct peer_data_hello *m)
 	if (j != NULL) {
 		for (uint32_t p = 0; p < j->nnodes; p++)
 			if (j->node_index[p] == m->node &&
-			    engine_adopt_link(j, p, m->stream ==
-			    PEER_STREAM_P2P ? j->nlanes :
-			    PEER_LANE_OF(m->stream), fd) == 0)
+			    (m->stream == PEER_STREAM_P2P ?
+			    p2p_adopt_link(j, p, fd) :
+			    engine_adopt_link(j, p, PEER_LANE_OF(m->stream),
+			    fd)) == 0)
 				return;
 		log_warnx("job %s: unexpected data link from node %s", j->name,
 		    peer_name(m->node));

@@ -42,6 +42,8 @@ static const char *const family[][3] = {	/* name, type, help */
 	    "Working memory the engines hold (max_scratch_bytes)." },
 	{ "mccl_unreceived_bytes", "gauge",
 	    "Messages kept for receives not yet posted (max_unreceived_bytes)." },
+	{ "mccl_data_links", "gauge", "Data links open, all jobs: a job's "
+	    "lanes, or send/recv's (made on a pair's first message)." },
 	{ "mccl_peer_up", "gauge", "1 when the peer's control connection is up." },
 	{ "mccl_peer_rtt_seconds", "gauge", "Last heartbeat round trip." },
 	{ "mccl_link_latency_seconds", "gauge",
@@ -199,6 +201,10 @@ metrics_samples(void)
 	    (double)budget_held(&scratch_budget, (uid_t)-1));
 	metrics_add(list, "mccl_unreceived_bytes", NULL,
 	    (double)p2p_kept_bytes());
+	metrics_add(list, "mccl_data_links", json_pack("{s:s}", "kind",
+	    "lane"), (double)engine_links_open());
+	metrics_add(list, "mccl_data_links", json_pack("{s:s}", "kind",
+	    "p2p"), (double)p2p_links_open());
 	peer_metrics(list);
 	metrics_link_cost(list);
 	metrics_ops(list);

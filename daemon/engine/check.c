@@ -190,26 +190,6 @@ stream_in(const struct io *io, uint8_t *payload, uint64_t *bytes,
 	return 0;
 }
 
-/* ---- link set-up, as a job's engine does it ---- */
-
-static struct link *
-link_make(struct link_setup *s, int abort_fd, char *err, size_t errlen)
-{
-	uint64_t deadline = ms_from_now(__atomic_load_n(
-	    &md.conf.connect_timeout_ms, __ATOMIC_RELAXED));
-	struct link *l = NULL;
-
-	if (link_offer(s, err, errlen) == 0 && link_answer(s, abort_fd,
-	    deadline, err, errlen) == 0 && link_ready(s, abort_fd, deadline,
-	    err, errlen) == 0)
-		l = s->link;
-	else if (s->link != NULL)	/* made, then a step failed */
-		link_close(s->link);
-	s->link = NULL;
-	link_setup_drop(s);
-	return l;
-}
-
 /* ---- measuring ---- */
 
 struct lane_run {

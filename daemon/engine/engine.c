@@ -44,36 +44,32 @@ engine_notify(struct job *j)
 /* ---- data links ---- */
 
 #define FD_TAKEN	(-2)	/* fds: an accepted link the engine took */
-#define ROWS(j)		((j)->nlanes + 1)	/* lanes, then send/recv's */
+#define ROWS(j)		((j)->nlanes)	/* a row of links per lane */
 
-static uint32_t
-row_stream(const struct job *j, uint32_t k)
+static uint64_t links_open;	/* lanes' links of every job (metrics) */
+
+/* The lanes' data links open on this node, all jobs (metrics). */
+uint64_t
+engine_links_open(void)
 {
-	return k < j->nlanes ? PEER_STREAM_LANE(k) : PEER_STREAM_P2P;
+	return __atomic_load_n(&links_open, __ATOMIC_RELAXED);
 }
 
 /*
- * Whether row k's link to position p is made.  Lane 0 and send/recv's go
- * to every node (the pairwise algorithms, the tree, the chain, messages);
- * the other lanes carry only a large ring allreduce's other rings, between
- * neighbours: a job of n nodes opens 2 links a pair and 2 (lanes - 1) more
- * a node, not lanes + 1 a pair (at 128 nodes and 4 lanes, 16640 links in
- * all where there were 40640).
+ * Whether lane k's link to position p is made.  Lane 0 goes to every node
+ * (the pairwise algorithms, the tree, the chain); the other lanes carry
+ * only a large ring allreduce's other rings, between neighbours: a job of
+ * n nodes opens a link a pair and 2 (lanes - 1) more a node (at 128 nodes
+ * and 4 lanes, 8512 links in all, where a link a pair and lane and one for
+ * send/recv made 40640).  Send/recv's links are p2p.c's, made on a pair's
+ * first message.
  */
 static int
 row_needed(const struct job *j, uint32_t k, uint32_t p)
 {
 	uint32_t n = j->nnodes;
 
-	return k == 0 || k >= j->nlanes || p == (j->me + 1) % n ||
-	    p == (j->me + n - 1) % n;
-}
-
-static uint64_t
-link_deadline(void)
-{
-	return now_ns() + (uint64_t)__atomic_load_n(&md.conf.connect_timeout_ms,
-	    __ATOMIC_RELAXED) * 1000000;
+	return k == 0 || p == (j->me + 1) % n || p == (j->me + n - 1) % n;
 }
 
 /* Connect to the nodes after us, and offer each a link at once. */
@@ -90,7 +86,7 @@ engine_connect_links(struct job *j, struct link_setup *su, char *err,
 			if (!row_needed(j, k, p))
 				continue;
 			if ((s->fd = dial_data_link(&md.conf.nodes[node].addr,
-			    md.conf.node_index, node, j->id, row_stream(j, k),
+			    md.conf.node_index, node, j->id, PEER_STREAM_LANE(k),
 			    j->eng->abort_fd, link_deadline(), why,
 			    sizeof(why))) == -1 ||
 			    link_offer(s, why, sizeof(why)) == -1) {
@@ -219,20 +215,12 @@ engine_complete_links(struct job *j, struct link_setup *su, char *err,
 				    j->names[i % j->nnodes], why);
 				return -1;
 			}
+			if (j->eng->links[i] == NULL)
+				__atomic_add_fetch(&links_open, 1,
+				    __ATOMIC_RELAXED);
 			j->eng->links[i] = su[i].link;
 		}
 	return 0;
-}
-
-/* The send/recv row goes to the p2p thread, or the reason it can't. */
-static void
-engine_hand_p2p(struct job *j, const char *err)
-{
-	struct link **row = j->eng->links + j->nlanes * j->nnodes;
-
-	p2p_links(j, err == NULL ? row : NULL, err);
-	if (err == NULL)
-		memset(row, 0, j->nnodes * sizeof(*row));
 }
 
 static int
@@ -260,7 +248,6 @@ engine_links(struct job *j)
 	for (uint32_t i = 0; i < n && rc == 0; i++)
 		if (j->eng->links[i] != NULL && j->eng->links[i]->tp->mem_add)
 			j->eng->registers = 1;
-	engine_hand_p2p(j, rc == 0 ? NULL : err);
 	engine_report_links(j, rc == 0, MCCL_ERR_PEER_FAILED, err);
 	return rc;
 }
@@ -1865,7 +1852,10 @@ static void
 links_close(struct link **links, uint32_t n)
 {
 	for (uint32_t p = 0; p < n; p++)
-		link_close(links[p]);
+		if (links[p] != NULL) {
+			link_close(links[p]);
+			__atomic_sub_fetch(&links_open, 1, __ATOMIC_RELAXED);
+		}
 	free(links);
 }
 

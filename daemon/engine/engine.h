@@ -297,12 +297,13 @@ struct p2p;
 int		p2p_init(struct job *, char *, size_t);
 int		p2p_start(struct job *, char *, size_t);
 void		p2p_submit(struct job *, struct op *);
-void		p2p_links(struct job *, struct link **, const char *);
+int		p2p_adopt_link(struct job *, uint32_t, int);
 void		p2p_quit(struct job *);
 int		p2p_exited(struct job *);
 void		p2p_finish(struct job *);
 void		p2p_limits(uint64_t, uint64_t);
 uint64_t	p2p_kept_bytes(void);
+uint64_t	p2p_links_open(void);
 
 /* ---- subq.c: submission rings, the engine's side ---- */
 
@@ -346,5 +347,6 @@ void		engine_quit(struct job *);
 int		engine_exited(struct job *);
 void		engine_finish(struct job *);
 void		engine_shutdown(void);
+uint64_t	engine_links_open(void);
 
 #endif

@@ -50,10 +50,8 @@ struct engine {
 	/* the data links */
 	int		*fds;		/* lane k's link from position p at
 					   [k * nnodes + p], handed over by
-					   the main thread (p < me); row
-					   nlanes: the send/recv stream's */
-	struct link	**links;	/* the links, alike (engine thread);
-					   the last row goes to p2p.c */
+					   the main thread (p < me) */
+	struct link	**links;	/* the links, alike (engine thread) */
 	int		 registers;	/* a link sends from registered memory */
 	int		 link_state;	/* 0 pending, 1 up, -1 failed */
 	int		 links_reported;	/* engine_collect told it */

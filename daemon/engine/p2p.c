@@ -1,9 +1,15 @@
 /*
  * p2p.c: a job's point-to-point messages (mccl_send, mccl_recv).  They run
- * on a thread of their own with links of their own (stream 1, which the
- * engine thread makes with the job's other links and hands over), so a
- * send never waits behind a collective and a collective never waits
- * behind a message.
+ * on a thread of their own with links of their own, so a send never waits
+ * behind a collective and a collective never waits behind a message.
+ *
+ * A pair's links are made on its first message, one each way: the sender
+ * dials (stream PEER_STREAM_P2P) and sends on it, the receiver only reads
+ * it, so a job of hundreds of nodes starts without the links its ranks
+ * never use.  The job's dialler thread dials and sets up, so messages on
+ * other links keep moving; the receiving end's set-up runs on this thread,
+ * where it waits only on a dialler that is in the set-up with it: no two
+ * nodes ever wait on each other.
  *
  * Every message is eager: a send completes once its transport is done with
  * its bytes (another node) or they are copied (this node).  A message that arrives
@@ -44,7 +50,9 @@ struct unexpected {
 TAILQ_HEAD(unexpected_list, unexpected);
 
 struct p2p_link {
-	struct link	*link;		/* NULL until the engine made it */
+	struct link	*to;		/* ours to it, on our first message */
+	struct link	*from;		/* its to us, on its first message */
+	int		 dialing;	/* `to` asked of the dialler */
 	int		 dead;
 	struct op_list	 sendq;		/* head is being sent */
 	uint8_t		 txhdr[P2P_HDR_LEN];
@@ -58,20 +66,34 @@ struct p2p_link {
 	struct unexpected *rxux;	/* or the buffer it fills */
 };
 
+/* A link for the p2p thread: one dialled, or one accepted to set up. */
+struct arrival {
+	TAILQ_ENTRY(arrival) entry;
+	uint32_t	 pos;
+	int		 fd;		/* accepted, to set up; or -1 */
+	struct link	*link;		/* dialled and set up; or NULL */
+	char		 err[ERR_MAX];	/* neither: why the dial failed */
+};
+TAILQ_HEAD(arrival_list, arrival);
+
 struct p2p {
 	struct job	*job;
 	pthread_t	 thread;
-	pthread_mutex_t	 mtx;		/* inbox, links handed over, quit */
+	pthread_t	 dialler;
+	pthread_mutex_t	 mtx;		/* inbox, dials, arrivals, quit */
+	pthread_cond_t	 dial_cond;	/* a dial asked, or quit */
 	int		 wake_fd;
+	int		 stop_fd;	/* readable once quit: ends a set-up */
 	int		 started;	/* the thread runs */
+	int		 dialler_started;
 	int		 quit;
 	int		 exited;	/* p2p_main returned */
+	int		 dialler_exited;
 	struct op_list	 inbox;		/* from the main thread */
-	struct p2p_link	*links;		/* by position; links[me] unused */
-	struct link	**adopted;	/* handed over by the engine, by position */
-	int		 links_failed;	/* the engine could not make them: */
-	char		 links_err[ERR_MAX];	/* why */
+	struct arrival_list dials;	/* asked, for the dialler to fill */
+	struct arrival_list arrivals;	/* for the thread to take */
 	/* thread-owned from here */
+	struct p2p_link	*links;		/* by position; links[me] unused */
 	struct op_list	 posted;	/* receives waiting for a message */
 	struct unexpected_list unexpected;
 	uint64_t	 unexpected_bytes;
@@ -325,6 +347,24 @@ send_local(struct p2p *p, struct op *send)
 
 /* ---- sending on links ---- */
 
+/* Ask the dialler for our link to pos: -1 when out of memory. */
+static int
+dial_ask(struct p2p *p, uint32_t pos)
+{
+	struct arrival *a;
+
+	if ((a = calloc(1, sizeof(*a))) == NULL)
+		return -1;
+	a->pos = pos;
+	a->fd = -1;
+	p->links[pos].dialing = 1;
+	pthread_mutex_lock(&p->mtx);
+	TAILQ_INSERT_TAIL(&p->dials, a, entry);
+	pthread_cond_signal(&p->dial_cond);
+	pthread_mutex_unlock(&p->mtx);
+	return 0;
+}
+
 static void
 send_queue(struct p2p *p, struct op *send)
 {
@@ -335,6 +375,12 @@ send_queue(struct p2p *p, struct op *send)
 	if (l->dead) {
 		op_complete(p, send, MCCL_ERR_PEER_FAILED, "send to rank %u: "
 		    "link to node %s is down", send->desc.root, j->names[pos]);
+		return;
+	}
+	if (l->to == NULL && !l->dialing && dial_ask(p, pos) == -1) {
+		op_complete(p, send, MCCL_ERR_NO_MEMORY, "send to rank %u: "
+		    "out of memory for a link to node %s", send->desc.root,
+		    j->names[pos]);
 		return;
 	}
 	TAILQ_INSERT_TAIL(&l->sendq, send, entry);
@@ -362,12 +408,12 @@ tx_step(struct p2p *p, struct p2p_link *l)
 	ssize_t n;
 	int niov = 0;
 
-	if (op == NULL || l->link == NULL)
+	if (op == NULL || l->to == NULL)
 		return 0;
 	part = &op->parts[local_part(p->job, op->p2p_rank)];
 	if (l->txoff == 0) {
 		tx_header(l, op);
-		if (l->link->tp->mem_add != NULL && part->send_seg != NULL)
+		if (l->to->tp->mem_add != NULL && part->send_seg != NULL)
 			link_mem_add(part->send_seg, part->send_seg->base,
 			    part->send_seg->size);
 	}
@@ -382,7 +428,7 @@ tx_step(struct p2p *p, struct p2p_link *l)
 		iov[niov++] = (struct iovec){ part->send + off,
 		    left > IO_MAX ? IO_MAX : left };
 	}
-	if ((n = link_send(l->link, iov, niov)) < 0)
+	if ((n = link_send(l->to, iov, niov)) < 0)
 		return errno == EAGAIN || errno == EINTR ? 0 : -1;
 	count_bytes(md.data_tx, p->job->node_index, (uint32_t)(l - p->links),
 	    (size_t)n);
@@ -468,6 +514,8 @@ rx_step(struct p2p *p, struct p2p_link *l, uint32_t pos, char *err,
 	size_t want;
 	ssize_t n = 0;
 
+	if (l->from == NULL)
+		return 0;
 	if (l->rxhdr_got < P2P_HDR_LEN) {
 		dst = l->rxhdr + l->rxhdr_got;
 		want = P2P_HDR_LEN - l->rxhdr_got;
@@ -476,14 +524,14 @@ rx_step(struct p2p *p, struct p2p_link *l, uint32_t pos, char *err,
 		want = l->rx.bytes - l->rxgot > IO_MAX ? IO_MAX :
 		    (size_t)(l->rx.bytes - l->rxgot);
 	}
-	if (want > 0 && (n = link_recv(l->link, &(struct iovec){ dst, want },
+	if (want > 0 && (n = link_recv(l->from, &(struct iovec){ dst, want },
 	    1)) <= 0) {
 		char why[LINK_WHY_MAX + 32];
 
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			return 0;
-		snprintf(err, errlen, "link to node %s %s", p->job->names[pos],
-		    link_strerror(l->link, n == 0 ? 0 : errno, why,
+		snprintf(err, errlen, "link from node %s %s", p->job->names[pos],
+		    link_strerror(l->from, n == 0 ? 0 : errno, why,
 		    sizeof(why)));
 		return -1;
 	}
@@ -580,12 +628,144 @@ expire(struct p2p *p, uint64_t now)
 	for (uint32_t q = 0; q < j->nnodes; q++)
 		if ((op = TAILQ_FIRST(&p->links[q].sendq)) != NULL) {
 			if (op->deadline_ns <= now)
-				link_fail(p, q, "send: node took no data before "
-				    "the deadline");
+				link_fail(p, q, p->links[q].to == NULL ?
+				    "send: no link to the node before the "
+				    "deadline" : "send: node took no data "
+				    "before the deadline");
 			else if (next == 0 || op->deadline_ns < next)
 				next = op->deadline_ns;
 		}
 	return next;
+}
+
+/* ---- links, made on a pair's first message ---- */
+
+static uint64_t links_open;	/* of every job, each way (metrics) */
+
+/* Send/recv links open on this node, all jobs (metrics). */
+uint64_t
+p2p_links_open(void)
+{
+	return __atomic_load_n(&links_open, __ATOMIC_RELAXED);
+}
+
+static void
+link_install(struct link **slot, struct link *l)
+{
+	*slot = l;
+	__atomic_add_fetch(&links_open, 1, __ATOMIC_RELAXED);
+}
+
+static void
+link_uninstall(struct link **slot)
+{
+	if (*slot == NULL)
+		return;
+	link_close(*slot);
+	*slot = NULL;
+	__atomic_sub_fetch(&links_open, 1, __ATOMIC_RELAXED);
+}
+
+static void
+p2p_wake(struct p2p *p)
+{
+	uint64_t one = 1;
+
+	if (write(p->wake_fd, &one, sizeof(one)) == -1)
+		log_warn("job %s: p2p wake", p->job->name);
+}
+
+/* Dialler: our link to the node at pos, set up; or NULL with err. */
+static struct link *
+dial_link(struct p2p *p, uint32_t pos, char *err, size_t errlen)
+{
+	const struct job *j = p->job;
+	uint32_t node = j->node_index[pos];
+	struct link_setup s = { .fd = -1, .node = node };
+	struct link *l = NULL;
+	char why[ERR_MAX] = "";
+
+	if ((s.fd = dial_data_link(&md.conf.nodes[node].addr,
+	    md.conf.node_index, node, j->id, PEER_STREAM_P2P, p->stop_fd,
+	    link_deadline(), why, sizeof(why))) == -1 ||
+	    (l = link_make(&s, p->stop_fd, why, sizeof(why))) == NULL)
+		snprintf(err, errlen, "cannot open a send/recv link to node "
+		    "%s: %s", j->names[pos], why);
+	return l;
+}
+
+/* The dialler thread: one dial at a time, in the order asked. */
+static void *
+dialler_main(void *arg)
+{
+	struct p2p *p = arg;
+	struct arrival *a;
+
+	pthread_mutex_lock(&p->mtx);
+	while (!p->quit) {
+		if ((a = TAILQ_FIRST(&p->dials)) == NULL) {
+			pthread_cond_wait(&p->dial_cond, &p->mtx);
+			continue;
+		}
+		TAILQ_REMOVE(&p->dials, a, entry);
+		pthread_mutex_unlock(&p->mtx);
+		a->link = dial_link(p, a->pos, a->err, sizeof(a->err));
+		pthread_mutex_lock(&p->mtx);
+		TAILQ_INSERT_TAIL(&p->arrivals, a, entry);
+		p2p_wake(p);
+	}
+	/* Under the lock: the main thread frees the event only after it. */
+	p->dialler_exited = 1;
+	engine_notify(p->job);
+	pthread_mutex_unlock(&p->mtx);
+	return NULL;
+}
+
+/* p2p thread: a link the dialler made, or one accepted, to set up. */
+static void
+take_arrival(struct p2p *p, struct arrival *a)
+{
+	const struct job *j = p->job;
+	struct p2p_link *l = &p->links[a->pos];
+	struct link_setup s = { .fd = a->fd, .node = j->node_index[a->pos] };
+	char why[ERR_MAX] = "", err[ERR_MAX];
+
+	if (a->fd == -1) {
+		l->dialing = 0;
+		if (a->link == NULL)
+			link_fail(p, a->pos, a->err);
+		else if (l->dead)
+			link_close(a->link);
+		else
+			link_install(&l->to, a->link);
+	} else if (l->from != NULL || l->dead) {
+		if (l->from != NULL)
+			log_warnx("job %s: a second send/recv link from node "
+			    "%s: closed", j->name, j->names[a->pos]);
+		close(a->fd);
+	} else if ((a->link = link_make(&s, p->stop_fd, why, sizeof(why))) ==
+	    NULL) {
+		snprintf(err, sizeof(err), "send/recv link from node %s: %s",
+		    j->names[a->pos], why);
+		link_fail(p, a->pos, err);
+	} else
+		link_install(&l->from, a->link);
+	free(a);
+}
+
+/* Whatever the dialler and the main thread left: closed unused. */
+static void
+arrivals_free(struct arrival_list *list)
+{
+	struct arrival *a;
+
+	while ((a = TAILQ_FIRST(list)) != NULL) {
+		TAILQ_REMOVE(list, a, entry);
+		if (a->fd != -1)
+			close(a->fd);
+		link_close(a->link);
+		free(a);
+	}
 }
 
 /* ---- the thread ---- */
@@ -594,26 +774,22 @@ static void
 take_inbox(struct p2p *p)
 {
 	struct op_list in = TAILQ_HEAD_INITIALIZER(in);
+	struct arrival_list arrived = TAILQ_HEAD_INITIALIZER(arrived);
 	struct job *j = p->job;
+	struct arrival *a;
 	struct op *op;
 	uint64_t v;
-	int failed;
 
 	if (read(p->wake_fd, &v, sizeof(v)) == -1 && errno != EAGAIN)
 		log_warn("job %s: p2p wake", j->name);
 	pthread_mutex_lock(&p->mtx);
 	TAILQ_CONCAT(&in, &p->inbox, entry);
-	for (uint32_t q = 0; q < j->nnodes; q++)
-		if (p->adopted[q] != NULL && p->links[q].link == NULL) {
-			p->links[q].link = p->adopted[q];
-			p->adopted[q] = NULL;
-		}
-	if ((failed = p->links_failed == 1))
-		p->links_failed = 2;	/* told once, here */
+	TAILQ_CONCAT(&arrived, &p->arrivals, entry);
 	pthread_mutex_unlock(&p->mtx);
-	for (uint32_t q = 0; failed && q < j->nnodes; q++)
-		if (q != j->me)
-			link_fail(p, q, p->links_err);
+	while ((a = TAILQ_FIRST(&arrived)) != NULL) {
+		TAILQ_REMOVE(&arrived, a, entry);
+		take_arrival(p, a);
+	}
 	while ((op = TAILQ_FIRST(&in)) != NULL) {
 		TAILQ_REMOVE(&in, op, entry);
 		if (p->aborted)
@@ -636,13 +812,13 @@ links_step(struct p2p *p)
 	for (uint32_t q = 0; q < p->job->nnodes; q++) {
 		struct p2p_link *l = &p->links[q];
 
-		if (q == p->job->me || l->link == NULL || l->dead)
+		if (q == p->job->me || l->dead)
 			continue;
 		if ((rc = tx_step(p, l)) == -1) {
 			char why[LINK_WHY_MAX + 32];
 
 			snprintf(err, sizeof(err), "link to node %s %s",
-			    p->job->names[q], link_strerror(l->link, errno, why,
+			    p->job->names[q], link_strerror(l->to, errno, why,
 			    sizeof(why)));
 			link_fail(p, q, err);
 			continue;
@@ -656,7 +832,7 @@ links_step(struct p2p *p)
 	return moved;
 }
 
-/* A link's connection hung up (a transport that watches for that). */
+/* Our link to the node at q hung up (watched while it has nothing to send). */
 static void
 p2p_hangup(struct p2p *p, uint32_t q)
 {
@@ -664,9 +840,27 @@ p2p_hangup(struct p2p *p, uint32_t q)
 	char why[LINK_WHY_MAX + 32], err[ERR_MAX];
 
 	snprintf(err, sizeof(err), "link to node %s %s", p->job->names[q],
-	    link_strerror(l->link, link_hangup_errno(l->link), why,
-	    sizeof(why)));
+	    link_strerror(l->to, link_hangup_errno(l->to), why, sizeof(why)));
 	link_fail(p, q, err);
+}
+
+/*
+ * Arm a link: up to two pollfds at pfd + *n, each marked with the link's
+ * position; 0 when it can move now.
+ */
+static int
+arm_link(struct link *l, short want, uint32_t q, struct pollfd *pfd,
+    uint32_t *pos, int *n)
+{
+	int armed;
+
+	if (l == NULL)
+		return 1;
+	if ((armed = link_arm(l, want, pfd + *n)) == 0)
+		return 0;
+	for (int i = 0; i < armed; i++)
+		pos[(*n)++] = q;
+	return armed;
 }
 
 /* Sleep until something can move. */
@@ -676,11 +870,11 @@ p2p_wait(struct p2p *p, uint64_t next_deadline)
 	const struct job *j = p->job;
 	struct pollfd *pfd;
 	uint32_t *pos;
-	int n = 0, timeout = -1, armed, ready = 0;
+	int n = 0, timeout = -1, ready = 0;
 	uint64_t now = now_ns();
 
-	pfd = calloc(2 * j->nnodes + 2, sizeof(*pfd));
-	pos = calloc(2 * j->nnodes + 2, sizeof(*pos));
+	pfd = calloc(4 * j->nnodes + 2, sizeof(*pfd));
+	pos = calloc(4 * j->nnodes + 2, sizeof(*pos));
 	if (pfd == NULL || pos == NULL)
 		goto out;
 	pfd[n++] = (struct pollfd){ p->wake_fd, POLLIN, 0 };
@@ -689,13 +883,12 @@ p2p_wait(struct p2p *p, uint64_t next_deadline)
 	for (uint32_t q = 0; q < j->nnodes; q++) {
 		struct p2p_link *l = &p->links[q];
 
-		if (l->link == NULL || l->dead)
+		if (l->dead)
 			continue;
-		if ((armed = link_arm(l->link, (short)(POLLIN |
-		    (TAILQ_EMPTY(&l->sendq) ? 0 : POLLOUT)), pfd + n)) == 0)
+		if (arm_link(l->from, POLLIN, q, pfd, pos, &n) == 0 ||
+		    arm_link(l->to, TAILQ_EMPTY(&l->sendq) ? POLLRDHUP :
+		    POLLOUT, q, pfd, pos, &n) == 0)
 			goto out;	/* it can move now */
-		for (int i = 0; i < armed; i++)
-			pos[n++] = q;
 	}
 	if (next_deadline != 0)
 		timeout = next_deadline <= now ? 0 :
@@ -757,32 +950,46 @@ p2p_main(void *arg)
 
 /* ---- the main thread's side ---- */
 
-/* Before engine_start: the engine hands this its links (p2p_links). */
+static void
+p2p_free(struct p2p *p)
+{
+	if (p->wake_fd != -1)
+		close(p->wake_fd);
+	if (p->stop_fd != -1)
+		close(p->stop_fd);
+	free(p->links);
+	free(p);
+}
+
+/* Before engine_start. */
 int
 p2p_init(struct job *j, char *err, size_t errlen)
 {
 	struct p2p *p;
 
-	if ((p = calloc(1, sizeof(*p))) == NULL ||
-	    (p->links = calloc(j->nnodes, sizeof(*p->links))) == NULL ||
-	    (p->adopted = calloc(j->nnodes, sizeof(*p->adopted))) == NULL ||
-	    (p->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) == -1) {
+	if ((p = calloc(1, sizeof(*p))) == NULL) {
+		snprintf(err, errlen, "cannot set up send/recv: out of memory");
+		return -1;
+	}
+	p->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	p->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (p->wake_fd == -1 || p->stop_fd == -1 ||
+	    (p->links = calloc(j->nnodes, sizeof(*p->links))) == NULL) {
 		snprintf(err, errlen, "cannot set up send/recv: %s",
 		    strerror(errno));
-		if (p != NULL) {
-			free(p->links);
-			free(p->adopted);
-		}
-		free(p);
+		p2p_free(p);
 		return -1;
 	}
 	p->job = j;
 	TAILQ_INIT(&p->inbox);
+	TAILQ_INIT(&p->dials);
+	TAILQ_INIT(&p->arrivals);
 	TAILQ_INIT(&p->posted);
 	TAILQ_INIT(&p->unexpected);
 	for (uint32_t q = 0; q < j->nnodes; q++)
 		TAILQ_INIT(&p->links[q].sendq);
 	pthread_mutex_init(&p->mtx, NULL);
+	pthread_cond_init(&p->dial_cond, NULL);
 	j->p2p = p;
 	return 0;
 }
@@ -799,16 +1006,14 @@ p2p_start(struct job *j, char *err, size_t errlen)
 		return -1;
 	}
 	p->started = 1;
+	if ((errno = pthread_create(&p->dialler, NULL, dialler_main, p)) !=
+	    0) {
+		snprintf(err, errlen, "cannot start the p2p dialler: %s",
+		    strerror(errno));
+		return -1;
+	}
+	p->dialler_started = 1;
 	return 0;
-}
-
-static void
-p2p_wake(struct p2p *p)
-{
-	uint64_t one = 1;
-
-	if (write(p->wake_fd, &one, sizeof(one)) == -1)
-		log_warn("job %s: p2p wake", p->job->name);
 }
 
 void
@@ -823,56 +1028,74 @@ p2p_submit(struct job *j, struct op *op)
 }
 
 /*
- * Engine thread: the job's send/recv links, one per position (NULL at
- * this node's), are up; or, with err, they could not be made.
+ * An accepted send/recv link from the node at position pos, whose first
+ * message to this node follows: the thread sets it up.  -1 when not taken
+ * (the caller closes fd).
  */
-void
-p2p_links(struct job *j, struct link **links, const char *err)
+int
+p2p_adopt_link(struct job *j, uint32_t pos, int fd)
 {
 	struct p2p *p = j->p2p;
+	struct arrival *a;
+	int taken = 0;
 
+	if (p == NULL || pos >= j->nnodes || pos == j->me ||
+	    (a = calloc(1, sizeof(*a))) == NULL)
+		return -1;
+	a->pos = pos;
+	a->fd = fd;
 	pthread_mutex_lock(&p->mtx);
-	if (err != NULL) {
-		p->links_failed = 1;
-		wire_strlcpy(p->links_err, err, sizeof(p->links_err));
-	} else
-		memcpy(p->adopted, links, j->nnodes * sizeof(*links));
+	if (!p->quit) {
+		TAILQ_INSERT_TAIL(&p->arrivals, a, entry);
+		taken = 1;
+	}
 	pthread_mutex_unlock(&p->mtx);
+	if (!taken) {
+		free(a);
+		return -1;
+	}
 	p2p_wake(p);
+	return 0;
 }
 
-/* Tell the thread to stop; it wakes the main thread when it has. */
+/* Tell the threads to stop; each wakes the main thread when it has. */
 void
 p2p_quit(struct job *j)
 {
 	struct p2p *p = j->p2p;
+	uint64_t one = 1;
 
 	if (p == NULL)
 		return;
 	pthread_mutex_lock(&p->mtx);
 	p->quit = 1;
+	pthread_cond_signal(&p->dial_cond);
 	pthread_mutex_unlock(&p->mtx);
+	if (write(p->stop_fd, &one, sizeof(one)) == -1)
+		log_warn("job %s: stopping the p2p dialler", j->name);
 	p2p_wake(p);
 }
 
-/* The thread has returned, or never ran: p2p_finish won't block. */
+/* The threads have returned, or never ran: p2p_finish won't block. */
 int
 p2p_exited(struct job *j)
 {
 	struct p2p *p = j->p2p;
 	int exited;
 
-	if (p == NULL || !p->started)
+	if (p == NULL)
 		return 1;
 	pthread_mutex_lock(&p->mtx);
-	exited = p->exited;
+	exited = (!p->started || p->exited) &&
+	    (!p->dialler_started || p->dialler_exited);
 	pthread_mutex_unlock(&p->mtx);
 	return exited;
 }
 
 /*
- * After p2p_quit: join the thread (blocks until it returns, see
- * engine_finish); ops it still held go back through the engine's out queue.
+ * After p2p_quit: join the threads (blocks until they return, see
+ * engine_finish); ops they still held go back through the engine's out
+ * queue.
  */
 void
 p2p_finish(struct job *j)
@@ -884,14 +1107,18 @@ p2p_finish(struct job *j)
 		return;
 	if (p->started)
 		pthread_join(p->thread, NULL);
+	if (p->dialler_started)
+		pthread_join(p->dialler, NULL);
+	arrivals_free(&p->dials);
+	arrivals_free(&p->arrivals);
 	p->aborted = 1;
 	fail_ops(p, UINT32_MAX, MCCL_ERR_ABORTED, "job ended");
 	take_inbox(p);
 	for (uint32_t q = 0; q < j->nnodes; q++) {
 		if (p->links[q].rxop != NULL)
 			engine_op_done(j, p->links[q].rxop);
-		link_close(p->links[q].link);
-		link_close(p->adopted[q]);
+		link_uninstall(&p->links[q].to);
+		link_uninstall(&p->links[q].from);
 	}
 	while ((u = TAILQ_FIRST(&p->unexpected)) != NULL) {
 		TAILQ_REMOVE(&p->unexpected, u, entry);
@@ -899,10 +1126,8 @@ p2p_finish(struct job *j)
 			engine_op_done(j, u->waiter);
 		unexpected_free(p, u);
 	}
-	close(p->wake_fd);
 	pthread_mutex_destroy(&p->mtx);
-	free(p->links);
-	free(p->adopted);
-	free(p);
+	pthread_cond_destroy(&p->dial_cond);
+	p2p_free(p);
 	j->p2p = NULL;
 }

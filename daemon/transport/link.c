@@ -197,6 +197,36 @@ link_ready(struct link_setup *s, int abort_fd, uint64_t deadline_ns,
 	return 0;
 }
 
+/* When a set-up step begun now must be over: connect_timeout_ms. */
+uint64_t
+link_deadline(void)
+{
+	return now_ns() + (uint64_t)__atomic_load_n(&md.conf.connect_timeout_ms,
+	    __ATOMIC_RELAXED) * 1000000;
+}
+
+/*
+ * One link alone, all three steps by connect_timeout_ms: for a thread that
+ * sets up one link at a time (send/recv's, mcclctl check's), whose peer
+ * is in the set-up too.  Returns the link, or NULL with err; s is spent.
+ */
+struct link *
+link_make(struct link_setup *s, int abort_fd, char *err, size_t errlen)
+{
+	uint64_t deadline = link_deadline();
+	struct link *l = NULL;
+
+	if (link_offer(s, err, errlen) == 0 && link_answer(s, abort_fd,
+	    deadline, err, errlen) == 0 && link_ready(s, abort_fd, deadline,
+	    err, errlen) == 0)
+		l = s->link;
+	else if (s->link != NULL)	/* made, then a step failed */
+		link_close(s->link);
+	s->link = NULL;
+	link_setup_drop(s);
+	return l;
+}
+
 /* Give back whatever set-up still holds (not the finished link). */
 void
 link_setup_drop(struct link_setup *s)

@@ -129,6 +129,8 @@ int		 link_offer(struct link_setup *, char *, size_t);
 int		 link_answer(struct link_setup *, int, uint64_t, char *, size_t);
 int		 link_ready(struct link_setup *, int, uint64_t, char *, size_t);
 void		 link_setup_drop(struct link_setup *);
+struct link	*link_make(struct link_setup *, int, char *, size_t);
+uint64_t	 link_deadline(void);
 void		 link_peer_info(uint32_t, char *, size_t, char *, size_t);
 void		 link_mem_add(const void *, void *, size_t);
 void		 link_mem_forget(const void *);

@@ -154,9 +154,43 @@ kill -TERM "${DAEMON_PIDS[30]}"
 wait "${DAEMON_PIDS[30]}"
 unset "DAEMON_PIDS[30]"
 
-echo "== metrics"
 # value NAME_AND_LABELS < text: the sample's value.
 value() { awk -v k="$1" '$1 == k { print $2 }'; }
+
+echo "== data links: a job's lanes at its start, send/recv's on a pair's first message"
+# links NODE KIND: n<NODE>'s data links open of KIND (lane, p2p).
+links() { ctl "$1" metrics | value "mccl_data_links{kind=\"$2\"}"; }
+# links_become NODE KIND N: wait (5 s at most) until n<NODE> has N.
+links_become() {
+	local deadline=$((SECONDS + 5))
+	until [ "$(links "$1" "$2")" = "$3" ]; do
+		[ $SECONDS -lt $deadline ] || return 1
+		sleep 0.05
+	done
+}
+for i in 0 1 2; do links_become $i p2p 0 || bad "n$i: send/recv links before"; done
+spawn 0 jlz 3 0 hold 1500; z0=$LAST_PID
+spawn 1 jlz 3 1 hold 1500; z1=$LAST_PID
+spawn 2 jlz 3 2 hold 1500; z2=$LAST_PID
+job_ready jlz && sleep 0.3
+lz="$(links 0 lane) $(links 1 lane) $(links 2 lane)"
+pz="$(links 0 p2p) $(links 1 p2p) $(links 2 p2p)"
+wait "$z0" && wait "$z1" && wait "$z2" || bad "jlz: a rank failed"
+[ "$pz" = "0 0 0" ] && ! echo "$lz" | grep -qw 0 &&
+    ok "3 nodes of collectives: lane links ($lz), no send/recv link" ||
+    bad "3 nodes of collectives: lane links '$lz', send/recv links '$pz'"
+spawn 0 jls 2 0 send-hold 716800 1500; s0=$LAST_PID
+spawn 2 jls 2 1 send-hold 716800 1500; s1=$LAST_PID
+links_become 0 p2p 1 && links_become 2 p2p 1 && [ "$(links 1 p2p)" = 0 ] &&
+    ok "one message from n0 to n2: one send/recv link, at each end, none at n1" ||
+    bad "send/recv links after a message n0 -> n2: $(links 0 p2p) $(links 1 p2p) $(links 2 p2p)"
+wait "$s0" && wait "$s1" && ok "the message arrived, kept until received" ||
+    bad "jls: a rank failed"
+links_become 0 p2p 0 && links_become 2 p2p 0 &&
+    ok "the send/recv links closed with the job" ||
+    bad "send/recv links left open: $(links 0 p2p) $(links 2 p2p)"
+
+echo "== metrics"
 ctl 0 metrics >"$T/metrics.txt"
 v=$(value 'mccl_ops_total{collective="allreduce"}' <"$T/metrics.txt")
 awk -v v="${v:-0}" 'BEGIN { exit !(v > 0) }' &&

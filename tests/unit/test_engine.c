@@ -37,8 +37,8 @@
 
 struct mccld_state md;
 
-#define NLANES		2
-#define ROWS		(NLANES + 1)	/* the lanes, then send/recv's */
+#define NLANES		3
+#define ROWS		NLANES		/* a row of links per lane */
 #define NLOCAL		2
 #define COUNT		100000		/* floats: past one pipeline chunk */
 #define SEG_ID		7

@@ -235,6 +235,8 @@ int p2p_exited(struct job *j) { (void)j; return 1; }
 void p2p_quit(struct job *j) { (void)j; }
 void p2p_finish(struct job *j) { (void)j; }
 void p2p_submit(struct job *j, struct op *op) { (void)j; (void)op; }
+int p2p_adopt_link(struct job *j, uint32_t p, int fd)
+{ (void)j; (void)p; (void)fd; return -1; }
 void link_mem_forget(const void *key) { (void)key; }
 
 /* ---- the cluster, its clients, the other nodes' messages ---- */
