@@ -162,6 +162,22 @@ done
 expect_exit "rank 4 on the dead daemon gets MCCL_ERR_CONNECT" "${ds[4]}"
 restart_daemon 2 && ok "n2 restarted and rejoined" || bad "n2 rejoin"
 
+echo "== faults: a daemon killed before its rank's first message"
+# Send/recv links come with a pair's first message: none joins n2 to n0
+# here, so the receive learns of n2's death from the control plane.
+spawn 2 jrk 2 0 recv-wait MCCL_ERR_CONNECT "daemon connection lost"
+r0=$LAST_PID
+spawn 0 jrk 2 1 recv-wait MCCL_ERR_PEER_FAILED "n2"; r1=$LAST_PID
+wait_looping jrk 2 || bad "jrk never started"
+t0=$(now)
+kill -9 "${DAEMON_PIDS[2]}"
+wait "${DAEMON_PIDS[2]}" 2>/dev/null
+expect_exit "a receive from a rank of the dead daemon gets PEER_FAILED naming n2" \
+    "$r1"
+detected "the death seen by the receive" jrk 1 "$t0" "$HB_LIMIT"
+kill "$r0" 2>/dev/null; wait "$r0" 2>/dev/null
+restart_daemon 2 && ok "n2 restarted and rejoined" || bad "n2 rejoin"
+
 echo "== faults: a daemon killed with collectives queued in a ring"
 spawn 2 jqk 2 0 queued wait MCCL_ERR_CONNECT "daemon connection lost"
 k0=$LAST_PID

@@ -46,6 +46,9 @@
  *                      submit 8 allreduces; the first must fail with CODE
  *                      and TEXT (printing failed_at=, as loop does)
  *   late MS CODE TEXT  after MS ms, an allreduce must fail with CODE, TEXT
+ *   recv-wait CODE TEXT
+ *                      rank 0 sends nothing and stays 60 s; rank 1's
+ *                      receive from it must fail with CODE and TEXT
  *   abort-many N       N one-rank jobs, each aborted once formed
  *   xmem-unmap send|recv
  *                      rank 0 unmaps a buffer of its allreduce before it
@@ -1713,6 +1716,28 @@ mode_late(int ms, const char *code, const char *text)
 }
 
 static int
+mode_recv_wait(const char *code, const char *text)
+{
+	mccl_comm_t *comm;
+	mccl_result_t rc;
+	float x = 0;
+
+	if ((comm = join()) == NULL)
+		return 1;
+	printf("rank %d: looping\n", my_rank);
+	fflush(stdout);
+	if (my_rank == 0)
+		sleep(60);
+	else {
+		rc = mccl_recv(&x, 1, MCCL_FLOAT32, 0, 5, comm, NULL);
+		print_failed_at(comm, rc);
+		expect(comm, rc, code_of(code), text, "recv");
+	}
+	mccl_comm_destroy(comm);
+	return failures != 0;
+}
+
+static int
 mode_scratch(size_t bytes, const char *code, const char *text, int ms)
 {
 	mccl_comm_t *comm;
@@ -1797,6 +1822,8 @@ main(int argc, char **argv)
 		return mode_queued(argv[2], NULL, NULL);
 	if (argc == 5 && strcmp(argv[1], "queued") == 0)
 		return mode_queued(argv[2], argv[3], argv[4]);
+	if (argc == 4 && strcmp(argv[1], "recv-wait") == 0)
+		return mode_recv_wait(argv[2], argv[3]);
 	if (argc == 5 && strcmp(argv[1], "late") == 0)
 		return mode_late(atoi(argv[2]), argv[3], argv[4]);
 	if (argc == 6 && strcmp(argv[1], "scratch") == 0)
