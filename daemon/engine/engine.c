@@ -55,27 +55,37 @@ engine_links_open(void)
 	return __atomic_load_n(&links_open, __ATOMIC_RELAXED);
 }
 
-/*
- * Whether lane k's link to position p is made.  Lane 0 goes to every node
- * (the pairwise algorithms, the tree, the chain); the other lanes carry
- * only a large ring allreduce's other rings, between neighbours: a job of
- * n nodes opens a link a pair and 2 (lanes - 1) more a node (at 128 nodes
- * and 4 lanes, 8512 links in all, where a link a pair and lane and one for
- * send/recv made 40640).  Send/recv's links are p2p.c's, made on a pair's
- * first message.
- */
 static int
-row_needed(const struct job *j, uint32_t k, uint32_t p)
+ring_neighbour(const struct job *j, uint32_t p)
 {
 	uint32_t n = j->nnodes;
 
-	return k == 0 || p == (j->me + 1) % n || p == (j->me + n - 1) % n;
+	return p != j->me && (p == (j->me + 1) % n || p == (j->me + n - 1) % n);
 }
 
-/* Connect to the nodes after us, and offer each a link at once. */
+/*
+ * Whether lane k's link to position p may be made.  Lane 0 may go to every
+ * node (the pairwise algorithms, the tree, the chain); the other lanes
+ * carry only a large ring allreduce's other rings, between neighbours.
+ */
 static int
-engine_connect_links(struct job *j, struct link_setup *su, char *err,
-    size_t errlen)
+row_allowed(const struct job *j, uint32_t k, uint32_t p)
+{
+	return k == 0 || ring_neighbour(j, p);
+}
+
+/*
+ * The links made at the job's start: the ring neighbours', on every lane.
+ * Lane 0's others are made on first use (engine_links_on_use): a job of n
+ * nodes starts with 2 links a lane and node, whatever n, and an algorithm
+ * adds only the pairs it talks over (recursive doubling log2 n, the direct
+ * exchange all n - 1).  Send/recv's links are p2p.c's.
+ */
+
+/* Connect to the nodes after us that we want links to, offer on each. */
+static int
+engine_connect_links(struct job *j, const uint8_t *want,
+    struct link_setup *su, char *err, size_t errlen)
 {
 	for (uint32_t p = j->me + 1; p < j->nnodes; p++)
 		for (uint32_t k = 0; k < ROWS(j); k++) {
@@ -83,7 +93,7 @@ engine_connect_links(struct job *j, struct link_setup *su, char *err,
 			char why[ERR_MAX] = "";
 			uint32_t node = j->node_index[p];
 
-			if (!row_needed(j, k, p))
+			if (!want[k * j->nnodes + p])
 				continue;
 			if ((s->fd = dial_data_link(&md.conf.nodes[node].addr,
 			    md.conf.node_index, node, j->id, PEER_STREAM_LANE(k),
@@ -98,17 +108,18 @@ engine_connect_links(struct job *j, struct link_setup *su, char *err,
 	return 0;
 }
 
-/* The first node before us whose link has not come (-1: none), and in
-   *have how many have. */
+/* The first node before us whose wanted link has not come (-1: none), and
+   in *have how many have. */
 static int
-engine_links_missing(const struct job *j, uint32_t *have)
+engine_links_missing(const struct job *j, const uint8_t *want,
+    uint32_t *have)
 {
 	int first = -1;
 
 	*have = 0;
 	for (uint32_t p = 0; p < j->me; p++)
 		for (uint32_t k = 0; k < ROWS(j); k++) {
-			if (!row_needed(j, k, p))
+			if (!want[k * j->nnodes + p])
 				continue;
 			if (j->eng->fds[k * j->nnodes + p] != -1)
 				(*have)++;
@@ -119,37 +130,36 @@ engine_links_missing(const struct job *j, uint32_t *have)
 }
 
 static void
-timespec_in_ms(struct timespec *ts, uint32_t ms)
+timespec_at_ns(struct timespec *ts, uint64_t ns)
 {
-	clock_gettime(CLOCK_MONOTONIC, ts);
-	ts->tv_sec += ms / 1000;
-	ts->tv_nsec += (long)(ms % 1000) * 1000000;
-	if (ts->tv_nsec >= 1000000000) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000;
-	}
+	ts->tv_sec = (time_t)(ns / 1000000000);
+	ts->tv_nsec = (long)(ns % 1000000000);
 }
 
 /*
- * Wait for the nodes before us to connect; called with mtx held.  Each
- * node dials the nodes after it one at a time, so the last of a large job
- * waits for hundreds of dials before its own: the deadline is
- * connect_timeout_ms from the last link that came (or from the start),
- * not for all of them together.
+ * Wait for the nodes before us to connect; called with mtx held.  At the
+ * job's start (until_ns 0) each node dials the nodes after it one at a
+ * time, so the last of a large job waits for many dials before its own:
+ * the deadline is connect_timeout_ms from the last link that came (or from
+ * the start), not for all of them together.  On first use the op's
+ * deadline: the peer may still be in an earlier op.
  */
 static int
-engine_await_links(struct job *j, char *err, size_t errlen)
+engine_await_links(struct job *j, const uint8_t *want, uint64_t until_ns,
+    char *err, size_t errlen)
 {
 	uint32_t ms = __atomic_load_n(&md.conf.connect_timeout_ms,
 	    __ATOMIC_RELAXED), have, had = UINT32_MAX;
 	struct timespec ts;
 	int missing, timed_out = 0;
 
-	while ((missing = engine_links_missing(j, &have)) != -1 &&
+	if (until_ns != 0)
+		timespec_at_ns(&ts, until_ns);
+	while ((missing = engine_links_missing(j, want, &have)) != -1 &&
 	    !j->eng->quit && !j->eng->aborted) {
-		if (have != had) {		/* progress: a new deadline */
+		if (until_ns == 0 && have != had) {	/* progress */
 			had = have;
-			timespec_in_ms(&ts, ms);
+			timespec_at_ns(&ts, now_ns() + (uint64_t)ms * 1000000);
 		} else if (timed_out)
 			break;
 		timed_out = pthread_cond_timedwait(&j->eng->cond,
@@ -157,25 +167,29 @@ engine_await_links(struct job *j, char *err, size_t errlen)
 	}
 	if (missing == -1)
 		return 0;
-	snprintf(err, errlen, "node %s did not open its data link within %u ms",
-	    j->names[missing], ms);
+	if (until_ns == 0)
+		snprintf(err, errlen, "node %s did not open its data link "
+		    "within %u ms", j->names[missing], ms);
+	else
+		snprintf(err, errlen, "node %s did not open its data link "
+		    "by the operation's deadline", j->names[missing]);
 	return -1;
 }
 
-/* Take the links the nodes before us opened, and offer on each. */
+/* Take the wanted links the nodes before us opened, and offer on each. */
 static int
-engine_accepted_links(struct job *j, struct link_setup *su, char *err,
-    size_t errlen)
+engine_accepted_links(struct job *j, const uint8_t *want, uint64_t until_ns,
+    struct link_setup *su, char *err, size_t errlen)
 {
 	int rc;
 
 	pthread_mutex_lock(&j->eng->mtx);
-	if ((rc = engine_await_links(j, err, errlen)) == 0)
+	if ((rc = engine_await_links(j, want, until_ns, err, errlen)) == 0)
 		for (uint32_t p = 0; p < j->me; p++)
 			for (uint32_t k = 0; k < ROWS(j); k++) {
 				uint32_t i = k * j->nnodes + p;
 
-				if (!row_needed(j, k, p))
+				if (!want[i])
 					continue;
 				su[i].fd = j->eng->fds[i];
 				j->eng->fds[i] = FD_TAKEN;
@@ -183,17 +197,18 @@ engine_accepted_links(struct job *j, struct link_setup *su, char *err,
 	pthread_mutex_unlock(&j->eng->mtx);
 	for (uint32_t p = 0; rc == 0 && p < j->me; p++)
 		for (uint32_t k = 0; rc == 0 && k < ROWS(j); k++)
-			if (row_needed(j, k, p) && (rc = link_offer(
+			if (want[k * j->nnodes + p] && (rc = link_offer(
 			    &su[k * j->nnodes + p], err, errlen)) == -1)
 				snprintf(err, errlen, "data link from node %s: "
 				    "sending its set-up failed", j->names[p]);
 	return rc;
 }
 
-/* Set-up's last two steps on every link, each on all before the next. */
+/* Set-up's last two steps on every wanted link, each on all before the
+   next. */
 static int
-engine_complete_links(struct job *j, struct link_setup *su, char *err,
-    size_t errlen)
+engine_complete_links(struct job *j, const uint8_t *want, uint64_t until_ns,
+    struct link_setup *su, char *err, size_t errlen)
 {
 	uint32_t n = ROWS(j) * j->nnodes;
 	char why[ERR_MAX] = "";
@@ -202,10 +217,9 @@ engine_complete_links(struct job *j, struct link_setup *su, char *err,
 	/* a deadline for each link's step, as engine_await_links says why */
 	for (int step = 0; step < 2; step++)
 		for (uint32_t i = 0; i < n; i++) {
-			if (i % j->nnodes == j->me ||
-			    !row_needed(j, i / j->nnodes, i % j->nnodes))
+			if (!want[i])
 				continue;
-			deadline = link_deadline();
+			deadline = until_ns != 0 ? until_ns : link_deadline();
 			if ((step == 0 ? link_answer(&su[i], j->eng->abort_fd,
 			    deadline, why, sizeof(why)) : link_ready(&su[i],
 			    j->eng->abort_fd, deadline, why, sizeof(why))) ==
@@ -219,36 +233,94 @@ engine_complete_links(struct job *j, struct link_setup *su, char *err,
 				__atomic_add_fetch(&links_open, 1,
 				    __ATOMIC_RELAXED);
 			j->eng->links[i] = su[i].link;
+			if (su[i].link->tp->mem_add != NULL)
+				j->eng->registers = 1;
 		}
 	return 0;
 }
 
+/*
+ * Make the wanted links ([k * nnodes + p]), as both ends of each do at
+ * once: the end before dials.  until_ns: as engine_await_links says.
+ */
+static int
+engine_make_links(struct job *j, const uint8_t *want, uint64_t until_ns,
+    char *err, size_t errlen)
+{
+	uint32_t n = ROWS(j) * j->nnodes;
+	struct link_setup *su;
+	int rc;
+
+	if ((su = calloc(n, sizeof(*su))) == NULL) {
+		snprintf(err, errlen, "out of memory for data links");
+		return -1;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		su[i].fd = -1;
+		su[i].node = j->node_index[i % j->nnodes];
+	}
+	rc = engine_connect_links(j, want, su, err, errlen) == 0 &&
+	    engine_accepted_links(j, want, until_ns, su, err, errlen) == 0 &&
+	    engine_complete_links(j, want, until_ns, su, err, errlen) == 0 ?
+	    0 : -1;
+	for (uint32_t i = 0; i < n; i++)
+		link_setup_drop(&su[i]);
+	free(su);
+	return rc;
+}
+
+/* At the job's start: the ring neighbours' links, on every lane. */
 static int
 engine_links(struct job *j)
 {
 	uint32_t n = ROWS(j) * j->nnodes;
-	struct link_setup *su;
 	char err[ERR_MAX] = "";
+	uint8_t *want;
 	int rc = -1;
 
-	if ((su = calloc(n, sizeof(*su))) == NULL)
-		snprintf(err, sizeof(err), "out of memory");
+	if ((want = calloc(n, 1)) == NULL)
+		snprintf(err, sizeof(err), "out of memory for data links");
 	else {
-		for (uint32_t i = 0; i < n; i++) {
-			su[i].fd = -1;
-			su[i].node = j->node_index[i % j->nnodes];
-		}
-		rc = engine_connect_links(j, su, err, sizeof(err)) == 0 &&
-		    engine_accepted_links(j, su, err, sizeof(err)) == 0 &&
-		    engine_complete_links(j, su, err, sizeof(err)) == 0 ? 0 : -1;
 		for (uint32_t i = 0; i < n; i++)
-			link_setup_drop(&su[i]);
-		free(su);
+			want[i] = (uint8_t)ring_neighbour(j, i % j->nnodes);
+		rc = engine_make_links(j, want, 0, err, sizeof(err));
+		free(want);
 	}
-	for (uint32_t i = 0; i < n && rc == 0; i++)
-		if (j->eng->links[i] != NULL && j->eng->links[i]->tp->mem_add)
-			j->eng->registers = 1;
 	engine_report_links(j, rc == 0, MCCL_ERR_PEER_FAILED, err);
+	return rc;
+}
+
+/*
+ * ring.c, on the engine thread: an algorithm talks over lane 0 to these
+ * positions, whose links are not made yet.  Every node of the op comes
+ * here for the same pairs in the same step (the algorithm is the same on
+ * every node, and who talks to whom is symmetric), so both ends of each
+ * set it up as at the job's start, by the op's deadline; each step waits
+ * only on steps before it, so no two nodes wait on each other.
+ */
+static int
+engine_links_on_use(struct xfer *x, const uint32_t *pos, uint32_t npos)
+{
+	struct job *j = x->link_arg;
+	uint8_t *want;
+	int rc = -1;
+
+	if ((want = calloc((size_t)ROWS(j) * j->nnodes, 1)) == NULL) {
+		x->code = MCCL_ERR_NO_MEMORY;
+		snprintf(x->err, sizeof(x->err), "out of memory for data links");
+		return -1;
+	}
+	for (uint32_t i = 0; i < npos; i++)
+		want[pos[i]] = pos[i] < j->nnodes && pos[i] != j->me &&
+		    j->eng->links[pos[i]] == NULL;
+	if ((rc = engine_make_links(j, want, x->deadline_ns, x->err,
+	    sizeof(x->err))) == -1)
+		x->code = __atomic_load_n(&j->eng->aborted, __ATOMIC_ACQUIRE) ?
+		    MCCL_ERR_ABORTED : MCCL_ERR_PEER_FAILED;
+	else
+		log_debug("job %s: %u data links made on first use", j->name,
+		    npos);
+	free(want);
 	return rc;
 }
 
@@ -1394,6 +1466,8 @@ engine_run(struct job *j, struct op *op, uint8_t *scratch)
 	x.nnodes = j->nnodes;
 	x.me = j->me;
 	x.links = j->eng->links;
+	x.link_on_use = engine_links_on_use;
+	x.link_arg = j;
 	x.nlanes = j->nlanes;
 	x.names = j->names;
 	x.abort_fd = j->eng->abort_fd;
@@ -1732,7 +1806,7 @@ engine_adopt_link(struct job *j, uint32_t pos, uint32_t lane, int fd)
 	int rc = -1, *slot;
 
 	if (e == NULL || pos >= j->me || lane >= ROWS(j) ||
-	    !row_needed(j, lane, pos))
+	    !row_allowed(j, lane, pos))
 		return -1;
 	slot = &e->fds[lane * j->nnodes + pos];
 	pthread_mutex_lock(&e->mtx);

@@ -65,7 +65,13 @@ struct xfer {
 	uint32_t	  nnodes;	/* nodes of the job, in ring order */
 	uint32_t	  me;		/* this node's position in that order */
 	struct link *const *links;	/* data link to each position, lane by
-					   lane (nlanes * nnodes); NULL at me */
+					   lane (nlanes * nnodes); NULL at me,
+					   and where not made yet */
+	/* makes lane 0's links to the positions given, or fails as the op
+	   (code, err); NULL: every link the op needs is made */
+	int		(*link_on_use)(struct xfer *, const uint32_t *,
+			    uint32_t);
+	void		 *link_arg;
 	uint32_t	  nlanes;	/* allreduce: rings run side by side */
 	const char *const *names;	/* node name of each position, for messages */
 	int		  abort_fd;	/* readable once the job is aborted */

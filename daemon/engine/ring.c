@@ -892,21 +892,57 @@ io_wait(struct xfer *x, const struct lane *lanes, size_t nl,
 	return 0;
 }
 
+/* Add position q to want[*n] if its lane-0 link (links) is not made. */
+static int
+link_wanted(const struct xfer *x, struct link *const *links, uint32_t q,
+    uint32_t *want, uint32_t *n)
+{
+	if (links[q] != NULL)
+		return 0;
+	if (links != x->links)		/* lanes past 0: made at the start */
+		return -1;
+	for (uint32_t i = 0; i < *n; i++)
+		if (want[i] == q)
+			return 0;
+	want[(*n)++] = q;
+	return 0;
+}
+
+/*
+ * The lanes' links, lane 0's made now where an algorithm first talks over
+ * them (the engine's link_on_use; not on a crew's thread: lanes there are
+ * a ring's, made at the start).
+ */
+static int
+links_for(struct xfer *x, const struct lane *lanes, size_t nl)
+{
+	uint32_t want[2 * PEER_LANES_MAX], n = 0;
+
+	for (const struct lane *l = lanes; l < lanes + nl; l++)
+		if (x->me >= x->nnodes || l->to >= x->nnodes ||
+		    l->from >= x->nnodes || nl > PEER_LANES_MAX ||
+		    link_wanted(x, l->ptx->links, l->to, want, &n) == -1 ||
+		    link_wanted(x, l->prx->links, l->from, want, &n) == -1)
+			return ring_fail(x, MCCL_ERR_INTERNAL, "no data link at "
+			    "node position %u of %u", x->me, x->nnodes);
+	if (n == 0)
+		return 0;
+	if (x->link_on_use == NULL || x->stop_by != NULL)
+		return ring_fail(x, MCCL_ERR_INTERNAL, "no data link from "
+		    "node position %u to %u", x->me, want[0]);
+	return x->link_on_use(x, want, n);
+}
+
 static int
 ring_start(struct xfer *x, const struct lane *lanes, size_t nl)
 {
 	struct pollfd pfd = { x->abort_fd, POLLIN, 0 };
-	uint32_t n = x->nnodes, me = x->me;
 
 	x->code = MCCL_SUCCESS;
 	x->err[0] = '\0';
 	x->hup_ns = x->abort_ns = 0;
-	for (const struct lane *l = lanes; l < lanes + nl; l++)
-		if (me >= n || l->to >= n || l->from >= n ||
-		    l->ptx->links[l->to] == NULL ||
-		    l->prx->links[l->from] == NULL)
-			return ring_fail(x, MCCL_ERR_INTERNAL, "no data link at "
-			    "node position %u of %u", me, n);
+	if (links_for(x, lanes, nl) == -1)
+		return -1;
 	/* The flag costs no system call, on every op of a tight loop. */
 	if (x->aborted != NULL ? __atomic_load_n(x->aborted, __ATOMIC_ACQUIRE) :
 	    x->abort_fd >= 0 && poll(&pfd, 1, 0) == 1)

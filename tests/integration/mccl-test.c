@@ -30,7 +30,9 @@
  *   steady MS          allreduce for MS ms, every one must succeed
  *   big                one in-place allreduce of 2 GiB + 16 KiB
  *   idle MS            join, take part in nothing for MS ms, leave
- *   hold MS            join, do one barrier, stay MS ms, leave
+ *   hold MS [allreduce]
+ *                      join, do one barrier (or one 4-byte allreduce,
+ *                      its sum checked), stay MS ms, leave
  *   send-hold BYTES MS 2 ranks: rank 0 sends BYTES, rank 1 receives them
  *                      MS ms later (the daemon keeps them meanwhile)
  *   send-refused BYTES CODE TEXT
@@ -1480,15 +1482,23 @@ mode_idle(int ms)
 }
 
 static int
-mode_hold(int ms)
+mode_hold(int ms, int allreduce)
 {
 	mccl_comm_t *comm;
 	mccl_result_t rc;
+	float x = (float)my_rank + 1;
+	int n;
 
 	if ((comm = join()) == NULL)
 		return 1;
-	if ((rc = mccl_barrier(comm, NULL)) != MCCL_SUCCESS)
-		FAIL("barrier: %s: %s", mccl_strerror(rc), mccl_last_error(comm));
+	n = mccl_comm_size(comm);
+	rc = allreduce ? mccl_allreduce(&x, &x, 1, MCCL_FLOAT32, MCCL_SUM, comm,
+	    NULL) : mccl_barrier(comm, NULL);
+	if (rc != MCCL_SUCCESS)
+		FAIL("%s: %s: %s", allreduce ? "allreduce" : "barrier",
+		    mccl_strerror(rc), mccl_last_error(comm));
+	else if (allreduce && x != (float)(n * (n + 1) / 2))
+		FAIL("allreduce: %g, not %d", x, n * (n + 1) / 2);
 	usleep((useconds_t)ms * 1000);
 	mccl_comm_destroy(comm);
 	return failures != 0;
@@ -1813,7 +1823,10 @@ main(int argc, char **argv)
 	if (argc == 3 && strcmp(argv[1], "idle") == 0)
 		return mode_idle(atoi(argv[2]));
 	if (argc == 3 && strcmp(argv[1], "hold") == 0)
-		return mode_hold(atoi(argv[2]));
+		return mode_hold(atoi(argv[2]), 0);
+	if (argc == 4 && strcmp(argv[1], "hold") == 0 &&
+	    strcmp(argv[3], "allreduce") == 0)
+		return mode_hold(atoi(argv[2]), 1);
 	if (argc == 2 && strcmp(argv[1], "poll") == 0)
 		return mode_poll();
 	if (argc == 2 && strcmp(argv[1], "ring-full") == 0)

@@ -176,6 +176,7 @@ wait "$a" && ok "op timeout names the silent local rank" ||
 wait "$b"
 fi
 
+section matrix && . "$(dirname "$0")/lazylinks.sh"
 section ctl && . "$(dirname "$0")/ctl.sh"
 section check && . "$(dirname "$0")/check.sh"
 section hostile && . "$(dirname "$0")/hostile.sh"

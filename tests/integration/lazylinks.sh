@@ -1,0 +1,51 @@
+# lazylinks.sh: a job's lane-0 links past the ring neighbours are made on
+# first use (daemon/engine/engine.c, engine_links_on_use), inside the op
+# whose algorithm first talks over them (sourced by run.sh, section
+# matrix).  Its own 6 daemons l0..l5 (DAEMON_PIDS 70 to 75), one lane a
+# pair: a job starts with 2 links a node; recursive doubling adds its
+# partners, the direct exchange every node; every algorithm and collective
+# gives the right results over them.
+
+echo "== data links made on first use (6 nodes, one lane)"
+cluster_up 6 l 70 '"streams_per_peer": 1,' || bad "the l cluster did not come up"
+
+# lane_links NODE: l<NODE>'s lane links open.
+lane_links() {
+	"$B/mcclctl" -s "$T/l$1.sock" metrics |
+	    awk '$1 == "mccl_data_links{kind=\"lane\"}" { print $2 }'
+}
+
+# hold_links NAME JOB ALGO [allreduce]: run a job of one rank on each
+# node that does one barrier (or allreduce, by ALGO) and stays 1.5 s;
+# l0's lane links once the op was over in SEEN.
+hold_links() {
+	local job=$2 algo=$3 i pids=() rc=0
+	for i in 0 1 2 3 4 5; do
+		MCCL_ALGO=$algo NODE_PREFIX=l spawn "$i" "$job" 6 "$i" hold 1500 \
+		    ${4:+"$4"}
+		pids+=("$LAST_PID")
+	done
+	sleep 0.8
+	SEEN=$(lane_links 0)
+	for i in "${pids[@]}"; do
+		wait "$i" || rc=1
+	done
+	[ $rc = 0 ] || { bad "$1: a rank failed"; cat "$T/$job".r*.out; }
+}
+
+hold_links "a barrier" lzb auto
+[ "$SEEN" = 2 ] && ok "a job's start: l0 links its 2 ring neighbours alone" ||
+    bad "a job's start: l0 has $SEEN lane links, not 2"
+hold_links "doubling" lzd doubling allreduce
+[ "$SEEN" = 4 ] &&
+    ok "recursive doubling adds l0's partners: l2 and l4 (4 links)" ||
+    bad "recursive doubling: l0 has $SEEN lane links, not 4"
+hold_links "direct" lzx direct allreduce
+[ "$SEEN" = 5 ] && ok "the direct exchange links l0 to every node (5 links)" ||
+    bad "the direct exchange: l0 has $SEEN lane links, not 5"
+
+for algo in ring doubling rabenseifner direct tree; do
+	MCCL_ALGO=$algo NODE_PREFIX=l run_job "6 nodes by $algo, links made \
+on first use: every collective right" "jlz$algo" "0 1 2 3 4 5" collectives
+done
+daemons_stop 70 6
