@@ -76,6 +76,7 @@ cases: 1 (4 hosts, bandwidth)  2 (2 hosts x 2 ranks)  3 (latency)
               lanes); A,B,...: one run per rate, in DIR/RATE, and a
               summary of them all
   -q          quick: small sizes and few iterations, to check the harness
+              (case 9: AUTO and Open MPI to 64 KiB, and the job starts)
   -m          MCCL only: no Open MPI, no Gloo (to compare MCCL's settings)
   -H ns       the guest kernel's halt polling (KVM, cpuidle-haltpoll) in ns
               during the run, put back after it: what waking a thread on
@@ -1206,6 +1207,8 @@ case9_mccl() {
 	# Each algorithm first: the daemons fit their link cost to these ops,
 	# as long-lived daemons have to their earlier jobs' (a fresh one starts
 	# from its heartbeats), and AUTO's run then chooses from that.
+	# Quick (-q): AUTO to 64 KiB alone, and the job starts.
+	[ "$QUICK" = 1 ] ||
 	for algo in ring doubling rabenseifner $([ "$n" -le 16 ] && echo direct); do
 		record "9.n$n" "mccl-$algo" "$tag.$algo" scale_perf "$tag.$algo" \
 		    "$n" "$algo" 600 -b 8 -e 2M -f 8 -n 5 -w 1 -c 0
@@ -1213,7 +1216,8 @@ case9_mccl() {
 	# Up to 1 MiB checked; from 4 MiB a few iterations (a 64 MiB op moves
 	# 2 x 64 MiB through every one of the N hosts).
 	record "9.n$n" mccl "$tag.auto" scale_perf "$tag.auto" "$n" auto 600 \
-	    -b 8 -e 1M -f 2 -n 10 -w 2 &&
+	    -b 8 -e "$([ "$QUICK" = 1 ] && echo 64K || echo 1M)" -f 2 -n 10 -w 2 &&
+	[ "$QUICK" = 0 ] &&
 	record "9.n$n" mccl "$tag.auto-big" scale_perf "$tag.auto-big" "$n" \
 	    auto 600 -b 4M -e 64M -f 4 -n 2 -w 1 -c 0
 	if [ $HAVE_TORCH = 1 ]; then
@@ -1243,7 +1247,8 @@ case9() {
 		if [ $HAVE_OMPI = 1 ]; then
 			record "9.n$n" ompi "case9.n$n.ompi" mpi_ns "case9.n$n.ompi" \
 			    600 "$n" 1 --mca mpi_yield_when_idle 1 \
-			    "$OUT/bin/mpi_allreduce" 8 $((64 << 20)) 10
+			    "$OUT/bin/mpi_allreduce" 8 \
+			    $([ "$QUICK" = 1 ] && echo 65536 || echo $((64 << 20))) 10
 			record "9.n$n" ompi-start "case9.n$n.ompi-start" mpi_ns \
 			    "case9.n$n.ompi-start" 300 "$n" 1 \
 			    --mca mpi_yield_when_idle 1 "$OUT/bin/mpi_start"
