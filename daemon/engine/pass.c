@@ -244,3 +244,60 @@ pass_run(struct pass *p, struct crew *crew)
 			pass_part(p, t);
 	return pass_failed(p) ? -1 : 0;
 }
+
+/*
+ * The segments of count elements of esize bytes.  The combine before the
+ * first segment reaches the network and the fan-out after the last stand
+ * alone, so those two are small; while the network carries one segment
+ * the side crew combines the next, twice as large at most, and hands out
+ * the one before.  A ramp of k doublings each end takes 2 first (2^k - 1)
+ * elements and is used only where what is left is at least its next step;
+ * the middle is cut in equal segments of at most that step.
+ */
+void
+pass_segs_plan(struct pass_segs *ps, size_t count, size_t esize)
+{
+	size_t first = PASS_SEG_FIRST / esize, maxe = PASS_SEG_MAX / esize,
+	    line = 64 / esize, rest;
+	unsigned k = 0;
+
+	while ((first << (k + 1)) <= maxe &&
+	    count >= 2 * first * ((2u << k) - 1) + (first << (k + 1)))
+		k++;
+	rest = count - 2 * first * (((size_t)1 << k) - 1);
+	if ((first << k) < maxe)
+		maxe = first << k;
+	*ps = (struct pass_segs){ .count = count, .first = first, .nramp = k };
+	if (rest == 0)
+		ps->nmid = 0;
+	else {
+		ps->nmid = (rest + maxe - 1) / maxe;
+		ps->mid = (rest + ps->nmid - 1) / ps->nmid;
+		ps->mid += (line - ps->mid % line) % line;	/* whole lines */
+		ps->nmid = (rest + ps->mid - 1) / ps->mid;
+	}
+	ps->nseg = 2 * k + ps->nmid;
+}
+
+/* Segment s's first element. */
+size_t
+pass_seg_off(const struct pass_segs *ps, size_t s)
+{
+	size_t ramp = ps->first * (((size_t)1 << ps->nramp) - 1);
+
+	if (s < ps->nramp)
+		return ps->first * (((size_t)1 << s) - 1);
+	if (s < ps->nramp + ps->nmid)
+		return ramp + (s - ps->nramp) * ps->mid;
+	return ps->count - ps->first *
+	    (((size_t)2 << (ps->nseg - 1 - s)) - 1);
+}
+
+/* Segment s's elements. */
+size_t
+pass_seg_len(const struct pass_segs *ps, size_t s)
+{
+	size_t end = s + 1 < ps->nseg ? pass_seg_off(ps, s + 1) : ps->count;
+
+	return end - pass_seg_off(ps, s);
+}
