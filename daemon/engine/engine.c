@@ -606,17 +606,17 @@ engine_node_allreduce(struct op *op, struct xfer *x, const void *src,
  * segments: while the network carries segment s, the side crew hands out
  * segment s - 1 and combines segment s + 1, so that a node's passes over
  * memory hide behind the wire instead of adding to it.  Every node cuts
- * the same, by what all of them know (the count, the job's shape:
- * pass_segs_plan); each segment's operation header still names the whole
- * op.
+ * the same, by what all of them know (the count, the job's shape); each
+ * segment's operation header still names the whole op.
  */
+#define SEGMENT_BYTES	(8u << 20)
 #define SIDE_PARTS	3		/* threads of each side pass */
 
 static int
 engine_segmented(const struct job *j, size_t bytes)
 {
 	return j->nnodes > 1 && j->nranks > j->nnodes &&
-	    bytes >= 2 * (size_t)PASS_SEG_MAX;
+	    bytes >= 2 * (size_t)SEGMENT_BYTES;
 }
 
 struct side {
@@ -730,13 +730,13 @@ static int
 engine_segments(struct job *j, struct op *op, struct xfer *x)
 {
 	const struct ipc_op *d = &op->desc;
-	size_t es = dtype_size(d->dtype);
+	size_t es = dtype_size(d->dtype), seg = SEGMENT_BYTES / es,
+	    nseg = (d->count + seg - 1) / seg, last = d->count - (nseg - 1) * seg;
 	uint32_t avg = d->redop == MCCL_AVG ? j->nranks : 0;
 	uint8_t *dst = engine_node_buf(j, op, x);
 	int combines = j->nlocal > 1 || op_in_xmem(j, op);
 	const uint8_t *src = combines ? dst : op->parts[0].send;
 	uint64_t node_ns = 0, t0;
-	struct pass_segs ps;
 	struct side side;
 	int rc = 0;
 
@@ -746,34 +746,29 @@ engine_segments(struct job *j, struct op *op, struct xfer *x)
 		side_free(&side);
 		return engine_nomem(x);
 	}
-	pass_segs_plan(&ps, d->count, es);
 	if (combines)
-		rc = engine_combine(j, op, dst, 0, pass_seg_len(&ps, 0), x);
-	for (size_t s = 0; rc == 0 && s < ps.nseg; s++) {
-		size_t at = pass_seg_off(&ps, s) * es,
-		    prev = s > 0 ? pass_seg_len(&ps, s - 1) : 0,
-		    next = combines && s + 1 < ps.nseg ?
-		    pass_seg_len(&ps, s + 1) : 0;
+		rc = engine_combine(j, op, dst, 0, seg, x);
+	for (size_t s = 0; rc == 0 && s < nseg; s++) {
+		size_t at = s * seg * es, n = s + 1 < nseg ? seg : last,
+		    next = combines && s + 1 < nseg ? (s + 2 < nseg ? seg :
+		    last) : 0;
 
-		if (side_begin(j, op, &side, dst, avg, s > 0 ?
-		    pass_seg_off(&ps, s - 1) * es : 0, prev, next > 0 ?
-		    pass_seg_off(&ps, s + 1) * es : 0, next) == -1) {
+		if (side_begin(j, op, &side, dst, avg, s > 0 ? at - seg * es :
+		    0, s > 0 ? seg : 0, next > 0 ? at + seg * es : 0,
+		    next) == -1) {
 			rc = engine_nomem(x);
 			break;
 		}
 		t0 = now_ns();
-		rc = node_allreduce(x, src + at, dst + at, pass_seg_len(&ps, s),
-		    d->dtype, d->redop);
+		rc = node_allreduce(x, src + at, dst + at, n, d->dtype,
+		    d->redop);
 		node_ns += now_ns() - t0;
 		if (side_end(j, op, &side, x) == -1)
 			rc = -1;
 	}
-	if (rc == 0) {
-		size_t last = ps.nseg - 1, at = pass_seg_off(&ps, last) * es;
-
-		rc = engine_fan_out(j, op, dst + at, at,
-		    pass_seg_len(&ps, last), avg, x);
-	}
+	if (rc == 0)
+		rc = engine_fan_out(j, op, dst + (nseg - 1) * seg * es,
+		    (nseg - 1) * seg * es, last, avg, x);
 	op->node_ns = node_ns;
 	side_free(&side);
 	return rc;

@@ -36,27 +36,6 @@ struct pass {
 	struct pass_fault	 fault;
 };
 
-/*
- * A large allreduce's segments (engine_segments), cut alike on every node
- * from the count alone: PASS_SEG_FIRST bytes first and last, doubling up
- * to PASS_SEG_MAX between, the middle in equal segments of at most that.
- */
-#define PASS_SEG_FIRST		(1u << 20)
-#define PASS_SEG_MAX		(8u << 20)
-
-struct pass_segs {
-	size_t		 count;		/* elements of the op */
-	size_t		 first;		/* elements of the first and last */
-	size_t		 mid;		/* elements of each middle one */
-	unsigned	 nramp;		/* doubling segments at each end */
-	size_t		 nmid;		/* middle segments */
-	size_t		 nseg;
-};
-
-void	pass_segs_plan(struct pass_segs *, size_t, size_t);
-size_t	pass_seg_off(const struct pass_segs *, size_t);
-size_t	pass_seg_len(const struct pass_segs *, size_t);
-
 int	pass_init(struct pass *, void *const *, uint32_t, const void *const *,
 	    uint32_t, size_t, int, int, uint32_t, unsigned);
 int	pass_xmem(struct pass *, const struct xmem *const *,

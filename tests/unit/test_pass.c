@@ -6,8 +6,7 @@
  * passes give, on one thread and on a crew, with parts and chunks uneven;
  * an unmapped buffer stops the pass with EFAULT and its address, and
  * leaves what it had not reached alone; xmem_open refuses a wrong probe,
- * another uid, and a process that has gone.  A large allreduce's segments
- * cover it end to end, small at both ends and doubling between.
+ * another uid, and a process that has gone.
  */
 
 #include <sys/mman.h>
@@ -263,78 +262,6 @@ START_TEST(no_write_after_exit)
 }
 END_TEST
 
-/* Segment lengths of count elements of es bytes, in bytes, into len[]. */
-static size_t
-seg_bytes(size_t count, size_t es, size_t *len, size_t max)
-{
-	struct pass_segs ps;
-	size_t at = 0;
-
-	pass_segs_plan(&ps, count, es);
-	ck_assert_uint_le(ps.nseg, max);
-	for (size_t s = 0; s < ps.nseg; s++) {
-		ck_assert_uint_eq(pass_seg_off(&ps, s), at);
-		len[s] = pass_seg_len(&ps, s) * es;
-		ck_assert_uint_gt(len[s], 0);
-		at += pass_seg_len(&ps, s);
-	}
-	ck_assert_uint_eq(at, count);
-	return ps.nseg;
-}
-
-START_TEST(segments_cover_the_op)
-{
-	static const size_t es[] = { 1, 2, 4, 8 };
-	size_t len[64];
-
-	for (size_t e = 0; e < 4; e++)
-		for (size_t mib = 16; mib <= 200; mib += 7)
-			for (size_t extra = 0; extra < 3; extra++) {
-				size_t count = (mib << 20) / es[e] + extra * 13,
-				    n = seg_bytes(count, es[e], len, 64);
-
-				ck_assert_uint_eq(len[0], PASS_SEG_FIRST);
-				ck_assert_uint_eq(len[n - 1], PASS_SEG_FIRST);
-				for (size_t s = 0; s < n; s++) {
-					ck_assert_uint_le(len[s], PASS_SEG_MAX);
-					/* the side's combine: at most twice */
-					if (s > 0)
-						ck_assert_uint_le(len[s],
-						    2 * len[s - 1] + 64);
-					if (s + 1 < n)
-						ck_assert_uint_le(len[s],
-						    2 * len[s + 1] + 64);
-				}
-			}
-}
-END_TEST
-
-START_TEST(segments_as_planned)
-{
-	size_t len[64], n;
-
-	/* 16 MiB of floats: 1, 2, three of 10/3 MiB, 2, 1 */
-	n = seg_bytes((16u << 20) / 4, 4, len, 64);
-	ck_assert_uint_eq(n, 7);
-	ck_assert_uint_eq(len[1], 2u << 20);
-	ck_assert_uint_eq(len[2], len[3]);
-	ck_assert_uint_le(len[4], len[3]);
-	ck_assert_uint_eq(len[2] + len[3] + len[4], 10u << 20);
-	ck_assert_uint_eq(len[5], 2u << 20);
-	/* 64 MiB: 1, 2, 4, seven of about 7.1 MiB, 4, 2, 1 */
-	n = seg_bytes((64u << 20) / 4, 4, len, 64);
-	ck_assert_uint_eq(n, 13);
-	ck_assert_uint_eq(len[2], 4u << 20);
-	ck_assert_uint_eq(len[10], 4u << 20);
-	for (size_t s = 3; s < 9; s++)
-		ck_assert_uint_eq(len[s], len[3]);
-	ck_assert_uint_eq(len[3] % 64, 0);
-	/* less than the first: one segment */
-	n = seg_bytes(1000, 4, len, 64);
-	ck_assert_uint_eq(n, 1);
-}
-END_TEST
-
 int
 main(void)
 {
@@ -351,8 +278,6 @@ main(void)
 	tcase_add_test(tc, unmapped_destination_is_named);
 	tcase_add_test(tc, open_refuses);
 	tcase_add_test(tc, no_write_after_exit);
-	tcase_add_test(tc, segments_cover_the_op);
-	tcase_add_test(tc, segments_as_planned);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
