@@ -81,6 +81,7 @@ wait "$st0" && wait "$st1" &&
     grep -h "down\|failed" "$T/l0.log" "$T/l1.log" | tail -n 5; }
 if grep -q "node l[01] is down" "$T/l0.log" "$T/l1.log"; then
 	bad "l0 and l1 lost each other's heartbeats"
+	grep -h -B3 "node l[01] is down" "$T/l0.log" "$T/l1.log" | tail -n 12
 else
 	ok "l0 and l1 never lost each other's heartbeats"
 fi
