@@ -660,6 +660,33 @@ gloo_ns() {
 	placement_check "$tag" $(hosts_of "$nh" "$nper")
 }
 
+# start_ns TAG NHOSTS BACKEND: start_time.py's job start over NHOSTS x 1
+# rank on BACKEND, the ranks meeting in a store that is up before they
+# start, as under torchrun (its agent's store).
+start_ns() {
+	local tag=$1 nh=$2 backend=$3 store deadline=$((SECONDS + 60)) rc
+	GLOO_PORT=$((GLOO_PORT + 1))
+	bg_run "$RAW/$tag.store.log" "$(ns_name 0)" env \
+	    MASTER_ADDR="$(ns_addr 0)" MASTER_PORT=$GLOO_PORT "$PY" \
+	    "$HERE/start_time.py" store "$nh"
+	store=$LAST
+	until grep -q '^# store up' "$RAW/$tag.store.log" 2>/dev/null; do
+		if [ $SECONDS -ge $deadline ] || ! kill -0 "$store" 2>/dev/null
+		then
+			kill_tree KILL "$store"
+			return 1
+		fi
+		sleep 0.2
+	done
+	GLOO_PORT=$((GLOO_PORT - 1))	# gloo_ns takes the next: the store's
+	TORCHELASTIC_USE_AGENT_STORE=True TORCHELASTIC_RESTART_COUNT=0 \
+	    gloo_ns "$tag" 300 "$nh" 1 "$HERE/start_time.py" "$backend"
+	rc=$?
+	kill_tree KILL "$store"
+	wait "$store" 2>/dev/null
+	return $rc
+}
+
 # torch_ns TAG TIMEOUT NHOSTS NPER BACKEND ARGS...: tools/bench/ddp_bench.py
 # as a torch.distributed job (gloo_ns), on BACKEND.
 torch_ns() {
@@ -1221,8 +1248,8 @@ case9_mccl() {
 	record "9.n$n" mccl "$tag.auto-big" scale_perf "$tag.auto-big" "$n" \
 	    auto 600 -b 4M -e 64M -f 4 -n 2 -w 1 -c 0
 	if [ $HAVE_TORCH = 1 ]; then
-		record "9.n$n" mccl-start "$tag.mccl-start" gloo_ns \
-		    "$tag.mccl-start" 300 "$n" 1 "$HERE/start_time.py" mccl
+		record "9.n$n" mccl-start "$tag.mccl-start" start_ns \
+		    "$tag.mccl-start" "$n" mccl
 	fi
 	daemon_stats "$tag" "$tag.busy" "$n"
 	cluster_down
@@ -1238,9 +1265,8 @@ case9() {
 			status "9.n$n" mccl skipped "$WHY_MCCL"
 		fi
 		if [ $HAVE_GLOO = 1 ] && [ $HAVE_TORCH = 1 ]; then
-			record "9.n$n" gloo-start "case9.n$n.gloo-start" gloo_ns \
-			    "case9.n$n.gloo-start" 300 "$n" 1 "$HERE/start_time.py" \
-			    gloo
+			record "9.n$n" gloo-start "case9.n$n.gloo-start" \
+			    start_ns "case9.n$n.gloo-start" "$n" gloo
 		else
 			status "9.n$n" gloo-start skipped "$WHY_GLOO"
 		fi

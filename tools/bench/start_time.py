@@ -7,7 +7,16 @@ T1.  Every rank runs in one host's namespace of the same machine, so all
 read one clock.
 One process per rank: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the
 environment (and MCCL_SOCKET for mccl).
-Usage: start_time.py gloo|mccl"""
+
+The store the ranks meet in is up before the first rank starts, as
+torchrun's agent's is: "start_time.py store NRANKS" hosts it on
+MASTER_ADDR:MASTER_PORT, and the ranks, with TORCHELASTIC_USE_AGENT_STORE
+set as torchrun sets it, connect to it.  (Where rank 0 hosts it, ranks
+that start before rank 0 find no store and retry a second later, and that
+second, not either backend, was most of a 128-rank start.)  It prints
+"# store up" once it listens and ends when killed or after 10 minutes.
+Usage: start_time.py gloo|mccl | start_time.py store NRANKS"""
+import datetime
 import os
 import sys
 import time
@@ -16,8 +25,21 @@ import torch
 import torch.distributed as dist
 
 
+def serve_store(n):
+    store = dist.TCPStore(os.environ["MASTER_ADDR"],
+                          int(os.environ["MASTER_PORT"]), n, True,
+                          datetime.timedelta(seconds=600),
+                          wait_for_workers=False)
+    print("# store up", flush=True)
+    time.sleep(600)
+    del store
+
+
 def main():
     backend = sys.argv[1] if len(sys.argv) > 1 else "gloo"
+    if backend == "store":
+        serve_store(int(sys.argv[2]))
+        return
     if backend == "mccl":
         import mccl.torch  # noqa: F401 (registers "mccl")
     rank = int(os.environ["RANK"])
