@@ -11,6 +11,7 @@
  * which takes them with engine_collect.
  */
 #include <sys/eventfd.h>
+#include <poll.h>
 
 #include <errno.h>
 #include <stdio.h>
@@ -291,6 +292,29 @@ engine_links(struct job *j)
 }
 
 /*
+ * A link set up on first use failed.  A node that failed the op first (a
+ * mismatch it saw on another link) drops its half-made links, and its word
+ * of why, the job's failure, may still be on the way: as ring.c does on a
+ * hang-up, the job's abort gets LINK_GRACE_NS (not past the op's deadline)
+ * to come before the link's failure is called the op's.  1: it came.
+ */
+static int
+engine_abort_within_grace(struct job *j, uint64_t deadline_ns)
+{
+	uint64_t now = now_ns(), end = now + LINK_GRACE_NS;
+	struct pollfd pfd = { j->eng->abort_fd, POLLIN, 0 };
+
+	if (deadline_ns != 0 && end > deadline_ns)
+		end = deadline_ns;
+	/* readable: aborted, or told to quit (then no reason will come) */
+	while (!__atomic_load_n(&j->eng->aborted, __ATOMIC_ACQUIRE) &&
+	    (now = now_ns()) < end)
+		if (poll(&pfd, 1, (int)((end - now + 999999) / 1000000)) == 1)
+			break;
+	return __atomic_load_n(&j->eng->aborted, __ATOMIC_ACQUIRE);
+}
+
+/*
  * ring.c, on the engine thread: an algorithm talks over lane 0 to these
  * positions, whose links are not made yet.  Every node of the op comes
  * here for the same pairs in the same step (the algorithm is the same on
@@ -315,7 +339,7 @@ engine_links_on_use(struct xfer *x, const uint32_t *pos, uint32_t npos)
 		    j->eng->links[pos[i]] == NULL;
 	if ((rc = engine_make_links(j, want, x->deadline_ns, x->err,
 	    sizeof(x->err))) == -1)
-		x->code = __atomic_load_n(&j->eng->aborted, __ATOMIC_ACQUIRE) ?
+		x->code = engine_abort_within_grace(j, x->deadline_ns) ?
 		    MCCL_ERR_ABORTED : MCCL_ERR_PEER_FAILED;
 	else
 		log_debug("job %s: %u data links made on first use", j->name,

@@ -61,6 +61,13 @@ int		 crew_stop_fd(const struct crew *);
 unsigned	 crew_size(struct crew *);
 /* ---- ring.c: inter-node algorithms over a job's data links (engine thread) ---- */
 
+/*
+ * How long an op waits, once a link hung up or the job was aborted, for
+ * what may still come (the last frames, the failure's reason) before it
+ * calls the event its own failure (ring.c, engine.c).
+ */
+#define LINK_GRACE_NS	(250 * 1000000ULL)
+
 struct xfer {
 	uint32_t	  nnodes;	/* nodes of the job, in ring order */
 	uint32_t	  me;		/* this node's position in that order */

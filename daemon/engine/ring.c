@@ -805,9 +805,9 @@ watch_add(struct watch *w, struct link *l, uint32_t peer, short want)
  * close overtaking the acknowledgement that tells our transport so: RDMA,
  * a completion not yet polled), and the job aborted (a later op failed on
  * nodes that ended this one, whose last frames may still be on the way).
- * Each gets LINK_GRACE_NS from when it was first seen in this op.
+ * Each gets LINK_GRACE_NS (engine.h) from when it was first seen in this
+ * op.
  */
-#define LINK_GRACE_NS	(250 * 1000000ULL)
 
 static int
 grace_over(uint64_t *since_ns)
