@@ -76,12 +76,19 @@ row_allowed(const struct job *j, uint32_t k, uint32_t p)
 }
 
 /*
- * The links made at the job's start: the ring neighbours', on every lane.
- * Lane 0's others are made on first use (engine_links_on_use): a job of n
- * nodes starts with 2 links a lane and node, whatever n, and an algorithm
- * adds only the pairs it talks over (recursive doubling log2 n, the direct
- * exchange all n - 1).  Send/recv's links are p2p.c's.
+ * The links made at the job's start, side by side: the ring neighbours',
+ * on every lane, and on lane 0 recursive doubling's partners (log2 n),
+ * whom AUTO's small allreduces and Rabenseifner's talk to; made on first
+ * use, one round's at a time, they were most of a job's first operation.
+ * Lane 0's others are made on first use (engine_links_on_use): the tree's,
+ * the direct exchange's.  Send/recv's links are p2p.c's.
  */
+static int
+start_link(const struct job *j, uint32_t k, uint32_t p)
+{
+	return ring_neighbour(j, p) ||
+	    (k == 0 && ring_pairs_with(j->me, p, j->nnodes));
+}
 
 /* Connect to the nodes after us that we want links to, offer on each. */
 static int
@@ -270,7 +277,7 @@ engine_make_links(struct job *j, const uint8_t *want, uint64_t until_ns,
 	return rc;
 }
 
-/* At the job's start: the ring neighbours' links, on every lane. */
+/* At the job's start: start_link's. */
 static int
 engine_links(struct job *j)
 {
@@ -283,7 +290,8 @@ engine_links(struct job *j)
 		snprintf(err, sizeof(err), "out of memory for data links");
 	else {
 		for (uint32_t i = 0; i < n; i++)
-			want[i] = (uint8_t)ring_neighbour(j, i % j->nnodes);
+			want[i] = (uint8_t)start_link(j, i / j->nnodes,
+			    i % j->nnodes);
 		rc = engine_make_links(j, want, 0, err, sizeof(err));
 		free(want);
 	}

@@ -119,6 +119,7 @@ int		node_allreduce(struct xfer *, const void *, void *, size_t, int,
 int		ring_allreduce_wire(struct xfer *, const void *, void *, size_t,
 		    int, int);
 int		node_broadcast(struct xfer *, void *, size_t, uint32_t);
+int		ring_pairs_with(uint32_t, uint32_t, uint32_t);
 int		ring_broadcast(struct xfer *, void *, size_t, uint32_t);
 int		tree_broadcast(struct xfer *, void *, size_t, uint32_t);
 int		ring_allgather(struct xfer *, void *, const size_t *, const size_t *);

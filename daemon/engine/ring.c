@@ -1639,15 +1639,40 @@ rabenseifner_core(struct xfer *x, struct plan *p, uint32_t n)
  * before them, which reduces it into its own; the first p nodes run the
  * algorithm; the r helpers send the result back.
  */
+static uint32_t
+fold_pow2(uint32_t n)
+{
+	uint32_t pow2 = 1;
+
+	while (pow2 * 2 <= n)
+		pow2 *= 2;
+	return pow2;
+}
+
+/*
+ * Whether positions me and q of n exchange in recursive doubling and
+ * Rabenseifner's: a helper and the node it folds into, and within the
+ * first power of two, the nodes whose positions differ in one bit.
+ */
+int
+ring_pairs_with(uint32_t me, uint32_t q, uint32_t n)
+{
+	uint32_t pow2 = fold_pow2(n), d = me ^ q;
+
+	if (me >= n || q >= n || me == q)
+		return 0;
+	if (me >= pow2 || q >= pow2)
+		return me == q + pow2 || q == me + pow2;
+	return (d & (d - 1)) == 0;
+}
+
 static int
 fold_run(struct xfer *x, struct plan *p,
     int (*core)(struct xfer *, struct plan *, uint32_t))
 {
-	uint32_t n = x->nnodes, pow2 = 1, me = x->me;
+	uint32_t n = x->nnodes, pow2 = fold_pow2(n), me = x->me;
 	size_t off[2] = { 0, 0 }, len[2];
 
-	while (pow2 * 2 <= n)
-		pow2 *= 2;
 	len[0] = len[1] = p->total * p->esize;
 	if (me >= pow2) {
 		p->nreduce = 0;

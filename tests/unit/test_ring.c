@@ -592,6 +592,40 @@ START_TEST(test_doubling)
 END_TEST
 
 /*
+ * The pairs recursive doubling talks over, which a job links at its start:
+ * symmetric, log2 p of them for a node of the first power of two p (one
+ * more where a helper folds into it), the node folded into for a helper.
+ */
+START_TEST(test_pairs_with)
+{
+	for (uint32_t n = 1; n <= 300; n++) {
+		uint32_t pow2 = 1, lg = 0;
+
+		while (pow2 * 2 <= n) {
+			pow2 *= 2;
+			lg++;
+		}
+		for (uint32_t me = 0; me < n; me++) {
+			uint32_t deg = 0;
+
+			for (uint32_t q = 0; q < n; q++) {
+				ck_assert_int_eq(ring_pairs_with(me, q, n),
+				    ring_pairs_with(q, me, n));
+				deg += (uint32_t)ring_pairs_with(me, q, n);
+			}
+			if (me >= pow2) {
+				ck_assert_uint_eq(deg, 1);
+				ck_assert(ring_pairs_with(me, me - pow2, n));
+			} else
+				ck_assert_uint_eq(deg, lg + (me + pow2 < n));
+			ck_assert(!ring_pairs_with(me, me, n));
+			ck_assert(!ring_pairs_with(me, n, n));
+		}
+	}
+}
+END_TEST
+
+/*
  * Every algorithm on 2 to 8 nodes, so on powers of two and on the node
  * counts the fold serves: right against the reference, with frames cut
  * at 4096 bytes so the pairwise steps pipeline their reductions.
@@ -1710,6 +1744,7 @@ main(void)
 	tcase(s, "allreduce", test_allreduce, 3);
 	tcase(s, "identical", test_allreduce_identical, 2);
 	tcase(s, "doubling", test_doubling, 2);
+	tcase(s, "pairs_with", test_pairs_with, 1);
 	tcase(s, "algorithms", test_algorithms, 21);
 	tcase(s, "algorithms_identical", test_algorithms_identical, 24);
 	tcase(s, "out_of_place", test_out_of_place, 12);
