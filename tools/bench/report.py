@@ -12,6 +12,7 @@ import json
 import os
 import re
 import sys
+from statistics import median
 
 SYSNAME = {"mccl": "MCCL", "gloo": "Gloo", "ompi": "OMPI",
            "ompi-yield": "OMPI yield", "tcp": "TCP", "memcpy": "memcpy",
@@ -762,15 +763,30 @@ class Report:
             lines.append(f"{n} daemons up and meshed in "
                          f"{form.get('seconds', '?')} s")
         starts = {}
-        for sys_, pat in (("MCCL (torch, mccl)", f"{tag}.mccl-start.r*.log"),
-                          ("Gloo", f"{tag}.gloo-start.r*.log"),
-                          ("Open MPI", f"{tag}.ompi-start.log")):
-            sec, ranks = self.start_seconds(pat)
-            starts[sys_] = sec if ranks == n else None
-            lines.append(f"job start, {sys_}: " + (
-                f"{sec:.3f} s" if ranks == n else
-                f"incomplete ({ranks} of {n} ranks)") +
-                " (last rank's init to last rank's first allreduce done)")
+        for sys_, runs in (("MCCL (torch, mccl)", f"{tag}.mccl-start"),
+                           ("Gloo", f"{tag}.gloo-start"),
+                           ("Open MPI", None)):
+            if runs is None:
+                pats = [f"{tag}.ompi-start.log"]
+            else:
+                pats = sorted(os.path.basename(p)[:-len(".r0.log")] +
+                              ".r*.log" for p in glob.glob(os.path.join(
+                                  self.raw, f"{runs}.*.r0.log")))
+            got = [self.start_seconds(p) for p in pats]
+            secs = sorted(sec for sec, ranks in got if ranks == n)
+            starts[sys_] = median(secs) if secs and len(secs) == len(got) \
+                else None
+            if starts[sys_] is None:
+                shown = "incomplete (" + ", ".join(
+                    f"{ranks} of {n} ranks" for _, ranks in got) + ")" \
+                    if got else "not run"
+            elif len(secs) == 1:
+                shown = f"{secs[0]:.3f} s"
+            else:
+                shown = (f"{starts[sys_]:.3f} s (median of {len(secs)}: " +
+                         ", ".join(f"{x:.3f}" for x in secs) + ")")
+            lines.append(f"job start, {sys_}: {shown} (last rank's init to "
+                         "last rank's first allreduce done)")
         for when in ("idle", "busy"):
             d = self.daemon_summary(f"{tag}.{when}")
             if d:
