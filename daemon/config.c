@@ -949,11 +949,11 @@ static const struct conf_key conf_keys[] = {
 	    "auto (up to 50 while a CPU is idle)"),
 	SPECIAL("streams_per_peer", "integer or string", streams,
 	    streams_per_peer, STREAMS_AUTO, RELOAD_APPLY, "auto", "data links "
-	    "(TCP connections or RDMA queue pairs) between two nodes for a "
-	    "job's collectives, 1 to 8, or auto (2 to 4, one per four cores): "
-	    "large ring allreduces run one ring per connection, each on a "
-	    "thread, alternately in each direction; the coordinator's value "
-	    "applies to the job"),
+	    "(TCP connections or RDMA queue pairs) between two neighbours of a "
+	    "job's ring for its collectives, 1 to 8, or auto (2 to 4, one per "
+	    "four cores): large ring allreduces run one ring per connection, "
+	    "each on a thread, alternately in each direction; other pairs have "
+	    "one; the coordinator's value applies to the job"),
 	NUM("chunk_bytes", chunk_bytes, CHUNK_MIN, CHUNK_MAX, 1048576,
 	    RELOAD_RESTART, "pipeline chunk of the ring algorithms, 4096 to "
 	    "67108864"),
