@@ -1222,8 +1222,8 @@ daemon_stats() {
 
 # A job's start at scale moves by 2-3 x from one to the next (128 ranks'
 # processes scheduled on a few cores): each system's is the median of this
-# many.
-START_RUNS=3
+# many ($MCCL_BENCH_START_RUNS; 0: none, for a run of the allreduces alone).
+START_RUNS=${MCCL_BENCH_START_RUNS:-3}
 
 case9_mccl() {
 	local n=$1 tag=case9.n$1 t0 algo i
