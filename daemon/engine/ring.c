@@ -1633,12 +1633,6 @@ rabenseifner_core(struct xfer *x, struct plan *p, uint32_t n)
 	return 0;
 }
 
-/*
- * The power-of-two algorithms on any node count: the r nodes past the
- * largest power of two p first hand their buffer to the node p positions
- * before them, which reduces it into its own; the first p nodes run the
- * algorithm; the r helpers send the result back.
- */
 static uint32_t
 fold_pow2(uint32_t n)
 {
@@ -1666,6 +1660,12 @@ ring_pairs_with(uint32_t me, uint32_t q, uint32_t n)
 	return (d & (d - 1)) == 0;
 }
 
+/*
+ * The power-of-two algorithms on any node count: the r nodes past the
+ * largest power of two p first hand their buffer to the node p positions
+ * before them, which reduces it into its own; the first p nodes run the
+ * algorithm; the r helpers send the result back.
+ */
 static int
 fold_run(struct xfer *x, struct plan *p,
     int (*core)(struct xfer *, struct plan *, uint32_t))
