@@ -665,9 +665,9 @@ gloo_ns() {
 # start, as under torchrun (its agent's store).
 start_ns() {
 	local tag=$1 nh=$2 backend=$3 store deadline=$((SECONDS + 60)) rc
-	GLOO_PORT=$((GLOO_PORT + 1))
+	# on the port gloo_ns takes next
 	bg_run "$RAW/$tag.store.log" "$(ns_name 0)" env \
-	    MASTER_ADDR="$(ns_addr 0)" MASTER_PORT=$GLOO_PORT "$PY" \
+	    MASTER_ADDR="$(ns_addr 0)" MASTER_PORT=$((GLOO_PORT + 1)) "$PY" \
 	    "$HERE/start_time.py" store "$nh"
 	store=$LAST
 	until grep -q '^# store up' "$RAW/$tag.store.log" 2>/dev/null; do
@@ -678,7 +678,6 @@ start_ns() {
 		fi
 		sleep 0.2
 	done
-	GLOO_PORT=$((GLOO_PORT - 1))	# gloo_ns takes the next: the store's
 	TORCHELASTIC_USE_AGENT_STORE=True TORCHELASTIC_RESTART_COUNT=0 \
 	    gloo_ns "$tag" 300 "$nh" 1 "$HERE/start_time.py" "$backend"
 	rc=$?
