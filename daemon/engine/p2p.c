@@ -832,25 +832,34 @@ links_step(struct p2p *p)
 	return moved;
 }
 
-/* Our link to the node at q hung up (watched while it has nothing to send). */
+/*
+ * A link with the node at q hung up: `to` while it had nothing to send, or
+ * `from` on a transport whose data arrives apart from its connection.
+ */
 static void
-p2p_hangup(struct p2p *p, uint32_t q)
+p2p_hangup(struct p2p *p, uint32_t q, const struct link *l)
 {
-	struct p2p_link *l = &p->links[q];
 	char why[LINK_WHY_MAX + 32], err[ERR_MAX];
 
-	snprintf(err, sizeof(err), "link to node %s %s", p->job->names[q],
-	    link_strerror(l->to, link_hangup_errno(l->to), why, sizeof(why)));
+	snprintf(err, sizeof(err), "link %s node %s %s",
+	    l == p->links[q].to ? "to" : "from", p->job->names[q],
+	    link_strerror(l, link_hangup_errno(l), why, sizeof(why)));
 	link_fail(p, q, err);
 }
 
+/* What a pollfd of p2p_wait watches: the link and its node's position. */
+struct p2p_slot {
+	struct link	*link;
+	uint32_t	 q;
+};
+
 /*
- * Arm a link: up to two pollfds at pfd + *n, each marked with the link's
- * position; 0 when it can move now.
+ * Arm a link: up to two pollfds at pfd + *n, each marked with its link
+ * and the link's position; 0 when it can move now.
  */
 static int
 arm_link(struct link *l, short want, uint32_t q, struct pollfd *pfd,
-    uint32_t *pos, int *n)
+    struct p2p_slot *slot, int *n)
 {
 	int armed;
 
@@ -859,7 +868,7 @@ arm_link(struct link *l, short want, uint32_t q, struct pollfd *pfd,
 	if ((armed = link_arm(l, want, pfd + *n)) == 0)
 		return 0;
 	for (int i = 0; i < armed; i++)
-		pos[(*n)++] = q;
+		slot[(*n)++] = (struct p2p_slot){ l, q };
 	return armed;
 }
 
@@ -869,13 +878,13 @@ p2p_wait(struct p2p *p, uint64_t next_deadline)
 {
 	const struct job *j = p->job;
 	struct pollfd *pfd;
-	uint32_t *pos;
+	struct p2p_slot *slot;
 	int n = 0, timeout = -1, ready = 0;
 	uint64_t now = now_ns();
 
 	pfd = calloc(4 * j->nnodes + 2, sizeof(*pfd));
-	pos = calloc(4 * j->nnodes + 2, sizeof(*pos));
-	if (pfd == NULL || pos == NULL)
+	slot = calloc(4 * j->nnodes + 2, sizeof(*slot));
+	if (pfd == NULL || slot == NULL)
 		goto out;
 	pfd[n++] = (struct pollfd){ p->wake_fd, POLLIN, 0 };
 	if (!p->aborted)
@@ -885,9 +894,9 @@ p2p_wait(struct p2p *p, uint64_t next_deadline)
 
 		if (l->dead)
 			continue;
-		if (arm_link(l->from, POLLIN, q, pfd, pos, &n) == 0 ||
+		if (arm_link(l->from, POLLIN, q, pfd, slot, &n) == 0 ||
 		    arm_link(l->to, TAILQ_EMPTY(&l->sendq) ? POLLRDHUP :
-		    POLLOUT, q, pfd, pos, &n) == 0)
+		    POLLOUT, q, pfd, slot, &n) == 0)
 			goto out;	/* it can move now */
 	}
 	if (next_deadline != 0)
@@ -898,16 +907,17 @@ p2p_wait(struct p2p *p, uint64_t next_deadline)
 	for (int i = p->aborted ? 1 : 2; i < n; i++)
 		ready |= (pfd[i].revents & (POLLIN | POLLOUT)) != 0;
 	for (int i = p->aborted ? 1 : 2; i < n && !ready; i++)
-		if ((pfd[i].events & POLLRDHUP) && !p->links[pos[i]].dead &&
+		if ((pfd[i].events & POLLRDHUP) &&
+		    !p->links[slot[i].q].dead &&
 		    (pfd[i].revents & (POLLERR | POLLHUP | POLLRDHUP)))
-			p2p_hangup(p, pos[i]);
+			p2p_hangup(p, slot[i].q, slot[i].link);
 	if (!p->aborted && pfd[1].revents != 0) {
 		p->aborted = 1;
 		fail_ops(p, UINT32_MAX, MCCL_ERR_ABORTED, "job aborted");
 	}
 out:
 	free(pfd);
-	free(pos);
+	free(slot);
 }
 
 static int

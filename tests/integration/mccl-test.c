@@ -890,6 +890,60 @@ mode_p2p(void)
 	return failures != 0;
 }
 
+/*
+ * Rank 1 sends to rank 0 and leaves; rank 2 sends to rank 0 after it.  The
+ * link from rank 1's node was made by its first message and never answered:
+ * its hang-up is the only news of that node, and must not cost rank 0 its
+ * next message.
+ */
+#define LEAVE_COUNT	1000
+
+static void
+p2p_leave_recv(mccl_comm_t *comm, int32_t *buf, int from)
+{
+	mccl_result_t rc;
+
+	checks++;
+	memset(buf, 0, LEAVE_COUNT * sizeof(*buf));
+	if ((rc = mccl_recv(buf, LEAVE_COUNT, MCCL_INT32, from, from, comm,
+	    NULL)) != MCCL_SUCCESS) {
+		FAIL("recv from rank %d: %s", from, mccl_last_error(comm));
+		return;
+	}
+	for (int i = 0; i < LEAVE_COUNT; i++)
+		if (buf[i] != from * 100000 + i) {
+			FAIL("from rank %d: [%d] = %d", from, i, (int)buf[i]);
+			return;
+		}
+}
+
+static int
+mode_p2p_leave(void)
+{
+	int32_t buf[LEAVE_COUNT];
+	mccl_comm_t *comm;
+	mccl_result_t rc;
+
+	if ((comm = join()) == NULL)
+		return 1;
+	if (my_rank == 0) {
+		p2p_leave_recv(comm, buf, 1);
+		p2p_leave_recv(comm, buf, 2);
+	} else {
+		for (int i = 0; i < LEAVE_COUNT; i++)
+			buf[i] = my_rank * 100000 + i;
+		if (my_rank == 2)
+			usleep(500 * 1000);	/* after rank 1 left */
+		checks++;
+		if ((rc = mccl_send(buf, LEAVE_COUNT, MCCL_INT32, 0, my_rank,
+		    comm, NULL)) != MCCL_SUCCESS)
+			FAIL("send: %s", mccl_last_error(comm));
+	}
+	mccl_comm_destroy(comm);
+	printf("rank %d: %d checks, %d failed\n", my_rank, checks, failures);
+	return failures != 0;
+}
+
 /* ---- errors, split, concurrency, abort ---- */
 
 static mccl_result_t
@@ -1797,6 +1851,8 @@ main(int argc, char **argv)
 		return mode_expect_init(argv[2], argv[3]);
 	if (argc == 2 && strcmp(argv[1], "p2p") == 0)
 		return mode_p2p();
+	if (argc == 2 && strcmp(argv[1], "p2p-leave") == 0)
+		return mode_p2p_leave();
 	if (argc == 2 && strcmp(argv[1], "api") == 0)
 		return mode_api();
 	if (argc == 2 && strcmp(argv[1], "mismatch") == 0)

@@ -53,6 +53,8 @@ fi
 if section api; then
 echo "== send/recv, the API's errors and concurrency"
 run_job "send/recv between every pair, 5 ranks on 3 nodes" jp2p "0 0 1 2 2" p2p
+run_job "a sender that leaves, heard from only on the link its message made, \
+costs its receiver nothing" jp2pl "0 1 2" p2p-leave
 run_job "API: bad arguments, 100 in flight, split, threads" japi "0 0 1 2 2" api
 run_job "API on one node x 4 ranks" japi1 "1 1 1 1" api
 run_job "mismatched counts fail every rank" jmis "0 1 1" mismatch
