@@ -58,6 +58,31 @@ ms_from_now(uint64_t ms)
 	return now_ns() + ms * 1000000;
 }
 
+/*
+ * The peer hung up, seen on a pollfd armed for it alone (a transport whose
+ * data arrives apart from its connection: its calls would only say EAGAIN
+ * until the deadline): -1 with err set; else 0.
+ */
+static int
+io_hung_up(const struct io *io, const struct pollfd *pfd, int n)
+{
+	char why[LINK_WHY_MAX + 32];
+	int hup = 0;
+
+	for (int i = 0; i < n; i++) {
+		if (pfd[i].revents & (POLLIN | POLLOUT))
+			return 0;	/* what it sent first is taken first */
+		hup |= (pfd[i].events & POLLRDHUP) &&
+		    (pfd[i].revents & (POLLERR | POLLHUP | POLLRDHUP));
+	}
+	if (!hup)
+		return 0;
+	snprintf(io->err, io->errlen, "the link to node %u %s", io->link->node,
+	    link_strerror(io->link, link_hangup_errno(io->link), why,
+	    sizeof(why)));
+	return -1;
+}
+
 /* Sleep until the link can move the way asked: 0, or -1 with err set. */
 static int
 io_wait(const struct io *io, short want)
@@ -83,7 +108,7 @@ io_wait(const struct io *io, short want)
 		snprintf(io->err, io->errlen, "aborted");
 		return -1;
 	}
-	return 0;
+	return io_hung_up(io, pfd, n - 1);
 }
 
 /* Move all len bytes of buf, sending or receiving. */
