@@ -59,12 +59,12 @@ void		 crew_stop(struct crew *);
 int		 crew_stopped(const struct crew *);
 int		 crew_stop_fd(const struct crew *);
 unsigned	 crew_size(struct crew *);
-/* ---- ring.c: inter-node algorithms over a job's data links (engine thread) ---- */
+/* ---- ring.c, on duplex.c: algorithms between nodes (engine thread) ---- */
 
 /*
  * How long an op waits, once a link hung up or the job was aborted, for
  * what may still come (the last frames, the failure's reason) before it
- * calls the event its own failure (ring.c, engine.c).
+ * calls the event its own failure (duplex.c, engine.c).
  */
 #define LINK_GRACE_NS	(250 * 1000000ULL)
 
@@ -133,7 +133,7 @@ int		ring_gather(struct xfer *, void *, const size_t *,
 int		ring_scatter(struct xfer *, void *, const size_t *,
 		    const size_t *, uint32_t, void *);
 
-/* ring.c: add n bytes to ctr[node_index[pos]] (the peers' byte counts) */
+/* duplex.c: add n bytes to ctr[node_index[pos]] (the peers' byte counts) */
 void		count_bytes(uint64_t *, const uint32_t *, uint32_t, size_t);
 
 /* ---- seg.c: clients' segments (any thread, under one lock) ---- */

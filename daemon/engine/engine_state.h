@@ -28,7 +28,7 @@ struct engine {
 	pthread_cond_t	 cond;
 	int		 quit;
 	int		 exited;	/* engine_main returned */
-	int		 aborted;	/* written atomically: ring.c reads it */
+	int		 aborted;	/* written atomically: duplex.c reads it */
 	int		 stopped;	/* aborted, it ended its last op */
 	int		 abort_fd;	/* eventfd: wakes the engine out of poll */
 	uint32_t	*wait_word;	/* the ring futex it sleeps on */
