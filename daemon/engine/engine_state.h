@@ -63,8 +63,12 @@ struct engine {
 	struct crew	*crew;		/* threads that run a large op's
 					   parts beside this one (crew.c) */
 	struct crew	*side;		/* a node's memory passes beside the
-					   network (engine_segments) */
+					   network (coll_segments) */
 };
+
+/* coll.c: an op on this node, and the node buffer given back */
+int		coll_run(struct job *, struct op *, struct xfer *);
+void		coll_tmp_release(struct job *);
 
 /* subq.c */
 int		subq_attach(struct job *, const struct engine_rank *, char *,
