@@ -357,8 +357,6 @@ engine_links_on_use(struct xfer *x, const uint32_t *pos, uint32_t npos)
 
 /* ---- operations ---- */
 
-/* ---- running an op ---- */
-
 /*
  * Links that send from registered memory learn the op's buffers first: the
  * local ranks' segments (registered once, then found in a cache) and the
