@@ -301,8 +301,8 @@ engine_links(struct job *j)
 /*
  * A link set up on first use failed.  A node that failed the op first (a
  * mismatch it saw on another link) drops its half-made links, and its word
- * of why, the job's failure, may still be on the way: as ring.c does on a
- * hang-up, the job's abort gets LINK_GRACE_NS (not past the op's deadline)
+ * of why, the job's failure, may still be on the way: as duplex.c does on
+ * a hang-up, the job's abort gets LINK_GRACE_NS (not past the op's deadline)
  * to come before the link's failure is called the op's.  1: it came.
  */
 static int
@@ -322,7 +322,7 @@ engine_abort_within_grace(struct job *j, uint64_t deadline_ns)
 }
 
 /*
- * ring.c, on the engine thread: an algorithm talks over lane 0 to these
+ * duplex.c, on the engine thread: an algorithm talks over lane 0 to these
  * positions, whose links are not made yet.  Every node of the op comes
  * here for the same pairs in the same step (the algorithm is the same on
  * every node, and who talks to whom is symmetric), so both ends of each
@@ -786,7 +786,7 @@ engine_stopped(struct job *j)
 }
 
 /*
- * The job failed: the op running ends (ring.c sees aborted, and abort_fd
+ * The job failed: the op running ends (duplex.c sees aborted, and abort_fd
  * wakes its poll), and no other starts.  It says so by engine_stopped,
  * through a wake-up of the main loop.
  */
