@@ -1,7 +1,8 @@
 # check.sh: mcclctl check (sourced by run.sh).  --write-config: its file
 # taken by mccld, its refusals.  On the loopback cluster: every pair
 # measured, refused while a job runs unless forced, a frozen node's pairs
-# marked unreachable.  As root, four hosts in network
+# marked unreachable; on rdma, a node killed mid-check ends the survivor's
+# check threads at once.  As root, four hosts in network
 # namespaces on a bridge (198.18.2.0/24), each host's egress shaped by
 # tc tbf to 200 Mbit/s but one host's to 40: that host's pairs, and no
 # other, must be marked.  Everything made here is removed at exit.
@@ -79,6 +80,37 @@ grep -q '^  n0 <-> n2: unreachable: node n2 is down' <<<"$out" &&
     ok "mcclctl check: a frozen node's pairs marked unreachable" ||
     bad "mcclctl check with n2 frozen: $out"
 wait_cluster 3 || bad "the cluster did not come back after the check"
+
+# A node killed mid-check, on rdma with the peer's death as a device shows
+# it (MCCL_FAKEVERBS_SILENT_DEATH: a receive learns nothing): only the
+# connection's hang-up says it, and the survivor's check threads must end
+# on it rather than poll it at full CPU until their deadline.
+if [ "$TRANSPORT" = rdma ]; then
+	echo "== mcclctl check: a node killed mid-check (rdma, a silent death)"
+	if MCCL_FAKEVERBS_SILENT_DEATH=1 cluster_up 2 cs 86; then
+		"$B/mcclctl" -s "$T/cs1.sock" check >"$T/cs-check.out" 2>&1 &
+		ck=$!
+		CHILD_PIDS+=($ck)
+		sleep 0.3
+		kill -9 "${DAEMON_PIDS[86]}"
+		wait "${DAEMON_PIDS[86]}" 2>/dev/null
+		t0=$(cpu_ticks "${DAEMON_PIDS[87]}")
+		sleep 2
+		spent=$(($(cpu_ticks "${DAEMON_PIDS[87]}") - t0))
+		wait "$ck"
+		[ "$spent" -lt 50 ] &&
+		    ok "the survivor's check threads end on the hang-up ($spent \
+ticks of CPU in the 2 s after it)" ||
+		    bad "the survivor spun: $spent ticks of CPU in 2 s"
+		grep -q '^  cs0 <-> cs1: unreachable' "$T/cs-check.out" &&
+		    kill -0 "${DAEMON_PIDS[87]}" 2>/dev/null &&
+		    ok "the check marks the dead node's pair, and the survivor runs" ||
+		    bad "check with cs0 killed: $(cat "$T/cs-check.out")"
+	else
+		bad "the cs cluster did not come up"
+	fi
+	daemons_stop 86 2
+fi
 
 # ---- four hosts, one slow ----
 

@@ -502,6 +502,62 @@ START_TEST(test_peer_dies)
 }
 END_TEST
 
+/*
+ * MCCL_FAKEVERBS_SILENT_DEATH, as on a device: the peer is killed while
+ * nothing of ours awaits its answer.  The posted receive stays posted and
+ * the QP ready (a receive learns nothing), until the next write finds the
+ * peer gone: RETRY_EXC_ERR, then the receive flushed.
+ */
+#define SILENT_MS	300
+
+START_TEST(test_peer_dies_silently)
+{
+	struct addr me, peer;
+	int up[2], down[2];
+	struct end a;
+	struct ibv_wc wc;
+	pid_t pid;
+
+	ck_assert_int_eq(pipe(up), 0);
+	ck_assert_int_eq(pipe(down), 0);
+	if ((pid = fork()) == 0) {
+		close(down[1]);
+		peer_child(up[1], down[0]);
+	}
+	setenv("MCCL_FAKEVERBS_SILENT_DEATH", "1", 1);
+	end_open(&a, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	unsetenv("MCCL_FAKEVERBS_SILENT_DEATH");
+	ck_assert_int_eq(read(up[0], &peer, sizeof(peer)), sizeof(peer));
+	me = (struct addr){ a.gid, a.qp->qp_num, a.mr->rkey, 0 };
+	ck_assert_int_eq(write(down[1], &me, sizeof(me)), sizeof(me));
+	end_connect(&a, &peer.gid, peer.qpn);
+	ck_assert_int_eq(read(up[0], &me, 1), 1);
+	post_recv(&a, 11);
+	ck_assert_int_eq(post_write(&a, 1, 0, 8, peer.base, peer.rkey,
+	    a.mr->lkey, -1), 0);
+	ck_assert_int_eq(next_wc(&a).status, IBV_WC_SUCCESS);
+	ck_assert_int_eq(kill(pid, SIGKILL), 0);
+	ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
+	usleep(SILENT_MS * 1000);
+	ck_assert_int_eq(ibv_poll_cq(a.cq, 1, &wc), 0);
+	ck_assert_int_eq(a.qp->state, IBV_QPS_RTS);
+	ck_assert_int_eq(post_write(&a, 2, 0, 8, peer.base, peer.rkey,
+	    a.mr->lkey, -1), 0);
+	wc = next_wc(&a);
+	ck_assert_uint_eq(wc.wr_id, 2);
+	ck_assert_int_eq(wc.status, IBV_WC_RETRY_EXC_ERR);
+	wc = next_wc(&a);
+	ck_assert_uint_eq(wc.wr_id, 11);
+	ck_assert_int_eq(wc.status, IBV_WC_WR_FLUSH_ERR);
+	ck_assert_int_eq(a.qp->state, IBV_QPS_ERR);
+	end_close(&a);
+	close(up[0]);
+	close(up[1]);
+	close(down[0]);
+	close(down[1]);
+}
+END_TEST
+
 /* No peer QP at that number: the write gives up with RETRY_EXC_ERR. */
 START_TEST(test_no_peer)
 {
@@ -554,6 +610,7 @@ main(void)
 	tcase_add_test(tc, test_send);
 	tcase_add_test(tc, test_channel);
 	tcase_add_test(tc, test_peer_dies);
+	tcase_add_test(tc, test_peer_dies_silently);
 	tcase_add_test(tc, test_no_peer);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("nodevice");
