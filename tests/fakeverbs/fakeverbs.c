@@ -23,12 +23,12 @@
  * - completion queues with completion channels (ibv_req_notify_cq arms,
  *   ibv_get_cq_event reads); a receive of a write with immediate data
  *   completes as IBV_WC_RECV_RDMA_WITH_IMM.
- * - a peer that dies (its sockets close) puts the queue pair in the error
- *   state: the oldest send completes with IBV_WC_RETRY_EXC_ERR, the rest
- *   and every posted receive with IBV_WC_WR_FLUSH_ERR.  With
- *   MCCL_FAKEVERBS_SILENT_DEATH set, as a reliable connection does on a
- *   device, a queue pair with no send awaiting its answer learns nothing:
- *   its receives stay posted, and its next send finds the peer gone.
+ * - a peer that dies (its sockets close) puts a queue pair with a send
+ *   awaiting its answer in the error state: that send completes with
+ *   IBV_WC_RETRY_EXC_ERR, the rest and every posted receive with
+ *   IBV_WC_WR_FLUSH_ERR.  One with none learns nothing, as a reliable
+ *   connection does on a device: its receives stay posted, and its next
+ *   send finds the peer gone.
  *
  * Each context runs one progress thread: it accepts the peers' links,
  * carries their requests out (and answers each with an ACK or a NAK), and
@@ -134,7 +134,7 @@ struct fv_qp {
 	int		 max_sge;
 	uint32_t	 rx_off;	/* bytes of the SEND being received */
 	uint8_t		*buf;		/* the progress thread's receive buffer */
-	int		 peer_gone;	/* silent death: its links closed */
+	int		 peer_gone;	/* its links closed; no send knew yet */
 };
 
 struct fv_ctx {
@@ -148,7 +148,6 @@ struct fv_ctx {
 	struct fv_mr	*mrs;
 	size_t		 locked;	/* bytes registered */
 	struct fv_qp	*qps;
-	int		 silent_death;	/* MCCL_FAKEVERBS_SILENT_DEATH */
 };
 
 static struct fv_device	 devices[FV_DEVICES_MAX];
@@ -946,7 +945,7 @@ post_one(struct fv_ctx *c, struct fv_qp *q, struct ibv_send_wr *wr)
 	s = &q->sq[(q->sq_head + q->sq_count++) % q->sq_cap];
 	*s = (struct fv_swr){ wr->wr_id, (wr->send_flags & IBV_SEND_SIGNALED) !=
 	    0, wr->opcode == IBV_WR_SEND ? IBV_WC_SEND : IBV_WC_RDMA_WRITE, 0 };
-	if (q->peer_gone) {		/* silent death: this send finds it */
+	if (q->peer_gone) {		/* this send finds it */
 		qp_error(q, IBV_WC_RETRY_EXC_ERR);
 		return 0;
 	}
@@ -1112,7 +1111,7 @@ link_ready(struct fv_ctx *c, struct fv_qp *q, int fd)
 	if (n == -1 && (errno == EAGAIN || errno == EINTR))
 		return;
 	if (n < (ssize_t)sizeof(m)) {	/* the peer is gone */
-		if (c->silent_death && q->sq_count == 0)
+		if (q->sq_count == 0)
 			q->peer_gone = 1;	/* its links are polled no more */
 		else
 			qp_error(q, IBV_WC_RETRY_EXC_ERR);
@@ -1242,7 +1241,6 @@ ibv_open_device(struct ibv_device *device)
 		return NULL;
 	}
 	c->ctx.device = device;
-	c->silent_death = getenv("MCCL_FAKEVERBS_SILENT_DEATH") != NULL;
 	c->ctx.cmd_fd = c->ctx.async_fd = -1;
 	c->ctx.num_comp_vectors = 1;
 	c->ctx.ops.poll_cq = fv_poll_cq;
