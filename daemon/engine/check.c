@@ -69,12 +69,10 @@ io_hung_up(const struct io *io, const struct pollfd *pfd, int n)
 	char why[LINK_WHY_MAX + 32];
 	int hup = 0;
 
-	for (int i = 0; i < n; i++) {
-		if (pfd[i].revents & (POLLIN | POLLOUT))
-			return 0;	/* what it sent first is taken first */
-		hup |= (pfd[i].events & POLLRDHUP) &&
-		    (pfd[i].revents & (POLLERR | POLLHUP | POLLRDHUP));
-	}
+	if (link_polled_ready(pfd, (size_t)n))
+		return 0;
+	for (int i = 0; i < n; i++)
+		hup |= link_polled_hangup(&pfd[i]);
 	if (!hup)
 		return 0;
 	snprintf(io->err, io->errlen, "the link to node %u %s", io->link->node,

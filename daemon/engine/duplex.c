@@ -581,15 +581,6 @@ links_poll(const struct xfer *x, struct pollfd *pfd, nfds_t n, int timeout)
 	return poll(pfd, n, timeout);
 }
 
-static int
-links_ready(const struct pollfd *pfd, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (pfd[i].revents & (POLLIN | POLLOUT))
-			return 1;
-	return 0;
-}
-
 /*
  * What io_wait sleeps on: the abort fd and, on a lane of a crew, the
  * crew's stop fd, then what the links armed, at most WATCH_PER_LANE per
@@ -724,9 +715,8 @@ io_wait(struct xfer *x, const struct lane *lanes, size_t nl,
 		return -1;
 	/* What a peer sent before it hung up is taken first. */
 	for (nfds_t i = w->nctl; i < w->n &&
-	    !links_ready(w->pfd + w->nctl, w->n - w->nctl); i++)
-		if ((w->pfd[i].events & POLLRDHUP) &&
-		    (w->pfd[i].revents & (POLLERR | POLLHUP | POLLRDHUP)))
+	    !link_polled_ready(w->pfd + w->nctl, w->n - w->nctl); i++)
+		if (link_polled_hangup(&w->pfd[i]))
 			return grace_over(&x->hup_ns) ? link_error(x,
 			    w->slot[i].peer, w->slot[i].link,
 			    link_hangup_errno(w->slot[i].link)) : 0;
@@ -736,7 +726,7 @@ io_wait(struct xfer *x, const struct lane *lanes, size_t nl,
 	 * frames before the failure of a later op aborted the job.
 	 */
 	if (w->pfd[0].revents != 0 &&
-	    !links_ready(w->pfd + w->nctl, w->n - w->nctl))
+	    !link_polled_ready(w->pfd + w->nctl, w->n - w->nctl))
 		return grace_over(&x->abort_ns) ? duplex_fail(x,
 		    MCCL_ERR_ABORTED, "job aborted") : 0;
 	return 0;

@@ -879,7 +879,7 @@ p2p_wait(struct p2p *p, uint64_t next_deadline)
 	const struct job *j = p->job;
 	struct pollfd *pfd;
 	struct p2p_slot *slot;
-	int n = 0, timeout = -1, ready = 0;
+	int n = 0, first, timeout = -1, ready = 0;
 	uint64_t now = now_ns();
 
 	pfd = calloc(4 * j->nnodes + 2, sizeof(*pfd));
@@ -904,12 +904,10 @@ p2p_wait(struct p2p *p, uint64_t next_deadline)
 		    (int)((next_deadline - now) / 1000000 + 1);
 	poll(pfd, (nfds_t)n, timeout);
 	/* What a peer sent before it hung up is taken first. */
-	for (int i = p->aborted ? 1 : 2; i < n; i++)
-		ready |= (pfd[i].revents & (POLLIN | POLLOUT)) != 0;
-	for (int i = p->aborted ? 1 : 2; i < n && !ready; i++)
-		if ((pfd[i].events & POLLRDHUP) &&
-		    !p->links[slot[i].q].dead &&
-		    (pfd[i].revents & (POLLERR | POLLHUP | POLLRDHUP)))
+	first = p->aborted ? 1 : 2;
+	ready = link_polled_ready(pfd + first, (size_t)(n - first));
+	for (int i = first; i < n && !ready; i++)
+		if (link_polled_hangup(&pfd[i]) && !p->links[slot[i].q].dead)
 			p2p_hangup(p, slot[i].q, slot[i].link);
 	if (!p->aborted && pfd[1].revents != 0) {
 		p->aborted = 1;

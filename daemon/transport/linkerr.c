@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -28,6 +29,28 @@ link_strerror(const struct link *l, int err, char *buf, size_t len)
 	else
 		snprintf(buf, len, "failed: %s", strerror_r(err, e, sizeof(e)));
 	return buf;
+}
+
+/*
+ * After poll(2) on what link_arm armed: whether any of the n pollfds can
+ * move.  What a peer sent before it hung up is taken before its hang-up
+ * is believed, so the callers look at link_polled_hangup only when not.
+ */
+int
+link_polled_ready(const struct pollfd *pfd, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (pfd[i].revents & (POLLIN | POLLOUT))
+			return 1;
+	return 0;
+}
+
+/* Whether a pollfd link_arm armed for the peer's hang-up reports one. */
+int
+link_polled_hangup(const struct pollfd *pfd)
+{
+	return (pfd->events & POLLRDHUP) &&
+	    (pfd->revents & (POLLERR | POLLHUP | POLLRDHUP));
 }
 
 /* The errno a hung-up link's connection reports; 0: closed. */

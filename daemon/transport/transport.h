@@ -138,6 +138,8 @@ void		 link_mem_forget(const void *);
 /* linkerr.c */
 const char	*link_strerror(const struct link *, int, char *, size_t);
 int		 link_hangup_errno(const struct link *);
+int		 link_polled_ready(const struct pollfd *, size_t);
+int		 link_polled_hangup(const struct pollfd *);
 
 /* tcp.c */
 struct link	*link_tcp(int, uint32_t);
