@@ -442,46 +442,76 @@ peer_child(int up, int down)
 	_exit(read(down, &me, 1) == 0 ? 0 : 1);
 }
 
+/* Our end a, connected to a peer_child, its pipes and its address. */
+struct peer_proc {
+	int		 up[2], down[2];
+	pid_t		 pid;
+	struct addr	 addr;
+};
+
+/*
+ * a and a peer in another process, connected; a receive posted (id 11)
+ * and a write (id 1) that reached the peer.
+ */
+static void
+peer_start(struct end *a, struct peer_proc *pp)
+{
+	struct addr me;
+
+	ck_assert_int_eq(pipe(pp->up), 0);
+	ck_assert_int_eq(pipe(pp->down), 0);
+	if ((pp->pid = fork()) == 0) {
+		close(pp->down[1]);	/* so that its EOF means we are gone */
+		peer_child(pp->up[1], pp->down[0]);
+	}
+	end_open(a, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	ck_assert_int_eq(read(pp->up[0], &pp->addr, sizeof(pp->addr)),
+	    sizeof(pp->addr));
+	me = (struct addr){ a->gid, a->qp->qp_num, a->mr->rkey, 0 };
+	ck_assert_int_eq(write(pp->down[1], &me, sizeof(me)), sizeof(me));
+	end_connect(a, &pp->addr.gid, pp->addr.qpn);
+	ck_assert_int_eq(read(pp->up[0], &me, 1), 1);	/* the peer is at RTS */
+	post_recv(a, 11);
+	ck_assert_int_eq(post_write(a, 1, 0, 8, pp->addr.base, pp->addr.rkey,
+	    a->mr->lkey, -1), 0);
+	ck_assert_int_eq(next_wc(a).status, IBV_WC_SUCCESS);
+}
+
+/* After the peer is gone: a is in error, and everything is closed. */
+static void
+peer_end(struct end *a, struct peer_proc *pp)
+{
+	ck_assert_int_eq(a->qp->state, IBV_QPS_ERR);
+	end_close(a);
+	close(pp->up[0]);
+	close(pp->up[1]);
+	close(pp->down[0]);
+	close(pp->down[1]);
+}
+
 #define STOPPED_WRITES	64	/* of BUF: 16 MiB to a stopped peer */
 
 START_TEST(test_peer_dies)
 {
-	struct addr me, peer;
-	int up[2], down[2];
+	struct peer_proc pp;
 	struct end a;
 	struct ibv_wc wc;
-	pid_t pid;
 	int st;
 
-	ck_assert_int_eq(pipe(up), 0);
-	ck_assert_int_eq(pipe(down), 0);
-	if ((pid = fork()) == 0) {
-		close(down[1]);		/* so that its EOF means we are gone */
-		peer_child(up[1], down[0]);
-	}
-	end_open(&a, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-	ck_assert_int_eq(read(up[0], &peer, sizeof(peer)), sizeof(peer));
-	me = (struct addr){ a.gid, a.qp->qp_num, a.mr->rkey, 0 };
-	ck_assert_int_eq(write(down[1], &me, sizeof(me)), sizeof(me));
-	end_connect(&a, &peer.gid, peer.qpn);
-	ck_assert_int_eq(read(up[0], &me, 1), 1);	/* the peer is at RTS */
-	post_recv(&a, 11);
-	ck_assert_int_eq(post_write(&a, 1, 0, 8, peer.base, peer.rkey,
-	    a.mr->lkey, -1), 0);
-	ck_assert_int_eq(next_wc(&a).status, IBV_WC_SUCCESS);
+	peer_start(&a, &pp);
 	/*
 	 * Stopped for sure before the writes: it can't answer them, nor read
 	 * them.  Posting still never blocks (the test's timeout would say),
 	 * far past what its socket holds.
 	 */
-	ck_assert_int_eq(kill(pid, SIGSTOP), 0);
-	ck_assert_int_eq(waitpid(pid, &st, WUNTRACED), pid);
+	ck_assert_int_eq(kill(pp.pid, SIGSTOP), 0);
+	ck_assert_int_eq(waitpid(pp.pid, &st, WUNTRACED), pp.pid);
 	ck_assert(WIFSTOPPED(st));
 	for (uint64_t id = 2; id < 2 + STOPPED_WRITES; id++)
-		ck_assert_int_eq(post_write(&a, id, 0, BUF, peer.base,
-		    peer.rkey, a.mr->lkey, -1), 0);
-	ck_assert_int_eq(kill(pid, SIGKILL), 0);
-	ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
+		ck_assert_int_eq(post_write(&a, id, 0, BUF, pp.addr.base,
+		    pp.addr.rkey, a.mr->lkey, -1), 0);
+	ck_assert_int_eq(kill(pp.pid, SIGKILL), 0);
+	ck_assert_int_eq(waitpid(pp.pid, NULL, 0), pp.pid);
 	wc = next_wc(&a);
 	ck_assert_uint_eq(wc.wr_id, 2);
 	ck_assert_int_eq(wc.status, IBV_WC_RETRY_EXC_ERR);
@@ -493,12 +523,7 @@ START_TEST(test_peer_dies)
 	wc = next_wc(&a);
 	ck_assert_int_eq(wc.status, IBV_WC_WR_FLUSH_ERR);
 	ck_assert_uint_eq(wc.wr_id, 11);
-	ck_assert_int_eq(a.qp->state, IBV_QPS_ERR);
-	end_close(&a);
-	close(up[0]);
-	close(up[1]);
-	close(down[0]);
-	close(down[1]);
+	peer_end(&a, &pp);
 }
 END_TEST
 
@@ -512,34 +537,17 @@ END_TEST
 
 START_TEST(test_peer_dies_silently)
 {
-	struct addr me, peer;
-	int up[2], down[2];
+	struct peer_proc pp;
 	struct end a;
 	struct ibv_wc wc;
-	pid_t pid;
 
-	ck_assert_int_eq(pipe(up), 0);
-	ck_assert_int_eq(pipe(down), 0);
-	if ((pid = fork()) == 0) {
-		close(down[1]);
-		peer_child(up[1], down[0]);
-	}
-	end_open(&a, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-	ck_assert_int_eq(read(up[0], &peer, sizeof(peer)), sizeof(peer));
-	me = (struct addr){ a.gid, a.qp->qp_num, a.mr->rkey, 0 };
-	ck_assert_int_eq(write(down[1], &me, sizeof(me)), sizeof(me));
-	end_connect(&a, &peer.gid, peer.qpn);
-	ck_assert_int_eq(read(up[0], &me, 1), 1);
-	post_recv(&a, 11);
-	ck_assert_int_eq(post_write(&a, 1, 0, 8, peer.base, peer.rkey,
-	    a.mr->lkey, -1), 0);
-	ck_assert_int_eq(next_wc(&a).status, IBV_WC_SUCCESS);
-	ck_assert_int_eq(kill(pid, SIGKILL), 0);
-	ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
+	peer_start(&a, &pp);
+	ck_assert_int_eq(kill(pp.pid, SIGKILL), 0);
+	ck_assert_int_eq(waitpid(pp.pid, NULL, 0), pp.pid);
 	usleep(SILENT_MS * 1000);
 	ck_assert_int_eq(ibv_poll_cq(a.cq, 1, &wc), 0);
 	ck_assert_int_eq(a.qp->state, IBV_QPS_RTS);
-	ck_assert_int_eq(post_write(&a, 2, 0, 8, peer.base, peer.rkey,
+	ck_assert_int_eq(post_write(&a, 2, 0, 8, pp.addr.base, pp.addr.rkey,
 	    a.mr->lkey, -1), 0);
 	wc = next_wc(&a);
 	ck_assert_uint_eq(wc.wr_id, 2);
@@ -547,12 +555,7 @@ START_TEST(test_peer_dies_silently)
 	wc = next_wc(&a);
 	ck_assert_uint_eq(wc.wr_id, 11);
 	ck_assert_int_eq(wc.status, IBV_WC_WR_FLUSH_ERR);
-	ck_assert_int_eq(a.qp->state, IBV_QPS_ERR);
-	end_close(&a);
-	close(up[0]);
-	close(up[1]);
-	close(down[0]);
-	close(down[1]);
+	peer_end(&a, &pp);
 }
 END_TEST
 
