@@ -832,6 +832,46 @@ measure_link() {
 	fi
 }
 
+# measure_ring NAME N LANES: raw TCP in case 1's pattern, every link busy
+# at once: each of hosts 0..N-1 sends for LINK_S seconds to its right
+# neighbour on ceil(LANES/2) connections and to its left one on the rest,
+# as MCCL's lanes alternate their direction, and serves what its two
+# neighbours send it.  One stream between two otherwise idle hosts
+# (measure_link) has the machine's cores and softirqs to itself; this is
+# what TCP gets when every host sends and receives, in raw/NAME.*.log,
+# with what tbf sent meanwhile in raw/NAME.wire.*.
+measure_ring() {
+	local name=$1 n=$2 lanes=$3 right left i srv=() cli=() rc=0 hosts=()
+	right=$(((lanes + 1) / 2)) left=$((lanes / 2))
+	for ((i = 0; i < n; i++)); do
+		hosts+=("$i")
+		bg_run "$RAW/$name.srv$i.log" "$(ns_name "$i")" \
+		    "$RUN/bin/tcpperf" serve "$(ns_addr "$i")" 5204 "$lanes"
+		srv+=("$LAST")
+	done
+	sleep 0.3	# listening, so that no client starts late on a retry
+	wire_count "$RAW/$name.wire.before" "${hosts[@]}"
+	for ((i = 0; i < n; i++)); do
+		bg_run "$RAW/$name.h$i.right.log" "$(ns_name "$i")" \
+		    "$RUN/bin/tcpperf" bw "$(ns_addr $(((i + 1) % n)))" 5204 \
+		    "$LINK_S" "$right"
+		cli+=("$LAST")
+		[ "$left" = 0 ] && continue
+		bg_run "$RAW/$name.h$i.left.log" "$(ns_name "$i")" \
+		    "$RUN/bin/tcpperf" bw "$(ns_addr $(((i + n - 1) % n)))" \
+		    5204 "$LINK_S" "$left"
+		cli+=("$LAST")
+	done
+	wait_all 60 "${cli[@]}" || rc=1
+	wire_count "$RAW/$name.wire.after" "${hosts[@]}"
+	wait_all 60 "${srv[@]}" || rc=1
+	if [ $rc = 0 ]; then
+		status "$name" tcp ok
+	else
+		status "$name" tcp failed "see raw/$name.*.log"
+	fi
+}
+
 # The lanes (TCP connections per pair of nodes) MCCL's jobs get here:
 # streams_per_peer from MCCL_BENCH_CONF, else its auto, as conf_lanes
 # (daemon/config.c) decides it: 2 to 4, one per four cores.
@@ -853,6 +893,7 @@ case1() {
 	# gets with as many connections as MCCL's lanes.
 	measure_link link
 	[ "$RATE" = none ] && measure_link link-multi "$(link_streams)"
+	measure_ring link-ring 4 "$(link_streams)"
 	if [ $HAVE_MCCL = 1 ]; then
 		if cluster_up case1 4 ns; then
 			# shellcheck disable=SC2086

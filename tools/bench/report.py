@@ -326,6 +326,9 @@ class Report:
                          f"(MCCL's lanes) h1->h0: {float(multi['GB_s']):.4f} "
                          "GB/s, the link of the target")
         big = max(sizes) if sizes else None
+        ring = self.ring_link()
+        lines += self.ring_lines(ring, data["mccl"].get(big, (None, None))[1]
+                                 if big else None)
         lines += self.case1_wire(link, lname, big)
         lines += self.case1_bf16(data["mccl"], big)
         m = data["mccl"].get(big, (None, None))[1] if big else None
@@ -375,6 +378,50 @@ class Report:
         lanes, between the same two hosts; None when not measured."""
         return read_kv(self.raw, "link-multi.log", "bw") or None
 
+    def ring_link(self):
+        """Raw TCP in case 1's pattern, every host sending to both
+        neighbours at once (bench.sh measure_ring): a dict with each
+        host's egress in GB/s ("hosts"), their mean and least, the
+        connections per host, and the share of the time each host's link
+        was sending; None when not measured."""
+        hosts, streams, secs = {}, 0, []
+        for h in range(4):
+            got = [read_kv(self.raw, f"link-ring.h{h}.{side}.log", "bw")
+                   for side in ("right", "left")]
+            got = [g for g in got if g]
+            if not got:
+                return None
+            hosts[str(h)] = sum(float(g["GB_s"]) for g in got)
+            streams = sum(int(g["streams"]) for g in got)
+            secs += [float(g["seconds"]) for g in got]
+        rate = rate_bytes(self.meta.get("rate", ""))
+        wire = read_wire(self.raw, "link-ring.wire")
+        busy = ([wire[h][0] / (rate * max(secs)) for h in sorted(wire)]
+                if rate and wire else None)
+        eg = list(hosts.values())
+        return {"hosts": eg, "mean": sum(eg) / len(eg), "least": min(eg),
+                "streams": streams, "busy": busy}
+
+    @staticmethod
+    def ring_lines(ring, busbw):
+        """The ring measure in words, and MCCL's busbw over it: a ring
+        allreduce's busbw is what each host sends per second."""
+        if not ring:
+            return ["all links at once: not measured"]
+        line = (f"all links at once (raw TCP in the ring's pattern, "
+                f"{ring['streams']} connections out of each host, half "
+                f"each way): each host sent {ring['mean']:.4f} GB/s "
+                f"(least {ring['least']:.4f}; hosts "
+                f"{', '.join(f'{g:.3f}' for g in ring['hosts'])})")
+        if ring["busy"]:
+            line += (", its link sending "
+                     f"{sum(ring['busy']) / len(ring['busy']):.1%} of the "
+                     "time")
+        out = [line]
+        if busbw:
+            out.append(f"MCCL's busbw over it: {busbw / ring['mean']:.3f}")
+        return out
+
     def case1_summary(self):
         """Case 1 of this run in one row: the rate, the link (the
         multi-connection one unshaped), each system's busbw at the largest
@@ -392,6 +439,9 @@ class Report:
                fratio(m, lk)]
         least = [mccl[z][1] for z in mccl if z >= 1 << 20 and mccl[z][1]]
         row.append(fratio(min(least), m) if least and m else "-")
+        ring = self.ring_link()
+        row += [fbw(ring["mean"]) if ring else "-",
+                fratio(m, ring["mean"]) if ring else "-"]
         for s in ("gloo", "ompi"):
             b = base[s].get(big, (None, None))[1] if big else None
             row += [fbw(b), fratio(b, lk)]
@@ -1001,7 +1051,8 @@ def rates_summary(out, dirs):
     """bench.sh -r A,B,...: every rate's case 1 side by side, as
     fractions of its link, into out/summary.md."""
     t = Table(["rate", "link GB/s", "streams", "MCCL busbw", "MCCL x link",
-               "least from 1M / largest", "Gloo busbw", "Gloo x link",
+               "least from 1M / largest", "ring TCP GB/s",
+               "MCCL x ring TCP", "Gloo busbw", "Gloo x link",
                "OMPI busbw", "OMPI x link"])
     for d in dirs:
         t.add(Report(d).case1_summary())
@@ -1011,7 +1062,9 @@ def rates_summary(out, dirs):
             "hosts in the same run, or, unshaped (none), TCP over as many "
             "connections as MCCL's lanes. \"least from 1M\": MCCL's "
             "lowest busbw from 1 MiB up over its busbw at the largest size "
-            "(target >= 0.8). Each rate's own report: RATE/summary.md.", "",
+            "(target >= 0.8). \"ring TCP\": what raw TCP sent out of "
+            "each host with all four sending to both neighbours at once, "
+            "in the same run. Each rate's own report: RATE/summary.md.", "",
             t.markdown(), ""]
     with open(os.path.join(out, "summary.md"), "w") as f:
         f.write("\n".join(text))
