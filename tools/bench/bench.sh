@@ -811,16 +811,17 @@ cpu_count() {
 	    /proc/stat >>"$1"
 }
 
-# measure_link NAME: the link's own bandwidth, one TCP stream h1 -> h0, in
+# measure_link NAME [STREAMS [zerocopy]]: the link's own bandwidth, one
+# TCP stream h1 -> h0 (or STREAMS; sent with MSG_ZEROCOPY if asked), in
 # raw/NAME.log, with what tbf sent meanwhile in raw/NAME.wire.*.
 measure_link() {
-	local name=$1 streams=${2:-1} s c rc
+	local name=$1 streams=${2:-1} zc=${3:-} s c rc
 	bg_run "$RAW/$name.srv.log" "$(ns_name 0)" "$RUN/bin/tcpperf" \
 	    serve "$(ns_addr 0)" 5202 "$streams"
 	s=$LAST
 	wire_count "$RAW/$name.wire.before" 1
 	bg_run "$RAW/$name.log" "$(ns_name 1)" "$RUN/bin/tcpperf" \
-	    bw "$(ns_addr 0)" 5202 "$LINK_S" "$streams"
+	    bw "$(ns_addr 0)" 5202 "$LINK_S" "$streams" $zc
 	c=$LAST
 	wait_all 60 "$c"
 	rc=$?
@@ -892,7 +893,10 @@ case1() {
 	# alone could understate the link.  Unshaped, the "link" is what TCP
 	# gets with as many connections as MCCL's lanes.
 	measure_link link
-	[ "$RATE" = none ] && measure_link link-multi "$(link_streams)"
+	# Unshaped, the copy a send saves: MSG_ZEROCOPY's stream against
+	# link's, and how many of its sends the kernel copied all the same.
+	[ "$RATE" = none ] && measure_link link-multi "$(link_streams)" &&
+	    measure_link link-zerocopy 1 zerocopy
 	measure_ring link-ring 4 "$(link_streams)"
 	if [ $HAVE_MCCL = 1 ]; then
 		if cluster_up case1 4 ns; then

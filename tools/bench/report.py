@@ -326,6 +326,13 @@ class Report:
                          f"(MCCL's lanes) h1->h0: {float(multi['GB_s']):.4f} "
                          "GB/s, the link of the target")
         big = max(sizes) if sizes else None
+        zc = read_kv(self.raw, "link-zerocopy.log", "bw")
+        if zc and link:
+            lines.append(
+                f"MSG_ZEROCOPY, one stream h1->h0: {float(zc['GB_s']):.4f} "
+                f"GB/s, {float(zc['GB_s']) / lk:.2f} x the copying "
+                f"stream; the kernel copied {zc.get('copied', '?')} of its "
+                f"{zc.get('zerocopy_sends', '?')} sends all the same")
         ring = self.ring_link()
         lines += self.ring_lines(ring, data["mccl"].get(big, (None, None))[1]
                                  if big else None)

@@ -7,13 +7,17 @@
  * the server's acknowledgement of the last byte; "pingpong" times round trips of a small
  * message and reports the median and p99 of the round trip and of half of it
  * (the one-way latency).  IPv4 only: the harness uses 198.18.0.0/15 and
- * 127.0.0.0/8 addresses and nothing else.
+ * 127.0.0.0/8 addresses and nothing else.  "bw ... zerocopy" sends with
+ * MSG_ZEROCOPY and reports how many of its sends the kernel still copied
+ * (SO_EE_CODE_ZEROCOPY_COPIED): what such sends save on the path measured.
  */
 #include <sys/socket.h>
 #include <sys/types.h>
 
 #include <arpa/inet.h>
+#include <linux/errqueue.h>
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -33,7 +37,7 @@
 
 static const char usage_text[] =
 "usage: tcpperf serve ADDR PORT [STREAMS]\n"
-"       tcpperf bw ADDR PORT SECONDS [STREAMS]\n"
+"       tcpperf bw ADDR PORT SECONDS [STREAMS [zerocopy]]\n"
 "       tcpperf pingpong ADDR PORT COUNT\n";
 
 static void __attribute__((noreturn))
@@ -226,9 +230,66 @@ tcp_connect(const char *addr, const char *port)
 struct bw_stream {
 	pthread_t	 th;
 	int		 fd;
+	int		 zerocopy;
 	double		 t0, seconds, end;
 	uint64_t	 sent, acked;
+	uint64_t	 zc_done, zc_copied;	/* sends completed, of them copied */
 };
+
+/* Take the zerocopy completions queued so far; wait for one if asked. */
+static void
+tcp_zc_reap(struct bw_stream *b, int wait)
+{
+	char			 ctl[128];
+	struct msghdr		 m;
+	struct cmsghdr		*c;
+	struct sock_extended_err *e;
+	struct pollfd		 pfd = { b->fd, 0, 0 };
+	uint64_t		 n;
+
+	if (wait && poll(&pfd, 1, 1000) == -1 && errno != EINTR)
+		tcp_die("poll");
+	for (;;) {
+		m = (struct msghdr){ .msg_control = ctl,
+		    .msg_controllen = sizeof(ctl) };
+		if (recvmsg(b->fd, &m, MSG_ERRQUEUE | MSG_DONTWAIT) == -1) {
+			if (errno == EAGAIN || errno == EINTR)
+				return;
+			tcp_die("recvmsg MSG_ERRQUEUE");
+		}
+		for (c = CMSG_FIRSTHDR(&m); c != NULL; c = CMSG_NXTHDR(&m, c)) {
+			e = (struct sock_extended_err *)(void *)CMSG_DATA(c);
+			if (e->ee_origin != SO_EE_ORIGIN_ZEROCOPY)
+				continue;
+			n = (uint64_t)e->ee_data - e->ee_info + 1;
+			b->zc_done += n;
+			if (e->ee_code & SO_EE_CODE_ZEROCOPY_COPIED)
+				b->zc_copied += n;
+		}
+	}
+}
+
+/* One bulk send of len bytes, MSG_ZEROCOPY; the buffer is never written. */
+static void
+tcp_zc_send(struct bw_stream *b, const char *buf, size_t len)
+{
+	ssize_t	 n;
+
+	while (len > 0) {
+		if ((n = send(b->fd, buf, len, MSG_ZEROCOPY)) == -1) {
+			if (errno == ENOBUFS) {	/* too many sends pinned */
+				tcp_zc_reap(b, 1);
+				continue;
+			}
+			if (errno == EINTR)
+				continue;
+			tcp_die("send MSG_ZEROCOPY");
+		}
+		buf += n;
+		len -= (size_t)n;
+	}
+	tcp_zc_reap(b, 0);
+}
 
 static void *
 tcp_bw_one(void *arg)
@@ -236,10 +297,17 @@ tcp_bw_one(void *arg)
 	static char	 buf[BULK_BYTES];	/* read only: shared */
 	struct bw_stream *b = arg;
 	char		 mode = MODE_BULK;
+	int		 one = 1;
 
 	tcp_write_all(b->fd, &mode, 1);
+	if (b->zerocopy && setsockopt(b->fd, SOL_SOCKET, SO_ZEROCOPY, &one,
+	    sizeof(one)) == -1)
+		tcp_die("setsockopt SO_ZEROCOPY");
 	while (tcp_now() - b->t0 < b->seconds) {
-		tcp_write_all(b->fd, buf, sizeof(buf));
+		if (b->zerocopy)
+			tcp_zc_send(b, buf, sizeof(buf));
+		else
+			tcp_write_all(b->fd, buf, sizeof(buf));
 		b->sent += sizeof(buf);
 	}
 	if (shutdown(b->fd, SHUT_WR) == -1)
@@ -252,15 +320,16 @@ tcp_bw_one(void *arg)
 }
 
 static int
-tcp_bw(const char *addr, const char *port, double seconds, int streams)
+tcp_bw(const char *addr, const char *port, double seconds, int streams,
+    int zerocopy)
 {
 	struct bw_stream b[STREAMS_MAX];
-	uint64_t	 sent = 0;
+	uint64_t	 sent = 0, zc_done = 0, zc_copied = 0;
 	double		 t0, t1 = 0;
 
 	for (int i = 0; i < streams; i++)
 		b[i] = (struct bw_stream){ .fd = tcp_connect(addr, port),
-		    .seconds = seconds };
+		    .seconds = seconds, .zerocopy = zerocopy };
 	t0 = tcp_now();
 	for (int i = 0; i < streams; i++) {
 		b[i].t0 = t0;
@@ -277,11 +346,17 @@ tcp_bw(const char *addr, const char *port, double seconds, int streams)
 			return 1;
 		}
 		sent += b[i].sent;
+		zc_done += b[i].zc_done;
+		zc_copied += b[i].zc_copied;
 		t1 = b[i].end > t1 ? b[i].end : t1;
 	}
-	printf("bw bytes=%llu seconds=%.3f gbit_s=%.4f GB_s=%.5f streams=%d\n",
+	printf("bw bytes=%llu seconds=%.3f gbit_s=%.4f GB_s=%.5f streams=%d",
 	    (unsigned long long)sent, t1 - t0, sent * 8 / (t1 - t0) / 1e9,
 	    sent / (t1 - t0) / 1e9, streams);
+	if (zerocopy)
+		printf(" zerocopy_sends=%llu copied=%llu",
+		    (unsigned long long)zc_done, (unsigned long long)zc_copied);
+	printf("\n");
 	return 0;
 }
 
@@ -351,9 +426,10 @@ main(int argc, char **argv)
 {
 	if ((argc == 4 || argc == 5) && strcmp(argv[1], "serve") == 0)
 		return tcp_serve(argv[2], argv[3], tcp_streams(argc, argv, 4));
-	if ((argc == 5 || argc == 6) && strcmp(argv[1], "bw") == 0)
+	if ((argc == 5 || argc == 6 || (argc == 7 &&
+	    strcmp(argv[6], "zerocopy") == 0)) && strcmp(argv[1], "bw") == 0)
 		return tcp_bw(argv[2], argv[3], atof(argv[4]),
-		    tcp_streams(argc, argv, 5));
+		    tcp_streams(argc, argv, 5), argc == 7);
 	if (argc == 5 && strcmp(argv[1], "pingpong") == 0 && atoi(argv[4]) > 0)
 		return tcp_pingpong(argv[2], argv[3], atoi(argv[4]));
 	tcp_usage();
