@@ -821,7 +821,7 @@ measure_link() {
 	s=$LAST
 	wire_count "$RAW/$name.wire.before" 1
 	bg_run "$RAW/$name.log" "$(ns_name 1)" "$RUN/bin/tcpperf" \
-	    bw "$(ns_addr 0)" 5202 "$LINK_S" "$streams" $zc
+	    bw "$(ns_addr 0)" 5202 "$LINK_S" "$streams" ${zc:+"$zc"}
 	c=$LAST
 	wait_all 60 "$c"
 	rc=$?
