@@ -391,21 +391,20 @@ class Report:
         host's egress in GB/s ("hosts"), their mean and least, the
         connections per host, and the share of the time each host's link
         was sending; None when not measured."""
-        hosts, streams, secs = {}, 0, []
+        eg, streams, secs = [], 0, []
         for h in range(4):
             got = [read_kv(self.raw, f"link-ring.h{h}.{side}.log", "bw")
                    for side in ("right", "left")]
             got = [g for g in got if g]
             if not got:
                 return None
-            hosts[str(h)] = sum(float(g["GB_s"]) for g in got)
+            eg.append(sum(float(g["GB_s"]) for g in got))
             streams = sum(int(g["streams"]) for g in got)
             secs += [float(g["seconds"]) for g in got]
         rate = rate_bytes(self.meta.get("rate", ""))
         wire = read_wire(self.raw, "link-ring.wire")
         busy = ([wire[h][0] / (rate * max(secs)) for h in sorted(wire)]
                 if rate and wire else None)
-        eg = list(hosts.values())
         return {"hosts": eg, "mean": sum(eg) / len(eg), "least": min(eg),
                 "streams": streams, "busy": busy}
 
