@@ -28,6 +28,7 @@ static struct {
 	uint64_t	wire_ops[2];			/* float16, bfloat16 */
 	uint64_t	wire_saved;
 	uint64_t	xmem_bytes;
+	uint64_t	lane_ns, lane_wait_ns;
 	uint64_t	errors[MCCL_NUM_RESULTS];	/* failed, by code */
 	uint64_t	lat[NBUCKETS + 1];		/* cumulative counts */
 	double		lat_sum;
@@ -74,6 +75,12 @@ static const char *const family[][3] = {	/* name, type, help */
 	{ "mccl_xmem_bytes_total", "counter",
 	    "Bytes of allreduces read and written in clients' own memory "
 	    "(cross-memory attach) instead of staged." },
+	{ "mccl_lane_seconds_total", "counter",
+	    "Lanes of large operations on threads of their own: their time, "
+	    "from the start to the last lane's end, summed over the lanes." },
+	{ "mccl_lane_wait_seconds_total", "counter",
+	    "Of that, lanes that had ended waiting for the last one: lanes "
+	    "that move unevenly (connections sharing a link unfairly)." },
 	{ "mccl_op_errors_total", "counter", "Operations failed, by error." },
 	{ "mccl_op_duration_seconds", "histogram",
 	    "Time from an operation's last local submission to its end." },
@@ -126,6 +133,14 @@ metrics_xmem(uint64_t bytes)
 	m.xmem_bytes += bytes;
 }
 
+/* An operation of this node ran lanes on threads of their own (duplex.c). */
+void
+metrics_lanes(uint64_t lane_ns, uint64_t wait_ns)
+{
+	m.lane_ns += lane_ns;
+	m.lane_wait_ns += wait_ns;
+}
+
 /* Append one sample; labels is a JSON object of strings (consumed). */
 void
 metrics_add(json_t *list, const char *name, json_t *labels, double value)
@@ -171,6 +186,9 @@ metrics_ops(json_t *list)
 	metrics_add(list, "mccl_wire_bytes_saved_total", NULL,
 	    (double)m.wire_saved);
 	metrics_add(list, "mccl_xmem_bytes_total", NULL, (double)m.xmem_bytes);
+	metrics_add(list, "mccl_lane_seconds_total", NULL, m.lane_ns / 1e9);
+	metrics_add(list, "mccl_lane_wait_seconds_total", NULL,
+	    m.lane_wait_ns / 1e9);
 	for (int e = 1; e < MCCL_NUM_RESULTS; e++)
 		metrics_add(list, "mccl_op_errors_total", json_pack("{s:s}",
 		    "error", error_names[e]), (double)m.errors[e]);

@@ -858,6 +858,7 @@ struct parts {
 	void		*arg;
 	struct crew	*crew;
 	unsigned	 first;		/* 1 + the part that failed first */
+	uint64_t	 end_ns[PEER_LANES_MAX];	/* each part's */
 	struct xfer	 xs[PEER_LANES_MAX];
 };
 
@@ -871,6 +872,26 @@ part_main(void *arg, unsigned k)
 	    __atomic_compare_exchange_n(&par->first, &none, k + 1, 0,
 	    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		crew_stop(par->crew);
+	par->end_ns[k] = now_ns();
+}
+
+/*
+ * The lanes' time, from start to the last one's end, and of it what the
+ * lanes that ended first spent waiting: lanes that should take the same
+ * time and do not (connections sharing a link unfairly) show there.
+ */
+static void
+parts_timed(struct xfer *x, const struct parts *par, size_t nl,
+    uint64_t start_ns)
+{
+	uint64_t last = start_ns;
+
+	for (size_t k = 0; k < nl; k++)
+		last = MAX(last, par->end_ns[k]);
+	for (size_t k = 0; k < nl; k++) {
+		x->lane_ns += last - start_ns;
+		x->lane_wait_ns += last - MAX(par->end_ns[k], start_ns);
+	}
 }
 
 int
@@ -878,6 +899,7 @@ duplex_parts(struct xfer *x, size_t nl, part_fn fn, void *arg)
 {
 	struct parts *par;
 	const struct xfer *bad;
+	uint64_t start_ns;
 
 	if (x->crew == NULL || nl < 2 || (par = malloc(sizeof(*par))) == NULL)
 		return 1;
@@ -891,6 +913,7 @@ duplex_parts(struct xfer *x, size_t nl, part_fn fn, void *arg)
 		if (k > 0)	/* the node waited on: as one thread saw it */
 			par->xs[k].waiting = NULL;
 	}
+	start_ns = now_ns();
 	if (crew_run(x->crew, (unsigned)nl, part_main, par) == -1) {
 		free(par);
 		return 1;
@@ -899,6 +922,7 @@ duplex_parts(struct xfer *x, size_t nl, part_fn fn, void *arg)
 	x->err[0] = '\0';
 	for (size_t k = 0; k < nl; k++)
 		x->wire_saved += par->xs[k].wire_saved;
+	parts_timed(x, par, nl, start_ns);
 	if (par->first != 0) {
 		bad = &par->xs[par->first - 1];
 		x->code = bad->code;

@@ -418,6 +418,8 @@ engine_run(struct job *j, struct op *op, uint8_t *scratch)
 	op->algo_run = x.hdr.algo;
 	op->wire_run = x.hdr.wire;
 	op->wire_saved = x.wire_saved;
+	op->lane_ns = x.lane_ns;
+	op->lane_wait_ns = x.lane_wait_ns;
 	wire_strlcpy(op->err, x.err, sizeof(op->err));
 }
 

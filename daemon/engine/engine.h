@@ -90,6 +90,11 @@ struct xfer {
 					   MCCL_FLOAT16 on the wire, where the
 					   ring runs; 0 none */
 	uint64_t	  wire_saved;	/* bytes that wire did not send */
+	uint64_t	  lane_ns;	/* lanes on threads of their own: from
+					   their start to the last one's end,
+					   summed over the lanes */
+	uint64_t	  lane_wait_ns;	/* of it, lanes ended, waiting for the
+					   last one */
 	struct link_cost  cost;		/* the job's, for AUTO (algo.c) */
 	uint64_t	  spin_ns;	/* spin on the links before sleeping */
 	uint8_t		 *scratch;	/* at least 2 * chunk * nlanes bytes */
@@ -233,6 +238,8 @@ struct op {
 	uint64_t	 node_ns;	/* an allreduce's inter-node part took */
 	uint8_t		 wire_run;	/* and its wire (peer_ophdr.wire) */
 	uint64_t	 wire_saved;	/* bytes that wire did not send */
+	uint64_t	 lane_ns;	/* its lanes' time, and of it their */
+	uint64_t	 lane_wait_ns;	/* wait for the last (struct xfer) */
 	uint64_t	 xmem_bytes;	/* read and written in clients' own
 					   memory (set by the engine) */
 	char		 err[ERR_MAX];

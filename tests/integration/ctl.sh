@@ -219,6 +219,13 @@ grep -q '^mccl_broadcast_algo_total{algo="tree"} ' "$T/metrics.txt" &&
     ! grep -q '^mccl_allreduce_algo_total{algo="tree"}' "$T/metrics.txt" &&
     ok "mcclctl metrics: broadcasts and allreduces counted by their own algorithms" ||
     bad "mcclctl metrics: algorithm counters: $(grep algo_total "$T/metrics.txt")"
+# ctlabort's 4 MiB allreduces ran n0's two lanes on threads of their own.
+lane=$(value mccl_lane_seconds_total <"$T/metrics.txt")
+wait_s=$(value mccl_lane_wait_seconds_total <"$T/metrics.txt")
+awk -v l="${lane:-0}" -v w="${wait_s:--1}" \
+    'BEGIN { exit !(l > 0 && w >= 0 && w < l) }' &&
+    ok "mcclctl metrics: the lanes' time (${lane}s), of it waiting for the last lane (${wait_s}s)" ||
+    bad "mcclctl metrics: lanes' time '$lane', waiting '$wait_s'"
 grep -q '^# TYPE mccl_op_duration_seconds histogram$' "$T/metrics.txt" &&
     grep -q '^mccl_op_duration_seconds_bucket{le="+Inf"} ' "$T/metrics.txt" &&
     ok "mcclctl metrics: the latency histogram" || bad "no latency histogram"

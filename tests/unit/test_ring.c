@@ -448,6 +448,8 @@ is_float(int dtype)
 }
 
 static unsigned last_crew_threads;	/* allreduce_case's, fewest of a node */
+static uint64_t last_lane_ns;		/* and node 0's lanes' time, */
+static uint64_t last_lane_wait_ns;	/* of it, waiting for the last lane */
 
 static void
 allreduce_case(struct mesh *m, int dtype, int op, size_t count, size_t chunk)
@@ -479,6 +481,8 @@ allreduce_case(struct mesh *m, int dtype, int op, size_t count, size_t chunk)
 	}
 	run_nodes(m, nd, chunk, 10000, -1);
 	last_crew_threads = nd[0].crew_threads;
+	last_lane_ns = nd[0].x.lane_ns;
+	last_lane_wait_ns = nd[0].x.lane_wait_ns;
 	for (int k = 0; k < n; k++) {
 		if (nd[k].crew_threads < last_crew_threads)
 			last_crew_threads = nd[k].crew_threads;
@@ -822,6 +826,8 @@ END_TEST
 /*
  * On a crew, a large allreduce runs each lane on a thread (the caller's
  * and one more per lane), a small one (one lane) on the caller's alone.
+ * The lanes' time is counted for each lane from their start to the last
+ * one's end; the last lane to end waits for none.
  */
 START_TEST(test_crew_threads)
 {
@@ -833,8 +839,13 @@ START_TEST(test_crew_threads)
 	allreduce_case(&m, MCCL_FLOAT32, MCCL_SUM, (size_t)nlanes << 18,
 	    65536);
 	ck_assert_uint_eq(last_crew_threads, (unsigned)nlanes - 1);
+	ck_assert_uint_gt(last_lane_ns, 0);
+	ck_assert_uint_eq(last_lane_ns % (unsigned)nlanes, 0);
+	ck_assert_uint_le(last_lane_wait_ns * (unsigned)nlanes,
+	    last_lane_ns * (unsigned)(nlanes - 1));
 	identical_case(&m, nd, 1000, 65536, 3);
 	ck_assert_uint_eq(nd[0].crew_threads, 0);
+	ck_assert_uint_eq(nd[0].x.lane_ns, 0);
 	free_bufs(nd, 3);
 	mesh_close(&m);
 }

@@ -939,9 +939,27 @@ case1() {
 case1_wire() {
 	local h=(0 1 2 3)
 	wire_count "$RAW/case1.wire.before" "${h[@]}"
+	lane_count "$RAW/case1.lanes.before"
 	record 1 mccl case1.wire mccl_perf case1.wire 300 1 \
 	    -b "$BIG" -e "$BIG" -w 0 -n "$BIG_IT" -c 0
 	wire_count "$RAW/case1.wire.after" "${h[@]}"
+	lane_count "$RAW/case1.lanes.after"
+}
+
+# lane_count FILE: each daemon's lanes' time so far and, of it, their wait
+# for each op's last lane (mcclctl metrics), one line per daemon appended
+# to FILE: "lanes host=I seconds=S wait=W".  Lanes that share the links
+# unevenly show in the wait.
+lane_count() {
+	local i=0 sock
+	for sock in "${CL_SOCK[@]}"; do
+		timeout 5 "$B/mcclctl" -s "$sock" metrics 2>/dev/null |
+		    awk -v h="$i" '$1 == "mccl_lane_seconds_total" { s = $2 }
+			$1 == "mccl_lane_wait_seconds_total" { w = $2 }
+			END { if (s != "") print "lanes host=" h " seconds=" s \
+			    " wait=" w }'
+		i=$((i + 1))
+	done >>"$1"
 }
 
 case2() {

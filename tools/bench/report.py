@@ -503,7 +503,38 @@ class Report:
             f"sending {lbusy:.1%} of its {lsec:.2f} s",
             f"so busbw/link {got:.3f} = link time {mbusy / lbusy:.3f} x "
             f"wire bytes {lover / mover:.3f}"] + \
-            self.cpu_line("case1.wire", "the wire run")
+            self.lane_lines() + self.cpu_line("case1.wire", "the wire run")
+
+    def lane_lines(self):
+        """What the wire run's lanes spent waiting for each op's last
+        lane, from the daemons' counters around it (bench.sh lane_count):
+        lanes that share the links unevenly."""
+        seen = []
+        for part in ("before", "after"):
+            hosts = {}
+            for line in read_lines(os.path.join(self.raw,
+                                                f"case1.lanes.{part}")):
+                f = dict(w.split("=", 1) for w in line.split()[1:]
+                         if "=" in w)
+                try:
+                    hosts[f["host"]] = (float(f["seconds"]),
+                                        float(f["wait"]))
+                except (KeyError, ValueError):
+                    continue
+            seen.append(hosts)
+        before, after = seen
+        if not after or set(before) != set(after):
+            return []
+        share = []
+        for h in sorted(after):
+            s = after[h][0] - before[h][0]
+            w = after[h][1] - before[h][1]
+            share.append(w / s if s > 0 else None)
+        if any(v is None for v in share):
+            return ["lanes: the wire run ran none on threads of their own"]
+        return [f"lanes: of their time in the wire run, each host's lanes "
+                f"spent {sum(share) / len(share):.1%} waiting for the op's "
+                f"last lane (hosts: {', '.join(f'{v:.1%}' for v in share)})"]
 
     def cpu_line(self, name, during):
         """The machine's CPU use during a run: steal is time the hypervisor
