@@ -14,10 +14,17 @@
  *              data path's, which may spin);
  *   beta       from ring allreduces of 1 MiB or more (their lanes send side
  *              by side): their time, less the other terms, over the bytes
- *              each node sends; 10 Gbit/s until the first;
+ *              each node sends; until the first, beta_pair's if that was
+ *              fitted, else 10 Gbit/s;
  *   beta_pair  alike from the other algorithms' (a stream at a time, each
  *              step's reduction after its transfer); the ring's until the
  *              first;
+ * Each beta stands in for the other until its own first fit: an algorithm
+ * never measured must not lose to a measured one by a default alone, or
+ * AUTO would never run it, so never measure it (on a 40 Gbit/s link the
+ * ring, at the 10 Gbit/s default, lost every large allreduce to
+ * Rabenseifner's, fitted at 3-5 GB/s, and ran them on one lane at a
+ * third of the ring's rate).
  *   gamma      the float32 sum kernel over 8 MiB, more than a core's caches
  *              hold, timed once at start.
  * A job runs on the worst of its nodes' numbers (linkcost_worst), which
@@ -107,7 +114,7 @@ linkcost_mine(struct link_cost *c)
 	if (alpha == 0)
 		alpha = rtt > 0 ? clamp_cost(rtt / 2.0) : LINK_ALPHA_NS_DEFAULT;
 	c->alpha_ns = alpha;
-	c->beta_ps = beta > 0 ? beta : LINK_BETA_PS_DEFAULT;
+	c->beta_ps = beta > 0 ? beta : pair > 0 ? pair : LINK_BETA_PS_DEFAULT;
 	c->gamma_ps = lc.gamma_ps;
 	c->beta_pair_ps = pair > 0 ? pair : c->beta_ps;
 }

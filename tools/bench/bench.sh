@@ -903,6 +903,7 @@ case1() {
 			# shellcheck disable=SC2086
 			record 1 mccl case1.mccl mccl_perf case1.mccl-small 300 1 \
 			    -b 1K -e 1M -f 4 $SMALL_N &&
+			cost_snapshot case1.big &&
 			record 1 mccl case1.mccl mccl_perf case1.mccl-big 600 1 \
 			    -b 4M -e "$BIG" -f 4 $BIG_N &&
 			case1_wire &&
@@ -938,6 +939,7 @@ case1() {
 # was sending, and what besides payload it sent.
 case1_wire() {
 	local h=(0 1 2 3)
+	cost_snapshot case1.wire
 	wire_count "$RAW/case1.wire.before" "${h[@]}"
 	lane_count "$RAW/case1.lanes.before"
 	record 1 mccl case1.wire mccl_perf case1.wire 300 1 \
@@ -947,17 +949,20 @@ case1_wire() {
 }
 
 # lane_count FILE: each daemon's lanes' time so far and, of it, their wait
-# for each op's last lane (mcclctl metrics), one line per daemon appended
-# to FILE: "lanes host=I seconds=S wait=W".  Lanes that share the links
-# unevenly show in the wait.
+# for each op's last lane, and its allreduces by algorithm (mcclctl
+# metrics), two lines per daemon appended to FILE: "lanes host=I
+# seconds=S wait=W" and "algos host=I ring=N ...".  Lanes that share the
+# links unevenly show in the wait.
 lane_count() {
 	local i=0 sock
 	for sock in "${CL_SOCK[@]}"; do
 		timeout 5 "$B/mcclctl" -s "$sock" metrics 2>/dev/null |
 		    awk -v h="$i" '$1 == "mccl_lane_seconds_total" { s = $2 }
 			$1 == "mccl_lane_wait_seconds_total" { w = $2 }
+			$1 ~ /^mccl_allreduce_algo_total[{]/ {
+				split($1, f, "\""); a = a " " f[2] "=" $2 }
 			END { if (s != "") print "lanes host=" h " seconds=" s \
-			    " wait=" w }'
+			    " wait=" w; if (a != "") print "algos host=" h a }'
 		i=$((i + 1))
 	done >>"$1"
 }

@@ -503,7 +503,8 @@ class Report:
             f"sending {lbusy:.1%} of its {lsec:.2f} s",
             f"so busbw/link {got:.3f} = link time {mbusy / lbusy:.3f} x "
             f"wire bytes {lover / mover:.3f}"] + \
-            self.lane_lines() + self.cpu_line("case1.wire", "the wire run")
+            self.lane_lines() + self.algo_lines() + \
+            self.cpu_line("case1.wire", "the wire run")
 
     def lane_lines(self):
         """What the wire run's lanes spent waiting for each op's last
@@ -535,6 +536,38 @@ class Report:
         return [f"lanes: of their time in the wire run, each host's lanes "
                 f"spent {sum(share) / len(share):.1%} waiting for the op's "
                 f"last lane (hosts: {', '.join(f'{v:.1%}' for v in share)})"]
+
+    def algo_lines(self):
+        """The wire run's allreduces by the algorithm AUTO ran between
+        nodes, and the link cost the jobs of the large sizes formed with
+        (bench.sh cost_snapshot): what AUTO chose from."""
+        seen = []
+        for part in ("before", "after"):
+            tot = {}
+            for line in read_lines(os.path.join(self.raw,
+                                                f"case1.lanes.{part}")):
+                if not line.startswith("algos "):
+                    continue
+                for w in line.split()[2:]:
+                    k, _, v = w.partition("=")
+                    try:
+                        tot[k] = tot.get(k, 0) + float(v)
+                    except ValueError:
+                        continue
+            seen.append(tot)
+        ran = {k: v - seen[0].get(k, 0) for k, v in seen[1].items()}
+        out = []
+        if any(v > 0 for v in ran.values()):
+            out.append("algorithms of the wire run's allreduces, all hosts: "
+                       + ", ".join(f"{k} {v:.0f}" for k, v in
+                                   sorted(ran.items()) if v > 0))
+        for tag, what in (("case1.big", "4 MiB up"), ("case1.wire",
+                                                       "the wire run")):
+            line = read_lines(os.path.join(self.raw, f"{tag}.cost"))
+            if line:
+                out.append(f"link cost the jobs of {what} formed with "
+                           f"(worst of the daemons'): {line[0].strip()}")
+        return out
 
     def cpu_line(self, name, during):
         """The machine's CPU use during a run: steal is time the hypervisor
