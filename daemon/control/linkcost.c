@@ -19,14 +19,14 @@
  *   beta_pair  alike from the other algorithms' (a stream at a time, each
  *              step's reduction after its transfer); the ring's until the
  *              first;
+ *   gamma      the float32 sum kernel over 8 MiB, more than a core's caches
+ *              hold, timed once at start.
  * Each beta stands in for the other until its own first fit: an algorithm
  * never measured must not lose to a measured one by a default alone, or
  * AUTO would never run it, so never measure it (on a 40 Gbit/s link the
  * ring, at the 10 Gbit/s default, lost every large allreduce to
  * Rabenseifner's, fitted at 3-5 GB/s, and ran them on one lane at a
  * third of the ring's rate).
- *   gamma      the float32 sum kernel over 8 MiB, more than a core's caches
- *              hold, timed once at start.
  * A job runs on the worst of its nodes' numbers (linkcost_worst), which
  * the coordinator hands out with the rank map: its nodes make the same
  * choices, and the slowest link bounds a collective anyway.
