@@ -25,7 +25,7 @@
  * never measured must not lose to a measured one by a default alone, or
  * AUTO would never run it, so never measure it (on a 40 Gbit/s link the
  * ring, at the 10 Gbit/s default, lost every large allreduce to
- * Rabenseifner's, fitted at 3-5 GB/s, and ran them on one lane at a
+ * Rabenseifner's, fitted at 2-5 GB/s, and ran them on one lane at a
  * third of the ring's rate).
  * A job runs on the worst of its nodes' numbers (linkcost_worst), which
  * the coordinator hands out with the rank map: its nodes make the same
