@@ -123,6 +123,27 @@ def read_cpu(raw, name):
     return {k: v / total for k, v in d.items()} if total > 0 else None
 
 
+def read_counts(raw, name, prefix):
+    """host -> {key: number} from the lines of raw/NAME.before and
+    raw/NAME.after that start with prefix ("PREFIX host=I key=N ...",
+    bench.sh lane_count): the two, before and after."""
+    seen = []
+    for part in ("before", "after"):
+        hosts = {}
+        for line in read_lines(os.path.join(raw, f"{name}.{part}")):
+            words = line.split()
+            if not words or words[0] != prefix:
+                continue
+            f = dict(w.split("=", 1) for w in words[1:] if "=" in w)
+            host = f.pop("host", None)
+            try:
+                hosts[host] = {k: float(v) for k, v in f.items()}
+            except ValueError:
+                continue
+        seen.append(hosts)
+    return seen[0], seen[1]
+
+
 def rate_bytes(rate):
     """tc's rate (e.g. 1gbit, 125mbps) in bytes per second; None if odd."""
     units = [("tbit", 1e12 / 8), ("gbit", 1e9 / 8), ("mbit", 1e6 / 8),
@@ -510,26 +531,16 @@ class Report:
         """What the wire run's lanes spent waiting for each op's last
         lane, from the daemons' counters around it (bench.sh lane_count):
         lanes that share the links unevenly."""
-        seen = []
-        for part in ("before", "after"):
-            hosts = {}
-            for line in read_lines(os.path.join(self.raw,
-                                                f"case1.lanes.{part}")):
-                f = dict(w.split("=", 1) for w in line.split()[1:]
-                         if "=" in w)
-                try:
-                    hosts[f["host"]] = (float(f["seconds"]),
-                                        float(f["wait"]))
-                except (KeyError, ValueError):
-                    continue
-            seen.append(hosts)
-        before, after = seen
+        before, after = read_counts(self.raw, "case1.lanes", "lanes")
         if not after or set(before) != set(after):
             return []
         share = []
         for h in sorted(after):
-            s = after[h][0] - before[h][0]
-            w = after[h][1] - before[h][1]
+            try:
+                s = after[h]["seconds"] - before[h]["seconds"]
+                w = after[h]["wait"] - before[h]["wait"]
+            except KeyError:
+                return []
             share.append(w / s if s > 0 else None)
         if any(v is None for v in share):
             return ["lanes: the wire run ran none on threads of their own"]
@@ -541,21 +552,11 @@ class Report:
         """The wire run's allreduces by the algorithm AUTO ran between
         nodes, and the link cost the jobs of the large sizes formed with
         (bench.sh cost_snapshot): what AUTO chose from."""
-        seen = []
-        for part in ("before", "after"):
-            tot = {}
-            for line in read_lines(os.path.join(self.raw,
-                                                f"case1.lanes.{part}")):
-                if not line.startswith("algos "):
-                    continue
-                for w in line.split()[2:]:
-                    k, _, v = w.partition("=")
-                    try:
-                        tot[k] = tot.get(k, 0) + float(v)
-                    except ValueError:
-                        continue
-            seen.append(tot)
-        ran = {k: v - seen[0].get(k, 0) for k, v in seen[1].items()}
+        before, after = read_counts(self.raw, "case1.lanes", "algos")
+        ran = {}
+        for h, algos in after.items():
+            for k, v in algos.items():
+                ran[k] = ran.get(k, 0) + v - before.get(h, {}).get(k, 0)
         out = []
         if any(v > 0 for v in ran.values()):
             out.append("algorithms of the wire run's allreduces, all hosts: "
