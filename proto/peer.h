@@ -33,6 +33,10 @@
  *  10  send/recv links are made on a pair's first message, one each way:
  *      the sender dials (whichever node is first), the receiver only
  *      reads it.  A job's start makes the lanes' links alone.
+ *  11  a large ring allreduce balances its lanes: the last quarter of the
+ *      buffer goes in pieces that node 0 hands to its lanes as they
+ *      finish, each announced down the lane's ring as a 4-byte index
+ *      (ring.c).
  */
 #ifndef MCCL_PEER_H
 #define MCCL_PEER_H
@@ -42,7 +46,7 @@
 #include "ipc.h"
 
 #define PEER_MAGIC		0x4d434350U	/* "MCCP" */
-#define PEER_VERSION		10
+#define PEER_VERSION		11
 #define PEER_PORT_DEFAULT	7470		/* a node's address without a port */
 #define PEER_MSG_MAX		(1024 * 1024)	/* control frames */
 #define PEER_DATA_MAX		(64U * 1024 * 1024) /* one data frame's payload */

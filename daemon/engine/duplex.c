@@ -50,8 +50,8 @@ duplex_fail(struct xfer *x, int code, const char *fmt, ...)
 	return -1;
 }
 
-static const char *
-node_name(const struct xfer *x, uint32_t pos)
+const char *
+duplex_node(const struct xfer *x, uint32_t pos)
 {
 	if (x->names == NULL || x->names[pos] == NULL)
 		return "?";
@@ -71,7 +71,7 @@ link_error(struct xfer *x, uint32_t peer, const struct link *l, int err)
 	char buf[LINK_WHY_MAX + 32];
 
 	return duplex_fail(x, MCCL_ERR_PEER_FAILED, "link to node %s %s",
-	    node_name(x, peer), link_strerror(l, err, buf, sizeof(buf)));
+	    duplex_node(x, peer), link_strerror(l, err, buf, sizeof(buf)));
 }
 
 /* ---- frames ---- */
@@ -305,15 +305,15 @@ rx_check_hdr(struct xfer *x, const struct rx *rx)
 	want = wire_type_lookup(&peer_proto, rx->cur.type);
 	if (wire_hdr_check(&peer_proto, rx->hdr, &h, &t, why, sizeof(why)) == -1)
 		return duplex_fail(x, MCCL_ERR_PROTOCOL, "bad frame from node %s "
-		    "(op seq %llu): %s", node_name(x, rx->peer), SEQ(x), why);
+		    "(op seq %llu): %s", duplex_node(x, rx->peer), SEQ(x), why);
 	if (h.type != rx->cur.type)
 		return duplex_fail(x, MCCL_ERR_PROTOCOL, "node %s sent %s, "
-		    "expected %s (op seq %llu)", node_name(x, rx->peer),
+		    "expected %s (op seq %llu)", duplex_node(x, rx->peer),
 		    t->name, want->name, SEQ(x));
 	if (h.len != rx->cur.len)
 		return duplex_fail(x, MCCL_ERR_PROTOCOL, "node %s sent a %u-byte "
 		    "%s, expected %zu bytes (op seq %llu)",
-		    node_name(x, rx->peer), h.len, t->name, rx->cur.len, SEQ(x));
+		    duplex_node(x, rx->peer), h.len, t->name, rx->cur.len, SEQ(x));
 	return 0;
 }
 
@@ -384,15 +384,15 @@ ophdr_mismatch(struct xfer *x, uint32_t peer, const struct peer_ophdr *h)
 	if (h->seq != x->hdr.seq)
 		return duplex_fail(x, MCCL_ERR_INVALID_ARGUMENT, "node %s is at "
 		    "op seq %llu (%s), this node at op seq %llu (%s)",
-		    node_name(x, peer), (unsigned long long)h->seq, theirs,
+		    duplex_node(x, peer), (unsigned long long)h->seq, theirs,
 		    SEQ(x), ours);
 	if (h->coll == COLL_ALLGATHERV && x->hdr.coll == COLL_ALLGATHERV &&
 	    h->root != x->hdr.root)	/* root: a digest of the counts */
 		return duplex_fail(x, MCCL_ERR_INVALID_ARGUMENT, "the ranks on "
 		    "node %s gave other allgatherv recvcounts than those on this "
-		    "node (op seq %llu)", node_name(x, peer), SEQ(x));
+		    "node (op seq %llu)", duplex_node(x, peer), SEQ(x));
 	return duplex_fail(x, MCCL_ERR_INVALID_ARGUMENT, "node %s issued %s for "
-	    "op seq %llu, this node %s", node_name(x, peer), theirs, SEQ(x),
+	    "op seq %llu, this node %s", duplex_node(x, peer), theirs, SEQ(x),
 	    ours);
 }
 
@@ -409,13 +409,13 @@ ophdr_check(struct xfer *x, const struct rx *rx)
 	if (wire_decode(t, rx->opbody, OPHDR_LEN, &h, NULL, NULL, why,
 	    sizeof(why)) == -1)
 		return duplex_fail(x, MCCL_ERR_PROTOCOL, "bad operation header "
-		    "from node %s: %s", node_name(x, rx->peer), why);
+		    "from node %s: %s", duplex_node(x, rx->peer), why);
 	if (x->pair_bytes && h.seq == me->seq && h.coll == me->coll &&
 	    h.count != x->rx_bytes)
 		return duplex_fail(x, MCCL_ERR_INVALID_ARGUMENT, "%s: node %s "
 		    "sends %llu bytes to this node's ranks, which expect %llu "
 		    "from it: the counts of their ranks disagree (op seq %llu)",
-		    proto_coll_name(h.coll), node_name(x, rx->peer),
+		    proto_coll_name(h.coll), duplex_node(x, rx->peer),
 		    (unsigned long long)h.count,
 		    (unsigned long long)x->rx_bytes, SEQ(x));
 	if (h.seq == me->seq && h.coll == me->coll && h.dtype == me->dtype &&
@@ -554,7 +554,7 @@ wait_timeout(struct xfer *x, const struct lane *lanes, size_t nl,
 	x->blame = peer;
 	op_desc(&x->hdr, what, sizeof(what));
 	return duplex_fail(x, MCCL_ERR_TIMEOUT, "timeout waiting for node %s: "
-	    "%s it for %llu ms (op seq %llu: %s)", node_name(x, peer),
+	    "%s it for %llu ms (op seq %llu: %s)", duplex_node(x, peer),
 	    rx ? "no data from" : "no data taken by", (unsigned long long)
 	    (now - (rx ? l->rx.last_ns : l->tx.last_ns)) / 1000000, SEQ(x),
 	    what);

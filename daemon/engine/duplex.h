@@ -120,6 +120,7 @@ typedef int (*part_fn)(struct xfer *, size_t, void *);
 int	duplex_fail(struct xfer *, int, const char *, ...)
 	    __attribute__((format(printf, 3, 4)));
 int	duplex_plan(struct xfer *, struct plan *, void *, size_t);
+const char *duplex_node(const struct xfer *, uint32_t);
 int	duplex_lanes(struct xfer *, struct lane *, size_t);
 int	duplex_parts(struct xfer *, size_t, part_fn, void *);
 int	duplex_run(struct xfer *, const struct plan *, const struct plan *,

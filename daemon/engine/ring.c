@@ -115,6 +115,14 @@ allreduce_args(struct xfer *x, size_t count, int dtype, int *op)
 	return 0;
 }
 
+/* A ring allreduce's buffers and what it computes, as each lane sees them. */
+struct lane_args {
+	const void	*src;
+	void		*buf;
+	size_t		 count;
+	int		 dtype, op;
+};
+
 /* Algorithms that work in place start from a copy of the contribution. */
 static void
 contribution_in(const void *src, void *buf, size_t bytes)
@@ -123,18 +131,170 @@ contribution_in(const void *src, void *buf, size_t bytes)
 		memcpy(buf, src, bytes);
 }
 
+/*
+ * Plan and lane k of a ring allreduce over elements [lo, hi) of the op,
+ * data flowing right to left if reversed.
+ */
+static int
+lane_init(struct xfer *x, size_t k, const struct lane_args *a, size_t lo,
+    size_t hi, int reversed, struct plan *p, struct lane *l)
+{
+	size_t es = dtype_size(a->dtype), n = x->nnodes;
+
+	if (duplex_plan(x, p, (uint8_t *)a->buf + lo * es, es) == -1)
+		return -1;
+	p->src = (uint8_t *)(uintptr_t)a->src + lo * es;	/* read only */
+	p->links = x->links + k * n;
+	p->scratch = x->scratch + k * 2 * x->chunk;
+	p->reversed = reversed;
+	p->block = seg_block;
+	p->total = hi - lo;
+	p->dtype = a->dtype;
+	p->op = a->op;
+	p->nreduce = n - 1;
+	*l = (struct lane){ .ptx = p, .prx = p, .nown = 1,
+	    .nsend = 2 * (n - 1), .nrecv = 2 * (n - 1) };
+	ring_peers(p, &l->to, &l->from);
+	return 0;
+}
+
+/* Elements [lo, hi) around lane k's links, on this thread. */
+static int
+lane_range(struct xfer *x, size_t k, const struct lane_args *a, size_t lo,
+    size_t hi, int reversed)
+{
+	struct plan p;
+	struct lane l;
+
+	if (lane_init(x, k, a, lo, hi, reversed, &p, &l) == -1)
+		return -1;
+	return duplex_lanes(x, &l, 1);
+}
+
+/*
+ * A large ring allreduce balances its lanes, whose connections TCP and the
+ * scheduler serve unevenly: each lane starts on its share of the first
+ * (PIECE_SHARE - 1) / PIECE_SHARE of the buffer, and the rest is cut into
+ * PIECES_PER_LANE pieces a lane, which node 0's lanes take as each one
+ * finishes and announce down their ring before running them (a 4-byte
+ * index that every node but the last passes on; one past the last piece
+ * ends the lane).  The lanes then end within a piece of each other.
+ * A piece's direction is its index's, not its lane's, so that its sums
+ * come out the same whichever lane takes it.
+ */
+#define PIECE_SHARE	4
+#define PIECES_PER_LANE	2
+
+struct pieces {
+	struct lane_args a;
+	size_t		 nl;
+	size_t		 fixed;		/* elements of the lanes' first shares */
+	uint32_t	 npieces;
+	uint32_t	 next;		/* node 0: the next piece to hand out */
+};
+
+/*
+ * Worth it when a piece still gives each node a block of a quarter chunk:
+ * smaller, the announcements' round trips cost more than balance saves.
+ */
+static int
+pieces_fit(const struct xfer *x, size_t bytes, size_t nl)
+{
+	return nl >= 2 && bytes / PIECE_SHARE / (nl * PIECES_PER_LANE) /
+	    x->nnodes >= x->chunk / 4;
+}
+
+/* This node's distance from node 0, downstream on lane k's ring. */
+static size_t
+lane_dist(const struct xfer *x, size_t k)
+{
+	return k % 2 ? (x->nnodes - x->me) % x->nnodes : x->me;
+}
+
+/*
+ * Node 0 sends *idx down lane k's ring; every other node takes it from
+ * upstream and, but for the last, passes it on.
+ */
+static int
+piece_pass(struct xfer *x, size_t k, uint32_t *idx)
+{
+	size_t n = x->nnodes, d = lane_dist(x, k);
+	uint8_t msg[4];
+	struct plan p;
+	struct lane l;
+
+	wire_put_u32s(msg, idx, 1);
+	if (duplex_plan(x, &p, msg, 1) == -1)
+		return -1;
+	p.links = x->links + k * n;
+	p.reversed = (int)(k % 2);
+	p.block = whole_block;
+	p.total = sizeof(msg);
+	l = (struct lane){ .ptx = &p, .prx = &p, .nown = d == 0,
+	    .nsend = d < n - 1, .nrecv = d > 0 };
+	ring_peers(&p, &l.to, &l.from);
+	if (duplex_lanes(x, &l, 1) == -1)
+		return -1;
+	wire_get_u32s(idx, msg, 1);
+	return 0;
+}
+
+static int
+piece_bad(struct xfer *x, size_t k, uint32_t idx, uint32_t npieces)
+{
+	struct plan p = { .x = x, .reversed = (int)(k % 2) };
+	uint32_t to, from;
+
+	ring_peers(&p, &to, &from);
+	return duplex_fail(x, MCCL_ERR_PROTOCOL, "node %s passed on piece %u "
+	    "of an allreduce cut into %u (op seq %llu)", duplex_node(x, from),
+	    idx, npieces, (unsigned long long)x->hdr.seq);
+}
+
+/* After lane k's first share: the pieces node 0 hands it, to the end. */
+static int
+pieces_after(struct xfer *x, size_t k, struct pieces *ps)
+{
+	size_t rest = ps->a.count - ps->fixed;
+	uint32_t idx = 0;
+
+	while (ps->npieces > 0) {
+		if (lane_dist(x, k) == 0 && (idx = __atomic_fetch_add(
+		    &ps->next, 1, __ATOMIC_RELAXED)) > ps->npieces)
+			idx = ps->npieces;	/* none left: the end */
+		if (piece_pass(x, k, &idx) == -1)
+			return -1;
+		if (idx == ps->npieces)
+			break;
+		if (idx > ps->npieces)
+			return piece_bad(x, k, idx, ps->npieces);
+		if (lane_range(x, k, &ps->a,
+		    ps->fixed + block_start(rest, ps->npieces, idx),
+		    ps->fixed + block_start(rest, ps->npieces, idx + 1),
+		    (int)(idx % 2)) == -1)
+			return -1;
+	}
+	return 0;
+}
+
 /* Lane k of a ring allreduce, on its own thread (duplex_parts). */
 static int
-lane_part(struct xfer *x, size_t k, void *lanes)
+pieces_lane(struct xfer *x, size_t k, void *arg)
 {
-	return duplex_lanes(x, (struct lane *)lanes + k, 1);
+	struct pieces *ps = arg;
+
+	if (lane_range(x, k, &ps->a, block_start(ps->fixed, ps->nl, k),
+	    block_start(ps->fixed, ps->nl, k + 1), (int)(k % 2)) == -1)
+		return -1;
+	return pieces_after(x, k, ps);
 }
 
 /*
  * Reduce-scatter then allgather: received blocks 1..n-1 are reduced.  A
  * large buffer is cut into one part per lane, each part a ring of its own
  * on the lane's links, odd lanes running right to left, so that both
- * directions of every link carry data and one stall does not idle the rest.
+ * directions of every link carry data and one stall does not idle the rest;
+ * a larger one is balanced across the lanes in pieces (above).
  * Out of place (src not buf), the own block leaves from src and each
  * received block is reduced with src into buf: every segment of buf is
  * written once reduced or received, so src is never copied.
@@ -143,7 +303,8 @@ int
 ring_allreduce(struct xfer *x, const void *src, void *buf, size_t count,
     int dtype, int op)
 {
-	size_t es = dtype_size(dtype), n = x->nnodes, nl, lo, hi;
+	struct pieces ps = { .a = { src, buf, count, dtype, op } };
+	size_t es = dtype_size(dtype), n = x->nnodes;
 	struct plan p[PEER_LANES_MAX];
 	struct lane l[PEER_LANES_MAX];
 	int rc;
@@ -152,32 +313,31 @@ ring_allreduce(struct xfer *x, const void *src, void *buf, size_t count,
 		contribution_in(src, buf, count * es);
 		return 0;
 	}
-	if (allreduce_args(x, count, dtype, &op) == -1)
+	if (allreduce_args(x, count, dtype, &ps.a.op) == -1)
 		return -1;
 	if (x->scratch == NULL && count > 0)
 		return duplex_fail(x, MCCL_ERR_INTERNAL, "no scratch buffer");
-	nl = ring_lanes(x, count * es);
-	for (size_t k = 0; k < nl; k++) {
-		lo = block_start(count, nl, k);
-		hi = block_start(count, nl, k + 1);
-		if (duplex_plan(x, &p[k], (uint8_t *)buf + lo * es, es) == -1)
-			return -1;
-		p[k].src = (uint8_t *)(uintptr_t)src + lo * es;	/* read only */
-		p[k].links = x->links + k * n;
-		p[k].scratch = x->scratch + k * 2 * x->chunk;
-		p[k].reversed = (int)(k % 2);
-		p[k].block = seg_block;
-		p[k].total = hi - lo;
-		p[k].dtype = dtype;
-		p[k].op = op;
-		p[k].nreduce = n - 1;
-		l[k] = (struct lane){ .ptx = &p[k], .prx = &p[k], .nown = 1,
-		    .nsend = 2 * (n - 1), .nrecv = 2 * (n - 1) };
-		ring_peers(&p[k], &l[k].to, &l[k].from);
+	ps.nl = ring_lanes(x, count * es);
+	ps.fixed = count;
+	if (pieces_fit(x, count * es, ps.nl)) {
+		ps.fixed = count - count / PIECE_SHARE;
+		ps.npieces = (uint32_t)(ps.nl * PIECES_PER_LANE);
 	}
-	if ((rc = duplex_parts(x, nl, lane_part, l)) != 1)
+	if ((rc = duplex_parts(x, ps.nl, pieces_lane, &ps)) != 1)
 		return rc;
-	return duplex_lanes(x, l, nl);	/* one thread drives them all */
+	/* One thread: the first shares side by side, then each lane's
+	   pieces in turn (node 0 hands lane 0 them all). */
+	for (size_t k = 0; k < ps.nl; k++)
+		if (lane_init(x, k, &ps.a, block_start(ps.fixed, ps.nl, k),
+		    block_start(ps.fixed, ps.nl, k + 1), (int)(k % 2), &p[k],
+		    &l[k]) == -1)
+			return -1;
+	if (duplex_lanes(x, l, ps.nl) == -1)
+		return -1;
+	for (size_t k = 0; k < ps.nl; k++)
+		if (pieces_after(x, k, &ps) == -1)
+			return -1;
+	return 0;
 }
 
 static int	pair_run(struct xfer *, struct plan *, uint32_t,

@@ -45,6 +45,7 @@ struct mesh {
  */
 static int over_rdma;
 static int with_crew;	/* each node's lanes on a crew of threads */
+static int crewless = -1;	/* with_crew: but this node's lanes on one */
 struct mccld_state md;		/* rdma.c reads the nodes' names, devices */
 static char verbs_dir[] = "/tmp/test_ring.XXXXXX";
 static struct conf_node conf_nodes[MAXN];
@@ -186,6 +187,7 @@ mesh_open(struct mesh *m, int n)
 static void
 teardown(void)
 {
+	crewless = -1;
 	for (size_t k = 0; k < 4; k++)
 		if (open_meshes[k] != NULL)
 			mesh_close(open_meshes[k]);
@@ -338,7 +340,7 @@ node_setup(struct mesh *m, struct node *nd, int i, size_t chunk,
 	x->chunk = nd->chunk > 0 ? nd->chunk : chunk;
 	x->scratch = xmalloc(2 * x->chunk * (size_t)m->nlanes);
 	x->crew = NULL;
-	if (with_crew)
+	if (with_crew && i != crewless)
 		ck_assert_ptr_nonnull(x->crew = crew_new());
 	x->algo = nd->algo ? nd->algo : algo;
 	x->wire = nd->wire;
@@ -365,7 +367,8 @@ run_nodes(struct mesh *m, struct node *nd, size_t chunk, unsigned deadline_ms,
 		pthread_join(nd[i].th, NULL);
 	for (i = 0; i < m->n; i++) {
 		free(nd[i].x.scratch);
-		nd[i].crew_threads = with_crew ? crew_size(nd[i].x.crew) : 0;
+		nd[i].crew_threads = nd[i].x.crew != NULL ?
+		    crew_size(nd[i].x.crew) : 0;
 		crew_free(nd[i].x.crew);
 	}
 	m->seq++;
@@ -847,6 +850,43 @@ START_TEST(test_crew_threads)
 	ck_assert_uint_eq(nd[0].crew_threads, 0);
 	ck_assert_uint_eq(nd[0].x.lane_ns, 0);
 	free_bufs(nd, 3);
+	mesh_close(&m);
+}
+END_TEST
+
+/*
+ * A large allreduce hands out its last quarter in pieces as node 0's lanes
+ * finish; a node that cannot put its lanes on threads runs them one after
+ * the other (node 0 then hands every piece to lane 0).  Nodes of both
+ * kinds in one op: the sums are right and the same bits everywhere, the
+ * leader crewless or not, over 2 to 4 nodes and 2 or 3 lanes; and the
+ * same sums when every node has its threads.
+ */
+START_TEST(test_pieces_crewless)
+{
+	int n = 2 + _i % 3, nlanes = 2 + (_i / 3) % 2;
+	struct node nd[MAXN];
+	struct mesh m;
+
+	size_t count = 3000017;
+	float *first = xmalloc(count * sizeof(float));
+
+	crewless = _i / 6 ? n - 1 : 0;
+	mesh_open_lanes(&m, n, nlanes);
+	allreduce_case(&m, MCCL_INT64, MCCL_SUM, 700001, 65536);
+	allreduce_case(&m, MCCL_FLOAT32, MCCL_MAX, 1 << 20, 4100);
+	identical_case(&m, nd, count, 65536, 11);
+	memcpy(first, nd[0].buf, count * sizeof(float));
+	free_bufs(nd, n);
+	out_of_place_case(&m, 1500007, 65536, 13);
+	/* Every node on threads now: the pieces go to other lanes, the
+	   float sums come out the same. */
+	crewless = -1;
+	identical_case(&m, nd, count, 65536, 11);
+	ck_assert_msg(memcmp(first, nd[0].buf, count * sizeof(float)) == 0,
+	    "the sums depend on which lanes took the pieces");
+	free_bufs(nd, n);
+	free(first);
 	mesh_close(&m);
 }
 END_TEST
@@ -1798,6 +1838,7 @@ main(void)
 	crew_case(s, "crew_abort", test_abort, 1);
 	crew_case(s, "crew_mismatch", test_mismatch, 2);
 	crew_case(s, "crew_wire_lanes", test_wire_lanes, 4);
+	crew_case(s, "crew_pieces_crewless", test_pieces_crewless, 12);
 	rdma_case(s, "rdma_allreduce", test_allreduce, 3);
 	rdma_case(s, "rdma_algorithms", test_algorithms, 21);
 	rdma_case(s, "rdma_out_of_place", test_out_of_place, 12);
