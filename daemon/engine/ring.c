@@ -183,7 +183,7 @@ lane_range(struct xfer *x, size_t k, const struct lane_args *a, size_t lo,
  * come out the same whichever lane takes it.
  */
 #define PIECE_SHARE	4
-#define PIECES_PER_LANE	2
+#define PIECES_PER_LANE	4
 
 struct pieces {
 	struct lane_args a;
@@ -194,14 +194,15 @@ struct pieces {
 };
 
 /*
- * Worth it when a piece still gives each node a block of a quarter chunk:
- * smaller, the announcements' round trips cost more than balance saves.
+ * Worth it when a piece still gives each node a block of an eighth of a
+ * chunk (from 32 MiB on 4 nodes and 4 lanes): smaller, the announcements'
+ * round trips cost more than the balance saves.
  */
 static int
 pieces_fit(const struct xfer *x, size_t bytes, size_t nl)
 {
 	return nl >= 2 && bytes / PIECE_SHARE / (nl * PIECES_PER_LANE) /
-	    x->nnodes >= x->chunk / 4;
+	    x->nnodes >= x->chunk / 8;
 }
 
 /* This node's distance from node 0, downstream on lane k's ring. */
