@@ -185,8 +185,13 @@ lane_range(struct xfer *x, size_t k, const struct lane_args *a, size_t lo,
 #define PIECE_SHARE	4
 #define PIECES_PER_LANE	4
 
+/* Elements [lo, hi) of the op around lane k's links, on this thread. */
+typedef int (*range_fn)(struct xfer *, size_t, const struct lane_args *,
+    size_t, size_t, int);
+
 struct pieces {
 	struct lane_args a;
+	range_fn	 range;
 	size_t		 nl;
 	size_t		 fixed;		/* elements of the lanes' first shares */
 	uint32_t	 npieces;
@@ -203,6 +208,19 @@ pieces_fit(const struct xfer *x, size_t bytes, size_t nl)
 {
 	return nl >= 2 && bytes / PIECE_SHARE / (nl * PIECES_PER_LANE) /
 	    x->nnodes >= x->chunk / 8;
+}
+
+/* Lanes for bytes of the op, and in pieces where they fit. */
+static void
+pieces_init(const struct xfer *x, struct pieces *ps, size_t bytes)
+{
+	ps->nl = ring_lanes(x, bytes);
+	ps->fixed = ps->a.count;
+	ps->npieces = 0;
+	if (pieces_fit(x, bytes, ps->nl)) {
+		ps->fixed = ps->a.count - ps->a.count / PIECE_SHARE;
+		ps->npieces = (uint32_t)(ps->nl * PIECES_PER_LANE);
+	}
 }
 
 /* This node's distance from node 0, downstream on lane k's ring. */
@@ -269,7 +287,7 @@ pieces_after(struct xfer *x, size_t k, struct pieces *ps)
 			break;
 		if (idx > ps->npieces)
 			return piece_bad(x, k, idx, ps->npieces);
-		if (lane_range(x, k, &ps->a,
+		if (ps->range(x, k, &ps->a,
 		    ps->fixed + block_start(rest, ps->npieces, idx),
 		    ps->fixed + block_start(rest, ps->npieces, idx + 1),
 		    (int)(idx % 2)) == -1)
@@ -284,7 +302,7 @@ pieces_lane(struct xfer *x, size_t k, void *arg)
 {
 	struct pieces *ps = arg;
 
-	if (lane_range(x, k, &ps->a, block_start(ps->fixed, ps->nl, k),
+	if (ps->range(x, k, &ps->a, block_start(ps->fixed, ps->nl, k),
 	    block_start(ps->fixed, ps->nl, k + 1), (int)(k % 2)) == -1)
 		return -1;
 	return pieces_after(x, k, ps);
@@ -304,7 +322,8 @@ int
 ring_allreduce(struct xfer *x, const void *src, void *buf, size_t count,
     int dtype, int op)
 {
-	struct pieces ps = { .a = { src, buf, count, dtype, op } };
+	struct pieces ps = { .a = { src, buf, count, dtype, op },
+	    .range = lane_range };
 	size_t es = dtype_size(dtype), n = x->nnodes;
 	struct plan p[PEER_LANES_MAX];
 	struct lane l[PEER_LANES_MAX];
@@ -318,12 +337,7 @@ ring_allreduce(struct xfer *x, const void *src, void *buf, size_t count,
 		return -1;
 	if (x->scratch == NULL && count > 0)
 		return duplex_fail(x, MCCL_ERR_INTERNAL, "no scratch buffer");
-	ps.nl = ring_lanes(x, count * es);
-	ps.fixed = count;
-	if (pieces_fit(x, count * es, ps.nl)) {
-		ps.fixed = count - count / PIECE_SHARE;
-		ps.npieces = (uint32_t)(ps.nl * PIECES_PER_LANE);
-	}
+	pieces_init(x, &ps, count * es);
 	if ((rc = duplex_parts(x, ps.nl, pieces_lane, &ps)) != 1)
 		return rc;
 	/* One thread: the first shares side by side, then each lane's
@@ -964,47 +978,43 @@ narrow_one(struct xfer *x, float *buf, size_t count)
 	return rc;
 }
 
-struct narrow_parts {
-	float		*buf;
-	size_t		 count;
-	size_t		 nl;
-};
-
 /*
- * Part k of a narrowed allreduce: its share of the buffer, a ring of its
- * own on lane k's links and in lane k's scratch, as ring_allreduce cuts
- * a large buffer.
+ * Elements [lo, hi) of a narrowed allreduce around lane k's links, in
+ * lane k's scratch (pieces.range): its ring always runs right, as every
+ * part of the op's does, so its sums do not depend on the lane.
  */
 static int
-narrow_part(struct xfer *x, size_t k, void *arg)
+narrow_range(struct xfer *x, size_t k, const struct lane_args *a, size_t lo,
+    size_t hi, int reversed)
 {
-	const struct narrow_parts *np = arg;
-	size_t lo = block_start(np->count, np->nl, k);
-	size_t hi = block_start(np->count, np->nl, k + 1);
 	struct link *const *links = x->links;
 	uint8_t *scratch = x->scratch;
 	int rc;
 
+	(void)reversed;
 	x->links += k * x->nnodes;
 	if (scratch != NULL)
 		x->scratch += k * 2 * x->chunk;
-	rc = narrow_one(x, np->buf + lo, hi - lo);
+	rc = narrow_one(x, (float *)a->buf + lo, hi - lo);
 	x->links = links;
 	x->scratch = scratch;
 	return rc;
 }
 
+/* Cut and balanced across the lanes as ring_allreduce's buffer is. */
 static int
 narrow_allreduce(struct xfer *x, const void *src, void *buf, size_t count)
 {
-	struct narrow_parts np = { buf, count, ring_lanes(x, count * 4) };
+	struct pieces ps = { .a = { buf, buf, count, MCCL_FLOAT32, MCCL_SUM },
+	    .range = narrow_range };
 	int rc;
 
 	contribution_in(src, buf, count * sizeof(float));
-	if ((rc = duplex_parts(x, np.nl, narrow_part, &np)) != 1)
+	pieces_init(x, &ps, count * sizeof(float));
+	if ((rc = duplex_parts(x, ps.nl, pieces_lane, &ps)) != 1)
 		return rc;
-	for (size_t k = 0; k < np.nl; k++)	/* one thread, in order */
-		if (narrow_part(x, k, &np) == -1)
+	for (size_t k = 0; k < ps.nl; k++)	/* one thread, in order */
+		if (pieces_lane(x, k, &ps) == -1)
 			return -1;
 	return 0;
 }

@@ -206,6 +206,7 @@ nodes_init(struct node *nd, int n, int coll)
 }
 
 static void	assert_failed(const struct node *, int, int, const char *);
+static void	wire_case(struct mesh *, int, size_t);
 
 /* The run's algorithm (ALGO_AUTO: by the model, from cost). */
 static int algo = ALGO_RING;
@@ -859,8 +860,8 @@ END_TEST
  * finish; a node that cannot put its lanes on threads runs them one after
  * the other (node 0 then hands every piece to lane 0).  Nodes of both
  * kinds in one op: the sums are right and the same bits everywhere, the
- * leader crewless or not, over 2 to 4 nodes and 2 or 3 lanes; and the
- * same sums when every node has its threads.
+ * leader crewless or not, over 2 to 4 nodes and 2 or 3 lanes, on a
+ * narrowed wire too; and the same sums when every node has its threads.
  */
 START_TEST(test_pieces_crewless)
 {
@@ -879,6 +880,7 @@ START_TEST(test_pieces_crewless)
 	memcpy(first, nd[0].buf, count * sizeof(float));
 	free_bufs(nd, n);
 	out_of_place_case(&m, 1500007, 65536, 13);
+	wire_case(&m, MCCL_BFLOAT16, ((size_t)3 << 18) + 5);
 	/* Every node on threads now: the pieces go to other lanes, the
 	   float sums come out the same. */
 	crewless = -1;
