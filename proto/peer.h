@@ -36,7 +36,7 @@
  *  11  a large ring allreduce balances its lanes: the last quarter of the
  *      buffer goes in pieces that node 0 hands to its lanes as they
  *      finish, each announced down the lane's ring as a 4-byte index
- *      (ring.c).
+ *      (allreduce.c).
  */
 #ifndef MCCL_PEER_H
 #define MCCL_PEER_H

@@ -2,7 +2,7 @@
  * algo.h: which algorithm a collective runs between nodes.  AUTO is one
  * rule, in algo.c: the candidate the cost model predicts fastest, from the
  * node count, the bytes, and the link cost the job's nodes agreed on at
- * formation.  ring.c runs what it picks; mcclctl job shows it as size
+ * formation.  ring.c and allreduce.c run what it picks; mcclctl job shows it as size
  * ranges with their predicted times.
  */
 #ifndef MCCL_ALGO_H

@@ -2,9 +2,9 @@
  * coll.c: a collective on this node, on the engine thread.  The local
  * ranks' buffers are combined in shared memory into one (the node buffer,
  * or a rank's own buffer read in place), the inter-node part runs on it
- * (ring.c), and the result goes back into every local rank's buffer;
- * large ones in segments, each segment's passes on the job's crew beside
- * the network.  engine.c sets up the op's xfer and calls coll_run.
+ * (ring.c, allreduce.c), and the result goes back into every local rank's
+ * buffer; large ones in segments, each segment's passes on the job's crew
+ * beside the network.  engine.c sets up the op's xfer and calls coll_run.
  */
 #include <errno.h>
 #include <stdio.h>

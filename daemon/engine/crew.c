@@ -1,6 +1,6 @@
 /*
  * crew.c: a job's helper threads, so that one operation can use several
- * cores: the lanes of a large allreduce (ring.c), a large one-node
+ * cores: the lanes of a large allreduce (allreduce.c), a large one-node
  * reduction (engine.c).  The caller runs part 0 itself; parts 1..n-1 go to
  * threads that are started on first need and then sleep between tasks, so
  * a task costs a wake-up, not a thread's creation.  A part that fails can

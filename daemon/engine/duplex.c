@@ -1,5 +1,6 @@
 /*
- * duplex.c: the frame engine under the node-level algorithms (ring.c).
+ * duplex.c: the frame engine under the node-level algorithms (ring.c,
+ * allreduce.c).
  * Seen from one node, every algorithm has the same shape: send its own
  * block (if any) to the right neighbour, then pass on, in order, the blocks
  * that arrive from the left, reducing some of them on the way.  This engine

@@ -3,8 +3,9 @@
  * each of its nodes.  It opens the job's data links (transport/: TCP or
  * RDMA, set up alike; the send/recv ones go to p2p.c), then runs the job's
  * operations in order, each by coll.c: combine the local ranks' buffers in
- * shared memory, run the inter-node part (ring.c) on one buffer for the
- * whole node, and write the result into every local rank's buffer.  It
+ * shared memory, run the inter-node part (ring.c, allreduce.c) on one
+ * buffer for the whole node, and write the result into every local rank's
+ * buffer.  It
  * never touches the main thread's structures: operations come in from the
  * local ranks' submission rings (subq.c) and go back through its
  * completion queue (struct engine's out, under mtx), and ev_engine tells

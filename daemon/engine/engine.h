@@ -59,7 +59,8 @@ void		 crew_stop(struct crew *);
 int		 crew_stopped(const struct crew *);
 int		 crew_stop_fd(const struct crew *);
 unsigned	 crew_size(struct crew *);
-/* ---- ring.c, on duplex.c: algorithms between nodes (engine thread) ---- */
+/* ---- ring.c and allreduce.c, on duplex.c: algorithms between nodes
+   (engine thread) ---- */
 
 /*
  * How long an op waits, once a link hung up or the job was aborted, for

@@ -1,7 +1,7 @@
 /*
- * test_ring.c: ring.c over a real loopback TCP mesh, one thread per
- * simulated node.  Results are checked against a reference and across
- * nodes (bit for bit); every failure the engine must report (mismatched
+ * test_ring.c: ring.c and allreduce.c over a real loopback TCP mesh, one
+ * thread per simulated node.  Results are checked against a reference and
+ * across nodes (bit for bit); every failure the engine must report (mismatched
  * operations, a dead peer, a silent peer, an abort, garbage on a link) is
  * provoked, and no node may hang on any of them.
  */
