@@ -122,6 +122,10 @@ int	duplex_fail(struct xfer *, int, const char *, ...)
 	    __attribute__((format(printf, 3, 4)));
 int	duplex_plan(struct xfer *, struct plan *, void *, size_t);
 const char *duplex_node(const struct xfer *, uint32_t);
+int	duplex_lanes(struct xfer *, struct lane *, size_t);
+int	duplex_parts(struct xfer *, size_t, part_fn, void *);
+int	duplex_run(struct xfer *, const struct plan *, const struct plan *,
+	    size_t, size_t, size_t, uint32_t, uint32_t);
 
 /* ring.c: block cuts, a lane's neighbours and the pairwise step, which
    allreduce.c's algorithms share */
@@ -131,9 +135,5 @@ void	whole_block(const struct plan *, size_t, size_t *, size_t *);
 void	ring_peers(const struct plan *, uint32_t *, uint32_t *);
 int	pair_run(struct xfer *, struct plan *, uint32_t, const size_t[2],
 	    const size_t[2], int, int);
-int	duplex_lanes(struct xfer *, struct lane *, size_t);
-int	duplex_parts(struct xfer *, size_t, part_fn, void *);
-int	duplex_run(struct xfer *, const struct plan *, const struct plan *,
-	    size_t, size_t, size_t, uint32_t, uint32_t);
 
 #endif
