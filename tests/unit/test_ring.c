@@ -6,6 +6,7 @@
  * provoked, and no node may hang on any of them.
  */
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 
 #include <check.h>
 #include <math.h>
@@ -1485,6 +1486,122 @@ START_TEST(test_protocol_junk)
 }
 END_TEST
 
+/*
+ * A relay in the middle of one link: it passes every frame on, but gives
+ * each 4-byte PEER_DATA frame (a piece's index, allreduce.c) its own
+ * index instead.  send() with MSG_NOSIGNAL: the nodes' ends close first.
+ */
+struct relay {
+	int		 in, out;
+	int		 rewrite;
+	uint32_t	 idx;
+	unsigned	 rewritten;
+	pthread_t	 th;
+};
+
+static int
+relay_read(int fd, uint8_t *p, size_t len)
+{
+	ssize_t r;
+
+	for (size_t got = 0; got < len; got += (size_t)r)
+		if ((r = read(fd, p + got, len - got)) <= 0)
+			return -1;
+	return 0;
+}
+
+static int
+relay_send(int fd, const uint8_t *p, size_t len)
+{
+	ssize_t r;
+
+	for (size_t put = 0; put < len; put += (size_t)r)
+		if ((r = send(fd, p + put, len - put, MSG_NOSIGNAL)) <= 0)
+			return -1;
+	return 0;
+}
+
+static void *
+relay_main(void *arg)
+{
+	struct relay *r = arg;
+	uint8_t hdr[WIRE_HDR_LEN], body[1 << 16];
+	struct wire_hdr h;
+
+	while (relay_read(r->in, hdr, sizeof(hdr)) == 0) {
+		wire_hdr_decode(hdr, &h);
+		if (h.len > sizeof(body) || relay_read(r->in, body, h.len) == -1)
+			break;
+		if (r->rewrite && h.type == PEER_DATA && h.len == 4) {
+			wire_put_u32s(body, &r->idx, 1);
+			r->rewritten++;
+		}
+		if (relay_send(r->out, hdr, sizeof(hdr)) == -1 ||
+		    relay_send(r->out, body, h.len) == -1)
+			break;
+	}
+	return NULL;
+}
+
+/*
+ * Lane 0's link between nodes 0 and 1 through relays, both ways; rw[0]
+ * carries node 0's frames.  The mesh owns the nodes' ends, rw the relays'.
+ */
+static void
+relay_lane0(struct mesh *m, struct relay rw[2], uint32_t idx)
+{
+	int a[2], b[2];
+
+	ck_assert_int_eq(tcp_pair(&a[0], &a[1]), 0);
+	ck_assert_int_eq(tcp_pair(&b[0], &b[1]), 0);
+	close(m->fd[0][0][1]);
+	close(m->fd[0][1][0]);
+	m->fd[0][0][1] = a[0];
+	m->fd[0][1][0] = b[0];
+	rw[0] = (struct relay){ .in = a[1], .out = b[1], .rewrite = 1,
+	    .idx = idx };
+	rw[1] = (struct relay){ .in = b[1], .out = a[1] };
+	for (int d = 0; d < 2; d++)
+		ck_assert_int_eq(pthread_create(&rw[d].th, NULL, relay_main,
+		    &rw[d]), 0);
+}
+
+/*
+ * Node 0 hands out a piece past the op's last (as a peer on another
+ * protocol or a corrupted stream would): node 1 fails with an error that
+ * names node 0 and the piece, and node 0 hangs past no deadline.
+ */
+START_TEST(test_protocol_piece)
+{
+	static const uint32_t bad[] = { 9, UINT32_MAX };
+	struct node nd[MAXN];
+	struct relay rw[2];
+	struct mesh m;
+	char want[96];
+
+	mesh_open_lanes(&m, 2, 2);
+	relay_lane0(&m, rw, bad[_i]);
+	alloc_allreduce(nd, 2, 1 << 18);	/* 2 lanes, 8 pieces */
+	run_nodes(&m, nd, 4096, 1000, -1);
+	mesh_close(&m);
+	for (int d = 0; d < 2; d++) {
+		pthread_join(rw[d].th, NULL);
+		close(rw[d].in);
+	}
+	ck_assert_uint_ge(rw[0].rewritten, 1);
+	snprintf(want, sizeof(want), "node n0 passed on piece %u of an "
+	    "allreduce cut into 8", bad[_i]);
+	assert_failed(nd, 1, MCCL_ERR_PROTOCOL, want);
+	/* Without threads node 0 hands lane 0 every piece and waits for
+	   node 1 on the first; on threads lane 0 may have handed out only
+	   the end while lane 1 took the pieces, and node 0 is done. */
+	if (!with_crew)
+		ck_assert_int_eq(nd[0].rc, -1);
+	ck_assert_uint_lt(took_ms(&nd[0]), 3000);
+	free_bufs(nd, 2);
+}
+END_TEST
+
 /* One node: nothing to do. */
 START_TEST(test_single)
 {
@@ -1823,6 +1940,7 @@ main(void)
 	tcase(s, "abort", test_abort, 1);
 	tcase(s, "protocol", test_protocol_chunk, 1);
 	tcase(s, "junk", test_protocol_junk, 1);
+	tcase(s, "piece_bad", test_protocol_piece, 2);
 	tcase(s, "single", test_single, 1);
 	tcase(s, "wire", test_wire, 10);
 	tcase(s, "wire_lanes", test_wire_lanes, 4);
@@ -1841,6 +1959,7 @@ main(void)
 	crew_case(s, "crew_mismatch", test_mismatch, 2);
 	crew_case(s, "crew_wire_lanes", test_wire_lanes, 4);
 	crew_case(s, "crew_pieces_crewless", test_pieces_crewless, 12);
+	crew_case(s, "crew_piece_bad", test_protocol_piece, 2);
 	rdma_case(s, "rdma_allreduce", test_allreduce, 3);
 	rdma_case(s, "rdma_algorithms", test_algorithms, 21);
 	rdma_case(s, "rdma_out_of_place", test_out_of_place, 12);
