@@ -138,15 +138,16 @@ struct pieces {
 };
 
 /*
- * Worth it when a piece still gives each node a block of an eighth of a
- * chunk (from 32 MiB on 4 nodes and 4 lanes): smaller, the announcements'
- * round trips cost more than the balance saves.
+ * Worth it when a piece still gives each node a block of a sixteenth of a
+ * chunk (from 16 MiB on 4 nodes and 4 lanes, 8 MiB on 2: a segment of
+ * coll.c's): smaller, the announcements' round trips cost more than the
+ * balance saves.
  */
 static int
 pieces_fit(const struct xfer *x, size_t bytes, size_t nl)
 {
 	return nl >= 2 && bytes / PIECE_SHARE / (nl * PIECES_PER_LANE) /
-	    x->nnodes >= x->chunk / 8;
+	    x->nnodes >= x->chunk / 16;
 }
 
 /* Lanes for bytes of the op, and in pieces where they fit. */
