@@ -192,6 +192,16 @@ job_peer_down(uint32_t node, const char *why)
  * that ended well was answered through the doorbells; one that failed
  * failed the job, which told every rank (IPC_JOB_FAILED).
  */
+/*
+ * When op ended: the engine's time for a collective, which the main thread
+ * collects in batches (engine_lazy), else now.
+ */
+static uint64_t
+op_end_ns(const struct op *op)
+{
+	return op->done_ns > op->ready_ns ? op->done_ns : now_ns();
+}
+
 void
 op_finish(struct op *op, int code, const char *err)
 {
@@ -222,7 +232,7 @@ op_finish(struct op *op, int code, const char *err)
 		    &j->cost);
 	if (op->ready_ns != 0)
 		metrics_op_done(op->desc.coll, op->algo_run, code,
-		    now_ns() - op->ready_ns);
+		    op_end_ns(op) - op->ready_ns);
 	op_free(op);
 }
 

@@ -229,6 +229,21 @@ awk -v l="${lane:-0}" -v w="${wait_s:--1}" \
 grep -q '^# TYPE mccl_op_duration_seconds histogram$' "$T/metrics.txt" &&
     grep -q '^mccl_op_duration_seconds_bucket{le="+Inf"} ' "$T/metrics.txt" &&
     ok "mcclctl metrics: the latency histogram" || bad "no latency histogram"
+# One job's collectives run one at a time, so their durations add up to
+# no more than the time they ran in, though the main thread collects them
+# in batches of up to 32.
+op_sums() { ctl 0 metrics | awk '$1 == "mccl_op_duration_seconds_sum" { s = $2 }
+	$1 == "mccl_op_duration_seconds_count" { n = $2 } END { print s, n }'; }
+read -r sum0 n0 <<<"$(op_sums)"
+t0=$(date +%s.%N)
+run_job "a second of small allreduces back to back" opsum "0 1" steady 1000
+t1=$(date +%s.%N)
+sleep 0.1		# the last batch, collected once the engine idles
+read -r sum1 n1 <<<"$(op_sums)"
+awk -v s0="$sum0" -v s1="$sum1" -v n0="$n0" -v n1="$n1" -v t0="$t0" \
+    -v t1="$t1" 'BEGIN { exit !(n1 - n0 > 100 && s1 - s0 <= t1 - t0) }' &&
+    ok "mcclctl metrics: $((n1 - n0)) ops' durations within the time they ran in" ||
+    bad "mcclctl metrics: $n0 -> $n1 ops took $sum0 -> $sum1 s in $t0 -> $t1"
 ctl 0 -j metrics | grep -q '"name": "mccl_peer_up"' &&
     ok "mcclctl -j metrics: samples as JSON" || bad "mcclctl -j metrics"
 # The same over HTTP, as Prometheus would scrape it.
