@@ -108,6 +108,13 @@ coll_pass(struct job *j, const struct op *op, void *const *dsts,
 	return rc;
 }
 
+/* The bytes of the op's count: an allreduce's buffer, each rank's. */
+static size_t
+op_bytes(const struct op *op)
+{
+	return (size_t)op->desc.count * dtype_size(op->desc.dtype);
+}
+
 /* 1 if some local rank's buffers are in its own memory (IPC_OP_XMEM). */
 static int
 op_in_xmem(const struct job *j, const struct op *op)
@@ -220,11 +227,9 @@ coll_fan_out(struct job *j, const struct op *op, uint8_t *src, size_t off,
 static uint8_t *
 coll_node_buf(struct job *j, const struct op *op, struct xfer *x)
 {
-	size_t bytes = (size_t)op->desc.count * dtype_size(op->desc.dtype);
-
 	if (!op_in_xmem(j, op))
 		return op->parts[0].recv;
-	return coll_tmp(j, bytes, x);
+	return coll_tmp(j, op_bytes(op), x);
 }
 
 /* All ranks on this node: one pass from the send buffers to the results. */
@@ -316,8 +321,15 @@ struct side {
 	const struct xmem **fan_xm;
 	const void	**comb;
 	const struct xmem **comb_xm;
-	int		 xmem;		/* the op has parts in clients' memory */
 	int		 started;	/* on the side crew */
+};
+
+/* What a side pass works on: count elements of op at byte offset off. */
+struct side_span {
+	const struct op	*op;
+	uint8_t		*buf;		/* the op's node buffer */
+	size_t		 off;
+	size_t		 count;
 };
 
 static void
@@ -332,37 +344,36 @@ side_part(void *arg, unsigned t)
 }
 
 /*
- * Segment prev (of count_prev elements, byte offset off_prev) handed out
- * from the node's buffer buf, and segment next combined into it, on the
- * side crew if it can, else here.
+ * A segment handed out from its op's node buffer (fan, avg as
+ * coll_fan_out's) and a segment combined into its op's (comb), on the
+ * side crew if it can, else here.  The two may be of different ops.
  */
 static int
-side_begin(struct job *j, const struct op *op, struct side *s, uint8_t *buf,
-    uint32_t avg, size_t off_prev, size_t count_prev, size_t off_next,
-    size_t count_next)
+side_begin(struct job *j, struct side *s, const struct side_span *fan,
+    uint32_t avg, const struct side_span *comb)
 {
-	const struct ipc_op *d = &op->desc;
+	const struct ipc_op *fd = &fan->op->desc, *cd = &comb->op->desc;
 	uint32_t nfan, ncomb;
 	unsigned n;
 
-	s->fan_src = buf + off_prev;
-	s->comb_dst = buf + off_next;
+	s->fan_src = fan->buf + fan->off;
+	s->comb_dst = comb->buf + comb->off;
 	s->started = 0;
-	nfan = count_prev == 0 ? 0 : fan_dsts(j, op, s->fan_src, off_prev, avg,
-	    s->fan, s->fan_xm);
-	ncomb = count_next == 0 ? 0 : combine_srcs(j, op, s->comb_dst,
-	    off_next, s->comb, s->comb_xm);
+	nfan = fan->count == 0 ? 0 : fan_dsts(j, fan->op, s->fan_src, fan->off,
+	    avg, s->fan, s->fan_xm);
+	ncomb = comb->count == 0 ? 0 : combine_srcs(j, comb->op, s->comb_dst,
+	    comb->off, s->comb, s->comb_xm);
 	if (pass_init(&s->pass[0], s->fan, nfan,
-	    (const void *const *)&s->fan_src, 1, count_prev, d->dtype,
-	    d->redop, avg, SIDE_PARTS) == -1 ||
-	    pass_xmem(&s->pass[0], NULL, s->xmem ? s->fan_xm : NULL) == -1) {
+	    (const void *const *)&s->fan_src, 1, fan->count, fd->dtype,
+	    fd->redop, avg, SIDE_PARTS) == -1 || pass_xmem(&s->pass[0], NULL,
+	    op_in_xmem(j, fan->op) ? s->fan_xm : NULL) == -1) {
 		pass_free(&s->pass[0]);
 		return -1;
 	}
 	if (pass_init(&s->pass[1], (void *const *)&s->comb_dst,
-	    count_next == 0 ? 0 : 1, s->comb, ncomb, count_next, d->dtype,
-	    d->redop, 0, SIDE_PARTS) == -1 || pass_xmem(&s->pass[1],
-	    s->xmem ? s->comb_xm : NULL, NULL) == -1) {
+	    ncomb == 0 ? 0 : 1, s->comb, ncomb, comb->count, cd->dtype,
+	    cd->redop, 0, SIDE_PARTS) == -1 || pass_xmem(&s->pass[1],
+	    op_in_xmem(j, comb->op) ? s->comb_xm : NULL, NULL) == -1) {
 		pass_free(&s->pass[0]);
 		pass_free(&s->pass[1]);
 		return -1;
@@ -395,10 +406,9 @@ side_end(struct job *j, const struct op *op, struct side *s, struct xfer *x)
 }
 
 static int
-side_new(struct side *s, const struct job *j, const struct op *op)
+side_new(struct side *s, const struct job *j)
 {
 	memset(s, 0, sizeof(*s));
-	s->xmem = op_in_xmem(j, op);
 	s->fan = calloc(j->nlocal + 1, sizeof(*s->fan));
 	s->fan_xm = calloc(j->nlocal + 1, sizeof(*s->fan_xm));
 	s->comb = calloc(j->nlocal, sizeof(*s->comb));
@@ -413,6 +423,58 @@ side_free(struct side *s)
 	free(s->fan_xm);
 	free(s->comb);
 	free(s->comb_xm);
+}
+
+static int
+ranges_meet(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
+{
+	return a < b + blen && b < a + alen;
+}
+
+/*
+ * 1 if allreduces a and b, both in the daemon's segments, share a byte of
+ * any local rank's buffers.  Distinct segments are distinct memory
+ * (mccl_alloc maps a new one each time), so addresses tell.
+ */
+static int
+ops_share_memory(const struct job *j, const struct op *a, const struct op *b)
+{
+	size_t al = op_bytes(a), bl = op_bytes(b);
+
+	for (uint32_t i = 0; i < j->nlocal; i++)
+		for (uint32_t k = 0; k < j->nlocal; k++) {
+			const uint8_t *ab[2] = { a->parts[i].send,
+			    a->parts[i].recv };
+			const uint8_t *bb[2] = { b->parts[k].send,
+			    b->parts[k].recv };
+
+			for (int m = 0; m < 4; m++)
+				if (ranges_meet(ab[m / 2], al, bb[m % 2], bl))
+					return 1;
+		}
+	return 0;
+}
+
+/*
+ * The op after op, taken now, if its first segment may be combined beside
+ * op's last one on the network (the combine that would otherwise start it
+ * with the links idle): an allreduce cut in segments too, its buffers and
+ * op's all in the daemon's segments and sharing no byte (it would read
+ * what op has yet to write).  NULL: none is ready, or it may not.
+ */
+static struct op *
+coll_ahead(struct job *j, const struct op *op)
+{
+	struct op *next;
+
+	if (j->nlocal < 2 || op_in_xmem(j, op) ||
+	    (next = subq_take_ahead(j)) == NULL)
+		return NULL;
+	if (next->code != 0 || next->desc.coll != COLL_ALLREDUCE ||
+	    !coll_segmented(j, op_bytes(next)) || op_in_xmem(j, next) ||
+	    ops_share_memory(j, op, next))
+		return NULL;
+	return next;
 }
 
 static int
@@ -431,20 +493,27 @@ coll_segments(struct job *j, struct op *op, struct xfer *x)
 
 	if (dst == NULL)
 		return -1;
-	if (side_new(&side, j, op) == -1) {
+	if (side_new(&side, j) == -1) {
 		side_free(&side);
 		return coll_nomem(x);
 	}
-	if (combines)
+	if (combines && !op->combined_ahead)
 		rc = coll_combine(j, op, dst, 0, seg, x);
 	for (size_t s = 0; rc == 0 && s < nseg; s++) {
 		size_t at = s * seg * es, n = s + 1 < nseg ? seg : last,
 		    next = combines && s + 1 < nseg ? (s + 2 < nseg ? seg :
 		    last) : 0;
+		struct side_span fan = { op, dst, s > 0 ? at - seg * es : 0,
+		    s > 0 ? seg : 0 };
+		struct side_span comb = { op, dst, next > 0 ? at + seg * es :
+		    0, next };
+		struct op *ahead = s + 1 == nseg ? coll_ahead(j, op) : NULL;
 
-		if (side_begin(j, op, &side, dst, avg, s > 0 ? at - seg * es :
-		    0, s > 0 ? seg : 0, next > 0 ? at + seg * es : 0,
-		    next) == -1) {
+		if (ahead != NULL)
+			comb = (struct side_span){ ahead, coll_node_buf(j,
+			    ahead, x), 0, SEGMENT_BYTES /
+			    dtype_size(ahead->desc.dtype) };
+		if (side_begin(j, &side, &fan, avg, &comb) == -1) {
 			rc = coll_nomem(x);
 			break;
 		}
@@ -454,6 +523,8 @@ coll_segments(struct job *j, struct op *op, struct xfer *x)
 		node_ns += now_ns() - t0;
 		if (side_end(j, op, &side, x) == -1)
 			rc = -1;
+		if (rc == 0 && ahead != NULL)
+			ahead->combined_ahead = 1;
 	}
 	if (rc == 0)
 		rc = coll_fan_out(j, op, dst + (nseg - 1) * seg * es,
@@ -471,7 +542,7 @@ coll_xmem_bytes(const struct job *j, const struct op *op)
 
 	for (uint32_t i = 0; i < j->nlocal; i++)
 		if (op->parts[i].xm != NULL)
-			n += 2 * op->desc.count * dtype_size(op->desc.dtype);
+			n += 2 * op_bytes(op);
 	return n;
 }
 
@@ -485,7 +556,7 @@ coll_allreduce(struct job *j, struct op *op, struct xfer *x)
 
 	if (j->nnodes == 1)
 		rc = coll_local_allreduce(j, op, x);
-	else if (coll_segmented(j, (size_t)d->count * dtype_size(d->dtype)))
+	else if (coll_segmented(j, op_bytes(op)))
 		rc = coll_segments(j, op, x);
 	else if ((dst = coll_node_buf(j, op, x)) == NULL ||
 	    coll_contribution(j, op, dst, &src, x) == -1 ||
@@ -504,7 +575,7 @@ coll_reduce(struct job *j, struct op *op, struct xfer *x)
 {
 	const struct ipc_op *d = &op->desc;
 	uint32_t root = local_index_of(j, d->root);
-	size_t bytes = (size_t)d->count * dtype_size(d->dtype);
+	size_t bytes = op_bytes(op);
 	uint8_t *dst = root != UINT32_MAX ? op->parts[root].recv :
 	    coll_tmp(j, bytes, x);
 	const uint8_t *src;
@@ -524,7 +595,7 @@ coll_broadcast(struct job *j, struct op *op, struct xfer *x)
 {
 	const struct ipc_op *d = &op->desc;
 	uint32_t root_pos = j->rank_pos[d->root];
-	size_t bytes = (size_t)d->count * dtype_size(d->dtype);
+	size_t bytes = op_bytes(op);
 	uint8_t *buf = op->parts[0].recv;
 
 	if (root_pos == j->me)
@@ -613,8 +684,7 @@ coll_slot_recvs(const struct job *j, const struct op *op,
 static int
 coll_allgather(struct job *j, struct op *op, struct xfer *x)
 {
-	const struct ipc_op *d = &op->desc;
-	size_t blk = (size_t)d->count * dtype_size(d->dtype);
+	size_t blk = op_bytes(op);
 	size_t total = blk * j->nranks, *offs, *lens;
 	uint8_t *buf;
 	int rc;
@@ -643,7 +713,7 @@ static int
 coll_rooted(struct job *j, struct op *op, struct xfer *x, int gather)
 {
 	const struct ipc_op *d = &op->desc;
-	size_t blk = (size_t)d->count * dtype_size(d->dtype);
+	size_t blk = op_bytes(op);
 	size_t total = blk * j->nranks, ours = blk * j->nlocal, *offs, *lens;
 	uint32_t root = local_index_of(j, d->root), first = j->pos_first[j->me];
 	uint8_t *buf = NULL, *mine = NULL, *user = NULL;
@@ -696,7 +766,7 @@ static int
 coll_reduce_scatter(struct job *j, struct op *op, struct xfer *x)
 {
 	const struct ipc_op *d = &op->desc;
-	size_t blk = (size_t)d->count * dtype_size(d->dtype);
+	size_t blk = op_bytes(op);
 	uint8_t *buf = coll_tmp(j, blk * j->nranks, x);
 
 	if (buf == NULL && blk > 0)
@@ -796,7 +866,7 @@ a2a_scratch(const struct job *j, const struct op *op, size_t blk,
 static int
 coll_alltoall(struct job *j, struct op *op, struct xfer *x)
 {
-	size_t blk = (size_t)op->desc.count * dtype_size(op->desc.dtype);
+	size_t blk = op_bytes(op);
 	size_t copies, pack, need = a2a_scratch(j, op, blk, &copies, &pack);
 	struct a2a a = { NULL, blk, NULL, NULL };
 	uint8_t *tmp = coll_tmp(j, need, x), *copy;

@@ -507,7 +507,7 @@ earliest(uint64_t a, uint64_t b)
 /*
  * The next operation to run: one the submission rings assembled, or one
  * that failed there (code set); NULL when told to quit.  A failed or
- * aborted job takes no more.
+ * aborted job takes no more, and an op it took ahead fails unrun.
  */
 static struct op *
 engine_next(struct job *j)
@@ -522,6 +522,11 @@ engine_next(struct job *j)
 		pthread_mutex_lock(&j->eng->mtx);
 		quit = j->eng->quit;
 		take = !j->eng->aborted;
+		if ((op = subq_next_ahead(j, quit || !take)) != NULL) {
+			j->eng->current = op;
+			pthread_mutex_unlock(&j->eng->mtx);
+			return op;
+		}
 		if (!take && !j->eng->stopped) {	/* see job_fail_clients */
 			j->eng->stopped = 1;
 			engine_notify(j);

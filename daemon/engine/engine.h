@@ -243,6 +243,9 @@ struct op {
 	uint64_t	 lane_wait_ns;	/* wait for the last (struct xfer) */
 	uint64_t	 xmem_bytes;	/* read and written in clients' own
 					   memory (set by the engine) */
+	int		 combined_ahead;	/* its first segment was
+					   combined while the op before it
+					   ran (coll_segments) */
 	char		 err[ERR_MAX];
 	struct op_part	 parts[];	/* by local index */
 };
@@ -331,6 +334,8 @@ uint64_t	p2p_links_open(void);
 
 struct op	*subq_take(struct job *, uint64_t *);
 int		subq_ready(struct job *);
+struct op	*subq_take_ahead(struct job *);
+struct op	*subq_next_ahead(struct job *, int);
 void		subq_completed(struct job *);
 void		subq_leave(struct job *, uint32_t);
 uint64_t	subq_submitted(const struct job *, uint32_t);

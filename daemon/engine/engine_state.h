@@ -18,6 +18,7 @@ struct subq {				/* a local rank's ring, by local index */
 	uint64_t	 tail;		/* descriptors taken (engine) */
 	uint64_t	 last_seq;	/* of the last one (engine) */
 	uint64_t	 completed;	/* descriptors whose op ended (atomic) */
+	uint64_t	 tail_ahead;	/* tail before the op taken ahead */
 	int		 left;		/* the rank has left the job (atomic) */
 };
 
@@ -40,6 +41,8 @@ struct engine {
 	struct subq	*sq;		/* each local rank's, by local index */
 	uint64_t	 ncoll;		/* collectives assembled */
 	uint64_t	 sq_since_ns;	/* an op has waited for ranks since */
+	struct op	*ahead;		/* taken while the op before it ran,
+					   the next to run (subq_take_ahead) */
 
 	/* the completion queue: ops done, for the main thread */
 	struct op_list	 out;

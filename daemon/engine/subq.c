@@ -136,15 +136,19 @@ subq_leave(struct job *j, uint32_t i)
 }
 
 /*
- * Engine: the op it took last has ended, well or not.  It takes one at a
- * time, so every descriptor taken so far is done with.
+ * Engine: the op it ran has ended, well or not.  Ops end in the order
+ * taken, so every descriptor taken before it is done with, and of those
+ * after it only an op taken ahead's are not.
  */
 void
 subq_completed(struct job *j)
 {
-	for (uint32_t i = 0; i < j->nlocal; i++)
-		__atomic_store_n(&j->eng->sq[i].completed, j->eng->sq[i].tail,
-		    __ATOMIC_RELEASE);
+	for (uint32_t i = 0; i < j->nlocal; i++) {
+		struct subq *q = &j->eng->sq[i];
+
+		__atomic_store_n(&q->completed, j->eng->ahead != NULL ?
+		    q->tail_ahead : q->tail, __ATOMIC_RELEASE);
+	}
 }
 
 /* An op's deadline, its own or the daemon's (reloadable). */
@@ -358,6 +362,45 @@ subq_take(struct job *j, uint64_t *until)
 	op->ready_ns = now;
 	op->deadline_ns = now + (uint64_t)ms * 1000000;
 	__atomic_store_n(&j->eng->sq_since_ns, 0, __ATOMIC_RELAXED);
+	return op;
+}
+
+/*
+ * Engine, while an op runs: the next one, taken now if every ring holds
+ * its descriptor, so that it can start some of its work beside the op
+ * before it (coll_segments); or NULL.  engine_next hands it out next, by
+ * subq_next_ahead.  An aborted job takes none.
+ */
+struct op *
+subq_take_ahead(struct job *j)
+{
+	uint64_t until;
+
+	if (j->eng->ahead != NULL || __atomic_load_n(&j->eng->aborted,
+	    __ATOMIC_ACQUIRE) || !subq_ready(j))
+		return j->eng->ahead;
+	for (uint32_t i = 0; i < j->nlocal; i++)
+		j->eng->sq[i].tail_ahead = j->eng->sq[i].tail;
+	j->eng->ahead = subq_take(j, &until);
+	return j->eng->ahead;
+}
+
+/*
+ * Engine: the op taken ahead, to run now, or NULL.  If the job has ended
+ * or failed meanwhile (ended), it fails without running.
+ */
+struct op *
+subq_next_ahead(struct job *j, int ended)
+{
+	struct op *op = j->eng->ahead;
+
+	if (op == NULL)
+		return NULL;
+	j->eng->ahead = NULL;
+	if (ended && op->code == 0)
+		op_failed(j, op, MCCL_ERR_ABORTED, "collective %llu did not "
+		    "run: the job failed or ended while it waited for the one "
+		    "before", (unsigned long long)op->desc.seq);
 	return op;
 }
 

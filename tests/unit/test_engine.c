@@ -10,8 +10,9 @@
  * inter-node algorithm.  An operation's life: descriptors in the rings,
  * the result in every rank's buffer, the doorbells rung, the op on the
  * completion queue (engine_collect); a peer that hangs up; an abort while
- * the engine waits for a rank; quitting.  Each over TCP and over the RDMA
- * transport on the tests' verbs provider.
+ * the engine waits for a rank; quitting; large allreduces in segments, the
+ * next one's first combined beside the last of the one before.  Each over
+ * TCP and over the RDMA transport on the tests' verbs provider.
  */
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
@@ -41,6 +42,9 @@ struct mccld_state md;
 #define ROWS		NLANES		/* a row of links per lane */
 #define NLOCAL		2
 #define COUNT		100000		/* floats: past one pipeline chunk */
+#define SEG_FLOATS	((8u << 20) / 4)	/* coll.c's SEGMENT_BYTES */
+#define BIG		(2 * SEG_FLOATS + 1000)	/* floats: three segments */
+#define MEM		(2 * BIG)	/* floats in each rank's segment */
 #define SEG_ID		7
 #define BELL_ID		1
 #define SEC		1000000000ULL
@@ -57,14 +61,21 @@ static uint64_t data_tx[2], data_rx[2];
 static char verbs_dir[] = "/tmp/test_engine.XXXXXX";
 
 /* Node n0, played by a thread of the test. */
-enum peer_role { PEER_RUN, PEER_HANG_UP };
+enum peer_role {
+	PEER_RUN,		/* an allreduce of COUNT */
+	PEER_HANG_UP,
+	PEER_SEGMENTS,		/* nops allreduces of BIG, in segments */
+	PEER_STALL_LAST		/* the first of them but its last segment */
+};
 
 struct peer {
 	int		 fd[ROWS];	/* its ends of the links */
 	struct link	*links[ROWS * 2];	/* [k * 2 + 1]: to n1 on row k */
 	int		 abort_fd;
 	enum peer_role	 role;
-	float		*buf;
+	float		*buf;		/* MEM floats */
+	size_t		 off[2];	/* PEER_SEGMENTS: each op's, in floats */
+	int		 nops;
 	int		 rc;
 	char		 err[ERR_MAX];
 	pthread_t	 th;
@@ -123,35 +134,64 @@ peer_links(struct peer *p)
 	return rc;
 }
 
-/* Rank 0's part of collective 1: an allreduce of COUNT floats of 1. */
+/* Rank 0's part of collective seq, an allreduce of count floats. */
+static void
+peer_xfer(struct peer *p, struct xfer *x, uint64_t seq, size_t count)
+{
+	memset(x, 0, sizeof(*x));
+	x->nnodes = 2;
+	x->me = 0;
+	x->links = p->links;
+	x->nlanes = NLANES;
+	x->names = names;
+	x->abort_fd = p->abort_fd;
+	x->deadline_ns = now_ns() + 20 * SEC;
+	x->chunk = md.conf.chunk_bytes;
+	x->algo = ALGO_AUTO;
+	x->cost = (struct link_cost){ LINK_ALPHA_NS_DEFAULT,
+	    LINK_BETA_PS_DEFAULT, LINK_GAMMA_PS_DEFAULT, 0 };
+	x->scratch = malloc(2 * md.conf.chunk_bytes * NLANES);
+	x->node_index = node_index;
+	x->blame = NO_POS;
+	x->hdr = (struct peer_ophdr){ seq, COLL_ALLREDUCE, MCCL_FLOAT32,
+	    MCCL_SUM, 0, 0, count, 0 };
+}
+
+/* Collective 1: an allreduce of COUNT floats of 1. */
 static int
 peer_allreduce(struct peer *p)
 {
 	struct xfer x;
 	int rc;
 
-	memset(&x, 0, sizeof(x));
-	x.nnodes = 2;
-	x.me = 0;
-	x.links = p->links;
-	x.nlanes = NLANES;
-	x.names = names;
-	x.abort_fd = p->abort_fd;
-	x.deadline_ns = now_ns() + 20 * SEC;
-	x.chunk = md.conf.chunk_bytes;
-	x.algo = ALGO_AUTO;
-	x.cost = (struct link_cost){ LINK_ALPHA_NS_DEFAULT, LINK_BETA_PS_DEFAULT,
-	    LINK_GAMMA_PS_DEFAULT, 0 };
-	x.scratch = malloc(2 * md.conf.chunk_bytes * NLANES);
-	x.node_index = node_index;
-	x.blame = NO_POS;
-	x.hdr = (struct peer_ophdr){ 1, COLL_ALLREDUCE, MCCL_FLOAT32,
-	    MCCL_SUM, 0, 0, COUNT, 0 };
+	peer_xfer(p, &x, 1, COUNT);
 	for (size_t i = 0; i < COUNT; i++)
 		p->buf[i] = 1.0f;
 	rc = node_allreduce(&x, p->buf, p->buf, COUNT, MCCL_FLOAT32, MCCL_SUM);
 	if (rc != 0)
 		snprintf(p->err, sizeof(p->err), "%s", x.err);
+	free(x.scratch);
+	return rc;
+}
+
+/*
+ * Collective seq, an allreduce of BIG floats in place at buf, cut as a
+ * node of several ranks cuts it (coll_segments): the first nseg segments.
+ */
+static int
+peer_segments(struct peer *p, uint64_t seq, float *buf, size_t nseg)
+{
+	struct xfer x;
+	int rc = 0;
+
+	peer_xfer(p, &x, seq, BIG);
+	x.algo = ALGO_RING;		/* as submit_two asks */
+	for (size_t at = 0; rc == 0 && at < BIG && nseg-- > 0; at += SEG_FLOATS)
+		rc = node_allreduce(&x, buf + at, buf + at, at + SEG_FLOATS <
+		    BIG ? SEG_FLOATS : BIG - at, MCCL_FLOAT32, MCCL_SUM);
+	if (rc != 0)
+		snprintf(p->err, sizeof(p->err), "op %llu: %s",
+		    (unsigned long long)seq, x.err);
 	free(x.scratch);
 	return rc;
 }
@@ -170,7 +210,16 @@ peer_main(void *arg)
 		}
 		return NULL;
 	}
-	p->rc = peer_allreduce(p);
+	for (size_t i = 0; p->role != PEER_RUN && i < MEM; i++)
+		p->buf[i] = 1.0f;			/* rank 0's */
+	if (p->role == PEER_RUN)
+		p->rc = peer_allreduce(p);
+	else if (p->role == PEER_STALL_LAST)
+		p->rc = peer_segments(p, 1, p->buf + p->off[0], 2);
+	for (int k = 0; p->role == PEER_SEGMENTS && k < p->nops &&
+	    p->rc == 0; k++)
+		p->rc = peer_segments(p, (uint64_t)k + 1, p->buf + p->off[k],
+		    SIZE_MAX);
 	return NULL;
 }
 
@@ -242,9 +291,9 @@ start_slowly(enum peer_role role, unsigned gap_ms, uint32_t rows)
 	for (uint32_t i = 0; i < NLOCAL; i++) {
 		f.segs[i] = segtab_new();
 		f.db[i] = map(IPC_BELL_SIZE);
-		f.mem[i] = map(COUNT * sizeof(float));
+		f.mem[i] = map(MEM * sizeof(float));
 		ck_assert_int_eq(segtab_add(f.segs[i], SEG_ID,
-		    (uint8_t *)f.mem[i], COUNT * sizeof(float)), 0);
+		    (uint8_t *)f.mem[i], MEM * sizeof(float)), 0);
 		ck_assert_int_eq(segtab_add(f.segs[i], BELL_ID,
 		    (uint8_t *)f.db[i], IPC_BELL_SIZE), 0);
 		ranks[i] = (struct engine_rank){ local_ranks[i],
@@ -257,7 +306,7 @@ start_slowly(enum peer_role role, unsigned gap_ms, uint32_t rows)
 	f.started = 1;
 	f.peer.role = role;
 	f.peer.abort_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	f.peer.buf = malloc(COUNT * sizeof(float));
+	f.peer.buf = malloc(MEM * sizeof(float));
 	ck_assert_ptr_nonnull(f.peer.buf);
 	for (uint32_t k = 0; k < ROWS; k++) {
 		ck_assert_int_eq(tcp_pair(&f.peer.fd[k], &mine), 0);
@@ -300,25 +349,35 @@ allreduce(uint64_t seq)
 	    .count = COUNT, .send_seg = SEG_ID, .recv_seg = SEG_ID };
 }
 
-/* The ops the engine handed back, waited for up to 10 s. */
+/* The n ops the engine handed back, in order, waited for up to 20 s. */
+static void
+collect(struct op **ops, int n)
+{
+	struct op_list done = TAILQ_HEAD_INITIALIZER(done);
+	uint64_t until = now_ns() + 20 * SEC;
+	char err[ERR_MAX];
+	struct op *op;
+	int code, got = 0;
+
+	while (got < n && now_ns() < until) {
+		engine_collect(f.j, &done, &code, err, sizeof(err));
+		while ((op = TAILQ_FIRST(&done)) != NULL) {
+			TAILQ_REMOVE(&done, op, entry);
+			ck_assert_msg(got < n, "more than %d ops came back", n);
+			ops[got++] = op;
+		}
+		if (got < n)
+			msleep(1);
+	}
+	ck_assert_msg(got == n, "%d of %d ops came back within 20 s", got, n);
+}
+
 static struct op *
 collect_one(void)
 {
-	struct op_list done = TAILQ_HEAD_INITIALIZER(done);
-	uint64_t until = now_ns() + 10 * SEC;
-	char err[ERR_MAX];
 	struct op *op;
-	int code;
 
-	while (TAILQ_EMPTY(&done) && now_ns() < until) {
-		engine_collect(f.j, &done, &code, err, sizeof(err));
-		if (TAILQ_EMPTY(&done))
-			msleep(1);
-	}
-	op = TAILQ_FIRST(&done);
-	ck_assert_msg(op != NULL, "no op came back within 10 s");
-	TAILQ_REMOVE(&done, op, entry);
-	ck_assert(TAILQ_EMPTY(&done));
+	collect(&op, 1);
 	return op;
 }
 
@@ -436,6 +495,140 @@ START_TEST(an_abort_reaches_an_engine_waiting_for_a_rank)
 	engine_abort(f.j);
 	ck_assert(wait_until(engine_stopped, 10000));
 	ck_assert_uint_eq(f.db[0]->done_seq, 0);
+}
+END_TEST
+
+/*
+ * Two allreduces of BIG floats, in place at float offsets off1 and off2 of
+ * each rank's segment (of 1, 2 and 3 everywhere before, ranks 0 to 2),
+ * both in the rings before the first starts; n0 plays `role`.
+ */
+static void
+submit_two(enum peer_role role, size_t off1, size_t off2)
+{
+	struct ipc_op d[2] = { allreduce(1), allreduce(2) };
+
+	d[0].count = d[1].count = BIG;
+	d[0].algo = d[1].algo = ALGO_RING;	/* both nodes' the same */
+	d[0].send_off = d[0].recv_off = off1 * sizeof(float);
+	d[1].send_off = d[1].recv_off = off2 * sizeof(float);
+	f.peer.off[0] = off1;
+	f.peer.off[1] = off2;
+	f.peer.nops = 2;
+	start(role);
+	for (uint32_t i = 0; i < NLOCAL; i++)
+		for (size_t e = 0; e < MEM; e++)
+			f.mem[i][e] = (float)(local_ranks[i] + 1);
+	/* rank 2's first last: the first can't start before both are in */
+	submit(0, &d[0]);
+	submit(0, &d[1]);
+	submit(1, &d[0]);
+	submit(1, &d[1]);
+}
+
+/* Every rank's floats from..to (sampled, and both ends) read v. */
+static void
+assert_range(size_t from, size_t to, float v)
+{
+	for (uint32_t i = 0; i < NLOCAL; i++) {
+		for (size_t e = from; e < to; e += 4999)
+			ck_assert_msg(f.mem[i][e] == v, "rank %u float %zu: %g, "
+			    "not %g", local_ranks[i], e, f.mem[i][e], v);
+		ck_assert_float_eq(f.mem[i][to - 1], v);
+	}
+	for (size_t e = from; e < to; e += 4999)
+		ck_assert_msg(f.peer.buf[e] == v, "rank 0 float %zu: %g, not %g",
+		    e, f.peer.buf[e], v);
+}
+
+/*
+ * The second allreduce was taken while the first's last segment was on
+ * the network, and its first segment combined then: both results right,
+ * each op answered once, in order.
+ */
+START_TEST(the_next_allreduces_first_segment_is_combined_beside_the_last)
+{
+	struct op *op[2];
+
+	submit_two(PEER_SEGMENTS, 0, BIG);
+	collect(op, 2);
+	peer_join();
+	ck_assert_msg(f.peer.rc == 0, "n0: %s", f.peer.err);
+	for (int k = 0; k < 2; k++) {
+		ck_assert_msg(op[k]->code == 0, "op %d: %s", k + 1, op[k]->err);
+		ck_assert_uint_eq(op[k]->desc.seq, (uint64_t)k + 1);
+	}
+	ck_assert_int_eq(op[0]->combined_ahead, 0);
+	ck_assert_int_eq(op[1]->combined_ahead, 1);
+	assert_range(0, 2 * BIG, 6.0f);
+	for (uint32_t i = 0; i < NLOCAL; i++) {
+		ck_assert_uint_eq(f.db[i]->done_seq, 2);
+		ck_assert(!subq_pending(f.j, i));
+	}
+	op_free(op[0]);
+	op_free(op[1]);
+}
+END_TEST
+
+/*
+ * The second allreduce starts where the first's last segment is: combined
+ * early, it would read that segment before the first wrote its result.
+ * It is combined in its own turn, and reads the first one's result.
+ */
+START_TEST(an_allreduce_over_the_last_ones_result_is_not_combined_early)
+{
+	struct op *op[2];
+
+	submit_two(PEER_SEGMENTS, 0, 2 * SEG_FLOATS);
+	collect(op, 2);
+	peer_join();
+	ck_assert_msg(f.peer.rc == 0, "n0: %s", f.peer.err);
+	for (int k = 0; k < 2; k++)
+		ck_assert_msg(op[k]->code == 0, "op %d: %s", k + 1, op[k]->err);
+	assert_range(0, 2 * SEG_FLOATS, 6.0f);		/* the first's alone */
+	assert_range(2 * SEG_FLOATS, BIG, 18.0f);	/* both: 6 + 6 + 6 */
+	assert_range(BIG, 2 * SEG_FLOATS + BIG, 6.0f);	/* the second's */
+	ck_assert_int_eq(op[1]->combined_ahead, 0);
+	op_free(op[0]);
+	op_free(op[1]);
+}
+END_TEST
+
+/* Both descriptors of each rank taken (the second one ahead). */
+static int
+both_taken(struct job *j)
+{
+	(void)j;
+	return __atomic_load_n(&f.db[0]->sq_tail, __ATOMIC_ACQUIRE) == 2 &&
+	    __atomic_load_n(&f.db[1]->sq_tail, __ATOMIC_ACQUIRE) == 2;
+}
+
+/*
+ * The job is aborted while the first allreduce's last segment waits on
+ * n0 and the second was taken ahead: the first fails, the second comes
+ * back failed without running, neither is answered as done, and the
+ * engine stops.
+ */
+START_TEST(an_op_taken_ahead_fails_unrun_when_the_job_is_aborted)
+{
+	struct op *op[2];
+
+	submit_two(PEER_STALL_LAST, 0, BIG);
+	ck_assert(wait_until(both_taken, 10000));
+	ck_assert(!engine_stopped(f.j));
+	engine_abort(f.j);
+	collect(op, 2);
+	ck_assert_int_ne(op[0]->code, 0);
+	ck_assert_int_eq(op[1]->code, MCCL_ERR_ABORTED);
+	ck_assert_msg(strstr(op[1]->err, "collective 2 did not run") != NULL,
+	    "%s", op[1]->err);
+	ck_assert(wait_until(engine_stopped, 10000));
+	for (uint32_t i = 0; i < NLOCAL; i++) {
+		ck_assert_uint_eq(f.db[i]->done_seq, 0);
+		ck_assert(!subq_pending(f.j, i));
+	}
+	op_free(op[0]);
+	op_free(op[1]);
 }
 END_TEST
 
@@ -572,6 +765,9 @@ tcase(const char *name)
 	tcase_add_test(tc, quit_ends_the_thread_and_finish_frees_it);
 	tcase_add_test(tc, links_that_come_in_turn_come_up);
 	tcase_add_test(tc, a_link_that_never_comes_fails_naming_the_node);
+	tcase_add_test(tc, the_next_allreduces_first_segment_is_combined_beside_the_last);
+	tcase_add_test(tc, an_allreduce_over_the_last_ones_result_is_not_combined_early);
+	tcase_add_test(tc, an_op_taken_ahead_fails_unrun_when_the_job_is_aborted);
 	return tc;
 }
 
