@@ -314,6 +314,7 @@ coll_segmented(const struct job *j, size_t bytes)
 }
 
 struct side {
+	struct job	*j;
 	struct pass	 pass[2];	/* the fan-out, the combine */
 	uint8_t		*fan_src;	/* what the passes point at */
 	uint8_t		*comb_dst;
@@ -322,6 +323,9 @@ struct side {
 	const void	**comb;
 	const struct xmem **comb_xm;
 	int		 started;	/* on the side crew */
+	struct op	*ends;		/* the fan-out is this op's last, and
+					   its last part to finish ends it */
+	unsigned	 fan_left;	/* fan-out parts not finished (atomic) */
 };
 
 /* What a side pass works on: count elements of op at byte offset off. */
@@ -330,6 +334,7 @@ struct side_span {
 	uint8_t		*buf;		/* the op's node buffer */
 	size_t		 off;
 	size_t		 count;
+	uint32_t	 avg;		/* a fan-out's, as coll_fan_out's */
 };
 
 static void
@@ -337,20 +342,26 @@ side_part(void *arg, unsigned t)
 {
 	struct side *s = arg;
 
-	if (t < s->pass[0].nparts)
-		pass_part(&s->pass[0], t);
-	else
+	if (t >= s->pass[0].nparts) {
 		pass_part(&s->pass[1], t - s->pass[0].nparts);
+		return;
+	}
+	pass_part(&s->pass[0], t);
+	/* Its buffers are the daemon's segments: the pass cannot fault. */
+	if (s->ends != NULL && __atomic_sub_fetch(&s->fan_left, 1,
+	    __ATOMIC_ACQ_REL) == 0)
+		s->j->eng->op_ended(s->j, s->ends);
 }
 
 /*
- * A segment handed out from its op's node buffer (fan, avg as
- * coll_fan_out's) and a segment combined into its op's (comb), on the
- * side crew if it can, else here.  The two may be of different ops.
+ * A segment handed out from its op's node buffer (fan) and a segment
+ * combined into its op's (comb), on the side crew if it can, else here.
+ * The two may be of different ops; with ends set, fan is that op's last
+ * segment, and the op ends once it is handed out.
  */
 static int
 side_begin(struct job *j, struct side *s, const struct side_span *fan,
-    uint32_t avg, const struct side_span *comb)
+    const struct side_span *comb, struct op *ends)
 {
 	const struct ipc_op *fd = &fan->op->desc, *cd = &comb->op->desc;
 	uint32_t nfan, ncomb;
@@ -360,12 +371,12 @@ side_begin(struct job *j, struct side *s, const struct side_span *fan,
 	s->comb_dst = comb->buf + comb->off;
 	s->started = 0;
 	nfan = fan->count == 0 ? 0 : fan_dsts(j, fan->op, s->fan_src, fan->off,
-	    avg, s->fan, s->fan_xm);
+	    fan->avg, s->fan, s->fan_xm);
 	ncomb = comb->count == 0 ? 0 : combine_srcs(j, comb->op, s->comb_dst,
 	    comb->off, s->comb, s->comb_xm);
 	if (pass_init(&s->pass[0], s->fan, nfan,
 	    (const void *const *)&s->fan_src, 1, fan->count, fd->dtype,
-	    fd->redop, avg, SIDE_PARTS) == -1 || pass_xmem(&s->pass[0], NULL,
+	    fd->redop, fan->avg, SIDE_PARTS) == -1 || pass_xmem(&s->pass[0], NULL,
 	    op_in_xmem(j, fan->op) ? s->fan_xm : NULL) == -1) {
 		pass_free(&s->pass[0]);
 		return -1;
@@ -378,7 +389,11 @@ side_begin(struct job *j, struct side *s, const struct side_span *fan,
 		pass_free(&s->pass[1]);
 		return -1;
 	}
+	s->ends = ends;
+	s->fan_left = s->pass[0].nparts;
 	n = s->pass[0].nparts + s->pass[1].nparts;
+	if (ends != NULL && s->fan_left == 0)	/* nothing to hand out */
+		j->eng->op_ended(j, ends);
 	if (n > 0 && crew_start(j->eng->side, n, side_part, s) == 0)
 		s->started = 1;
 	else
@@ -406,9 +421,10 @@ side_end(struct job *j, const struct op *op, struct side *s, struct xfer *x)
 }
 
 static int
-side_new(struct side *s, const struct job *j)
+side_new(struct side *s, struct job *j)
 {
 	memset(s, 0, sizeof(*s));
+	s->j = j;
 	s->fan = calloc(j->nlocal + 1, sizeof(*s->fan));
 	s->fan_xm = calloc(j->nlocal + 1, sizeof(*s->fan_xm));
 	s->comb = calloc(j->nlocal, sizeof(*s->comb));
@@ -477,6 +493,25 @@ coll_ahead(struct job *j, const struct op *op)
 	return next;
 }
 
+/* Op's last segment, to hand out from its node buffer buf. */
+static struct side_span
+last_segment(const struct job *j, const struct op *op, uint8_t *buf)
+{
+	const struct ipc_op *d = &op->desc;
+	size_t es = dtype_size(d->dtype), seg = SEGMENT_BYTES / es,
+	    nseg = (d->count + seg - 1) / seg;
+
+	return (struct side_span){ op, buf, (nseg - 1) * seg * es, d->count -
+	    (nseg - 1) * seg, d->redop == MCCL_AVG ? j->nranks : 0 };
+}
+
+/*
+ * Segment by segment, each one's combine and the fan-out of the one
+ * before on the side crew while the network carries it.  Ops queued back
+ * to back overlap too: the next one's first segment is combined beside
+ * this one's last (coll_ahead), and then this one's last is handed out
+ * beside the next one's first, which ends this op (op->handed_on).
+ */
 static int
 coll_segments(struct job *j, struct op *op, struct xfer *x)
 {
@@ -487,8 +522,10 @@ coll_segments(struct job *j, struct op *op, struct xfer *x)
 	uint8_t *dst = coll_node_buf(j, op, x);
 	int combines = j->nlocal > 1 || op_in_xmem(j, op);
 	const uint8_t *src = combines ? dst : op->parts[0].send;
+	struct op *ahead = NULL;
 	uint64_t node_ns = 0, t0;
 	struct side side;
+	struct side_span end;
 	int rc = 0;
 
 	if (dst == NULL)
@@ -504,19 +541,22 @@ coll_segments(struct job *j, struct op *op, struct xfer *x)
 		    next = combines && s + 1 < nseg ? (s + 2 < nseg ? seg :
 		    last) : 0;
 		struct side_span fan = { op, dst, s > 0 ? at - seg * es : 0,
-		    s > 0 ? seg : 0 };
+		    s > 0 ? seg : 0, avg };
 		struct side_span comb = { op, dst, next > 0 ? at + seg * es :
-		    0, next };
-		struct op *ahead = s + 1 == nseg ? coll_ahead(j, op) : NULL;
+		    0, next, 0 };
+		struct op *ends = s == 0 ? op->before : NULL;
 
-		if (ahead != NULL)
+		if (ends != NULL)
+			fan = last_segment(j, ends, coll_node_buf(j, ends, x));
+		if (s + 1 == nseg && (ahead = coll_ahead(j, op)) != NULL)
 			comb = (struct side_span){ ahead, coll_node_buf(j,
 			    ahead, x), 0, SEGMENT_BYTES /
-			    dtype_size(ahead->desc.dtype) };
-		if (side_begin(j, &side, &fan, avg, &comb) == -1) {
-			rc = coll_nomem(x);
+			    dtype_size(ahead->desc.dtype), 0 };
+		if (side_begin(j, &side, &fan, &comb, ends) == -1) {
+			rc = coll_nomem(x);	/* coll_end_before ends it */
 			break;
 		}
+		op->before = NULL;
 		t0 = now_ns();
 		rc = node_allreduce(x, src + at, dst + at, n, d->dtype,
 		    d->redop);
@@ -526,12 +566,40 @@ coll_segments(struct job *j, struct op *op, struct xfer *x)
 		if (rc == 0 && ahead != NULL)
 			ahead->combined_ahead = 1;
 	}
-	if (rc == 0)
-		rc = coll_fan_out(j, op, dst + (nseg - 1) * seg * es,
-		    (nseg - 1) * seg * es, last, avg, x);
+	end = last_segment(j, op, dst);
+	if (rc == 0 && ahead != NULL && ahead->combined_ahead) {
+		ahead->before = op;
+		op->handed_on = 1;
+	} else if (rc == 0)
+		rc = coll_fan_out(j, op, end.buf + end.off, end.off, end.count,
+		    end.avg, x);
 	op->node_ns = node_ns;
 	side_free(&side);
 	return rc;
+}
+
+/*
+ * Engine, once op has run or failed: end the op before it, if op did not
+ * hand out that one's last segment (it failed first), here.
+ */
+void
+coll_end_before(struct job *j, struct op *op)
+{
+	struct op *before = op->before;
+	struct side_span end;
+	struct xfer x;
+
+	if (before == NULL)
+		return;
+	op->before = NULL;
+	memset(&x, 0, sizeof(x));
+	end = last_segment(j, before, coll_node_buf(j, before, &x));
+	if (coll_fan_out(j, before, end.buf + end.off, end.off, end.count,
+	    end.avg, &x) == -1) {
+		before->code = x.code;
+		wire_strlcpy(before->err, x.err, sizeof(before->err));
+	}
+	j->eng->op_ended(j, before);
 }
 
 /* Bytes the op read and wrote in its ranks' own memory. */

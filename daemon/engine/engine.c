@@ -563,9 +563,10 @@ engine_done(struct job *j, struct op *op)
 
 	op->done_ns = now_ns();
 	pthread_mutex_lock(&j->eng->mtx);
-	j->eng->current = NULL;
+	if (j->eng->current == op)	/* not the next, which ends it */
+		j->eng->current = NULL;
 	TAILQ_INSERT_TAIL(&j->eng->out, op, entry);
-	subq_completed(j);
+	subq_completed(j, op);
 	if (op->code == 0) {
 		for (uint32_t i = 0; i < j->nlocal; i++)
 			bell_ring(j->eng->sq[i].bell, op->parts[i].req);
@@ -626,7 +627,9 @@ engine_main(void *arg)
 			op->code = j->eng->link_code;
 			wire_strlcpy(op->err, j->eng->link_err, sizeof(op->err));
 		}
-		engine_done(j, op);
+		coll_end_before(j, op);
+		if (!op->handed_on)	/* else the next op ends it */
+			engine_done(j, op);
 	}
 	if (j->eng->registers)
 		link_mem_forget(scratch);
@@ -669,6 +672,7 @@ engine_new(struct job *j, const struct engine_rank *ranks, char *err,
 	pthread_cond_init(&e->cond, &ca);
 	pthread_condattr_destroy(&ca);
 	TAILQ_INIT(&e->out);
+	e->op_ended = engine_done;
 	e->abort_fd = -1;
 	e->tmp = (struct scratch){ NULL, 0, j->uid, md.conf.node_name };
 	if ((e->fds = malloc(nlinks * sizeof(int))) == NULL ||

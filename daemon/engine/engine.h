@@ -202,6 +202,8 @@ enum job_state { JOB_FORMING, JOB_LINKING, JOB_READY, JOB_FAILED };
 struct op_part {			/* one local rank's buffers */
 	int		 submitted;
 	uint64_t	 req;		/* the rank's own seq for this op */
+	uint64_t	 ring_to;	/* its ring's tail once this op's
+					   descriptor was taken (0: never) */
 	struct seg	*send_seg;
 	struct seg	*recv_seg;
 	uint8_t		*send;
@@ -246,6 +248,9 @@ struct op {
 	int		 combined_ahead;	/* its first segment was
 					   combined while the op before it
 					   ran (coll_segments) */
+	int		 handed_on;	/* its last segment's fan-out, and
+					   its end, went to the next op */
+	struct op	*before;	/* that op, while this one has it */
 	char		 err[ERR_MAX];
 	struct op_part	 parts[];	/* by local index */
 };
@@ -336,7 +341,7 @@ struct op	*subq_take(struct job *, uint64_t *);
 int		subq_ready(struct job *);
 struct op	*subq_take_ahead(struct job *);
 struct op	*subq_next_ahead(struct job *, int);
-void		subq_completed(struct job *);
+void		subq_completed(struct job *, const struct op *);
 void		subq_leave(struct job *, uint32_t);
 uint64_t	subq_submitted(const struct job *, uint32_t);
 uint64_t	subq_waiting_since(const struct job *, uint64_t *);

@@ -18,7 +18,6 @@ struct subq {				/* a local rank's ring, by local index */
 	uint64_t	 tail;		/* descriptors taken (engine) */
 	uint64_t	 last_seq;	/* of the last one (engine) */
 	uint64_t	 completed;	/* descriptors whose op ended (atomic) */
-	uint64_t	 tail_ahead;	/* tail before the op taken ahead */
 	int		 left;		/* the rank has left the job (atomic) */
 };
 
@@ -67,10 +66,14 @@ struct engine {
 					   parts beside this one (crew.c) */
 	struct crew	*side;		/* a node's memory passes beside the
 					   network (coll_segments) */
+	void		(*op_ended)(struct job *, struct op *);
+					/* engine.c's end of an op, for one
+					   that ends on the side crew */
 };
 
 /* coll.c: an op on this node, and the node buffer given back */
 int		coll_run(struct job *, struct op *, struct xfer *);
+void		coll_end_before(struct job *, struct op *);
 void		coll_tmp_release(struct job *);
 
 /* subq.c */

@@ -136,18 +136,19 @@ subq_leave(struct job *j, uint32_t i)
 }
 
 /*
- * Engine: the op it ran has ended, well or not.  Ops end in the order
- * taken, so every descriptor taken before it is done with, and of those
- * after it only an op taken ahead's are not.
+ * Engine: op has ended, well or not.  Ops end in the order taken, so every
+ * descriptor up to its own is done with; one that failed before it took
+ * a ring's (the last op the job runs) ends all that ring's taken.
  */
 void
-subq_completed(struct job *j)
+subq_completed(struct job *j, const struct op *op)
 {
 	for (uint32_t i = 0; i < j->nlocal; i++) {
-		struct subq *q = &j->eng->sq[i];
+		const struct subq *q = &j->eng->sq[i];
+		uint64_t to = op->parts[i].ring_to;
 
-		__atomic_store_n(&q->completed, j->eng->ahead != NULL ?
-		    q->tail_ahead : q->tail, __ATOMIC_RELEASE);
+		__atomic_store_n(&j->eng->sq[i].completed, to != 0 ? to :
+		    q->tail, __ATOMIC_RELEASE);
 	}
 }
 
@@ -265,7 +266,7 @@ sq_take_one(struct job *j, struct op *op, uint32_t i)
 	if (desc_check(j, op, i, &d) == -1 || part_attach(j, op, i, &d) == -1)
 		return -1;
 	q->last_seq = d.seq;
-	q->tail++;
+	op->parts[i].ring_to = ++q->tail;
 	__atomic_store_n(&q->db->sq_tail, q->tail, __ATOMIC_RELEASE);
 	return 0;
 }
@@ -379,8 +380,6 @@ subq_take_ahead(struct job *j)
 	if (j->eng->ahead != NULL || __atomic_load_n(&j->eng->aborted,
 	    __ATOMIC_ACQUIRE) || !subq_ready(j))
 		return j->eng->ahead;
-	for (uint32_t i = 0; i < j->nlocal; i++)
-		j->eng->sq[i].tail_ahead = j->eng->sq[i].tail;
 	j->eng->ahead = subq_take(j, &until);
 	return j->eng->ahead;
 }

@@ -1413,6 +1413,40 @@ mode_big(void)
  */
 #define LARGECOUNT	(((size_t)5 << 20) + 13)	/* 20 MiB of float32 */
 
+/*
+ * Large allreduces queued back to back, in place in a segment of two
+ * LARGECOUNT slices: the daemon combines each one's first segment beside
+ * the last of the one before, and hands that one's last out beside its
+ * own first, where they share no byte (a, b, c: slices 0, 1, 0), and not
+ * where one reads what the one before writes (d: slice 0 after c).
+ */
+static void
+queued_large(mccl_comm_t *comm, int32_t *buf)
+{
+	static const int slice[4] = { 0, 1, 0, 0 };
+	mccl_request_t *reqs[4];
+	int n = mccl_comm_size(comm);
+
+	for (size_t i = 0; i < 2 * LARGECOUNT; i++)
+		buf[i] = my_rank + (int32_t)(i % 7);
+	for (int k = 0; k < 4; k++)
+		if (mccl_allreduce(buf + slice[k] * LARGECOUNT, buf + slice[k] *
+		    LARGECOUNT, LARGECOUNT, MCCL_INT32, MCCL_SUM, comm,
+		    &reqs[k]) != MCCL_SUCCESS)
+			FAIL("queued %d: %s", k, mccl_last_error(comm));
+	wait_all(comm, reqs, 4, "queued large allreduces");
+	for (size_t i = 0; i < 2 * LARGECOUNT; i++) {
+		int64_t once = n * (n - 1) / 2 + n * (int64_t)(i % 7);
+		int32_t want = (int32_t)(i < LARGECOUNT ? n * n * once : once);
+
+		if (buf[i] != want) {
+			FAIL("queued large allreduces: [%zu] = %d, not %d", i,
+			    buf[i], want);
+			break;
+		}
+	}
+}
+
 static int
 mode_large(void)
 {
@@ -1447,6 +1481,7 @@ mode_large(void)
 	}
 	run_broadcast(comm, &shm, LARGECOUNT, 0);
 	run_broadcast(comm, &shm, LARGECOUNT, n - 1);
+	queued_large(comm, shm.recv);
 	/* a bfloat16 wire, narrowed segment by segment: small sums, exact */
 	if (mccl_comm_set_wire_dtype(comm, MCCL_BFLOAT16) != MCCL_SUCCESS)
 		FAIL("set_wire_dtype: %s", mccl_last_error(comm));

@@ -43,7 +43,7 @@ struct mccld_state md;
 #define NLOCAL		2
 #define COUNT		100000		/* floats: past one pipeline chunk */
 #define SEG_FLOATS	((8u << 20) / 4)	/* coll.c's SEGMENT_BYTES */
-#define BIG		(2 * SEG_FLOATS + 1000)	/* floats: three segments */
+#define BIG		(3 * SEG_FLOATS - 1000)	/* floats: three segments */
 #define MEM		(2 * BIG)	/* floats in each rank's segment */
 #define SEG_ID		7
 #define BELL_ID		1
@@ -65,7 +65,8 @@ enum peer_role {
 	PEER_RUN,		/* an allreduce of COUNT */
 	PEER_HANG_UP,
 	PEER_SEGMENTS,		/* nops allreduces of BIG, in segments */
-	PEER_STALL_LAST		/* the first of them but its last segment */
+	PEER_STALL_LAST,	/* the first of them but its last segment */
+	PEER_HANG_UP_SECOND	/* the first of them, then hangs up */
 };
 
 struct peer {
@@ -216,6 +217,12 @@ peer_main(void *arg)
 		p->rc = peer_allreduce(p);
 	else if (p->role == PEER_STALL_LAST)
 		p->rc = peer_segments(p, 1, p->buf + p->off[0], 2);
+	else if (p->role == PEER_HANG_UP_SECOND &&
+	    (p->rc = peer_segments(p, 1, p->buf + p->off[0], SIZE_MAX)) == 0)
+		for (int k = 0; k < ROWS; k++) {
+			link_close(p->links[k * 2 + 1]);
+			p->links[k * 2 + 1] = NULL;
+		}
 	for (int k = 0; p->role == PEER_SEGMENTS && k < p->nops &&
 	    p->rc == 0; k++)
 		p->rc = peer_segments(p, (uint64_t)k + 1, p->buf + p->off[k],
@@ -526,9 +533,9 @@ submit_two(enum peer_role role, size_t off1, size_t off2)
 	submit(1, &d[1]);
 }
 
-/* Every rank's floats from..to (sampled, and both ends) read v. */
+/* This node's ranks' floats from..to (sampled, and the last) read v. */
 static void
-assert_range(size_t from, size_t to, float v)
+assert_local_range(size_t from, size_t to, float v)
 {
 	for (uint32_t i = 0; i < NLOCAL; i++) {
 		for (size_t e = from; e < to; e += 4999)
@@ -536,6 +543,13 @@ assert_range(size_t from, size_t to, float v)
 			    "not %g", local_ranks[i], e, f.mem[i][e], v);
 		ck_assert_float_eq(f.mem[i][to - 1], v);
 	}
+}
+
+/* And rank 0's, on n0. */
+static void
+assert_range(size_t from, size_t to, float v)
+{
+	assert_local_range(from, to, v);
 	for (size_t e = from; e < to; e += 4999)
 		ck_assert_msg(f.peer.buf[e] == v, "rank 0 float %zu: %g, not %g",
 		    e, f.peer.buf[e], v);
@@ -543,15 +557,19 @@ assert_range(size_t from, size_t to, float v)
 
 /*
  * The second allreduce was taken while the first's last segment was on
- * the network, and its first segment combined then: both results right,
- * each op answered once, in order.
+ * the network, and its first segment combined then; the first's last
+ * segment was handed out beside the second's first, which ended the
+ * first: both results right, each op answered once, in order.
  */
 START_TEST(the_next_allreduces_first_segment_is_combined_beside_the_last)
 {
 	struct op *op[2];
 
 	submit_two(PEER_SEGMENTS, 0, BIG);
-	collect(op, 2);
+	collect(op, 1);			/* its result is there when it ends */
+	ck_assert_msg(op[0]->code == 0, "op 1: %s", op[0]->err);
+	assert_local_range(0, BIG, 6.0f);
+	collect(op + 1, 1);
 	peer_join();
 	ck_assert_msg(f.peer.rc == 0, "n0: %s", f.peer.err);
 	for (int k = 0; k < 2; k++) {
@@ -560,6 +578,9 @@ START_TEST(the_next_allreduces_first_segment_is_combined_beside_the_last)
 	}
 	ck_assert_int_eq(op[0]->combined_ahead, 0);
 	ck_assert_int_eq(op[1]->combined_ahead, 1);
+	ck_assert_int_eq(op[0]->handed_on, 1);
+	ck_assert_int_eq(op[1]->handed_on, 0);	/* the last: nothing after */
+	ck_assert_uint_le(op[0]->done_ns, op[1]->done_ns);
 	assert_range(0, 2 * BIG, 6.0f);
 	for (uint32_t i = 0; i < NLOCAL; i++) {
 		ck_assert_uint_eq(f.db[i]->done_seq, 2);
@@ -589,6 +610,31 @@ START_TEST(an_allreduce_over_the_last_ones_result_is_not_combined_early)
 	assert_range(2 * SEG_FLOATS, BIG, 18.0f);	/* both: 6 + 6 + 6 */
 	assert_range(BIG, 2 * SEG_FLOATS + BIG, 6.0f);	/* the second's */
 	ck_assert_int_eq(op[1]->combined_ahead, 0);
+	op_free(op[0]);
+	op_free(op[1]);
+}
+END_TEST
+
+/*
+ * n0 hangs up once the first allreduce is over: the second, which took
+ * the first's last segment to hand out, fails, and the first ends well.
+ */
+START_TEST(an_op_handed_on_ends_well_though_the_next_one_fails)
+{
+	struct op *op[2];
+
+	submit_two(PEER_HANG_UP_SECOND, 0, BIG);
+	collect(op, 2);
+	peer_join();
+	ck_assert_msg(f.peer.rc == 0, "n0: %s", f.peer.err);
+	ck_assert_msg(op[0]->code == 0, "%s", op[0]->err);
+	ck_assert_int_eq(op[0]->handed_on, 1);
+	ck_assert_int_eq(op[1]->code, MCCL_ERR_PEER_FAILED);
+	ck_assert_msg(strstr(op[1]->err, "n0") != NULL, "%s", op[1]->err);
+	assert_range(0, BIG, 6.0f);
+	for (uint32_t i = 0; i < NLOCAL; i++)
+		ck_assert_uint_eq(f.db[i]->done_seq, 1);
+	ck_assert(wait_until(engine_stopped, 10000));
 	op_free(op[0]);
 	op_free(op[1]);
 }
@@ -768,6 +814,7 @@ tcase(const char *name)
 	tcase_add_test(tc, the_next_allreduces_first_segment_is_combined_beside_the_last);
 	tcase_add_test(tc, an_allreduce_over_the_last_ones_result_is_not_combined_early);
 	tcase_add_test(tc, an_op_taken_ahead_fails_unrun_when_the_job_is_aborted);
+	tcase_add_test(tc, an_op_handed_on_ends_well_though_the_next_one_fails);
 	return tc;
 }
 
