@@ -4,7 +4,8 @@
  * or a rank's own buffer read in place), the inter-node part runs on it
  * (ring.c, allreduce.c), and the result goes back into every local rank's
  * buffer; large ones in segments, each segment's passes on the job's crew
- * beside the network.  engine.c sets up the op's xfer and calls coll_run.
+ * beside the network, and the ends of ops queued back to back beside each
+ * other.  engine.c sets up the op's xfer and calls coll_run.
  */
 #include <errno.h>
 #include <stdio.h>
