@@ -23,6 +23,7 @@ RATE=1gbit
 QUICK=0
 ONLY_MCCL=0
 POLL_NS=		# -H: the guest's halt polling during the run
+PERF_MEM=		# -M: mccl-perf's -M, shared (its default) or host
 HALTPOLL=/sys/module/haltpoll/parameters/guest_halt_poll_ns
 ALL_CASES="1 2 3 4 5 6 7 8"	# 9, the scale case, when asked for
 SCALE_N="16 64 128"		# -N: the scale case's host counts
@@ -60,7 +61,8 @@ OMPI_SHM=vader
 
 usage() {
 	cat >&2 <<EOF
-usage: bench.sh [-mq] [-o dir] [-B build] [-r rate] [-H ns] [-N counts]
+usage: bench.sh [-mq] [-o dir] [-B build] [-r rate] [-H ns] [-M mem]
+                [-N counts]
                 [case ...]
        bench.sh clean
 cases: 1 (4 hosts, bandwidth)  2 (2 hosts x 2 ranks)  3 (latency)
@@ -81,6 +83,8 @@ cases: 1 (4 hosts, bandwidth)  2 (2 hosts x 2 ranks)  3 (latency)
   -H ns       the guest kernel's halt polling (KVM, cpuidle-haltpoll) in ns
               during the run, put back after it: what waking a thread on
               an idle virtual CPU costs every system
+  -M mem      mccl-perf's buffers: shared (mccl_alloc's, the default) or
+              host (the process's own, as torch's CPU tensors are)
   -N counts   case 9's host counts, e.g. "16 64 128" (the default)
 EOF
 	exit 2
@@ -508,7 +512,8 @@ mccl_perf() {
 		bg_run "$RAW/$tag.h$i.log" "${CL_NS[$i]}" \
 		    env MCCL_SOCKET="${CL_SOCK[$i]}" "$B/mccl-perf" \
 		    -N "$nper" -R $((n * nper)) -r $((i * nper)) \
-		    -J "bench-$tag-$$" -j "$RAW/$tag.json" "$@"
+		    -J "bench-$tag-$$" -j "$RAW/$tag.json" \
+		    ${PERF_MEM:+-M "$PERF_MEM"} "$@"
 		pids+=("$LAST")
 	done
 	wait_all "$tmo" "${pids[@]}"
@@ -1431,11 +1436,13 @@ run_rates() {
 
 main() {
 	local ch c cases="" ns_cases="" rc=0
-	while getopts "B:H:N:hmo:qr:" ch; do
+	while getopts "B:H:M:N:hmo:qr:" ch; do
 		case $ch in
 		B) B=$OPTARG ;;
 		H) POLL_NS=$OPTARG
 		   [[ $POLL_NS =~ ^[0-9]+$ ]] || usage ;;
+		M) PERF_MEM=$OPTARG
+		   [[ $PERF_MEM =~ ^(shared|host)$ ]] || usage ;;
 		N) SCALE_N=$OPTARG
 		   [[ $SCALE_N =~ ^[0-9\ ]+$ ]] || usage ;;
 		o) OUT=$OPTARG ;;
