@@ -142,6 +142,7 @@ struct evbuffer;
 void		metrics_op_done(int, int, int, uint64_t);
 void		metrics_wire(int, uint64_t);
 void		metrics_xmem(uint64_t);
+void		metrics_overlapped(void);
 void		metrics_lanes(uint64_t, uint64_t);
 void		metrics_add(json_t *, const char *, json_t *, double);
 json_t		*metrics_samples(void);

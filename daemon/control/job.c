@@ -223,6 +223,8 @@ op_finish(struct op *op, int code, const char *err)
 	}
 	if (code == 0 && op->xmem_bytes > 0)
 		metrics_xmem(op->xmem_bytes);
+	if (code == 0 && op->combined_ahead)
+		metrics_overlapped();
 	if (code == 0 && op->lane_ns > 0)
 		metrics_lanes(op->lane_ns, op->lane_wait_ns);
 	if (code == 0 && op->wire_run == 0 && op->node_ns > 0 &&

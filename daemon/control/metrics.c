@@ -28,6 +28,7 @@ static struct {
 	uint64_t	wire_ops[2];			/* float16, bfloat16 */
 	uint64_t	wire_saved;
 	uint64_t	xmem_bytes;
+	uint64_t	overlapped;
 	uint64_t	lane_ns, lane_wait_ns;
 	uint64_t	errors[MCCL_NUM_RESULTS];	/* failed, by code */
 	uint64_t	lat[NBUCKETS + 1];		/* cumulative counts */
@@ -75,6 +76,9 @@ static const char *const family[][3] = {	/* name, type, help */
 	{ "mccl_xmem_bytes_total", "counter",
 	    "Bytes of allreduces read and written in clients' own memory "
 	    "(cross-memory attach) instead of staged." },
+	{ "mccl_allreduce_overlapped_total", "counter",
+	    "Large allreduces queued behind another whose first segment was "
+	    "combined, and that one's last handed out, beside the network." },
 	{ "mccl_lane_seconds_total", "counter",
 	    "Lanes of large operations on threads of their own: their time, "
 	    "from the start to the last lane's end, summed over the lanes." },
@@ -133,6 +137,13 @@ metrics_xmem(uint64_t bytes)
 	m.xmem_bytes += bytes;
 }
 
+/* An allreduce of this node started beside the one before it. */
+void
+metrics_overlapped(void)
+{
+	m.overlapped++;
+}
+
 /* An operation of this node ran lanes on threads of their own (duplex.c). */
 void
 metrics_lanes(uint64_t lane_ns, uint64_t wait_ns)
@@ -186,6 +197,8 @@ metrics_ops(json_t *list)
 	metrics_add(list, "mccl_wire_bytes_saved_total", NULL,
 	    (double)m.wire_saved);
 	metrics_add(list, "mccl_xmem_bytes_total", NULL, (double)m.xmem_bytes);
+	metrics_add(list, "mccl_allreduce_overlapped_total", NULL,
+	    (double)m.overlapped);
 	metrics_add(list, "mccl_lane_seconds_total", NULL, m.lane_ns / 1e9);
 	metrics_add(list, "mccl_lane_wait_seconds_total", NULL,
 	    m.lane_wait_ns / 1e9);

@@ -24,8 +24,21 @@ MCCL_SPIN_US=40 run_job "3 nodes x 1 rank, clients spinning on their \
 doorbells (MCCL_SPIN_US=40)" j3x1s "0 1 2" collectives
 run_job "2 nodes x 3 ranks, 2 + 1, out of rank order" j2u "2 0 2" collectives
 run_job "an allreduce of more than 2 GiB across 2 nodes" jbig "0 1" big
+# overlapped NODE: mccl_allreduce_overlapped_total of daemon nNODE.
+overlapped() {
+	"$B/mcclctl" -s "$T/n$1.sock" metrics |
+	    awk '$1 == "mccl_allreduce_overlapped_total" { print $2 }'
+}
+before=$(overlapped 1)
 run_job "20 MiB collectives, the node's passes on several threads and \
 beside the network: 2 nodes x 2 ranks" jlarge "0 0 1 1" large
+after=$(overlapped 1)
+# Of the four queued ones, the second and third start beside the one
+# before; the fourth reads what the third writes, and waits.
+awk -v a="${after:-0}" -v b="${before:-0}" \
+    'BEGIN { exit !(a - b >= 1 && a - b <= 2) }' &&
+    ok "n1 overlapped the queued allreduces that share no buffer ($before -> $after)" ||
+    bad "n1 overlapped $before -> $after of the queued allreduces, not 1 or 2"
 run_job "the same on 2 nodes, 2 ranks + 1" jlarge2 "0 1 0" large
 run_job "the same on 1 node x 3 ranks" jlarge1 "2 2 2" large
 MCCL_XMEM=2 run_job "the same on 2 + 1, every heap allreduce read and \
