@@ -554,7 +554,9 @@ engine_next(struct job *j)
  * once through its ranks' doorbells, under mtx with op already on
  * out: a rank that wakes and leaves at once finds its descriptors
  * completed (subq_pending), and the main thread can't free op before the
- * ringing is over.  One that failed stops the engine taking more.
+ * ringing is over.  One that failed stops the engine taking more.  On
+ * the engine thread, or on a side crew thread for an op whose last
+ * segment the next op handed out (coll_segments).
  */
 static void
 engine_done(struct job *j, struct op *op)
