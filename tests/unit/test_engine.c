@@ -77,6 +77,8 @@ struct peer {
 	float		*buf;		/* MEM floats */
 	size_t		 off[2];	/* PEER_SEGMENTS: each op's, in floats */
 	int		 nops;
+	mccl_dtype_t	 dtype2;	/* the second op's type and count */
+	size_t		 count2;
 	int		 rc;
 	char		 err[ERR_MAX];
 	pthread_t	 th;
@@ -176,25 +178,39 @@ peer_allreduce(struct peer *p)
 }
 
 /*
- * Collective seq, an allreduce of BIG floats in place at buf, cut as a
- * node of several ranks cuts it (coll_segments): the first nseg segments.
+ * Collective seq, an allreduce of count elements of type t in place at
+ * buf, cut as a node of several ranks cuts one of two segments or more
+ * (coll_segments): the first nseg segments.
  */
 static int
-peer_segments(struct peer *p, uint64_t seq, float *buf, size_t nseg)
+peer_op(struct peer *p, uint64_t seq, void *buf, mccl_dtype_t t,
+    size_t count, size_t nseg)
 {
+	size_t es = dtype_size(t), seg = (8u << 20) / es;
+	uint8_t *b = buf;
 	struct xfer x;
 	int rc = 0;
 
-	peer_xfer(p, &x, seq, BIG);
+	if (count < 2 * seg)		/* one piece */
+		seg = count;
+	peer_xfer(p, &x, seq, count);
+	x.hdr.dtype = t;
 	x.algo = ALGO_RING;		/* as submit_two asks */
-	for (size_t at = 0; rc == 0 && at < BIG && nseg-- > 0; at += SEG_FLOATS)
-		rc = node_allreduce(&x, buf + at, buf + at, at + SEG_FLOATS <
-		    BIG ? SEG_FLOATS : BIG - at, MCCL_FLOAT32, MCCL_SUM);
+	for (size_t at = 0; rc == 0 && at < count && nseg-- > 0; at += seg)
+		rc = node_allreduce(&x, b + at * es, b + at * es, at + seg <
+		    count ? seg : count - at, t, MCCL_SUM);
 	if (rc != 0)
 		snprintf(p->err, sizeof(p->err), "op %llu: %s",
 		    (unsigned long long)seq, x.err);
 	free(x.scratch);
 	return rc;
+}
+
+/* The same, BIG floats. */
+static int
+peer_segments(struct peer *p, uint64_t seq, float *buf, size_t nseg)
+{
+	return peer_op(p, seq, buf, MCCL_FLOAT32, BIG, nseg);
 }
 
 static void *
@@ -213,6 +229,8 @@ peer_main(void *arg)
 	}
 	for (size_t i = 0; p->role != PEER_RUN && i < MEM; i++)
 		p->buf[i] = 1.0f;			/* rank 0's */
+	for (size_t i = 0; p->dtype2 == MCCL_FLOAT64 && i < p->count2; i++)
+		((double *)(void *)(p->buf + p->off[1]))[i] = 1.0;
 	if (p->role == PEER_RUN)
 		p->rc = peer_allreduce(p);
 	else if (p->role == PEER_STALL_LAST)
@@ -223,9 +241,9 @@ peer_main(void *arg)
 			link_close(p->links[k * 2 + 1]);
 			p->links[k * 2 + 1] = NULL;
 		}
-	for (int k = 0; p->role == PEER_SEGMENTS && k < p->nops &&
-	    p->rc == 0; k++)
-		p->rc = peer_segments(p, (uint64_t)k + 1, p->buf + p->off[k],
+	if (p->role == PEER_SEGMENTS &&
+	    (p->rc = peer_segments(p, 1, p->buf + p->off[0], SIZE_MAX)) == 0)
+		p->rc = peer_op(p, 2, p->buf + p->off[1], p->dtype2, p->count2,
 		    SIZE_MAX);
 	return NULL;
 }
@@ -506,31 +524,46 @@ START_TEST(an_abort_reaches_an_engine_waiting_for_a_rank)
 END_TEST
 
 /*
- * Two allreduces of BIG floats, in place at float offsets off1 and off2 of
- * each rank's segment (of 1, 2 and 3 everywhere before, ranks 0 to 2),
- * both in the rings before the first starts; n0 plays `role`.
+ * Two allreduces in place at float offsets off1 and off2 of each rank's
+ * segment (of 1, 2 and 3 everywhere before, ranks 0 to 2): BIG floats,
+ * then count2 elements of type t2; both in the rings before the first
+ * starts; n0 plays `role`.
  */
 static void
-submit_two(enum peer_role role, size_t off1, size_t off2)
+submit_two_as(enum peer_role role, size_t off1, size_t off2, mccl_dtype_t t2,
+    size_t count2)
 {
 	struct ipc_op d[2] = { allreduce(1), allreduce(2) };
 
-	d[0].count = d[1].count = BIG;
+	d[0].count = BIG;
+	d[1].count = count2;
+	d[1].dtype = t2;
 	d[0].algo = d[1].algo = ALGO_RING;	/* both nodes' the same */
 	d[0].send_off = d[0].recv_off = off1 * sizeof(float);
 	d[1].send_off = d[1].recv_off = off2 * sizeof(float);
 	f.peer.off[0] = off1;
 	f.peer.off[1] = off2;
-	f.peer.nops = 2;
+	f.peer.dtype2 = t2;
+	f.peer.count2 = count2;
 	start(role);
 	for (uint32_t i = 0; i < NLOCAL; i++)
 		for (size_t e = 0; e < MEM; e++)
 			f.mem[i][e] = (float)(local_ranks[i] + 1);
+	for (uint32_t i = 0; t2 == MCCL_FLOAT64 && i < NLOCAL; i++)
+		for (size_t e = 0; e < count2; e++)
+			((double *)(void *)(f.mem[i] + off2))[e] =
+			    local_ranks[i] + 1;
 	/* rank 2's first last: the first can't start before both are in */
 	submit(0, &d[0]);
 	submit(0, &d[1]);
 	submit(1, &d[0]);
 	submit(1, &d[1]);
+}
+
+static void
+submit_two(enum peer_role role, size_t off1, size_t off2)
+{
+	submit_two_as(role, off1, off2, MCCL_FLOAT32, BIG);
 }
 
 /* This node's ranks' floats from..to (sampled, and the last) read v. */
@@ -635,6 +668,60 @@ START_TEST(an_op_handed_on_ends_well_though_the_next_one_fails)
 	for (uint32_t i = 0; i < NLOCAL; i++)
 		ck_assert_uint_eq(f.db[i]->done_seq, 1);
 	ck_assert(wait_until(engine_stopped, 10000));
+	op_free(op[0]);
+	op_free(op[1]);
+}
+END_TEST
+
+/*
+ * The second allreduce is of doubles: its first segment, combined beside
+ * the first one's last, is summed as doubles.
+ */
+START_TEST(an_allreduce_combined_ahead_is_summed_by_its_own_type)
+{
+	struct op *op[2];
+
+	submit_two_as(PEER_SEGMENTS, 0, BIG, MCCL_FLOAT64, BIG / 2);
+	collect(op, 2);
+	peer_join();
+	ck_assert_msg(f.peer.rc == 0, "n0: %s", f.peer.err);
+	for (int k = 0; k < 2; k++)
+		ck_assert_msg(op[k]->code == 0, "op %d: %s", k + 1, op[k]->err);
+	ck_assert_int_eq(op[1]->combined_ahead, 1);
+	assert_range(0, BIG, 6.0f);
+	for (uint32_t i = 0; i < NLOCAL; i++) {
+		const double *v = (const double *)(void *)(f.mem[i] + BIG);
+
+		for (size_t e = 0; e < BIG / 2; e += 4999)
+			ck_assert_msg(v[e] == 6.0, "rank %u double %zu: %g",
+			    local_ranks[i], e, v[e]);
+	}
+	op_free(op[0]);
+	op_free(op[1]);
+}
+END_TEST
+
+/*
+ * A small allreduce queued behind a large one is taken while the large
+ * one's last segment is on the network, but not cut in segments, it is
+ * not combined then: it runs in its turn, and the large one ends by
+ * itself.
+ */
+START_TEST(a_small_allreduce_taken_ahead_runs_in_its_turn)
+{
+	struct op *op[2];
+
+	submit_two_as(PEER_SEGMENTS, 0, BIG, MCCL_FLOAT32, COUNT);
+	collect(op, 2);
+	peer_join();
+	ck_assert_msg(f.peer.rc == 0, "n0: %s", f.peer.err);
+	for (int k = 0; k < 2; k++)
+		ck_assert_msg(op[k]->code == 0, "op %d: %s", k + 1, op[k]->err);
+	ck_assert_int_eq(op[0]->handed_on, 0);
+	ck_assert_int_eq(op[1]->combined_ahead, 0);
+	assert_range(0, BIG + COUNT, 6.0f);
+	for (uint32_t i = 0; i < NLOCAL; i++)
+		ck_assert_uint_eq(f.db[i]->done_seq, 2);
 	op_free(op[0]);
 	op_free(op[1]);
 }
@@ -815,6 +902,8 @@ tcase(const char *name)
 	tcase_add_test(tc, an_allreduce_over_the_last_ones_result_is_not_combined_early);
 	tcase_add_test(tc, an_op_taken_ahead_fails_unrun_when_the_job_is_aborted);
 	tcase_add_test(tc, an_op_handed_on_ends_well_though_the_next_one_fails);
+	tcase_add_test(tc, an_allreduce_combined_ahead_is_summed_by_its_own_type);
+	tcase_add_test(tc, a_small_allreduce_taken_ahead_runs_in_its_turn);
 	return tc;
 }
 
