@@ -1,9 +1,11 @@
 """gloo_allreduce.py: torch.distributed (gloo) all_reduce bandwidth, the
 Gloo side of the harness's bandwidth cases, in the table mccl-perf and
 nccl-tests print: for each size from MINB to MAXB (doubling), ITERS float32
-sum all_reduces (at most 5 from 8 MiB) timed as one span whose slowest rank
-counts, after the same loop once untimed (the warm-up), and every element
-of the last result checked.  Rank 0 also prints
+sum all_reduces timed as one span whose slowest rank counts, after the same
+loop once untimed (the warm-up), and every element of the last result
+checked.  From 8 MiB the warm-up is 5 of them, and the timed loop as many
+as fill about SPAN_S by the warm-up's pace (5 to ITERS): a stall of one
+op weighs less in a longer span.  Rank 0 also prints
 where each rank ran ("# placement HOST..."), for the harness to check.
 
 With RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set it is one rank of a
@@ -13,6 +15,7 @@ BENCH_DEVICE (cpu, or cuda: every rank on GPU 0, the time including the
 copies, synchronized) measure another backend or CUDA tensors the same
 way.
 Usage: gloo_allreduce.py NRANKS MINB MAXB ITERS"""
+import math
 import os
 import socket
 import subprocess
@@ -24,6 +27,7 @@ import torch.distributed as dist
 
 
 DEVICE = torch.device(os.environ.get("BENCH_DEVICE", "cpu"))
+SPAN_S = 0.5		# seconds a large size's timed loop aims for
 
 
 def values(rank, count):
@@ -77,7 +81,9 @@ def run_rank(minb, maxb, iters):
         # warm-up: the timed loop once, untimed, as nccl-tests and
         # mccl-perf do: what a backend makes for as many operations in
         # flight (host buffers, registrations) is made before the clock
-        time_allreduce(x, n_it)
+        warm, _ = time_allreduce(x, n_it)
+        if b >= 8 << 20:	# every rank has the slowest's warm: alike
+            n_it = max(n_it, min(iters, math.ceil(SPAN_S / warm)))
         t, y = time_allreduce(x, n_it)
         wrong = int((y != values(0, count) * (n * (n + 1) // 2)).sum())
         alg = b / t / 1e9
