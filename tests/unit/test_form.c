@@ -191,6 +191,11 @@ metrics_lanes(uint64_t lane_ns, uint64_t wait_ns)
 	(void)lane_ns; (void)wait_ns;
 }
 
+void
+metrics_overlapped(void)
+{
+}
+
 int
 check_serve(int fd, uint32_t node, char *err, size_t errlen)
 {
