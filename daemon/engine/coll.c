@@ -506,6 +506,16 @@ last_segment(const struct job *j, const struct op *op, uint8_t *buf)
 	    (nseg - 1) * seg, d->redop == MCCL_AVG ? j->nranks : 0 };
 }
 
+/* Op's last segment handed out from its node buffer buf, here. */
+static int
+fan_out_last(struct job *j, const struct op *op, uint8_t *buf, struct xfer *x)
+{
+	struct side_span end = last_segment(j, op, buf);
+
+	return coll_fan_out(j, op, end.buf + end.off, end.off, end.count,
+	    end.avg, x);
+}
+
 /*
  * Segment by segment, each one's combine and the fan-out of the one
  * before on the side crew while the network carries it.  Ops queued back
@@ -526,7 +536,6 @@ coll_segments(struct job *j, struct op *op, struct xfer *x)
 	struct op *ahead = NULL;
 	uint64_t node_ns = 0, t0;
 	struct side side;
-	struct side_span end;
 	int rc = 0;
 
 	if (dst == NULL)
@@ -567,13 +576,11 @@ coll_segments(struct job *j, struct op *op, struct xfer *x)
 		if (rc == 0 && ahead != NULL)
 			ahead->combined_ahead = 1;
 	}
-	end = last_segment(j, op, dst);
 	if (rc == 0 && ahead != NULL && ahead->combined_ahead) {
 		ahead->before = op;
 		op->handed_on = 1;
 	} else if (rc == 0)
-		rc = coll_fan_out(j, op, end.buf + end.off, end.off, end.count,
-		    end.avg, x);
+		rc = fan_out_last(j, op, dst, x);
 	op->node_ns = node_ns;
 	side_free(&side);
 	return rc;
@@ -587,16 +594,13 @@ void
 coll_end_before(struct job *j, struct op *op)
 {
 	struct op *before = op->before;
-	struct side_span end;
 	struct xfer x;
 
 	if (before == NULL)
 		return;
 	op->before = NULL;
 	memset(&x, 0, sizeof(x));
-	end = last_segment(j, before, coll_node_buf(j, before, &x));
-	if (coll_fan_out(j, before, end.buf + end.off, end.off, end.count,
-	    end.avg, &x) == -1) {
+	if (fan_out_last(j, before, coll_node_buf(j, before, &x), &x) == -1) {
 		before->code = x.code;
 		wire_strlcpy(before->err, x.err, sizeof(before->err));
 	}

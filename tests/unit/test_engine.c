@@ -588,6 +588,23 @@ assert_range(size_t from, size_t to, float v)
 		    e, f.peer.buf[e], v);
 }
 
+/* n0 ended well, and so did both ops. */
+static void
+both_ran(struct op **op)
+{
+	peer_join();
+	ck_assert_msg(f.peer.rc == 0, "n0: %s", f.peer.err);
+	for (int k = 0; k < 2; k++)
+		ck_assert_msg(op[k]->code == 0, "op %d: %s", k + 1, op[k]->err);
+}
+
+static void
+free_both(struct op **op)
+{
+	op_free(op[0]);
+	op_free(op[1]);
+}
+
 /*
  * The second allreduce was taken while the first's last segment was on
  * the network, and its first segment combined then; the first's last
@@ -619,8 +636,7 @@ START_TEST(the_next_allreduces_first_segment_is_combined_beside_the_last)
 		ck_assert_uint_eq(f.db[i]->done_seq, 2);
 		ck_assert(!subq_pending(f.j, i));
 	}
-	op_free(op[0]);
-	op_free(op[1]);
+	free_both(op);
 }
 END_TEST
 
@@ -635,16 +651,12 @@ START_TEST(an_allreduce_over_the_last_ones_result_is_not_combined_early)
 
 	submit_two(PEER_SEGMENTS, 0, 2 * SEG_FLOATS);
 	collect(op, 2);
-	peer_join();
-	ck_assert_msg(f.peer.rc == 0, "n0: %s", f.peer.err);
-	for (int k = 0; k < 2; k++)
-		ck_assert_msg(op[k]->code == 0, "op %d: %s", k + 1, op[k]->err);
+	both_ran(op);
 	assert_range(0, 2 * SEG_FLOATS, 6.0f);		/* the first's alone */
 	assert_range(2 * SEG_FLOATS, BIG, 18.0f);	/* both: 6 + 6 + 6 */
 	assert_range(BIG, 2 * SEG_FLOATS + BIG, 6.0f);	/* the second's */
 	ck_assert_int_eq(op[1]->combined_ahead, 0);
-	op_free(op[0]);
-	op_free(op[1]);
+	free_both(op);
 }
 END_TEST
 
@@ -668,8 +680,7 @@ START_TEST(an_op_handed_on_ends_well_though_the_next_one_fails)
 	for (uint32_t i = 0; i < NLOCAL; i++)
 		ck_assert_uint_eq(f.db[i]->done_seq, 1);
 	ck_assert(wait_until(engine_stopped, 10000));
-	op_free(op[0]);
-	op_free(op[1]);
+	free_both(op);
 }
 END_TEST
 
@@ -683,10 +694,7 @@ START_TEST(an_allreduce_combined_ahead_is_summed_by_its_own_type)
 
 	submit_two_as(PEER_SEGMENTS, 0, BIG, MCCL_FLOAT64, BIG / 2);
 	collect(op, 2);
-	peer_join();
-	ck_assert_msg(f.peer.rc == 0, "n0: %s", f.peer.err);
-	for (int k = 0; k < 2; k++)
-		ck_assert_msg(op[k]->code == 0, "op %d: %s", k + 1, op[k]->err);
+	both_ran(op);
 	ck_assert_int_eq(op[1]->combined_ahead, 1);
 	assert_range(0, BIG, 6.0f);
 	for (uint32_t i = 0; i < NLOCAL; i++) {
@@ -696,8 +704,7 @@ START_TEST(an_allreduce_combined_ahead_is_summed_by_its_own_type)
 			ck_assert_msg(v[e] == 6.0, "rank %u double %zu: %g",
 			    local_ranks[i], e, v[e]);
 	}
-	op_free(op[0]);
-	op_free(op[1]);
+	free_both(op);
 }
 END_TEST
 
@@ -713,17 +720,13 @@ START_TEST(a_small_allreduce_taken_ahead_runs_in_its_turn)
 
 	submit_two_as(PEER_SEGMENTS, 0, BIG, MCCL_FLOAT32, COUNT);
 	collect(op, 2);
-	peer_join();
-	ck_assert_msg(f.peer.rc == 0, "n0: %s", f.peer.err);
-	for (int k = 0; k < 2; k++)
-		ck_assert_msg(op[k]->code == 0, "op %d: %s", k + 1, op[k]->err);
+	both_ran(op);
 	ck_assert_int_eq(op[0]->handed_on, 0);
 	ck_assert_int_eq(op[1]->combined_ahead, 0);
 	assert_range(0, BIG + COUNT, 6.0f);
 	for (uint32_t i = 0; i < NLOCAL; i++)
 		ck_assert_uint_eq(f.db[i]->done_seq, 2);
-	op_free(op[0]);
-	op_free(op[1]);
+	free_both(op);
 }
 END_TEST
 
@@ -760,8 +763,7 @@ START_TEST(an_op_taken_ahead_fails_unrun_when_the_job_is_aborted)
 		ck_assert_uint_eq(f.db[i]->done_seq, 0);
 		ck_assert(!subq_pending(f.j, i));
 	}
-	op_free(op[0]);
-	op_free(op[1]);
+	free_both(op);
 }
 END_TEST
 
