@@ -954,20 +954,25 @@ case1_wire() {
 }
 
 # lane_count FILE: each daemon's lanes' time so far and, of it, their wait
-# for each op's last lane, and its allreduces by algorithm (mcclctl
-# metrics), two lines per daemon appended to FILE: "lanes host=I
-# seconds=S wait=W" and "algos host=I ring=N ...".  Lanes that share the
-# links unevenly show in the wait.
+# for each op's last lane, its allreduces and those overlapped at their
+# ends with the next, and its allreduces by algorithm (mcclctl metrics),
+# two lines per daemon appended to FILE: "lanes host=I seconds=S wait=W
+# allreduces=N overlapped=O" and "algos host=I ring=N ...".  Lanes that
+# share the links unevenly show in the wait.
 lane_count() {
 	local i=0 sock
 	for sock in "${CL_SOCK[@]}"; do
 		timeout 5 "$B/mcclctl" -s "$sock" metrics 2>/dev/null |
 		    awk -v h="$i" '$1 == "mccl_lane_seconds_total" { s = $2 }
 			$1 == "mccl_lane_wait_seconds_total" { w = $2 }
+			$1 == "mccl_ops_total{collective=\"allreduce\"}" {
+				n = $2 }
+			$1 == "mccl_allreduce_overlapped_total" { o = $2 }
 			$1 ~ /^mccl_allreduce_algo_total[{]/ {
 				split($1, f, "\""); a = a " " f[2] "=" $2 }
 			END { if (s != "") print "lanes host=" h " seconds=" s \
-			    " wait=" w; if (a != "") print "algos host=" h a }'
+			    " wait=" w " allreduces=" n " overlapped=" o
+			    if (a != "") print "algos host=" h a }'
 		i=$((i + 1))
 	done >>"$1"
 }
@@ -1056,9 +1061,11 @@ sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
 		return
 	fi
 	if [ $HAVE_MCCL = 1 ] && cluster_up case8 2 ns; then
+		lane_count "$RAW/case8.lanes.before"
 		BENCH_BACKEND=mccl BENCH_DEVICE=cuda record 8 mccl-cuda \
 		    case8.mccl-cuda gloo_ns case8.mccl-cuda 600 2 2 \
 		    "$HERE/gloo_allreduce.py" "${sizes[@]}"
+		lane_count "$RAW/case8.lanes.after"
 		BENCH_BACKEND=mccl BENCH_DEVICE=cpu record 8 mccl-cpu \
 		    case8.mccl-cpu gloo_ns case8.mccl-cpu 600 2 2 \
 		    "$HERE/gloo_allreduce.py" "${sizes[@]}"

@@ -548,6 +548,26 @@ class Report:
                 f"spent {sum(share) / len(share):.1%} waiting for the op's "
                 f"last lane (hosts: {', '.join(f'{v:.1%}' for v in share)})"]
 
+    def overlap_lines(self, name, what):
+        """How many of a run's allreduces each host's daemon overlapped at
+        their ends with the next (queued ones: a CUDA tensor's parts), and
+        its lanes' time, from the counters around it (bench.sh
+        lane_count)."""
+        before, after = read_counts(self.raw, name, "lanes")
+        if not after or set(before) != set(after):
+            return []
+        per = []
+        for h in sorted(after):
+            try:
+                d = {k: after[h][k] - before[h][k]
+                     for k in ("allreduces", "overlapped", "seconds")}
+            except KeyError:
+                return []
+            per.append(f"{d['overlapped']:.0f} of {d['allreduces']:.0f} "
+                       f"(lanes {d['seconds']:.2f} s)")
+        return [f"{what}: allreduces overlapped at their ends with the "
+                f"next, per host: {', '.join(per)}"]
+
     def algo_lines(self):
         """The wire run's allreduces by the algorithm AUTO ran between
         nodes, and the link cost the jobs of the large sizes formed with
@@ -672,6 +692,7 @@ class Report:
                  "both with CUDA tensors; every rank on GPU 0"]
         lines += ["no result: " + self.missing("8", s)
                   for s in data if not data[s]]
+        lines += self.overlap_lines("case8.lanes", "the CUDA run")
         runs = {s: read_kv(self.raw, f"case8.{s}.log", "ddp")
                 for s in ("ddp-alone", "ddp-mccl", "ddp-gloo")}
         sps = {s: float(kv["samples_per_s"]) if kv else None
