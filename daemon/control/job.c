@@ -223,7 +223,7 @@ op_finish(struct op *op, int code, const char *err)
 	}
 	if (code == 0 && op->xmem_bytes > 0)
 		metrics_xmem(op->xmem_bytes);
-	if (code == 0 && op->combined_ahead)
+	if (code == 0 && op->handed_on)
 		metrics_overlapped();
 	if (code == 0 && op->lane_ns > 0)
 		metrics_lanes(op->lane_ns, op->lane_wait_ns);

@@ -77,8 +77,8 @@ static const char *const family[][3] = {	/* name, type, help */
 	    "Bytes of allreduces read and written in clients' own memory "
 	    "(cross-memory attach) instead of staged." },
 	{ "mccl_allreduce_overlapped_total", "counter",
-	    "Large allreduces queued behind another whose first segment was "
-	    "combined, and that one's last handed out, beside the network." },
+	    "Allreduces whose last segment was handed out beside the "
+	    "network carrying the next one, queued behind it." },
 	{ "mccl_lane_seconds_total", "counter",
 	    "Lanes of large operations on threads of their own: their time, "
 	    "from the start to the last lane's end, summed over the lanes." },

@@ -302,16 +302,29 @@ coll_node_allreduce(struct op *op, struct xfer *x, const void *src,
  * segment s - 1 and combines segment s + 1, so that a node's passes over
  * memory hide behind the wire instead of adding to it.  Every node cuts
  * the same, by what all of them know (the count, the job's shape); each
- * segment's operation header still names the whole op.
+ * segment's operation header still names the whole op.  From
+ * OVERLAP_BYTES to two segments an op is one segment, which still
+ * overlaps the ops queued beside it (coll_segments).
  */
 #define SEGMENT_BYTES	(8u << 20)
+#define OVERLAP_BYTES	(1u << 20)
 #define SIDE_PARTS	3		/* threads of each side pass */
 
 static int
 coll_segmented(const struct job *j, size_t bytes)
 {
 	return j->nnodes > 1 && j->nranks > j->nnodes &&
-	    bytes >= 2 * (size_t)SEGMENT_BYTES;
+	    bytes >= OVERLAP_BYTES;
+}
+
+/* Elements in each segment of op but its last. */
+static size_t
+seg_count(const struct op *op)
+{
+	const struct ipc_op *d = &op->desc;
+	size_t seg = SEGMENT_BYTES / dtype_size(d->dtype);
+
+	return d->count >= 2 * seg ? seg : d->count;
 }
 
 struct side {
@@ -477,7 +490,9 @@ ops_share_memory(const struct job *j, const struct op *a, const struct op *b)
  * op's last one on the network (the combine that would otherwise start it
  * with the links idle): an allreduce cut in segments too, its buffers and
  * op's all in the daemon's segments and sharing no byte (it would read
- * what op has yet to write).  NULL: none is ready, or it may not.
+ * what op has yet to write), nor with the op before op where op is one
+ * segment (whose last segment is handed out beside it in the same side
+ * pass).  NULL: none is ready, or it may not.
  */
 static struct op *
 coll_ahead(struct job *j, const struct op *op)
@@ -489,7 +504,8 @@ coll_ahead(struct job *j, const struct op *op)
 		return NULL;
 	if (next->code != 0 || next->desc.coll != COLL_ALLREDUCE ||
 	    !coll_segmented(j, op_bytes(next)) || op_in_xmem(j, next) ||
-	    ops_share_memory(j, op, next))
+	    ops_share_memory(j, op, next) || (op->before != NULL &&
+	    ops_share_memory(j, op->before, next)))
 		return NULL;
 	return next;
 }
@@ -499,7 +515,7 @@ static struct side_span
 last_segment(const struct job *j, const struct op *op, uint8_t *buf)
 {
 	const struct ipc_op *d = &op->desc;
-	size_t es = dtype_size(d->dtype), seg = SEGMENT_BYTES / es,
+	size_t es = dtype_size(d->dtype), seg = seg_count(op),
 	    nseg = (d->count + seg - 1) / seg;
 
 	return (struct side_span){ op, buf, (nseg - 1) * seg * es, d->count -
@@ -521,13 +537,15 @@ fan_out_last(struct job *j, const struct op *op, uint8_t *buf, struct xfer *x)
  * before on the side crew while the network carries it.  Ops queued back
  * to back overlap too: the next one's first segment is combined beside
  * this one's last (coll_ahead), and then this one's last is handed out
- * beside the next one's first, which ends this op (op->handed_on).
+ * beside the next one's first, which ends this op (op->handed_on).  A
+ * next op that came only while this one's last segment was on the
+ * network still takes the hand-out; its first combine is its own.
  */
 static int
 coll_segments(struct job *j, struct op *op, struct xfer *x)
 {
 	const struct ipc_op *d = &op->desc;
-	size_t es = dtype_size(d->dtype), seg = SEGMENT_BYTES / es,
+	size_t es = dtype_size(d->dtype), seg = seg_count(op),
 	    nseg = (d->count + seg - 1) / seg, last = d->count - (nseg - 1) * seg;
 	uint32_t avg = d->redop == MCCL_AVG ? j->nranks : 0;
 	uint8_t *dst = coll_node_buf(j, op, x);
@@ -560,8 +578,7 @@ coll_segments(struct job *j, struct op *op, struct xfer *x)
 			fan = last_segment(j, ends, coll_node_buf(j, ends, x));
 		if (s + 1 == nseg && (ahead = coll_ahead(j, op)) != NULL)
 			comb = (struct side_span){ ahead, coll_node_buf(j,
-			    ahead, x), 0, SEGMENT_BYTES /
-			    dtype_size(ahead->desc.dtype), 0 };
+			    ahead, x), 0, seg_count(ahead), 0 };
 		if (side_begin(j, &side, &fan, &comb, ends) == -1) {
 			rc = coll_nomem(x);	/* coll_end_before ends it */
 			break;
@@ -576,7 +593,9 @@ coll_segments(struct job *j, struct op *op, struct xfer *x)
 		if (rc == 0 && ahead != NULL)
 			ahead->combined_ahead = 1;
 	}
-	if (rc == 0 && ahead != NULL && ahead->combined_ahead) {
+	if (rc == 0 && ahead == NULL)	/* one that came since: it still */
+		ahead = coll_ahead(j, op);	/* hands this one's last out */
+	if (rc == 0 && ahead != NULL) {
 		ahead->before = op;
 		op->handed_on = 1;
 	} else if (rc == 0)

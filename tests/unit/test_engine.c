@@ -45,6 +45,8 @@ struct mccld_state md;
 #define SEG_FLOATS	((8u << 20) / 4)	/* coll.c's SEGMENT_BYTES */
 #define BIG		(3 * SEG_FLOATS - 1000)	/* floats: three segments */
 #define MEM		(2 * BIG)	/* floats in each rank's segment */
+#define ONE_SEG		(SEG_FLOATS / 4)	/* floats: 2 MiB, one segment */
+#define MAX_OPS		3
 #define SEG_ID		7
 #define BELL_ID		1
 #define SEC		1000000000ULL
@@ -64,9 +66,11 @@ static char verbs_dir[] = "/tmp/test_engine.XXXXXX";
 enum peer_role {
 	PEER_RUN,		/* an allreduce of COUNT */
 	PEER_HANG_UP,
-	PEER_SEGMENTS,		/* nops allreduces of BIG, in segments */
+	PEER_SEGMENTS,		/* nops allreduces, in segments */
 	PEER_STALL_LAST,	/* the first of them but its last segment */
-	PEER_HANG_UP_SECOND	/* the first of them, then hangs up */
+	PEER_HANG_UP_SECOND,	/* the first of them, then hangs up */
+	PEER_LATE_SECOND	/* the first; at its last segment, waits for
+				   go, then the second (of count[1]) */
 };
 
 struct peer {
@@ -75,10 +79,12 @@ struct peer {
 	int		 abort_fd;
 	enum peer_role	 role;
 	float		*buf;		/* MEM floats */
-	size_t		 off[2];	/* PEER_SEGMENTS: each op's, in floats */
+	size_t		 off[MAX_OPS];	/* PEER_SEGMENTS: each op's, in floats */
+	size_t		 count[MAX_OPS];	/* elements */
 	int		 nops;
-	mccl_dtype_t	 dtype2;	/* the second op's type and count */
-	size_t		 count2;
+	mccl_dtype_t	 dtype2;	/* the second op's type */
+	int		 at_last;	/* PEER_LATE_SECOND (atomic) */
+	int		 go;
 	int		 rc;
 	char		 err[ERR_MAX];
 	pthread_t	 th;
@@ -180,11 +186,11 @@ peer_allreduce(struct peer *p)
 /*
  * Collective seq, an allreduce of count elements of type t in place at
  * buf, cut as a node of several ranks cuts one of two segments or more
- * (coll_segments): the first nseg segments.
+ * (coll_segments): nseg segments from segment from.
  */
 static int
 peer_op(struct peer *p, uint64_t seq, void *buf, mccl_dtype_t t,
-    size_t count, size_t nseg)
+    size_t count, size_t from, size_t nseg)
 {
 	size_t es = dtype_size(t), seg = (8u << 20) / es;
 	uint8_t *b = buf;
@@ -196,7 +202,8 @@ peer_op(struct peer *p, uint64_t seq, void *buf, mccl_dtype_t t,
 	peer_xfer(p, &x, seq, count);
 	x.hdr.dtype = t;
 	x.algo = ALGO_RING;		/* as submit_two asks */
-	for (size_t at = 0; rc == 0 && at < count && nseg-- > 0; at += seg)
+	for (size_t at = from * seg; rc == 0 && at < count && nseg-- > 0;
+	    at += seg)
 		rc = node_allreduce(&x, b + at * es, b + at * es, at + seg <
 		    count ? seg : count - at, t, MCCL_SUM);
 	if (rc != 0)
@@ -210,7 +217,25 @@ peer_op(struct peer *p, uint64_t seq, void *buf, mccl_dtype_t t,
 static int
 peer_segments(struct peer *p, uint64_t seq, float *buf, size_t nseg)
 {
-	return peer_op(p, seq, buf, MCCL_FLOAT32, BIG, nseg);
+	return peer_op(p, seq, buf, MCCL_FLOAT32, BIG, 0, nseg);
+}
+
+/* PEER_LATE_SECOND's part. */
+static int
+peer_late_second(struct peer *p)
+{
+	int rc = peer_segments(p, 1, p->buf + p->off[0], 2);
+
+	__atomic_store_n(&p->at_last, 1, __ATOMIC_RELEASE);
+	for (int t = 0; rc == 0 && t < 10000 &&
+	    !__atomic_load_n(&p->go, __ATOMIC_ACQUIRE); t++)
+		msleep(1);
+	if (rc == 0)
+		rc = peer_op(p, 1, p->buf + p->off[0], MCCL_FLOAT32, BIG, 2, 1);
+	if (rc == 0)
+		rc = peer_op(p, 2, p->buf + p->off[1], MCCL_FLOAT32,
+		    p->count[1], 0, SIZE_MAX);
+	return rc;
 }
 
 static void *
@@ -229,7 +254,7 @@ peer_main(void *arg)
 	}
 	for (size_t i = 0; p->role != PEER_RUN && i < MEM; i++)
 		p->buf[i] = 1.0f;			/* rank 0's */
-	for (size_t i = 0; p->dtype2 == MCCL_FLOAT64 && i < p->count2; i++)
+	for (size_t i = 0; p->dtype2 == MCCL_FLOAT64 && i < p->count[1]; i++)
 		((double *)(void *)(p->buf + p->off[1]))[i] = 1.0;
 	if (p->role == PEER_RUN)
 		p->rc = peer_allreduce(p);
@@ -241,10 +266,12 @@ peer_main(void *arg)
 			link_close(p->links[k * 2 + 1]);
 			p->links[k * 2 + 1] = NULL;
 		}
-	if (p->role == PEER_SEGMENTS &&
-	    (p->rc = peer_segments(p, 1, p->buf + p->off[0], SIZE_MAX)) == 0)
-		p->rc = peer_op(p, 2, p->buf + p->off[1], p->dtype2, p->count2,
-		    SIZE_MAX);
+	if (p->role == PEER_LATE_SECOND)
+		p->rc = peer_late_second(p);
+	for (int k = 0; p->role == PEER_SEGMENTS && p->rc == 0 &&
+	    k < p->nops; k++)
+		p->rc = peer_op(p, (uint64_t)k + 1, p->buf + p->off[k], k == 1 ?
+		    p->dtype2 : MCCL_FLOAT32, p->count[k], 0, SIZE_MAX);
 	return NULL;
 }
 
@@ -524,40 +551,50 @@ START_TEST(an_abort_reaches_an_engine_waiting_for_a_rank)
 END_TEST
 
 /*
- * Two allreduces in place at float offsets off1 and off2 of each rank's
- * segment (of 1, 2 and 3 everywhere before, ranks 0 to 2): BIG floats,
- * then count2 elements of type t2; both in the rings before the first
- * starts; n0 plays `role`.
+ * n allreduces in place at float offsets off[k] of each rank's segment (of
+ * 1, 2 and 3 everywhere before, ranks 0 to 2), of count[k] elements, the
+ * second of type t2, the others float32; all in the rings before the
+ * first starts; n0 plays `role`.
  */
 static void
-submit_two_as(enum peer_role role, size_t off1, size_t off2, mccl_dtype_t t2,
-    size_t count2)
+submit_ops(enum peer_role role, int n, const size_t *off,
+    const size_t *count, mccl_dtype_t t2)
 {
-	struct ipc_op d[2] = { allreduce(1), allreduce(2) };
+	struct ipc_op d[MAX_OPS];
 
-	d[0].count = BIG;
-	d[1].count = count2;
-	d[1].dtype = t2;
-	d[0].algo = d[1].algo = ALGO_RING;	/* both nodes' the same */
-	d[0].send_off = d[0].recv_off = off1 * sizeof(float);
-	d[1].send_off = d[1].recv_off = off2 * sizeof(float);
-	f.peer.off[0] = off1;
-	f.peer.off[1] = off2;
+	for (int k = 0; k < n; k++) {
+		d[k] = allreduce((uint64_t)k + 1);
+		d[k].count = count[k];
+		d[k].dtype = k == 1 ? t2 : MCCL_FLOAT32;
+		d[k].algo = ALGO_RING;		/* every node's the same */
+		d[k].send_off = d[k].recv_off = off[k] * sizeof(float);
+		f.peer.off[k] = off[k];
+		f.peer.count[k] = count[k];
+	}
+	f.peer.nops = n;
 	f.peer.dtype2 = t2;
-	f.peer.count2 = count2;
 	start(role);
 	for (uint32_t i = 0; i < NLOCAL; i++)
 		for (size_t e = 0; e < MEM; e++)
 			f.mem[i][e] = (float)(local_ranks[i] + 1);
 	for (uint32_t i = 0; t2 == MCCL_FLOAT64 && i < NLOCAL; i++)
-		for (size_t e = 0; e < count2; e++)
-			((double *)(void *)(f.mem[i] + off2))[e] =
+		for (size_t e = 0; e < count[1]; e++)
+			((double *)(void *)(f.mem[i] + off[1]))[e] =
 			    local_ranks[i] + 1;
-	/* rank 2's first last: the first can't start before both are in */
-	submit(0, &d[0]);
-	submit(0, &d[1]);
-	submit(1, &d[0]);
-	submit(1, &d[1]);
+	/* rank 2's first last: the first can't start before all are in */
+	for (uint32_t i = 0; i < NLOCAL; i++)
+		for (int k = 0; k < n; k++)
+			submit(i, &d[k]);
+}
+
+/* Two: BIG floats at off1, then count2 elements of type t2 at off2. */
+static void
+submit_two_as(enum peer_role role, size_t off1, size_t off2, mccl_dtype_t t2,
+    size_t count2)
+{
+	size_t off[2] = { off1, off2 }, count[2] = { BIG, count2 };
+
+	submit_ops(role, 2, off, count, t2);
 }
 
 static void
@@ -726,6 +763,123 @@ START_TEST(a_small_allreduce_taken_ahead_runs_in_its_turn)
 	assert_range(0, BIG + COUNT, 6.0f);
 	for (uint32_t i = 0; i < NLOCAL; i++)
 		ck_assert_uint_eq(f.db[i]->done_seq, 2);
+	free_both(op);
+}
+END_TEST
+
+/*
+ * An allreduce of one segment (under two) is combined beside the last
+ * segment of a large one before it, and hands that one's last out.
+ */
+START_TEST(a_one_segment_allreduce_is_combined_beside_the_one_before)
+{
+	struct op *op[2];
+
+	submit_two_as(PEER_SEGMENTS, 0, BIG, MCCL_FLOAT32, ONE_SEG);
+	collect(op, 2);
+	both_ran(op);
+	ck_assert_int_eq(op[0]->handed_on, 1);
+	ck_assert_int_eq(op[1]->combined_ahead, 1);
+	assert_range(0, BIG + ONE_SEG, 6.0f);
+	free_both(op);
+}
+END_TEST
+
+static void
+free_ops(struct op **op, int n)
+{
+	for (int k = 0; k < n; k++)
+		op_free(op[k]);
+}
+
+/*
+ * Three queued: the one-segment second hands out the first's last
+ * segment and combines the third's beside its own network, all in one
+ * side pass.
+ */
+START_TEST(a_one_segment_allreduce_overlaps_both_neighbours)
+{
+	size_t off[3] = { 0, BIG, BIG + ONE_SEG },
+	    count[3] = { BIG, ONE_SEG, ONE_SEG };
+	struct op *op[3];
+
+	submit_ops(PEER_SEGMENTS, 3, off, count, MCCL_FLOAT32);
+	collect(op, 3);
+	peer_join();
+	ck_assert_msg(f.peer.rc == 0, "n0: %s", f.peer.err);
+	for (int k = 0; k < 3; k++)
+		ck_assert_msg(op[k]->code == 0, "op %d: %s", k + 1, op[k]->err);
+	ck_assert_int_eq(op[1]->combined_ahead, 1);
+	ck_assert_int_eq(op[2]->combined_ahead, 1);
+	ck_assert_int_eq(op[0]->handed_on, 1);
+	ck_assert_int_eq(op[1]->handed_on, 1);
+	assert_range(0, BIG + 2 * ONE_SEG, 6.0f);
+	free_ops(op, 3);
+}
+END_TEST
+
+/*
+ * The third starts inside the first's last segment, which the one-segment
+ * second hands out beside its network: combined then, it would read
+ * what the first had yet to write.  It waits for that hand-out (and
+ * still takes the second's), and reads the first one's result.
+ */
+START_TEST(an_allreduce_over_the_one_before_last_waits_for_its_hand_out)
+{
+	size_t off[3] = { 0, BIG, 2 * SEG_FLOATS },
+	    count[3] = { BIG, ONE_SEG, ONE_SEG };
+	struct op *op[3];
+
+	submit_ops(PEER_SEGMENTS, 3, off, count, MCCL_FLOAT32);
+	collect(op, 3);
+	peer_join();
+	ck_assert_msg(f.peer.rc == 0, "n0: %s", f.peer.err);
+	for (int k = 0; k < 3; k++)
+		ck_assert_msg(op[k]->code == 0, "op %d: %s", k + 1, op[k]->err);
+	ck_assert_int_eq(op[1]->combined_ahead, 1);
+	ck_assert_int_eq(op[2]->combined_ahead, 0);
+	ck_assert_int_eq(op[1]->handed_on, 1);
+	assert_range(0, 2 * SEG_FLOATS, 6.0f);
+	assert_range(2 * SEG_FLOATS, 2 * SEG_FLOATS + ONE_SEG, 18.0f);
+	assert_range(2 * SEG_FLOATS + ONE_SEG, BIG + ONE_SEG, 6.0f);
+	free_ops(op, 3);
+}
+END_TEST
+
+static int
+peer_at_last(struct job *j)
+{
+	(void)j;
+	return __atomic_load_n(&f.peer.at_last, __ATOMIC_ACQUIRE);
+}
+
+/*
+ * The second allreduce is submitted only once the first's last segment
+ * is on the network: too late to be combined beside it, it still takes
+ * the first's last segment to hand out beside its own first.
+ */
+START_TEST(an_allreduce_that_comes_during_the_last_segment_takes_its_hand_out)
+{
+	size_t off[1] = { 0 }, count[1] = { BIG };
+	struct ipc_op d = allreduce(2);
+	struct op *op[2];
+
+	submit_ops(PEER_LATE_SECOND, 1, off, count, MCCL_FLOAT32);
+	f.peer.off[1] = BIG;
+	f.peer.count[1] = ONE_SEG;
+	ck_assert(wait_until(peer_at_last, 10000));
+	msleep(50);			/* the engine waits in the last one */
+	d.count = ONE_SEG;
+	d.algo = ALGO_RING;
+	d.send_off = d.recv_off = BIG * sizeof(float);
+	submit(0, &d);
+	submit(1, &d);
+	__atomic_store_n(&f.peer.go, 1, __ATOMIC_RELEASE);
+	collect(op, 2);
+	both_ran(op);
+	ck_assert_int_eq(op[1]->combined_ahead, 0);
+	ck_assert_int_eq(op[0]->handed_on, 1);
+	assert_range(0, BIG + ONE_SEG, 6.0f);
 	free_both(op);
 }
 END_TEST
@@ -906,6 +1060,12 @@ tcase(const char *name)
 	tcase_add_test(tc, an_op_handed_on_ends_well_though_the_next_one_fails);
 	tcase_add_test(tc, an_allreduce_combined_ahead_is_summed_by_its_own_type);
 	tcase_add_test(tc, a_small_allreduce_taken_ahead_runs_in_its_turn);
+	tcase_add_test(tc, a_one_segment_allreduce_is_combined_beside_the_one_before);
+	tcase_add_test(tc, a_one_segment_allreduce_overlaps_both_neighbours);
+	tcase_add_test(tc,
+	    an_allreduce_over_the_one_before_last_waits_for_its_hand_out);
+	tcase_add_test(tc,
+	    an_allreduce_that_comes_during_the_last_segment_takes_its_hand_out);
 	return tc;
 }
 
