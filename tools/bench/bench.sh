@@ -72,7 +72,8 @@ cases: 1 (4 hosts, bandwidth)  2 (2 hosts x 2 ranks)  3 (latency)
        9 (scale: N hosts x 1 rank for each N of -N; only when asked for)
        default: 1 to 8
   -o dir      tables, summary.md, plots and raw logs (default BUILD/bench)
-  -B build    MCCL build directory (default $TOP/build)
+  -B build    MCCL build directory (default $TOP/build); its python/,
+              where it has one, is the Python package the ranks import
   -r rate     link rate for tc tbf (default $RATE); none: unshaped (the
               link is then TCP's with as many connections as MCCL's
               lanes); A,B,...: one run per rate, in DIR/RATE, and a
@@ -639,6 +640,16 @@ mpi_lo() {
 	wait_all "$tmo" "$LAST"
 }
 
+# The Python package the ranks import: the build's own python/ where it
+# has one (a variant kept beside the tree's, to compare), else the tree's.
+py_package() {
+	if [ -d "$B/python/mccl" ]; then
+		echo "$B/python"
+	else
+		echo "$TOP/libclient/python"
+	fi
+}
+
 # gloo_ns TAG TIMEOUT NHOSTS NPER SCRIPT ARGS...: one python process per
 # rank, NPER in each host, rank 0's master on h0; with a cluster up, each
 # rank on its host's daemon (for backend mccl, from this tree).
@@ -653,7 +664,7 @@ gloo_ns() {
 		    MASTER_ADDR="$(ns_addr 0)" MASTER_PORT=$GLOO_PORT \
 		    GLOO_SOCKET_IFNAME=eth0 OMP_NUM_THREADS=1 \
 		    MCCL_SOCKET="${CL_SOCK[$h]:-}" MCCL_LIBRARY="$B/libmccl.so.0" \
-		    PYTHONPATH="$TOP/libclient/python" "$PY" "$@"
+		    PYTHONPATH="$(py_package)" "$PY" "$@"
 		pids+=("$LAST")
 	done
 	wait_all "$tmo" "${pids[@]}"
