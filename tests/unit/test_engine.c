@@ -625,14 +625,20 @@ assert_range(size_t from, size_t to, float v)
 		    e, f.peer.buf[e], v);
 }
 
-/* n0 ended well, and so did both ops. */
+/* n0 ended well, and so did the n ops. */
 static void
-both_ran(struct op **op)
+all_ran(struct op **op, int n)
 {
 	peer_join();
 	ck_assert_msg(f.peer.rc == 0, "n0: %s", f.peer.err);
-	for (int k = 0; k < 2; k++)
+	for (int k = 0; k < n; k++)
 		ck_assert_msg(op[k]->code == 0, "op %d: %s", k + 1, op[k]->err);
+}
+
+static void
+both_ran(struct op **op)
+{
+	all_ran(op, 2);
 }
 
 static void
@@ -805,10 +811,7 @@ START_TEST(a_one_segment_allreduce_overlaps_both_neighbours)
 
 	submit_ops(PEER_SEGMENTS, 3, off, count, MCCL_FLOAT32);
 	collect(op, 3);
-	peer_join();
-	ck_assert_msg(f.peer.rc == 0, "n0: %s", f.peer.err);
-	for (int k = 0; k < 3; k++)
-		ck_assert_msg(op[k]->code == 0, "op %d: %s", k + 1, op[k]->err);
+	all_ran(op, 3);
 	ck_assert_int_eq(op[1]->combined_ahead, 1);
 	ck_assert_int_eq(op[2]->combined_ahead, 1);
 	ck_assert_int_eq(op[0]->handed_on, 1);
@@ -832,10 +835,7 @@ START_TEST(an_allreduce_over_the_one_before_last_waits_for_its_hand_out)
 
 	submit_ops(PEER_SEGMENTS, 3, off, count, MCCL_FLOAT32);
 	collect(op, 3);
-	peer_join();
-	ck_assert_msg(f.peer.rc == 0, "n0: %s", f.peer.err);
-	for (int k = 0; k < 3; k++)
-		ck_assert_msg(op[k]->code == 0, "op %d: %s", k + 1, op[k]->err);
+	all_ran(op, 3);
 	ck_assert_int_eq(op[1]->combined_ahead, 1);
 	ck_assert_int_eq(op[2]->combined_ahead, 0);
 	ck_assert_int_eq(op[1]->handed_on, 1);
