@@ -642,10 +642,16 @@ both_ran(struct op **op)
 }
 
 static void
+free_ops(struct op **op, int n)
+{
+	for (int k = 0; k < n; k++)
+		op_free(op[k]);
+}
+
+static void
 free_both(struct op **op)
 {
-	op_free(op[0]);
-	op_free(op[1]);
+	free_ops(op, 2);
 }
 
 /*
@@ -752,70 +758,74 @@ START_TEST(an_allreduce_combined_ahead_is_summed_by_its_own_type)
 END_TEST
 
 /*
- * A small allreduce queued behind a large one is taken while the large
- * one's last segment is on the network, but not cut in segments, it is
- * not combined then: it runs in its turn, and the large one ends by
- * itself.
+ * BIG floats, then count2 more right after them: the second op is
+ * combined beside the first's last segment and takes its hand-out, or
+ * (overlaps 0) runs in its turn while the first ends by itself; both
+ * results right either way.
  */
-START_TEST(a_small_allreduce_taken_ahead_runs_in_its_turn)
+static void
+second_op_after_big(size_t count2, int overlaps)
 {
 	struct op *op[2];
 
-	submit_two_as(PEER_SEGMENTS, 0, BIG, MCCL_FLOAT32, COUNT);
+	submit_two_as(PEER_SEGMENTS, 0, BIG, MCCL_FLOAT32, count2);
 	collect(op, 2);
 	both_ran(op);
-	ck_assert_int_eq(op[0]->handed_on, 0);
-	ck_assert_int_eq(op[1]->combined_ahead, 0);
-	assert_range(0, BIG + COUNT, 6.0f);
+	ck_assert_int_eq(op[0]->handed_on, overlaps);
+	ck_assert_int_eq(op[1]->combined_ahead, overlaps);
+	assert_range(0, BIG + count2, 6.0f);
 	for (uint32_t i = 0; i < NLOCAL; i++)
 		ck_assert_uint_eq(f.db[i]->done_seq, 2);
 	free_both(op);
 }
-END_TEST
 
 /*
- * An allreduce of one segment (under two) is combined beside the last
- * segment of a large one before it, and hands that one's last out.
+ * A small allreduce (under OVERLAP_BYTES) queued behind a large one is
+ * taken while the large one's last segment is on the network, but it is
+ * not combined then: it runs in its turn.
  */
+START_TEST(a_small_allreduce_taken_ahead_runs_in_its_turn)
+{
+	second_op_after_big(COUNT, 0);
+}
+END_TEST
+
+/* One of one segment (under two) overlaps like a segmented one. */
 START_TEST(a_one_segment_allreduce_is_combined_beside_the_one_before)
 {
-	struct op *op[2];
-
-	submit_two_as(PEER_SEGMENTS, 0, BIG, MCCL_FLOAT32, ONE_SEG);
-	collect(op, 2);
-	both_ran(op);
-	ck_assert_int_eq(op[0]->handed_on, 1);
-	ck_assert_int_eq(op[1]->combined_ahead, 1);
-	assert_range(0, BIG + ONE_SEG, 6.0f);
-	free_both(op);
+	second_op_after_big(ONE_SEG, 1);
 }
 END_TEST
 
-static void
-free_ops(struct op **op, int n)
-{
-	for (int k = 0; k < n; k++)
-		op_free(op[k]);
-}
-
 /*
- * Three queued: the one-segment second hands out the first's last
- * segment and combines the third's beside its own network, all in one
- * side pass.
+ * Three queued, all ran: BIG floats, then one segment right after them
+ * (combined beside the first's last, and handing out the second's), then
+ * one segment at third_off.
  */
-START_TEST(a_one_segment_allreduce_overlaps_both_neighbours)
+static void
+three_ops(size_t third_off, struct op **op)
 {
-	size_t off[3] = { 0, BIG, BIG + ONE_SEG },
+	size_t off[3] = { 0, BIG, third_off },
 	    count[3] = { BIG, ONE_SEG, ONE_SEG };
-	struct op *op[3];
 
 	submit_ops(PEER_SEGMENTS, 3, off, count, MCCL_FLOAT32);
 	collect(op, 3);
 	all_ran(op, 3);
-	ck_assert_int_eq(op[1]->combined_ahead, 1);
-	ck_assert_int_eq(op[2]->combined_ahead, 1);
 	ck_assert_int_eq(op[0]->handed_on, 1);
+	ck_assert_int_eq(op[1]->combined_ahead, 1);
 	ck_assert_int_eq(op[1]->handed_on, 1);
+}
+
+/*
+ * The one-segment second hands out the first's last segment and combines
+ * the third's beside its own network, all in one side pass.
+ */
+START_TEST(a_one_segment_allreduce_overlaps_both_neighbours)
+{
+	struct op *op[3];
+
+	three_ops(BIG + ONE_SEG, op);
+	ck_assert_int_eq(op[2]->combined_ahead, 1);
 	assert_range(0, BIG + 2 * ONE_SEG, 6.0f);
 	free_ops(op, 3);
 }
@@ -829,16 +839,10 @@ END_TEST
  */
 START_TEST(an_allreduce_over_the_one_before_last_waits_for_its_hand_out)
 {
-	size_t off[3] = { 0, BIG, 2 * SEG_FLOATS },
-	    count[3] = { BIG, ONE_SEG, ONE_SEG };
 	struct op *op[3];
 
-	submit_ops(PEER_SEGMENTS, 3, off, count, MCCL_FLOAT32);
-	collect(op, 3);
-	all_ran(op, 3);
-	ck_assert_int_eq(op[1]->combined_ahead, 1);
+	three_ops(2 * SEG_FLOATS, op);
 	ck_assert_int_eq(op[2]->combined_ahead, 0);
-	ck_assert_int_eq(op[1]->handed_on, 1);
 	assert_range(0, 2 * SEG_FLOATS, 6.0f);
 	assert_range(2 * SEG_FLOATS, 2 * SEG_FLOATS + ONE_SEG, 18.0f);
 	assert_range(2 * SEG_FLOATS + ONE_SEG, BIG + ONE_SEG, 6.0f);
