@@ -85,7 +85,7 @@ def run_rank(minb, maxb, iters):
         # flight (host buffers, registrations) is made before the clock
         warm, _ = time_allreduce(x, n_it)
         if b >= 8 << 20:	# every rank has the slowest's warm: alike
-            more = max(n_it, min(iters, math.ceil(SPAN_S / warm)))
+            more = min(iters, math.ceil(SPAN_S / warm))
             if more > n_it:	# warm for as many in flight as timed
                 n_it = more
                 time_allreduce(x, n_it)

@@ -527,21 +527,28 @@ class Report:
             self.lane_lines() + self.algo_lines() + \
             self.cpu_line("case1.wire", "the wire run")
 
+    def lane_deltas(self, name, keys):
+        """Each host's change in keys of the daemons' lane counters around
+        a run (bench.sh lane_count: raw/NAME.before and .after), in host
+        order; None where they are missing."""
+        before, after = read_counts(self.raw, name, "lanes")
+        if not after or set(before) != set(after):
+            return None
+        try:
+            return [{k: after[h][k] - before[h][k] for k in keys}
+                    for h in sorted(after)]
+        except KeyError:
+            return None
+
     def lane_lines(self):
         """What the wire run's lanes spent waiting for each op's last
-        lane, from the daemons' counters around it (bench.sh lane_count):
-        lanes that share the links unevenly."""
-        before, after = read_counts(self.raw, "case1.lanes", "lanes")
-        if not after or set(before) != set(after):
+        lane, from the daemons' counters around it: lanes that share the
+        links unevenly."""
+        d = self.lane_deltas("case1.lanes", ("seconds", "wait"))
+        if d is None:
             return []
-        share = []
-        for h in sorted(after):
-            try:
-                s = after[h]["seconds"] - before[h]["seconds"]
-                w = after[h]["wait"] - before[h]["wait"]
-            except KeyError:
-                return []
-            share.append(w / s if s > 0 else None)
+        share = [h["wait"] / h["seconds"] if h["seconds"] > 0 else None
+                 for h in d]
         if any(v is None for v in share):
             return ["lanes: the wire run ran none on threads of their own"]
         return [f"lanes: of their time in the wire run, each host's lanes "
@@ -551,20 +558,12 @@ class Report:
     def overlap_lines(self, name, what):
         """How many of a run's allreduces each host's daemon overlapped at
         their ends with the next (queued ones: a CUDA tensor's parts), and
-        its lanes' time, from the counters around it (bench.sh
-        lane_count)."""
-        before, after = read_counts(self.raw, name, "lanes")
-        if not after or set(before) != set(after):
+        its lanes' time, from the counters around it."""
+        d = self.lane_deltas(name, ("allreduces", "overlapped", "seconds"))
+        if d is None:
             return []
-        per = []
-        for h in sorted(after):
-            try:
-                d = {k: after[h][k] - before[h][k]
-                     for k in ("allreduces", "overlapped", "seconds")}
-            except KeyError:
-                return []
-            per.append(f"{d['overlapped']:.0f} of {d['allreduces']:.0f} "
-                       f"(lanes {d['seconds']:.2f} s)")
+        per = [f"{h['overlapped']:.0f} of {h['allreduces']:.0f} "
+               f"(lanes {h['seconds']:.2f} s)" for h in d]
         return [f"{what}: allreduces overlapped at their ends with the "
                 f"next, per host: {', '.join(per)}"]
 
