@@ -56,7 +56,7 @@ CONTROL_SRCS = daemon/control/control.c daemon/control/peer.c \
 	      daemon/control/jobctl.c daemon/control/check.c \
 	      daemon/control/metrics.c daemon/control/linkcost.c \
 	      daemon/control/liveness.c
-ENGINE_SRCS = daemon/engine/engine.c daemon/engine/coll.c daemon/engine/pass.c daemon/engine/subq.c daemon/engine/seg.c daemon/engine/xmem.c \
+ENGINE_SRCS = daemon/engine/engine.c daemon/engine/coll.c daemon/engine/local.c daemon/engine/pipeline.c daemon/engine/exchange.c daemon/engine/pass.c daemon/engine/subq.c daemon/engine/seg.c daemon/engine/xmem.c \
 	      daemon/engine/p2p.c daemon/engine/budget.c daemon/engine/op.c \
 	      daemon/engine/check.c
 DAEMON_SRCS = daemon/mccld.c $(CONTROL_SRCS) $(ENGINE_SRCS) \
@@ -158,7 +158,7 @@ $(B)/test_subq: $(call obj,tests/unit/test_subq.c tests/unit/testlib.c daemon/en
 $(B)/test_form: $(call obj,tests/unit/test_form.c daemon/control/form.c daemon/control/job.c daemon/control/jobctl.c daemon/control/linkcost.c daemon/engine/op.c daemon/engine/seg.c daemon/engine/xmem.c daemon/engine/algo.c daemon/engine/reduce.c daemon/config.c daemon/log.c $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(JSON_LIBS) $(CHECK_LIBS) -lpthread
 
-$(B)/test_engine: $(call obj,tests/unit/test_engine.c tests/unit/testlib.c daemon/engine/engine.c daemon/engine/coll.c daemon/engine/pass.c daemon/engine/subq.c daemon/engine/p2p.c daemon/engine/op.c daemon/engine/seg.c daemon/engine/xmem.c daemon/engine/budget.c $(CORE_SRCS) daemon/transport/link.c daemon/transport/dial.c daemon/transport/auth.c daemon/transport/rdma.c tests/fakeverbs/fakeverbs.c $(PROTO_SRCS))
+$(B)/test_engine: $(call obj,tests/unit/test_engine.c tests/unit/testlib.c daemon/engine/engine.c daemon/engine/coll.c daemon/engine/local.c daemon/engine/pipeline.c daemon/engine/exchange.c daemon/engine/pass.c daemon/engine/subq.c daemon/engine/p2p.c daemon/engine/op.c daemon/engine/seg.c daemon/engine/xmem.c daemon/engine/budget.c $(CORE_SRCS) daemon/transport/link.c daemon/transport/dial.c daemon/transport/auth.c daemon/transport/rdma.c tests/fakeverbs/fakeverbs.c $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(JSON_LIBS) $(CHECK_LIBS) $(SODIUM_LIBS) -lpthread
 
 $(B)/wirebw: $(call obj,tools/bench/wirebw.c daemon/engine/reduce.c daemon/log.c)

@@ -140,7 +140,7 @@ struct pieces {
 /*
  * Worth it when a piece still gives each node a block of a sixteenth of a
  * chunk (from 16 MiB on 4 nodes and 4 lanes, 8 MiB on 2: a segment of
- * coll.c's): smaller, the announcements' round trips cost more than the
+ * pipeline.c's): smaller, the announcements' round trips cost more than the
  * balance saves.
  */
 static int

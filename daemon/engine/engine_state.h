@@ -71,7 +71,8 @@ struct engine {
 					   that ends on the side crew */
 };
 
-/* coll.c: an op on this node, and the node buffer given back */
+/* an op on this node (coll.c), the one before it ended (pipeline.c), the
+   node buffer given back (local.c): coll.h has the layers */
 int		coll_run(struct job *, struct op *, struct xfer *);
 void		coll_end_before(struct job *, struct op *);
 void		coll_tmp_release(struct job *);

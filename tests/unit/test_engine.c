@@ -42,7 +42,7 @@ struct mccld_state md;
 #define ROWS		NLANES		/* a row of links per lane */
 #define NLOCAL		2
 #define COUNT		100000		/* floats: past one pipeline chunk */
-#define SEG_FLOATS	((8u << 20) / 4)	/* coll.c's SEGMENT_BYTES */
+#define SEG_FLOATS	((8u << 20) / 4)	/* pipeline.c's SEGMENT_BYTES */
 #define BIG		(3 * SEG_FLOATS - 1000)	/* floats: three segments */
 #define MEM		(2 * BIG)	/* floats in each rank's segment */
 #define ONE_SEG		(SEG_FLOATS / 4)	/* floats: 2 MiB, one segment */
