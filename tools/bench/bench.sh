@@ -799,6 +799,26 @@ set_params() {
 		SMALL_N="-n 20 -w 5" BIG_N="-n 5 -w 2" BIG_IT=5 SMALL_IT=20
 		LAT_N=1000 PING_N=10000 LINK_S=3 DDP_STEPS=8
 	fi
+	WIRE_IT=$(wire_iters)
+}
+
+# wire_iters: case 1's wire run, iterations (an out-of-place and an
+# in-place op each) of BIG that keep the links busy about 2 s at $RATE
+# (BIG_IT at least; unshaped, 50), so that it reads the steady state and
+# not the first op's start.
+wire_iters() {
+	local bits n
+	case $RATE in
+	*gbit) bits=$((${RATE%gbit} * 1000000000)) ;;
+	*mbit) bits=$((${RATE%mbit} * 1000000)) ;;
+	*kbit) bits=$((${RATE%kbit} * 1000)) ;;
+	*) bits=0 ;;
+	esac
+	# an op sends BIGB x 1.5 bytes (a ring on 4 hosts): 12 BIGB bits
+	n=$(((bits + 12 * BIGB - 1) / (12 * BIGB)))
+	[ "$bits" = 0 ] && n=50
+	[ "$QUICK" = 1 ] || [ "$n" -lt "$BIG_IT" ] && n=$BIG_IT
+	echo "$n"
 }
 
 # wire_count FILE HOST...: what tbf let out of each host's eth0 so far,
@@ -950,16 +970,17 @@ case1() {
 	fi
 }
 
-# The largest size once more, every op timed (no warm-up, no check), with
-# the links' counters read around it: how much of the op's time each link
-# was sending, and what besides payload it sent.
+# The largest size once more, every op timed (no warm-up, no check; about
+# 2 s of ops, wire_iters), with the links' counters read around it: how
+# much of the op's time each link was sending, and what besides payload it
+# sent.
 case1_wire() {
 	local h=(0 1 2 3)
 	cost_snapshot case1.wire
 	wire_count "$RAW/case1.wire.before" "${h[@]}"
 	lane_count "$RAW/case1.lanes.before"
 	record 1 mccl case1.wire mccl_perf case1.wire 300 1 \
-	    -b "$BIG" -e "$BIG" -w 0 -n "$BIG_IT" -c 0
+	    -b "$BIG" -e "$BIG" -w 0 -n "$WIRE_IT" -c 0
 	wire_count "$RAW/case1.wire.after" "${h[@]}"
 	lane_count "$RAW/case1.lanes.after"
 }
@@ -1419,6 +1440,7 @@ write_meta() {
 		echo "rate=$RATE"
 		echo "haltpoll_ns=$(cat "$HALTPOLL" 2>/dev/null || echo none)"
 		echo "big_iters=$BIG_IT"
+		echo "wire_iters=$WIRE_IT"
 		echo "quick=$QUICK"
 		echo "cases=$*"
 		echo "mccl=$HAVE_MCCL ompi=$HAVE_OMPI gloo=$HAVE_GLOO"

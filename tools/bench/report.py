@@ -499,7 +499,8 @@ class Report:
         lw = read_wire(self.raw, f"{lname}.wire")
         mw = read_wire(self.raw, "case1.wire")
         runs = read_mccl_both(self.raw, "case1.wire")
-        iters = int(self.meta.get("big_iters", "0"))
+        iters = int(self.meta.get("wire_iters",
+                                  self.meta.get("big_iters", "0")))
         if not (rate and link and lw and "1" in lw and mw and size in runs
                 and iters):
             return ["wire: not measured (needs the link measure, the wire "
