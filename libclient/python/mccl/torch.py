@@ -481,9 +481,10 @@ class _Submitter(threading.Thread):
     copies of its tensors to the host ended (an event: the caller, DDP's
     autograd thread among them, goes on queueing GPU work meanwhile);
     large ones on CPU tensors, so that the library's copy into its
-    staging memory runs here, beside backward; and every operation called
-    while any is queued here, since a job's collectives meet by their
-    order.  Its waits on the GPU have no deadline: a GPU that never ends
+    staging memory, where it stages them rather than letting the daemon
+    read them in place, runs here, beside backward; and every operation
+    called while any is queued here, since a job's collectives meet by
+    their order.  Its waits on the GPU have no deadline: a GPU that never ends
     the work queued before a collective would hang torch alike."""
 
     DEFER_BYTES = 1 << 20	# CPU operations this large are submitted here
@@ -666,8 +667,9 @@ class ProcessGroupMCCL(ProcessGroup):
         """fn (allreduce, broadcast or reduce: each element of the result
         depends on that element alone) on t.  From two parts (_PART) on,
         one operation per part: each is submitted once its data is there
-        (a CUDA part's copy out ended; a CPU part's copy into the library's
-        staging memory runs while the part before is on the network) and
+        (a CUDA part's copy out ended; a CPU part that the library stages
+        is copied into its staging memory while the part before is on the
+        network, one that the daemon reads in place goes at once) and
         copied back as it completes."""
         w = _flat(t)
         bounds = _part_bounds(w)
