@@ -1144,12 +1144,8 @@ def link_share(rate):
     """Case 1's target busbw over a shaped link of this tc rate (issue
     "Line rate on fast links"): 0.97 up to 10 Gbit/s, 0.9 above, where
     a ring's per-step costs weigh more against the wire."""
-    m = re.fullmatch(r"(\d+)([kmg]?)bit", rate or "")
-    if not m:
-        return 0.97
-    bits = int(m.group(1)) * {"": 1, "k": 10**3, "m": 10**6,
-                              "g": 10**9}[m.group(2)]
-    return 0.97 if bits <= 10 * 10**9 else 0.9
+    bps = rate_bytes(rate or "")
+    return 0.9 if bps is not None and bps > 10e9 / 8 else 0.97
 
 
 def rates_summary(out, dirs):
