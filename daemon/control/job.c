@@ -188,11 +188,6 @@ job_peer_down(uint32_t node, const char *why)
 /* ---- operations ---- */
 
 /*
- * An op has ended: count it, and answer a send or receive.  A collective
- * that ended well was answered through the doorbells; one that failed
- * failed the job, which told every rank (IPC_JOB_FAILED).
- */
-/*
  * When op ended: the engine's time for a collective, which the main thread
  * collects in batches (engine_lazy), else now.
  */
@@ -202,6 +197,42 @@ op_end_ns(const struct op *op)
 	return op->done_ns > op->ready_ns ? op->done_ns : now_ns();
 }
 
+static double
+ms_of(uint64_t ns)
+{
+	return (double)ns / 1e6;
+}
+
+/*
+ * A collective's times at debug level, on the monotonic clock that every
+ * daemon of a machine shares: when the engine took it from the local
+ * ranks' submission rings (once all were there, and the op before it
+ * ended or was near its end), when it started and ended, its part
+ * between nodes, and whether the next op ended it.  What lines up the daemons' and the ranks' view of a
+ * slow operation.
+ */
+static void
+op_trace(const struct op *op, int code)
+{
+	if (log_getlevel() < LOG_DEBUG || op->start_ns == 0)
+		return;
+	log_debug("job %s: op %llu %s of %zu bytes (%s): taken at %.3f ms, "
+	    "started %.3f ms later, ran %.3f ms (between nodes %.3f ms, lanes "
+	    "waiting %.3f ms of %.3f)%s%s", op->job->name,
+	    (unsigned long long)op->desc.seq, proto_coll_name(op->desc.coll),
+	    (size_t)op->desc.count * dtype_size(op->desc.dtype),
+	    proto_algo_name(op->algo_run), ms_of(op->ready_ns),
+	    ms_of(op->start_ns - op->ready_ns), ms_of(op_end_ns(op) -
+	    op->start_ns), ms_of(op->node_ns), ms_of(op->lane_wait_ns),
+	    ms_of(op->lane_ns), op->handed_on ? ", its last segment handed "
+	    "out beside the next op" : "", code == 0 ? "" : ", failed");
+}
+
+/*
+ * An op has ended: count it, and answer a send or receive.  A collective
+ * that ended well was answered through the doorbells; one that failed
+ * failed the job, which told every rank (IPC_JOB_FAILED).
+ */
 void
 op_finish(struct op *op, int code, const char *err)
 {
@@ -232,6 +263,7 @@ op_finish(struct op *op, int code, const char *err)
 		linkcost_observe(op->algo_run, j->nnodes, (size_t)
 		    op->desc.count * dtype_size(op->desc.dtype), op->node_ns,
 		    &j->cost);
+	op_trace(op, code);
 	if (op->ready_ns != 0)
 		metrics_op_done(op->desc.coll, op->algo_run, code,
 		    op_end_ns(op) - op->ready_ns);

@@ -230,6 +230,7 @@ struct op {
 	uint32_t	 p2p_tag;	/* message's sender and tag */
 	uint64_t	 deadline_ns;	/* for the engine */
 	uint64_t	 ready_ns;	/* handed to the engine (metrics) */
+	uint64_t	 start_ns;	/* the engine took it */
 	uint64_t	 done_ns;	/* the engine ended it */
 	uint32_t	 wait_pos;	/* the node position it waits on now
 					   (engine, relaxed atomic; NO_POS) */
@@ -250,6 +251,8 @@ struct op {
 					   ran (coll_segments) */
 	int		 handed_on;	/* its last segment's fan-out, and
 					   its end, went to the next op */
+	int		 alt_buf;	/* in the ranks' own memory: its node
+					   buffer is the engine's tmp_alt */
 	struct op	*before;	/* that op, while this one has it */
 	char		 err[ERR_MAX];
 	struct op_part	 parts[];	/* by local index */

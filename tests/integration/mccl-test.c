@@ -55,6 +55,9 @@
  *   xmem-unmap send|recv
  *                      rank 0 unmaps a buffer of its allreduce before it
  *                      ran: the op fails, naming it
+ *   xmem-unmap-last    the same for the last segment of the first of two
+ *                      queued allreduces, handed out beside the second
+ *   queued-heap        queued large allreduces in the ranks' own memory
  *   scratch BYTES CODE TEXT MS
  *                      a reduce_scatter of BYTES of input (floats), which
  *                      must fail with CODE and TEXT (CODE MCCL_SUCCESS: end
@@ -1447,6 +1450,30 @@ queued_large(mccl_comm_t *comm, int32_t *buf)
 	}
 }
 
+/*
+ * queued_large in the ranks' own heap, which the daemon reads and writes
+ * in place (from 4 MiB where a node has several ranks): the same sums,
+ * with the ops that share no byte overlapping as in its segments.
+ */
+static int
+mode_queued_heap(void)
+{
+	mccl_comm_t *comm;
+	int32_t *buf;
+
+	if ((comm = join()) == NULL)
+		return 1;
+	if ((buf = malloc(2 * LARGECOUNT * sizeof(*buf))) == NULL) {
+		FAIL("out of memory");
+		return 1;
+	}
+	queued_large(comm, buf);
+	free(buf);
+	mccl_comm_destroy(comm);
+	printf("rank %d: %d checks, %d failed\n", my_rank, checks, failures);
+	return failures != 0;
+}
+
 static int
 mode_large(void)
 {
@@ -1552,6 +1579,74 @@ mode_xmem_unmap(const char *which)
 		munmap(buf, bytes);
 	}
 	free(send);
+	mccl_comm_destroy(comm);
+	printf("rank %d: %d checks, %d failed\n", my_rank, checks, failures);
+	return failures != 0;
+}
+
+/*
+ * Rank 0 queues two 32 MiB allreduces in its own memory, the first out
+ * of place into a buffer whose last 8 MiB (the op's last segment) it
+ * unmaps before the other ranks come: the daemon hands that segment out
+ * beside the second op's start, where the write fails.  The first op
+ * fails with INVALID_ARGUMENT naming rank 0's receive buffer, on rank 0
+ * and its node; every rank's second op fails with the job (no rank hangs,
+ * none gets wrong sums: another node's first op, whose part had ended,
+ * may end well, with the right ones).
+ */
+static int
+mode_xmem_unmap_last(void)
+{
+	size_t bytes = UNMAP_COUNT * sizeof(float), tail = (size_t)8 << 20;
+	float *send, *buf, *other;
+	mccl_request_t *reqs[2];
+	mccl_comm_t *comm;
+	mccl_result_t rc;
+	int n;
+
+	if ((comm = join()) == NULL)
+		return 1;
+	n = mccl_comm_size(comm);
+	send = malloc(bytes);
+	other = malloc(bytes);
+	buf = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE |
+	    MAP_ANONYMOUS, -1, 0);
+	if (send == NULL || other == NULL || buf == MAP_FAILED) {
+		FAIL("out of memory");
+		return 1;
+	}
+	for (size_t i = 0; i < UNMAP_COUNT; i++)
+		send[i] = other[i] = buf[i] = (float)(my_rank + 1);
+	if (my_rank != 0)
+		usleep(300 * 1000);		/* after rank 0's unmap */
+	if (mccl_allreduce(send, buf, UNMAP_COUNT, MCCL_FLOAT32, MCCL_SUM,
+	    comm, &reqs[0]) != MCCL_SUCCESS || mccl_allreduce(other, other,
+	    UNMAP_COUNT, MCCL_FLOAT32, MCCL_SUM, comm, &reqs[1]) !=
+	    MCCL_SUCCESS) {
+		FAIL("submit: %s", mccl_last_error(comm));
+		return 1;
+	}
+	if (my_rank == 0)
+		munmap((char *)buf + bytes - tail, tail);
+	rc = mccl_wait(reqs[0], -1);
+	checks++;
+	if (my_rank == 0 || rc != MCCL_SUCCESS)
+		expect(comm, rc, MCCL_ERR_INVALID_ARGUMENT,
+		    "rank 0's receive buffer", "the first allreduce");
+	else if (buf[UNMAP_COUNT - 1] != (float)(n * (n + 1) / 2))
+		FAIL("the first allreduce ended well, with %g",
+		    buf[UNMAP_COUNT - 1]);
+	if (my_rank == 0 && strstr(mccl_last_error(comm), "freed or unmapped")
+	    == NULL)
+		FAIL("the message does not say what happened: %s",
+		    mccl_last_error(comm));
+	rc = mccl_wait(reqs[1], -1);
+	checks++;
+	if (rc == MCCL_SUCCESS)
+		FAIL("the second allreduce ended well after the job failed");
+	munmap(buf, my_rank == 0 ? bytes - tail : bytes);
+	free(send);
+	free(other);
 	mccl_comm_destroy(comm);
 	printf("rank %d: %d checks, %d failed\n", my_rank, checks, failures);
 	return failures != 0;
@@ -1911,6 +2006,10 @@ main(int argc, char **argv)
 		return mode_abort_many(atoi(argv[2]));
 	if (argc == 3 && strcmp(argv[1], "xmem-unmap") == 0)
 		return mode_xmem_unmap(argv[2]);
+	if (argc == 2 && strcmp(argv[1], "xmem-unmap-last") == 0)
+		return mode_xmem_unmap_last();
+	if (argc == 2 && strcmp(argv[1], "queued-heap") == 0)
+		return mode_queued_heap();
 	if (argc == 3 && strcmp(argv[1], "idle") == 0)
 		return mode_idle(atoi(argv[2]));
 	if (argc == 3 && strcmp(argv[1], "hold") == 0)

@@ -14,6 +14,12 @@ TRANSPORT=tcp		# unless MCCL_TEST_TRANSPORT says otherwise
 
 section() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
 
+# overlapped NODE: mccl_allreduce_overlapped_total of daemon nNODE.
+overlapped() {
+	"$B/mcclctl" -s "$T/n$1.sock" metrics |
+	    awk '$1 == "mccl_allreduce_overlapped_total" { print $2 }'
+}
+
 cluster_up 3 || { bad "cluster start"; summary; exit 1; }
 if section matrix; then
 echo "== every collective x dtype x op x placement x count"
@@ -24,11 +30,6 @@ MCCL_SPIN_US=40 run_job "3 nodes x 1 rank, clients spinning on their \
 doorbells (MCCL_SPIN_US=40)" j3x1s "0 1 2" collectives
 run_job "2 nodes x 3 ranks, 2 + 1, out of rank order" j2u "2 0 2" collectives
 run_job "an allreduce of more than 2 GiB across 2 nodes" jbig "0 1" big
-# overlapped NODE: mccl_allreduce_overlapped_total of daemon nNODE.
-overlapped() {
-	"$B/mcclctl" -s "$T/n$1.sock" metrics |
-	    awk '$1 == "mccl_allreduce_overlapped_total" { print $2 }'
-}
 before=$(overlapped 1)
 run_job "20 MiB collectives, the node's passes on several threads and \
 beside the network: 2 nodes x 2 ranks" jlarge "0 0 1 1" large
@@ -39,6 +40,18 @@ awk -v a="${after:-0}" -v b="${before:-0}" \
     'BEGIN { exit !(a - b >= 1 && a - b <= 2) }' &&
     ok "n1 overlapped the queued allreduces that share no buffer ($before -> $after)" ||
     bad "n1 overlapped $before -> $after of the queued allreduces, not 1 or 2"
+# At debug level each collective's times are in the log: a large
+# allreduce's run includes its time between nodes.
+awk '/job jlarge: op [0-9]+ allreduce of [0-9]+ bytes \((ring|doubling|rabenseifner|direct)\): taken at [0-9.]+ ms, started [0-9.]+ ms later, ran [0-9.]+ ms \(between nodes [0-9.]+ ms, lanes waiting [0-9.]+ ms of [0-9.]+\)/ {
+	for (i = 1; i <= NF; i++) {
+		if ($i == "of" && $(i + 2) == "bytes") bytes = $(i + 1)
+		if ($i == "ran") ran = $(i + 1)
+		if ($i == "(between") nodes = $(i + 2)
+	}
+	if (bytes >= 16777216 && nodes > 0 && ran >= nodes) found = 1
+} END { exit !found }' "$T/n1.log" &&
+    ok "n1's debug log times each large allreduce, its part between nodes within" ||
+    bad "n1's debug log has no large allreduce timed: $(grep -m1 'job jlarge: op' "$T/n1.log")"
 run_job "the same on 2 nodes, 2 ranks + 1" jlarge2 "0 1 0" large
 run_job "the same on 1 node x 3 ranks" jlarge1 "2 2 2" large
 MCCL_XMEM=2 run_job "the same on 2 + 1, every heap allreduce read and \
@@ -85,6 +98,14 @@ run_job "3 rings' worth of ops at once, a rank 300 ms late: 1 node x 3" \
     jrf1 "0 0 0" ring-full
 run_job "3 rings' worth of ops at once, ranks late: 2 nodes x 2" \
     jrf2 "1 2 1 2" ring-full
+before=$(overlapped 1)
+run_job "queued 20 MiB allreduces in the ranks' own memory, read and \
+written in place: 2 nodes x 2 ranks" jqheap "0 0 1 1" queued-heap
+after=$(overlapped 1)
+awk -v a="${after:-0}" -v b="${before:-0}" \
+    'BEGIN { exit !(a - b >= 1 && a - b <= 2) }' &&
+    ok "n1 overlapped those that share no byte, in the ranks' memory too ($before -> $after)" ||
+    bad "n1 overlapped $before -> $after of the queued allreduces in the ranks' memory, not 1 or 2"
 echo "== an idle job costs its daemon under 1 % of a core"
 spawn 0 jidle 2 0 hold 7000; i0=$LAST_PID
 spawn 1 jidle 2 1 hold 7000; i1=$LAST_PID

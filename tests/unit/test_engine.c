@@ -43,7 +43,8 @@ struct mccld_state md;
 #define NLOCAL		2
 #define COUNT		100000		/* floats: past one pipeline chunk */
 #define SEG_FLOATS	((8u << 20) / 4)	/* pipeline.c's SEGMENT_BYTES */
-#define BIG		(3 * SEG_FLOATS - 1000)	/* floats: three segments */
+#define BIG		(3 * SEG_FLOATS + 1000)	/* floats: three segments, the
+						   last with the remainder */
 #define MEM		(2 * BIG)	/* floats in each rank's segment */
 #define ONE_SEG		(SEG_FLOATS / 4)	/* floats: 2 MiB, one segment */
 #define MAX_OPS		3
@@ -186,26 +187,27 @@ peer_allreduce(struct peer *p)
 /*
  * Collective seq, an allreduce of count elements of type t in place at
  * buf, cut as a node of several ranks cuts one of two segments or more
- * (coll_segments): nseg segments from segment from.
+ * (coll_segments: the last takes the remainder): nseg segments from
+ * segment from.
  */
 static int
 peer_op(struct peer *p, uint64_t seq, void *buf, mccl_dtype_t t,
     size_t count, size_t from, size_t nseg)
 {
-	size_t es = dtype_size(t), seg = (8u << 20) / es;
+	size_t es = dtype_size(t), seg = (8u << 20) / es, total;
 	uint8_t *b = buf;
 	struct xfer x;
 	int rc = 0;
 
 	if (count < 2 * seg)		/* one piece */
 		seg = count;
+	total = count / seg;
 	peer_xfer(p, &x, seq, count);
 	x.hdr.dtype = t;
 	x.algo = ALGO_RING;		/* as submit_two asks */
-	for (size_t at = from * seg; rc == 0 && at < count && nseg-- > 0;
-	    at += seg)
-		rc = node_allreduce(&x, b + at * es, b + at * es, at + seg <
-		    count ? seg : count - at, t, MCCL_SUM);
+	for (size_t s = from; rc == 0 && s < total && nseg-- > 0; s++)
+		rc = node_allreduce(&x, b + s * seg * es, b + s * seg * es,
+		    s + 1 < total ? seg : count - s * seg, t, MCCL_SUM);
 	if (rc != 0)
 		snprintf(p->err, sizeof(p->err), "op %llu: %s",
 		    (unsigned long long)seq, x.err);

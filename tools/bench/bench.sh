@@ -410,20 +410,24 @@ do_clean() {
 
 # ---- MCCL clusters ----
 
-# mccld_conf FILE NAME SOCKET NODES_JSON
+# mccld_conf FILE NAME SOCKET NODES_JSON: the bench's settings, where
+# $MCCL_BENCH_CONF names a key it replaces the bench's.
 mccld_conf() {
+	local kv key defaults=""
+	for kv in '"log_level": "warning"' '"init_timeout_ms": 60000' \
+	    '"op_timeout_ms": 300000' '"connect_timeout_ms": 10000' \
+	    '"heartbeat_interval_ms": 1000' '"heartbeat_timeout_ms": 15000'; do
+		key=${kv%%:*}
+		[[ ${MCCL_BENCH_CONF:-} == *"$key"* ]] ||
+		    defaults="$defaults,
+  $kv"
+	done
 	cat >"$1" <<EOF
 {
   "node": "$2",
   "socket": "$3",
   "nodes": [$4],
-  "key_file": "$RUN/cluster.key",
-  "log_level": "warning",
-  "init_timeout_ms": 60000,
-  "op_timeout_ms": 300000,
-  "connect_timeout_ms": 10000,
-  "heartbeat_interval_ms": 1000,
-  "heartbeat_timeout_ms": 15000${MCCL_BENCH_CONF:+,
+  "key_file": "$RUN/cluster.key"$defaults${MCCL_BENCH_CONF:+,
   $MCCL_BENCH_CONF}
 }
 EOF

@@ -9,13 +9,22 @@ rank; they may share it).  BENCH_NO_SYNC=1 trains every step under DDP's
 no_sync(): the same work without any gradient communication, the bound
 that communication hidden behind backward would reach.  BENCH_HOOK=bf16
 registers torch's bf16_compress_hook (gradients cast to bfloat16 on the
-client, summed in bfloat16), against MCCL_WIRE_DTYPE=bf16.  Rank 0 prints
-one line,
+client, summed in bfloat16), against MCCL_WIRE_DTYPE=bf16;
+BENCH_HOOK=noop one that hands each bucket back at once, unreduced: DDP's
+own work on its buckets (the gradients copied in and out) without any
+communication.  BENCH_BUCKET_VIEW=1 makes the gradients views into the
+buckets (DDP's gradient_as_bucket_view), which saves those copies.  Rank
+0 prints one line,
     ddp backend=B ranks=N batch=G params=P steps=S samples_per_s=X
 for tools/bench/report.py.  BENCH_TRACE=1 (with a backend) also prints,
-for the last step, when each gradient bucket's allreduce was called and
-when it completed, against backward's start and end (through a comm hook
-that does what DDP's default does, with the times taken around it).
+on every rank: each timed step's backward (from its start to its end,
+where DDP waits for the last bucket) and its tail (from the last bucket's
+call to that end); for the last step, when each bucket's allreduce was
+called and when it completed (through a comm hook that does what DDP's
+default does, or BENCH_HOOK's, with the times taken around it), and
+backward's start on the monotonic clock, which the daemons' debug log of
+each operation uses too; then the largest bucket's allreduce three times
+more on its own, after a barrier.
 """
 
 import contextlib
@@ -27,15 +36,29 @@ import torch
 
 
 class Trace:
-    """The times of one step: backward's start and end, and each bucket's
+    """The times of each step: backward's start and end, and each bucket's
     allreduce (called, completed)."""
 
-    def __init__(self):
+    def __init__(self, base):
+        self.base = base	# the comm hook timed
         self.buckets = {}	# index: [bytes, called, completed]
         self.start = self.end = 0.0
+        self.steps = []		# (backward, tail) of each step, in ms
+
+    def begin(self):
+        self.buckets, self.start = {}, time.perf_counter()
+
+    def finish(self, timed):
+        self.end = time.perf_counter()
+        if timed:
+            self.steps.append(((self.end - self.start) * 1e3,
+                               (self.end - self.last_call()) * 1e3))
+
+    def last_call(self):
+        return max((c for _, c, _ in self.buckets.values()),
+                   default=self.start)
 
     def hook(self, state, bucket):
-        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
         entry = [bucket.buffer().numel() * bucket.buffer().element_size(),
                  time.perf_counter(), None]
         self.buckets[bucket.index()] = entry
@@ -43,19 +66,48 @@ class Trace:
         def done(fut):
             entry[2] = time.perf_counter()
             return fut.value()
-        return default_hooks.allreduce_hook(state, bucket).then(done)
+        return self.base(state, bucket).then(done)
 
-    def report(self):
+    def alone(self, rank, device, times=3):
+        """The largest bucket's allreduce again, with nothing beside it: a
+        tensor of its size, after a barrier, `times` times."""
+        import torch.distributed as dist
+        nbytes = max((b for b, _, _ in self.buckets.values()), default=0)
+        t = torch.ones(nbytes // 4, device=device)
+        for _ in range(times):
+            dist.barrier()
+            t0 = time.perf_counter()
+            dist.all_reduce(t)
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            print("trace: rank %d: alone, an allreduce of %.1f MB from "
+                  "%.3f ms (monotonic) took %.1f ms"
+                  % (rank, nbytes / 1e6, t0 * 1e3,
+                     (time.perf_counter() - t0) * 1e3))
+
+    def report(self, rank):
         ms = lambda t: (t - self.start) * 1e3		# noqa: E731
-        last = max((c for _, c, _ in self.buckets.values()), default=0)
-        print("trace: backward %.1f ms, its last bucket called at %.1f ms"
-              % (ms(self.end), ms(last) if last else 0.0))
+        print("trace: rank %d: each step's backward, ms: %s; its tail after "
+              "the last bucket's call: %s" % (rank, " ".join(
+                  "%.1f" % b for b, _ in self.steps), " ".join(
+                  "%.1f" % t for _, t in self.steps)))
+        print("trace: rank %d: the last step's backward from %.3f ms "
+              "(monotonic) for %.1f ms, its last bucket called at %.1f ms"
+              % (rank, self.start * 1e3, ms(self.end),
+                 ms(self.last_call())))
         for i in sorted(self.buckets, key=lambda k: self.buckets[k][1]):
             b, c, d = self.buckets[i]
-            print("trace: bucket %d, %.1f MB: called at %.1f ms, completed "
-                  "at %.1f ms (%.1f ms)" % (i, b / 1e6, ms(c), ms(d),
-                                            (d - c) * 1e3))
+            print("trace: rank %d: bucket %d, %.1f MB: called at %.1f ms, "
+                  "completed at %.1f ms (%.1f ms)"
+                  % (rank, i, b / 1e6, ms(c), ms(d), (d - c) * 1e3))
         sys.stdout.flush()
+
+
+def noop_hook(state, bucket):
+    """A comm hook that communicates nothing: the bucket, as it is."""
+    fut = torch.futures.Future()
+    fut.set_result(bucket.buffer())
+    return fut
 
 
 def model():
@@ -76,20 +128,23 @@ def main():
     rank, size = 0, 1
     device = torch.device(os.environ.get("BENCH_DEVICE", "cpu"))
     net = model().to(device)
+    trace = None
     if backend != "none":
         import torch.distributed as dist
         import mccl.torch  # noqa: F401 (registers "mccl")
         dist.init_process_group(backend)
         rank, size = dist.get_rank(), dist.get_world_size()
-        net = torch.nn.parallel.DistributedDataParallel(net)
-        if os.environ.get("BENCH_HOOK") == "bf16":
-            from torch.distributed.algorithms.ddp_comm_hooks import \
-                default_hooks
-            net.register_comm_hook(None, default_hooks.bf16_compress_hook)
-    trace = None
-    if backend != "none" and os.environ.get("BENCH_TRACE") == "1":
-        trace = Trace()
-        net.register_comm_hook(None, trace.hook)
+        net = torch.nn.parallel.DistributedDataParallel(
+            net, gradient_as_bucket_view=os.environ.get(
+                "BENCH_BUCKET_VIEW") == "1")
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        hook = {"bf16": default_hooks.bf16_compress_hook,
+                "noop": noop_hook}.get(os.environ.get("BENCH_HOOK", ""))
+        if os.environ.get("BENCH_TRACE") == "1":
+            trace = Trace(hook or default_hooks.allreduce_hook)
+            hook = trace.hook
+        if hook is not None:
+            net.register_comm_hook(None, hook)
     if batch % size:
         raise SystemExit("ddp_bench: global batch %d over %d ranks" %
                          (batch, size))
@@ -108,10 +163,10 @@ def main():
         with net.no_sync() if quiet else contextlib.nullcontext():
             loss = loss_fn(net(x), y)
             if trace is not None:
-                trace.buckets, trace.start = {}, time.perf_counter()
+                trace.begin()
             loss.backward()
             if trace is not None:
-                trace.end = time.perf_counter()
+                trace.finish(step >= warmup)
         opt.step()
     if device.type == "cuda":
         torch.cuda.synchronize()
@@ -122,8 +177,9 @@ def main():
               "samples_per_s=%.2f" % (backend, size, batch, params, steps,
                                       batch * steps / elapsed))
         sys.stdout.flush()
-        if trace is not None:
-            trace.report()
+    if trace is not None:
+        trace.report(rank)
+        trace.alone(rank, device)
     if backend != "none":
         dist.destroy_process_group()
 
