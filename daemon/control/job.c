@@ -208,8 +208,8 @@ ms_of(uint64_t ns)
  * daemon of a machine shares: when the engine took it from the local
  * ranks' submission rings (once all were there, and the op before it
  * ended or was near its end), when it started and ended, its part
- * between nodes, and whether the next op ended it.  What lines up the daemons' and the ranks' view of a
- * slow operation.
+ * between nodes, and whether the next op ended it: what lines up the
+ * daemons' and the ranks' view of a slow operation.
  */
 static void
 op_trace(const struct op *op, int code)
