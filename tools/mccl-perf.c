@@ -34,6 +34,7 @@
 #define FACTOR_MAX	1024
 #define ITERS_MAX	1000000000L
 #define NPROCS_MAX	4096
+#define PARTS_MAX	4096		/* -P: operations in flight per size */
 #define PATTERN_MAX	100	/* largest input of the check pattern */
 #define PEER_LEN	64	/* "Pid N on host" of one rank */
 #define SENTINEL	0xff	/* NaN in floats, -1 or the maximum in ints */
@@ -140,6 +141,7 @@ struct opts {
 	size_t			 minbytes;
 	size_t			 maxbytes;
 	size_t			 stepbytes;	/* 0: multiply by factor */
+	size_t			 partbytes;	/* -P; 0: one operation */
 	unsigned long		 factor;
 	int			 iters;
 	int			 warmup;
@@ -355,7 +357,7 @@ static const char usage_text[] =
 "usage: mccl-perf [-h] [-b minbytes] [-e maxbytes] [-f factor | -i stepbytes]\n"
 "                 [-n iters] [-w warmup] [-d dtype] [-o op] [-c check]\n"
 "                 [-C coll] [-t timeout_ms] [-W bf16|fp16|fp32]\n"
-"                 [-M shared|host]\n"
+"                 [-M shared|host] [-P partbytes]\n"
 "                 [-j file [-F json|csv]]\n"
 "                 [-N nprocs [-R total] [-r first] [-J job]]\n";
 
@@ -528,6 +530,16 @@ opts_check(const struct opts *o, int spawn_opts, int format_set)
 		    o->op->n.name, o->dtype->n.name);
 	if (format_set && o->path == NULL)
 		usage_error("-F: needs -j FILE");
+	if (o->partbytes != 0 && o->coll->start != start_allreduce)
+		usage_error("-P: parts are for allreduce only, not %s",
+		    o->coll->n.name);
+	if (o->partbytes != 0 &&
+	    o->partbytes < mccl_dtype_size(o->dtype->dtype))
+		usage_error("-P: PARTBYTES %zu is less than one %s element",
+		    o->partbytes, o->dtype->n.name);
+	if (o->partbytes != 0 && o->maxbytes / o->partbytes > PARTS_MAX)
+		usage_error("-P: MAXBYTES %zu would make more than %d parts "
+		    "of %zu bytes", o->maxbytes, PARTS_MAX, o->partbytes);
 	if (spawn_opts && o->nprocs == 0)
 		usage_error("-R, -r and -J need -N");
 	if (o->nprocs > 0 && (long)o->first + o->nprocs > o->total)
@@ -546,7 +558,7 @@ parse_opts(struct opts *o, int argc, char **argv)
 	if ((env = getenv("MCCL_WIRE_DTYPE")) != NULL && *env != '\0')
 		o->wire = LOOKUP('W', "MCCL_WIRE_DTYPE", env, wires);
 	while ((ch = getopt(argc, argv,
-	    "b:C:c:d:e:F:f:hi:J:j:M:N:n:o:R:r:t:W:w:"))
+	    "b:C:c:d:e:F:f:hi:J:j:M:N:n:o:P:R:r:t:W:w:"))
 	    != -1) {
 		switch (ch) {
 		case 'b':
@@ -602,6 +614,9 @@ parse_opts(struct opts *o, int argc, char **argv)
 			break;
 		case 'o':
 			o->op = LOOKUP(ch, "operation", optarg, ops);
+			break;
+		case 'P':
+			o->partbytes = parse_size(ch, optarg);
 			break;
 		case 'R':
 			o->total = (int)parse_long(ch, optarg, 1, INT32_MAX);
@@ -1217,12 +1232,44 @@ complete(const struct bench *b, const char *call, mccl_result_t r,
 	}
 }
 
+/*
+ * -P: the buffer goes as consecutive allreduces of PARTBYTES each, the last
+ * taking the remainder, all started before the first is waited for: the
+ * way the torch backend sends a large tensor, each part in memory of its
+ * own, so the daemon may overlap one part's end with the next one's start.
+ */
+static void
+run_parts(const struct bench *b, size_t count, int inplace)
+{
+	mccl_request_t	*reqs[PARTS_MAX];
+	const uint8_t	*src = inplace ? b->recvbuf : b->sendbuf;
+	uint8_t		*dst = b->recvbuf;
+	size_t		 step = b->o->partbytes / b->esize;
+	size_t		 nparts = count / step, i, off, n;
+	mccl_result_t	 r;
+
+	for (i = 0; i < nparts; i++) {
+		off = i * step;
+		n = i + 1 < nparts ? step : count - off;
+		r = mccl_allreduce(src + off * b->esize, dst + off * b->esize,
+		    n, b->o->dtype->dtype, b->o->op->op, b->comm, &reqs[i]);
+		if (r != MCCL_SUCCESS)
+			die_mccl(b->comm, "mccl_allreduce", r);
+	}
+	for (i = 0; i < nparts; i++)
+		complete(b, "mccl_allreduce", MCCL_SUCCESS, &reqs[i]);
+}
+
 static void
 run_once(const struct bench *b, size_t count, int inplace)
 {
 	mccl_request_t	*req = NULL;
 	mccl_result_t	 r;
 
+	if (b->o->partbytes != 0 && count >= 2 * (b->o->partbytes / b->esize)) {
+		run_parts(b, count, inplace);
+		return;
+	}
 	r = b->o->coll->start(b, count, inplace, &req);
 	complete(b, b->o->coll->call, r, &req);
 }
@@ -1425,8 +1472,8 @@ text_begin(FILE *f, const struct bench *b)
 	else
 		fprintf(f, "%lu(factor)", o->factor);
 	fprintf(f, " warmup iters: %d iters: %d validation: %d wire: %s "
-	    "memory: %s timeout: ", o->warmup, o->iters, o->check,
-	    o->wire->n.name, o->memory->n.name);
+	    "memory: %s parts: %zu timeout: ", o->warmup, o->iters, o->check,
+	    o->wire->n.name, o->memory->n.name, o->partbytes);
 	if (o->timeout_ms < 0)
 		fputs("default\n", f);
 	else
@@ -1497,8 +1544,9 @@ json_begin(FILE *f, const struct bench *b)
 	const struct opts	*o = b->o;
 
 	fprintf(f, "{\"collective\":\"%s\",\"dtype\":\"%s\",\"wire\":\"%s\","
-	    "\"memory\":\"%s\",\"op\":", o->coll->n.name, o->dtype->n.name,
-	    o->wire->n.name, o->memory->n.name);
+	    "\"memory\":\"%s\",\"part_bytes\":%zu,\"op\":", o->coll->n.name,
+	    o->dtype->n.name, o->wire->n.name, o->memory->n.name,
+	    o->partbytes);
 	if (o->coll->has_op)
 		fprintf(f, "\"%s\"", o->op->n.name);
 	else

@@ -31,6 +31,31 @@ grep -q "memory: host" "$T/perf-host.0.out" &&
     "$T/perf-host.0.out" || bad "mccl-perf -M host: $(tail -n 2 \
     "$T/perf-host.0.out")"
 
+# -P: a buffer as parts in flight together, in the ranks' own memory (the
+# torch backend's way), checked element by element; bad parts refused
+pids=()
+for i in 0 1 2; do
+	MCCL_SOCKET="$T/n$i.sock" timeout 120 "$B/mccl-perf" -M host -P 1M \
+	    -N 1 -R 3 -r "$i" -J perf-parts -b 1M -e 5M -i 2M -n 2 -w 1 \
+	    >"$T/perf-parts.$i.out" 2>&1 &
+	pids+=($!)
+	CHILD_PIDS+=($!)
+done
+for p in "${pids[@]}"; do wait "$p"; done
+grep -q "parts: 1048576" "$T/perf-parts.0.out" &&
+    perf_ok "mccl-perf -P: parts in flight, results checked" \
+    "$T/perf-parts.0.out" || bad "mccl-perf -P: $(tail -n 2 \
+    "$T/perf-parts.0.out")"
+for args in "-C broadcast -P 1M" "-P 2" "-e 64M -P 1K"; do
+	"$B/mccl-perf" $args >"$T/perf-badparts.out" 2>&1
+	rc=$?
+	if [ $rc = 2 ] && grep -q "^mccl-perf: -P: " "$T/perf-badparts.out"; then
+		ok "mccl-perf $args: refused ($(head -n 1 "$T/perf-badparts.out"))"
+	else
+		bad "mccl-perf $args: rc $rc, $(head -n 1 "$T/perf-badparts.out")"
+	fi
+done
+
 for coll in allreduce reduce broadcast allgather reduce_scatter alltoall \
     gather scatter allgatherv alltoallv \
     sendrecv barrier; do

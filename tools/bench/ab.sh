@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # ab.sh [-r rounds] [-b min] [-e max] [-n iters] [-p ranks] [-m memory]
-# BUILD_A BUILD_B: one build's mccl-perf against another's, on a 2-node
-# loopback cluster (-p ranks per node, default 1; -m shared or host, as
-# mccl-perf -M; allreduce float32 sum, out of place), in alternating
-# rounds (A B, B A, ...) so that drift on a shared machine falls on both.
+# [-P partbytes] BUILD_A BUILD_B: one build's mccl-perf against another's,
+# on a 2-node loopback cluster (-p ranks per node, default 1; -m shared or
+# host, as mccl-perf -M; -P: each buffer as parts in flight together, as
+# mccl-perf -P and the torch backend; allreduce float32 sum, out of
+# place), in alternating rounds (A B, B A, ...) so that drift on a shared
+# machine falls on both.
 # Prints, per size, the median time of each build over the rounds and
 # B / A.  Uses the test harness's cluster (tests/integration/lib.sh):
 # everything it starts is stopped, and its directory removed, at exit.
@@ -14,7 +16,8 @@ MAX=64M
 ITERS=20
 PER_NODE=1
 MEMORY=shared
-while getopts "r:b:e:n:p:m:" o; do
+PARTS=()
+while getopts "r:b:e:n:p:m:P:" o; do
 	case $o in
 	r) ROUNDS=$OPTARG ;;
 	b) MIN=$OPTARG ;;
@@ -22,8 +25,10 @@ while getopts "r:b:e:n:p:m:" o; do
 	n) ITERS=$OPTARG ;;
 	p) PER_NODE=$OPTARG ;;
 	m) MEMORY=$OPTARG ;;
+	P) PARTS=(-P "$OPTARG") ;;
 	*) echo "usage: ab.sh [-r rounds] [-b min] [-e max] [-n iters]" \
-	    "[-p ranks] [-m memory] BUILD_A BUILD_B" >&2; exit 2 ;;
+	    "[-p ranks] [-m memory] [-P partbytes] BUILD_A BUILD_B" >&2
+	   exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
@@ -41,6 +46,7 @@ one_run() {
 		MCCL_SOCKET="$T/n$r.sock" timeout 600 "$B/mccl-perf" \
 		    -N "$PER_NODE" -R $((2 * PER_NODE)) -r $((r * PER_NODE)) \
 		    -J "ab$i.$round" -b "$MIN" -e "$MAX" -f 4 -M "$MEMORY" \
+		    ${PARTS[@]+"${PARTS[@]}"} \
 		    -n "$ITERS" -w 5 -c 0 >"$T/perf.$i.$round.$r" 2>&1 &
 		pids+=($!)
 		CHILD_PIDS+=($!)
@@ -60,7 +66,7 @@ for round in $(seq 1 "$ROUNDS"); do
 done
 
 echo "# ab.sh: ${BUILDS[0]} (A) against ${BUILDS[1]} (B), $ROUNDS rounds," \
-    "2 nodes x $PER_NODE ranks, $MEMORY memory"
+    "2 nodes x $PER_NODE ranks, $MEMORY memory${PARTS[1]+, parts of ${PARTS[1]}}"
 echo "# bytes    A_median_us    B_median_us    B/A"
 awk '
 FNR == 1 { f++ }
