@@ -19,6 +19,8 @@ int		coll_nomem(struct xfer *);
 uint8_t	       *coll_tmp(struct job *, size_t, struct xfer *);
 void		coll_pass_fault(const struct job *, const struct op *,
 		    const struct pass_fault *, struct xfer *);
+void		coll_pass_fault_into(const struct job *, const struct op *,
+		    const struct pass_fault *, int *, char *, size_t);
 int		coll_pass(struct job *, const struct op *, void *const *,
 		    const struct xmem *const *, uint32_t, const void *const *,
 		    const struct xmem *const *, uint32_t, size_t, uint32_t,

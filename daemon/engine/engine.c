@@ -376,6 +376,9 @@ engine_register(struct job *j, const struct op *op)
 	}
 	if (j->eng->tmp.buf != NULL)
 		link_mem_add(&j->eng->tmp, j->eng->tmp.buf, j->eng->tmp.len);
+	if (j->eng->tmp_alt.buf != NULL)
+		link_mem_add(&j->eng->tmp_alt, j->eng->tmp_alt.buf,
+		    j->eng->tmp_alt.len);
 }
 
 static void
@@ -488,7 +491,7 @@ engine_idle(struct job *j, uint64_t idle)
 {
 	uint64_t now;
 
-	if (j->eng->tmp.buf == NULL)
+	if (j->eng->tmp.buf == NULL && j->eng->tmp_alt.buf == NULL)
 		return 0;
 	now = now_ns();
 	if (idle == 0)
@@ -678,6 +681,7 @@ engine_new(struct job *j, const struct engine_rank *ranks, char *err,
 	e->op_ended = engine_done;
 	e->abort_fd = -1;
 	e->tmp = (struct scratch){ NULL, 0, j->uid, md.conf.node_name };
+	e->tmp_alt = e->tmp;
 	if ((e->fds = malloc(nlinks * sizeof(int))) == NULL ||
 	    (e->links = calloc(nlinks, sizeof(*e->links))) == NULL) {
 		snprintf(err, errlen, "out of memory");

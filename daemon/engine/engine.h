@@ -251,6 +251,8 @@ struct op {
 					   ran (coll_segments) */
 	int		 handed_on;	/* its last segment's fan-out, and
 					   its end, went to the next op */
+	int		 alt_buf;	/* in the ranks' own memory: its node
+					   buffer is the engine's tmp_alt */
 	struct op	*before;	/* that op, while this one has it */
 	char		 err[ERR_MAX];
 	struct op_part	 parts[];	/* by local index */

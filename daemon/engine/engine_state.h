@@ -62,6 +62,10 @@ struct engine {
 
 	struct scratch	 tmp;		/* the node buffer: grown, given back
 					   when idle (budget.h) */
+	struct scratch	 tmp_alt;	/* the second, for an allreduce in the
+					   ranks' own memory taken ahead while
+					   another such op holds tmp, or the
+					   reverse (op->alt_buf) */
 	struct crew	*crew;		/* threads that run a large op's
 					   parts beside this one (crew.c) */
 	struct crew	*side;		/* a node's memory passes beside the

@@ -35,25 +35,33 @@ coll_nomem(struct xfer *x)
  * NULL, with x's error saying which limit).  Given back when the job is
  * idle (engine_idle).
  */
-uint8_t *
-coll_tmp(struct job *j, size_t bytes, struct xfer *x)
+static uint8_t *
+node_scratch(struct scratch *s, size_t bytes, struct xfer *x)
 {
-	uint8_t *p;
-
-	if (bytes == 0 || (p = scratch_get(&j->eng->tmp, bytes, x->err,
-	    sizeof(x->err))) != NULL)
-		return j->eng->tmp.buf;
+	if (bytes == 0 || scratch_get(s, bytes, x->err, sizeof(x->err)) !=
+	    NULL)
+		return s->buf;
 	x->code = MCCL_ERR_NO_MEMORY;
 	return NULL;
 }
 
-/* Forget the node buffer's registration before its pages go. */
+uint8_t *
+coll_tmp(struct job *j, size_t bytes, struct xfer *x)
+{
+	return node_scratch(&j->eng->tmp, bytes, x);
+}
+
+/* Forget the node buffers' registration before their pages go. */
 void
 coll_tmp_release(struct job *j)
 {
-	if (j->eng->registers && j->eng->tmp.buf != NULL)
-		link_mem_forget(&j->eng->tmp);
-	scratch_release(&j->eng->tmp);
+	struct scratch *s[2] = { &j->eng->tmp, &j->eng->tmp_alt };
+
+	for (int k = 0; k < 2; k++) {
+		if (j->eng->registers && s[k]->buf != NULL)
+			link_mem_forget(s[k]);
+		scratch_release(s[k]);
+	}
 }
 
 /*
@@ -66,14 +74,22 @@ void
 coll_pass_fault(const struct job *j, const struct op *op,
     const struct pass_fault *f, struct xfer *x)
 {
+	coll_pass_fault_into(j, op, f, &x->code, x->err, sizeof(x->err));
+}
+
+/* The same into code and err: an op's own, where it ends elsewhere. */
+void
+coll_pass_fault_into(const struct job *j, const struct op *op,
+    const struct pass_fault *f, int *code, char *err, size_t errlen)
+{
 	uint32_t rank = UINT32_MAX;
 
 	for (uint32_t i = 0; i < j->nlocal; i++)
 		if (op->parts[i].xm == f->xm)
 			rank = j->local_ranks[i];
-	x->code = f->err == ESRCH ? MCCL_ERR_PEER_FAILED :
+	*code = f->err == ESRCH ? MCCL_ERR_PEER_FAILED :
 	    MCCL_ERR_INVALID_ARGUMENT;
-	snprintf(x->err, sizeof(x->err), "rank %u's %s buffer: the daemon "
+	snprintf(err, errlen, "rank %u's %s buffer: the daemon "
 	    "could not %s %zu bytes at 0x%llx in its memory: %s%s", rank,
 	    f->writing ? "receive" : "send", f->writing ? "write" : "read",
 	    f->len, (unsigned long long)f->addr, strerror(f->err),
@@ -219,13 +235,15 @@ coll_fan_out(struct job *j, const struct op *op, uint8_t *src, size_t off,
 
 /*
  * The buffer an allreduce's node result is built in: the first local
- * rank's, or the engine's own where some rank's buffers are in its own
- * memory.  NULL: out of memory, x says so.
+ * rank's, or one of the engine's two where some rank's buffers are in its
+ * own memory (the second for an op taken ahead of one holding the first,
+ * coll_ahead).  NULL: out of memory, x says so.
  */
 uint8_t *
 coll_node_buf(struct job *j, const struct op *op, struct xfer *x)
 {
 	if (!op_in_xmem(j, op))
 		return op->parts[0].recv;
-	return coll_tmp(j, op_bytes(op), x);
+	return node_scratch(op->alt_buf ? &j->eng->tmp_alt : &j->eng->tmp,
+	    op_bytes(op), x);
 }

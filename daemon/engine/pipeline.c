@@ -87,10 +87,14 @@ side_part(void *arg, unsigned t)
 		return;
 	}
 	pass_part(&s->pass[0], t);
-	/* Its buffers are the daemon's segments: the pass cannot fault. */
-	if (s->ends != NULL && __atomic_sub_fetch(&s->fan_left, 1,
-	    __ATOMIC_ACQ_REL) == 0)
-		s->j->eng->op_ended(s->j, s->ends);
+	if (s->ends == NULL || __atomic_sub_fetch(&s->fan_left, 1,
+	    __ATOMIC_ACQ_REL) != 0)
+		return;
+	/* The last part: a fault in the ranks' memory is the ending op's. */
+	if (s->pass[0].fault.err != 0)
+		coll_pass_fault_into(s->j, s->ends, &s->pass[0].fault,
+		    &s->ends->code, s->ends->err, sizeof(s->ends->err));
+	s->j->eng->op_ended(s->j, s->ends);
 }
 
 /*
@@ -142,19 +146,32 @@ side_begin(struct job *j, struct side *s, const struct side_span *fan,
 	return 0;
 }
 
-/* The side passes ended; -1 with x's error if one of them failed. */
+/*
+ * The side passes ended; -1 with x's error if one of op's failed.  A
+ * fault in the ranks' memory belongs to the op whose buffer it was: a
+ * fan-out that ended the op before is that op's (side_part), a combine
+ * of the next op's first segment (ahead) fails that one, which then does
+ * not run, and op goes on.
+ */
 static int
-side_end(struct job *j, const struct op *op, struct side *s, struct xfer *x)
+side_end(struct job *j, const struct op *op, struct op *ahead,
+    struct side *s, struct xfer *x)
 {
+	const struct pass_fault *fan = &s->pass[0].fault,
+	    *comb = &s->pass[1].fault;
 	int rc = 0;
 
 	if (s->started)
 		crew_wait(j->eng->side);
-	for (int k = 0; k < 2; k++)
-		if (rc == 0 && s->pass[k].fault.err != 0) {
-			coll_pass_fault(j, op, &s->pass[k].fault, x);
-			rc = -1;
-		}
+	if (fan->err != 0 && s->ends == NULL) {
+		coll_pass_fault(j, op, fan, x);
+		rc = -1;
+	} else if (comb->err != 0 && ahead == NULL) {
+		coll_pass_fault(j, op, comb, x);
+		rc = -1;
+	} else if (comb->err != 0)
+		coll_pass_fault_into(j, ahead, comb, &ahead->code, ahead->err,
+		    sizeof(ahead->err));
 	pass_free(&s->pass[0]);
 	pass_free(&s->pass[1]);
 	return rc;
@@ -188,9 +205,14 @@ ranges_meet(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
 }
 
 /*
- * 1 if allreduces a and b, both in the daemon's segments, share a byte of
- * any local rank's buffers.  Distinct segments are distinct memory
- * (mccl_alloc maps a new one each time), so addresses tell.
+ * 1 if allreduces a and b may share a byte of some local rank's buffers.
+ * In the daemon's segments addresses tell: each segment is mapped anew
+ * (mccl_alloc), so any two ranks' buffers can be compared.  In a rank's
+ * own memory only that rank's addresses mean the same memory (ranks that
+ * map one buffer at two addresses, and pass it to back-to-back ops, are
+ * not told apart); and one rank's buffers, one op in its own memory, the
+ * other in a segment, may be the same pages seen both ways (an op with
+ * one buffer outside its segments passes both as its own addresses).
  */
 static int
 ops_share_memory(const struct job *j, const struct op *a, const struct op *b)
@@ -199,11 +221,15 @@ ops_share_memory(const struct job *j, const struct op *a, const struct op *b)
 
 	for (uint32_t i = 0; i < j->nlocal; i++)
 		for (uint32_t k = 0; k < j->nlocal; k++) {
-			const uint8_t *ab[2] = { a->parts[i].send,
-			    a->parts[i].recv };
-			const uint8_t *bb[2] = { b->parts[k].send,
-			    b->parts[k].recv };
+			const struct op_part *pa = &a->parts[i], *pb =
+			    &b->parts[k];
+			const uint8_t *ab[2] = { pa->send, pa->recv };
+			const uint8_t *bb[2] = { pb->send, pb->recv };
 
+			if (i != k && (pa->xm != NULL || pb->xm != NULL))
+				continue;
+			if ((pa->xm == NULL) != (pb->xm == NULL))
+				return 1;
 			for (int m = 0; m < 4; m++)
 				if (ranges_meet(ab[m / 2], al, bb[m % 2], bl))
 					return 1;
@@ -212,26 +238,55 @@ ops_share_memory(const struct job *j, const struct op *a, const struct op *b)
 }
 
 /*
+ * Where next, taken ahead of op, builds its node result: 0 if it needs
+ * none of the engine's (its buffers are in the daemon's segments), else
+ * 0 with next->alt_buf naming the node buffer that neither op nor the op
+ * whose end op hands out holds, got now; -1 if both are held or the
+ * budget refuses it.
+ */
+static int
+ahead_node_buf(struct job *j, const struct op *op, struct op *next)
+{
+	int held[2] = { 0, 0 };
+	struct xfer x;
+
+	if (!op_in_xmem(j, next))
+		return 0;
+	if (op_in_xmem(j, op))
+		held[op->alt_buf] = 1;
+	if (op->before != NULL && op_in_xmem(j, op->before))
+		held[op->before->alt_buf] = 1;
+	if (held[0] && held[1])
+		return -1;
+	next->alt_buf = held[0];
+	memset(&x, 0, sizeof(x));
+	if (coll_node_buf(j, next, &x) != NULL)
+		return 0;
+	next->alt_buf = 0;	/* it runs after op, in the first */
+	return -1;
+}
+
+/*
  * The op after op, taken now, if its first segment may be combined beside
  * op's last one on the network (the combine that would otherwise start it
- * with the links idle): an allreduce cut in segments too, its buffers and
- * op's all in the daemon's segments and sharing no byte (it would read
- * what op has yet to write), nor with the op before op where op is one
- * segment (whose last segment is handed out beside it in the same side
- * pass).  NULL: none is ready, or it may not.
+ * with the links idle): an allreduce cut in segments too, sharing no byte
+ * with op (it would read what op has yet to write), nor with the op
+ * before op where op is one segment (whose last segment is handed out
+ * beside it in the same side pass), with a node buffer of its own.  NULL:
+ * none is ready, or it may not.
  */
 static struct op *
 coll_ahead(struct job *j, const struct op *op)
 {
 	struct op *next;
 
-	if (j->nlocal < 2 || op_in_xmem(j, op) ||
-	    (next = subq_take_ahead(j)) == NULL)
+	if (j->nlocal < 2 || (next = subq_take_ahead(j)) == NULL)
 		return NULL;
 	if (next->code != 0 || next->desc.coll != COLL_ALLREDUCE ||
-	    !coll_segmented(j, op_bytes(next)) || op_in_xmem(j, next) ||
+	    !coll_segmented(j, op_bytes(next)) ||
 	    ops_share_memory(j, op, next) || (op->before != NULL &&
-	    ops_share_memory(j, op->before, next)))
+	    ops_share_memory(j, op->before, next)) ||
+	    ahead_node_buf(j, op, next) == -1)
 		return NULL;
 	return next;
 }
@@ -314,7 +369,8 @@ coll_segments(struct job *j, struct op *op, struct xfer *x)
 		rc = node_allreduce(x, src + at, dst + at, n, d->dtype,
 		    d->redop);
 		node_ns += now_ns() - t0;
-		if (side_end(j, op, &side, x) == -1)
+		if (side_end(j, op, comb.op == op ? NULL : ahead, &side,
+		    x) == -1)
 			rc = -1;
 		if (rc == 0 && ahead != NULL)
 			ahead->combined_ahead = 1;

@@ -122,8 +122,13 @@ ran: INVALID_ARGUMENT naming it, no rank hangs, no wrong sums" "jxu$which" \
 	    "0 0 1" xmem-unmap "$which"
 done
 run_job "rank 0's receive buffer unmapped where the last segment of the \
-first of two queued allreduces goes: INVALID_ARGUMENT naming it, both \
-fail, no rank hangs" jxulast "0 0 1" xmem-unmap-last
+first of two queued allreduces goes, handed out beside the second: \
+INVALID_ARGUMENT naming it, both fail, no rank hangs" jxulast "0 0 1" \
+    xmem-unmap-last
+grep -Eq "job jxulast: op [0-9]+ allreduce of 33554432 bytes .*its last \
+segment handed out beside the next op, failed" "$T/n0.log" &&
+    ok "n0 logs the first op failed in the hand-out beside the second" ||
+    bad "n0's log has no first op failed in its hand-out: $(grep -m2 'job jxulast: op' "$T/n0.log")"
 for i in 0 1; do
 	kill -0 "${DAEMON_PIDS[$i]}" 2>/dev/null && ok "n$i still running" ||
 	    bad "n$i died"

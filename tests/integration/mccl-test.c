@@ -56,7 +56,8 @@
  *                      rank 0 unmaps a buffer of its allreduce before it
  *                      ran: the op fails, naming it
  *   xmem-unmap-last    the same for the last segment of the first of two
- *                      queued allreduces
+ *                      queued allreduces, handed out beside the second
+ *   queued-heap        queued large allreduces in the ranks' own memory
  *   scratch BYTES CODE TEXT MS
  *                      a reduce_scatter of BYTES of input (floats), which
  *                      must fail with CODE and TEXT (CODE MCCL_SUCCESS: end
@@ -1449,6 +1450,30 @@ queued_large(mccl_comm_t *comm, int32_t *buf)
 	}
 }
 
+/*
+ * queued_large in the ranks' own heap, which the daemon reads and writes
+ * in place (from 4 MiB where a node has several ranks): the same sums,
+ * with the ops that share no byte overlapping as in its segments.
+ */
+static int
+mode_queued_heap(void)
+{
+	mccl_comm_t *comm;
+	int32_t *buf;
+
+	if ((comm = join()) == NULL)
+		return 1;
+	if ((buf = malloc(2 * LARGECOUNT * sizeof(*buf))) == NULL) {
+		FAIL("out of memory");
+		return 1;
+	}
+	queued_large(comm, buf);
+	free(buf);
+	mccl_comm_destroy(comm);
+	printf("rank %d: %d checks, %d failed\n", my_rank, checks, failures);
+	return failures != 0;
+}
+
 static int
 mode_large(void)
 {
@@ -1562,12 +1587,12 @@ mode_xmem_unmap(const char *which)
 /*
  * Rank 0 queues two 32 MiB allreduces in its own memory, the first out
  * of place into a buffer whose last 8 MiB (the op's last segment) it
- * unmaps before the other ranks come: the daemon's write of that segment,
- * the first op's last step, fails.  The first op fails with
- * INVALID_ARGUMENT naming rank 0's receive buffer, on rank 0 and its
- * node; every rank's second op fails with the job (no rank hangs, none
- * gets wrong sums: another node's first op, whose part had ended, may
- * end well, with the right ones).
+ * unmaps before the other ranks come: the daemon hands that segment out
+ * beside the second op's start, where the write fails.  The first op
+ * fails with INVALID_ARGUMENT naming rank 0's receive buffer, on rank 0
+ * and its node; every rank's second op fails with the job (no rank hangs,
+ * none gets wrong sums: another node's first op, whose part had ended,
+ * may end well, with the right ones).
  */
 static int
 mode_xmem_unmap_last(void)
@@ -1983,6 +2008,8 @@ main(int argc, char **argv)
 		return mode_xmem_unmap(argv[2]);
 	if (argc == 2 && strcmp(argv[1], "xmem-unmap-last") == 0)
 		return mode_xmem_unmap_last();
+	if (argc == 2 && strcmp(argv[1], "queued-heap") == 0)
+		return mode_queued_heap();
 	if (argc == 3 && strcmp(argv[1], "idle") == 0)
 		return mode_idle(atoi(argv[2]));
 	if (argc == 3 && strcmp(argv[1], "hold") == 0)

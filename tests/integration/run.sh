@@ -14,6 +14,12 @@ TRANSPORT=tcp		# unless MCCL_TEST_TRANSPORT says otherwise
 
 section() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
 
+# overlapped NODE: mccl_allreduce_overlapped_total of daemon nNODE.
+overlapped() {
+	"$B/mcclctl" -s "$T/n$1.sock" metrics |
+	    awk '$1 == "mccl_allreduce_overlapped_total" { print $2 }'
+}
+
 cluster_up 3 || { bad "cluster start"; summary; exit 1; }
 if section matrix; then
 echo "== every collective x dtype x op x placement x count"
@@ -24,11 +30,6 @@ MCCL_SPIN_US=40 run_job "3 nodes x 1 rank, clients spinning on their \
 doorbells (MCCL_SPIN_US=40)" j3x1s "0 1 2" collectives
 run_job "2 nodes x 3 ranks, 2 + 1, out of rank order" j2u "2 0 2" collectives
 run_job "an allreduce of more than 2 GiB across 2 nodes" jbig "0 1" big
-# overlapped NODE: mccl_allreduce_overlapped_total of daemon nNODE.
-overlapped() {
-	"$B/mcclctl" -s "$T/n$1.sock" metrics |
-	    awk '$1 == "mccl_allreduce_overlapped_total" { print $2 }'
-}
 before=$(overlapped 1)
 run_job "20 MiB collectives, the node's passes on several threads and \
 beside the network: 2 nodes x 2 ranks" jlarge "0 0 1 1" large
@@ -97,6 +98,14 @@ run_job "3 rings' worth of ops at once, a rank 300 ms late: 1 node x 3" \
     jrf1 "0 0 0" ring-full
 run_job "3 rings' worth of ops at once, ranks late: 2 nodes x 2" \
     jrf2 "1 2 1 2" ring-full
+before=$(overlapped 1)
+run_job "queued 20 MiB allreduces in the ranks' own memory, read and \
+written in place: 2 nodes x 2 ranks" jqheap "0 0 1 1" queued-heap
+after=$(overlapped 1)
+awk -v a="${after:-0}" -v b="${before:-0}" \
+    'BEGIN { exit !(a - b >= 1 && a - b <= 2) }' &&
+    ok "n1 overlapped those that share no byte, in the ranks' memory too ($before -> $after)" ||
+    bad "n1 overlapped $before -> $after of the queued allreduces in the ranks' memory, not 1 or 2"
 echo "== an idle job costs its daemon under 1 % of a core"
 spawn 0 jidle 2 0 hold 7000; i0=$LAST_PID
 spawn 1 jidle 2 1 hold 7000; i1=$LAST_PID

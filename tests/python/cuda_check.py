@@ -112,7 +112,7 @@ work.wait()
 check("a CPU all_reduce after a CUDA one waiting for its copy: in order",
       bool((t == S).all()) and bool((c == S).all()), (t[:2], c))
 
-# pipelined: 32 MiB and more go in parts of 16 MiB (the last one shorter)
+# pipelined: 32 MiB and more go in parts of 16 MiB (the last one longer)
 count = (9 << 20) + 3			# 36 MiB + 12 bytes of float32
 for op, want in ((RO.SUM, S), (RO.AVG, S / N), (RO.MAX, float(N))):
     t = full((count,), R + 1.0)

@@ -259,7 +259,7 @@ check("large CPU all_reduces between small ones",
       all(bool((big[k] == S + N * (k - 1)).all()) and
           bool((small[k] == k * (N - 1) * N / 2).all()) for k in range(3)),
       [(x[0].item(), y[0].item()) for x, y in zip(big, small)])
-# 32 MiB and more run in parts of 16 MiB, the last one shorter: every part
+# 32 MiB and more run in parts of 16 MiB, the last one longer: every part
 # lands where it belongs, in place, in a non-contiguous tensor, async
 count = (9 << 20) + 3			# 36 MiB + 12 bytes of float32
 for op, want in ((RO.SUM, S), (RO.AVG, S / N), (RO.MAX, float(N))):

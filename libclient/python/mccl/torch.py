@@ -178,12 +178,16 @@ _PART = 16 << 20	# bytes: large all_reduces etc. go in parts of this
 def _part_bounds(t):
     """The element ranges a tensor of two parts or more is cut into, the
     same on every device (a job's ranks must run the same operations);
-    None for a smaller one."""
+    None for a smaller one.  The last part takes the remainder (one to two
+    parts' worth), as the daemon's segments do: a sliver of its own (DDP's
+    buckets are a little over whole MiBs) would be an operation too small
+    for the daemon to overlap with the parts around it."""
     n, size = t.numel(), t.element_size()
     if n * size < 2 * _PART:
         return None
     step = _PART // size
-    return [(lo, min(lo + step, n)) for lo in range(0, n, step)]
+    k = n // step
+    return [(i * step, (i + 1) * step if i + 1 < k else n) for i in range(k)]
 
 
 class _Stage:
