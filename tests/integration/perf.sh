@@ -16,16 +16,23 @@ perf_ok() {
 	ok "$name"
 }
 
+# perf_on_three JOB ARGS...: mccl-perf ARGS as ranks 0-2 of job JOB, one
+# on each node, each one's output in $T/JOB.RANK.out; fails if one did.
+perf_on_three() {
+	local job=$1 i p rc=0 pids=()
+	shift
+	for i in 0 1 2; do
+		MCCL_SOCKET="$T/n$i.sock" timeout 120 "$B/mccl-perf" "$@" \
+		    -N 1 -R 3 -r "$i" -J "$job" >"$T/$job.$i.out" 2>&1 &
+		pids+=($!)
+		CHILD_PIDS+=($!)
+	done
+	for p in "${pids[@]}"; do wait "$p" || rc=1; done
+	return $rc
+}
+
 # -M host: the buffers are the process's own, staged by the library
-pids=()
-for i in 0 1 2; do
-	MCCL_SOCKET="$T/n$i.sock" timeout 120 "$B/mccl-perf" -M host \
-	    -N 1 -R 3 -r "$i" -J perf-host -b 8 -e 8M -f 64 -n 2 -w 1 \
-	    >"$T/perf-host.$i.out" 2>&1 &
-	pids+=($!)
-	CHILD_PIDS+=($!)
-done
-for p in "${pids[@]}"; do wait "$p"; done
+perf_on_three perf-host -M host -b 8 -e 8M -f 64 -n 2 -w 1
 grep -q "memory: host" "$T/perf-host.0.out" &&
     perf_ok "mccl-perf -M host: staged buffers, results checked" \
     "$T/perf-host.0.out" || bad "mccl-perf -M host: $(tail -n 2 \
@@ -33,15 +40,7 @@ grep -q "memory: host" "$T/perf-host.0.out" &&
 
 # -P: a buffer as parts in flight together, in the ranks' own memory (the
 # torch backend's way), checked element by element; bad parts refused
-pids=()
-for i in 0 1 2; do
-	MCCL_SOCKET="$T/n$i.sock" timeout 120 "$B/mccl-perf" -M host -P 1M \
-	    -N 1 -R 3 -r "$i" -J perf-parts -b 1M -e 5M -i 2M -n 2 -w 1 \
-	    >"$T/perf-parts.$i.out" 2>&1 &
-	pids+=($!)
-	CHILD_PIDS+=($!)
-done
-for p in "${pids[@]}"; do wait "$p"; done
+perf_on_three perf-parts -M host -P 1M -b 1M -e 5M -i 2M -n 2 -w 1
 grep -q "parts: 1048576" "$T/perf-parts.0.out" &&
     perf_ok "mccl-perf -P: parts in flight, results checked" \
     "$T/perf-parts.0.out" || bad "mccl-perf -P: $(tail -n 2 \
@@ -59,17 +58,8 @@ done
 for coll in allreduce reduce broadcast allgather reduce_scatter alltoall \
     gather scatter allgatherv alltoallv \
     sendrecv barrier; do
-	pids=()
-	for i in 0 1 2; do
-		MCCL_SOCKET="$T/n$i.sock" timeout 120 "$B/mccl-perf" -C "$coll" \
-		    -N 1 -R 3 -r "$i" -J "perf-$coll" -b 8 -e 1M -f 16 -n 2 \
-		    -w 1 >"$T/perf-$coll.$i.out" 2>&1 &
-		pids+=($!)
-		CHILD_PIDS+=($!)
-	done
-	rc=0
-	for p in "${pids[@]}"; do wait "$p" || rc=1; done
-	if [ $rc -ne 0 ]; then
+	if ! perf_on_three "perf-$coll" -C "$coll" -b 8 -e 1M -f 16 -n 2 -w 1
+	then
 		bad "mccl-perf -C $coll"
 		tail -n 3 "$T/perf-$coll".*.out
 	elif [ "$coll" = barrier ]; then

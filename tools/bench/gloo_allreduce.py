@@ -1,9 +1,12 @@
 """gloo_allreduce.py: torch.distributed (gloo) all_reduce bandwidth, the
 Gloo side of the harness's bandwidth cases, in the table mccl-perf and
 nccl-tests print: for each size from MINB to MAXB (doubling), ITERS float32
-sum all_reduces timed as one span whose slowest rank counts, after the same
-loop once untimed (the warm-up), and every element of the last result
-checked.  From 8 MiB the first warm-up is 5 of them, and the timed loop
+sum all_reduces of one tensor, in place, timed as one span whose slowest
+rank counts, after the same loop once untimed (the warm-up); then one more
+from fresh inputs, every element of its result checked.  As in nccl-tests
+and mccl-perf, nothing but the all_reduces is timed (the tensor's values
+grow from one to the next), so that no copy of a fresh tensor weighs on
+either backend.  From 8 MiB the first warm-up is 5 of them, and the timed loop
 as many as fill about SPAN_S by that warm-up's pace (5 to ITERS), after a
 second warm-up of as many where that is more than 5 (a backend makes what
 as many operations in flight need before the clock): a stall of one op
@@ -42,19 +45,26 @@ def sync():
         torch.cuda.synchronize()
 
 
-def time_allreduce(x, iters):
-    """Seconds per all_reduce, the slowest rank's."""
+def time_allreduce(y, iters):
+    """Seconds per all_reduce of y, the slowest rank's."""
     sync()
     dist.barrier()
     t0 = time.perf_counter()
     for _ in range(iters):
-        y = x.clone()
         dist.all_reduce(y)
     sync()
     took = torch.tensor([(time.perf_counter() - t0) / iters],
                         dtype=torch.float64)
     dist.all_reduce(took, op=dist.ReduceOp.MAX)
-    return took.item(), y
+    return took.item()
+
+
+def wrong_elements(x, n):
+    """One all_reduce of a copy of x, checked: the elements it got wrong."""
+    y = x.clone()
+    dist.all_reduce(y)
+    sync()
+    return int((y != values(0, y.numel()) * (n * (n + 1) // 2)).sum())
 
 
 def print_placement(rank, n):
@@ -79,18 +89,19 @@ def run_rank(minb, maxb, iters):
     while b <= maxb:
         count = b // 4
         x = values(rank, count)
+        y = x.clone()
         n_it = min(iters, 5) if b >= 8 << 20 else iters
         # warm-up: the timed loop once, untimed, as nccl-tests and
         # mccl-perf do: what a backend makes for as many operations in
         # flight (host buffers, registrations) is made before the clock
-        warm, _ = time_allreduce(x, n_it)
+        warm = time_allreduce(y, n_it)
         if b >= 8 << 20:	# every rank has the slowest's warm: alike
             more = min(iters, math.ceil(SPAN_S / warm))
             if more > n_it:	# warm for as many in flight as timed
                 n_it = more
-                time_allreduce(x, n_it)
-        t, y = time_allreduce(x, n_it)
-        wrong = int((y != values(0, count) * (n * (n + 1) // 2)).sum())
+                time_allreduce(y, n_it)
+        t = time_allreduce(y, n_it)
+        wrong = wrong_elements(x, n)
         alg = b / t / 1e9
         if rank == 0:
             print(f"{b:12d} {count:10d} {t * 1e6:10.1f} {alg:8.3f} "
