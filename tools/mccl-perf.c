@@ -516,10 +516,12 @@ opts_default(struct opts *o)
 static void
 opts_check(const struct opts *o, int spawn_opts, int format_set)
 {
+	size_t esize = mccl_dtype_size(o->dtype->dtype);
+
 	if (o->minbytes > o->maxbytes)
 		usage_error("-b: MINBYTES %zu is larger than MAXBYTES %zu",
 		    o->minbytes, o->maxbytes);
-	if (o->coll->sized && o->maxbytes < mccl_dtype_size(o->dtype->dtype))
+	if (o->coll->sized && o->maxbytes < esize)
 		usage_error("-e: MAXBYTES %zu is less than one %s element",
 		    o->maxbytes, o->dtype->n.name);
 	if (o->coll->has_op && o->op->op == MCCL_AVG && !o->dtype->is_float)
@@ -533,11 +535,12 @@ opts_check(const struct opts *o, int spawn_opts, int format_set)
 	if (o->partbytes != 0 && o->coll->start != start_allreduce)
 		usage_error("-P: parts are for allreduce only, not %s",
 		    o->coll->n.name);
-	if (o->partbytes != 0 &&
-	    o->partbytes < mccl_dtype_size(o->dtype->dtype))
+	if (o->partbytes != 0 && o->partbytes < esize)
 		usage_error("-P: PARTBYTES %zu is less than one %s element",
 		    o->partbytes, o->dtype->n.name);
-	if (o->partbytes != 0 && o->maxbytes / o->partbytes > PARTS_MAX)
+	/* parts are whole elements, as run_parts cuts them */
+	if (o->partbytes != 0 && o->maxbytes / esize / (o->partbytes /
+	    esize) > PARTS_MAX)
 		usage_error("-P: MAXBYTES %zu would make more than %d parts "
 		    "of %zu bytes", o->maxbytes, PARTS_MAX, o->partbytes);
 	if (spawn_opts && o->nprocs == 0)

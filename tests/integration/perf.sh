@@ -45,7 +45,7 @@ grep -q "parts: 1048576" "$T/perf-parts.0.out" &&
     perf_ok "mccl-perf -P: parts in flight, results checked" \
     "$T/perf-parts.0.out" || bad "mccl-perf -P: $(tail -n 2 \
     "$T/perf-parts.0.out")"
-for args in "-C broadcast -P 1M" "-P 2" "-e 64M -P 1K"; do
+for args in "-C broadcast -P 1M" "-P 2" "-e 64M -P 1K" "-e 20K -P 6"; do
 	"$B/mccl-perf" $args >"$T/perf-badparts.out" 2>&1
 	rc=$?
 	if [ $rc = 2 ] && grep -q "^mccl-perf: -P: " "$T/perf-badparts.out"; then
