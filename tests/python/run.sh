@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# run.sh BUILD_DIR [cuda]: the Python package, the torch backend and mcclrun,
-# against a 2-node cluster on loopback (tests/integration/lib.sh: every
-# process and file is cleaned up, also on failure).  Ranks reach "their"
-# node through mcclrun --ssh tests/python/fakessh, which plays ssh: node
-# nI's ranks get nI's socket.  Debian's python3, numpy and torch.
+# run.sh BUILD_DIR [cuda|torch]: the Python package, the torch backend and
+# mcclrun, against a 2-node cluster on loopback (tests/integration/lib.sh:
+# every process and file is cleaned up, also on failure).  Ranks reach
+# "their" node through mcclrun --ssh tests/python/fakessh, which plays ssh:
+# node nI's ranks get nI's socket.  Debian's python3, numpy and torch.
+# cuda: the GPU tests alone; torch: the torch backend's alone, with a part
+# of PyTorch's own tests (to try a torch newer than Debian's).
 set -u
 B=$(cd "${1:-build}" && pwd)
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -103,12 +105,77 @@ cuda_tests() {
 	    "$T/torchrun.$((p + 1)).out"
 }
 
+# The torch backend under mcclrun and torchrun, and DDP against gloo's;
+# also alone, with PyTorch's own tests: run.sh BUILD torch.
+torch_tests() {
+	echo "== torch.distributed on backend mccl, 2 nodes x 2 ranks"
+	"${MCCLRUN[@]}" "${REMOTE[@]}" -N 2 "$PY" "$HERE/torch_check.py" \
+	    >"$T/torch.out" 2>&1
+	report "torch_check.py under mcclrun" "$T/torch.out" $?
+
+	echo "== torch checks under torchrun"
+	local p
+	p=$(free_ports 5)
+	torchrun_2x2 "$p" "$HERE/torch_check.py"
+	report "torch_check.py under torchrun, 2 nodes x 2 ranks" \
+	    "$T/torchrun.$p.out" $?
+
+	echo "== DDP on mccl against DDP on gloo, 2 nodes x 2 ranks"
+	torchrun_2x2 $((p + 1)) "$HERE/ddp_train.py" mccl "$T/ddp_mccl" &&
+	    torchrun_2x2 $((p + 2)) "$HERE/ddp_train.py" gloo "$T/ddp_gloo" &&
+	    "$PY" "$HERE/ddp_compare.py" "$T/ddp_mccl" "$T/ddp_gloo" 4 \
+	    >"$T/ddp.out" 2>&1
+	report "DDP: broadcast at construction, buckets, no_sync, a short \
+last batch" "$T/ddp.out" $?
+	[ -s "$T/ddp.out" ] || tail -n 20 "$T/torchrun.$((p + 1)).out" \
+	    "$T/torchrun.$((p + 2)).out"
+}
+
+# A part of PyTorch's own distributed tests (torch_suite.sh runs them all):
+# each collective, send/recv, groups, objects, futures and DDP once.
+# Run with no cluster of run.sh's up: torch_suite.sh starts its own.
+torch_suite_part() {
+	echo "== PyTorch's distributed_test.py, a part, 4 ranks on 2 nodes"
+	local SUITE_PART="all_reduce_sum all_reduce_sum_async all_reduce_group_max
+	    all_reduce_coalesced_sum broadcast broadcast_group broadcast_object_list
+	    all_gather all_gather_coalesced_simple all_gather_object_default_pg
+	    gather gather_object scatter scatter_object_list reduce_sum
+	    reduce_group_min send_recv send_recv_any_source send_recv_with_tag isend
+	    irecv batch_isend_irecv_gloo barrier barrier_group get_future
+	    sparse_all_reduce_sum destroy_group DistributedDataParallel_requires_grad"
+	# Gates of torch's own that newer releases close whatever the backend:
+	# the group tests want 8 ranks from torch 2.6, one test is off upstream.
+	local TORCH_OWN_SKIPS="'Skipped due to small world size\.'|'Test is failing"
+	local t rc nran nok nown nwant suite_args=()
+	for t in $SUITE_PART; do suite_args+=(-k "*.test_$t"); done
+	"$HERE/torch_suite.sh" "$B" mccl 4 -g "${suite_args[@]}" >"$T/suite.txt" 2>&1
+	rc=$?
+	nran=$(grep -cE '^(ok|FAIL|skip) ' "$T/suite.txt")
+	nok=$(grep -c '^ok ' "$T/suite.txt")
+	nown=$(grep -cE "^skip test_[A-Za-z0-9_]+ ($TORCH_OWN_SKIPS)" "$T/suite.txt")
+	nwant=$(wc -w <<<"$SUITE_PART")
+	if [ $rc = 0 ] && [ "$nran" = "$nwant" ] && [ "$nok" -gt 0 ] &&
+	    [ $((nok + nown)) = "$nwant" ]; then
+		ok "$nok of PyTorch's tests pass on backend mccl$( [ "$nown" = 0 ] ||
+		    echo ", $nown skipped by torch's own gates")"
+		grep '^skip ' "$T/suite.txt" | sed 's/^/    /'
+	else
+		bad "PyTorch's tests: exit $rc, $nok of $nwant passed ($nran ran)"
+		grep -v '^ok ' "$T/suite.txt" | head -n 60
+	fi
+}
+
 cluster_up 2 || { bad "cluster start"; summary; exit 1; }
-if [ "${2:-}" = cuda ]; then
-	cuda_tests
+case ${2:-} in
+cuda)	cuda_tests
 	summary
-	exit
-fi
+	exit ;;
+torch)	torch_tests
+	cluster_down
+	torch_suite_part
+	summary
+	exit ;;
+esac
 
 echo "== the README's example under mcclrun -n 4 (one node)"
 out=$("${MCCLRUN[@]}" --socket "$T/n0.sock" -n 4 "$PY" \
@@ -136,26 +203,7 @@ echo "== mccl on 2 nodes x 2 ranks: every collective, dtype and op"
     >"$T/dist.out" 2>&1
 report "dist_check.py under mcclrun --hosts n0,n1 -N 2" "$T/dist.out" $?
 
-echo "== torch.distributed on backend mccl, 2 nodes x 2 ranks"
-"${MCCLRUN[@]}" "${REMOTE[@]}" -N 2 "$PY" "$HERE/torch_check.py" \
-    >"$T/torch.out" 2>&1
-report "torch_check.py under mcclrun" "$T/torch.out" $?
-
-echo "== torch checks under torchrun"
-p=$(free_ports 5)
-torchrun_2x2 "$p" "$HERE/torch_check.py"
-report "torch_check.py under torchrun, 2 nodes x 2 ranks" \
-    "$T/torchrun.$p.out" $?
-
-echo "== DDP on mccl against DDP on gloo, 2 nodes x 2 ranks"
-torchrun_2x2 $((p + 1)) "$HERE/ddp_train.py" mccl "$T/ddp_mccl" &&
-    torchrun_2x2 $((p + 2)) "$HERE/ddp_train.py" gloo "$T/ddp_gloo" &&
-    "$PY" "$HERE/ddp_compare.py" "$T/ddp_mccl" "$T/ddp_gloo" 4 \
-    >"$T/ddp.out" 2>&1
-report "DDP: broadcast at construction, buckets, no_sync, a short last \
-batch" "$T/ddp.out" $?
-[ -s "$T/ddp.out" ] || tail -n 20 "$T/torchrun.$((p + 1)).out" \
-    "$T/torchrun.$((p + 2)).out"
+torch_tests
 
 echo "== DDP on a bfloat16 wire, 2 nodes x 2 ranks, 200 steps"
 # The wire's numbers are under test, so every mode runs the ring, where the
@@ -433,27 +481,5 @@ grep -q "overhead over the C call, numpy: .* by parts" <<<"$out" &&
 
 cluster_down
 
-# A part of PyTorch's own distributed tests (torch_suite.sh runs them all):
-# each collective, send/recv, groups, objects, futures and DDP once.
-echo "== PyTorch's distributed_test.py, a part, 4 ranks on 2 nodes"
-SUITE_PART="all_reduce_sum all_reduce_sum_async all_reduce_group_max
-    all_reduce_coalesced_sum broadcast broadcast_group broadcast_object_list
-    all_gather all_gather_coalesced_simple all_gather_object_default_pg
-    gather gather_object scatter scatter_object_list reduce_sum
-    reduce_group_min send_recv send_recv_any_source send_recv_with_tag isend
-    irecv batch_isend_irecv_gloo barrier barrier_group get_future
-    sparse_all_reduce_sum destroy_group DistributedDataParallel_requires_grad"
-suite_args=()
-for t in $SUITE_PART; do suite_args+=(-k "*.test_$t"); done
-"$HERE/torch_suite.sh" "$B" mccl 4 -g "${suite_args[@]}" >"$T/suite.txt" 2>&1
-rc=$?
-nran=$(grep -cE '^(ok|FAIL|skip) ' "$T/suite.txt")
-nok=$(grep -c '^ok ' "$T/suite.txt")
-nwant=$(wc -w <<<"$SUITE_PART")
-if [ $rc = 0 ] && [ "$nok" = "$nwant" ]; then
-	ok "$nok of PyTorch's tests pass on backend mccl"
-else
-	bad "PyTorch's tests: exit $rc, $nok of $nwant passed ($nran ran)"
-	grep -v '^ok ' "$T/suite.txt" | head -n 60
-fi
+torch_suite_part
 summary

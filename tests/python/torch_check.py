@@ -200,6 +200,14 @@ if N > 1:
         dist.all_reduce(t, group=g)
         check("new_group of the even ranks", bool((t == len(evens)).all()),
               t)
+        if hasattr(dist.ProcessGroup, "_set_group_name"):	# torch 2
+            check("a group keeps the name torch gives it", g.group_name ==
+                  dist.distributed_c10d._world.pg_names[g], g.group_name)
+        dist.destroy_process_group(g)	# torch 2 calls g.shutdown() ...
+        g.shutdown()			# ... torch 1 does not; once is all
+        raises("a destroyed group's operations: a clear error",
+               mccl.InvalidArgumentError,
+               lambda: g.allreduce([torch.ones(1)]).wait(), "destroyed")
     req = dist.isend(torch.ones(2), (R + 1) % N)
     x = torch.zeros(2)
     dist.recv(x, (R - 1) % N)

@@ -6,7 +6,8 @@ tests/python/torch_suite.sh, which starts the daemons).
 Environment: BACKEND (mccl, or gloo to compare), WORLD_SIZE, TEMP_DIR
 (torch's), MCCL_SOCKETS (the daemons' sockets, comma-separated: the ranks
 are spread over them in order), OPEN_GATES=1 to run the tests whose gate
-names gloo too (the gates are read when the module is imported).
+names gloo too (the gates are read when the module is imported).  CUDA is
+hidden: these are the CPU-tensor tests.
 """
 
 import logging
@@ -17,6 +18,9 @@ BACKEND = os.environ["BACKEND"]
 # torch's test helpers read CI=1 (as CI machines set it) as "write XML
 # reports", which needs xmlrunner, a package Debian does not ship.
 os.environ.pop("CI", None)
+# The suite runs CPU tensors; its harness skips every test where CUDA has
+# fewer devices than ranks (TEST_SKIPS "multi-gpu"), as on a one-GPU host.
+os.environ["CUDA_VISIBLE_DEVICES"] = ""
 if os.environ.get("OPEN_GATES") == "1":
     os.environ["BACKEND"] = "gloo"	# the gates see gloo ...
 

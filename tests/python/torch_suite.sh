@@ -2,10 +2,10 @@
 # torch_suite.sh BUILD_DIR BACKEND WORLD_SIZE [-g] [-k PATTERN]...: PyTorch's
 # own distributed tests (torch_suite.py) on 2 daemons on loopback, ranks
 # spread over them.  -g opens the gates that name gloo.  Prints a line per
-# test ("ok", "FAIL", "skip" and its name), then "N passed, N failed, N
-# skipped"; exits 1 if one failed.  SUITE_TIMEOUT (seconds, default 3000)
-# bounds the run; the tests that ended by then are still reported.  Cleans up as the other tests do
-# (tests/integration/lib.sh).
+# test ("ok", "FAIL", "skip" and its name; a skip, its reason), then "N
+# passed, N failed, N skipped"; exits 1 if one failed.  SUITE_TIMEOUT
+# (seconds, default 3000) bounds the run; the tests that ended by then are
+# still reported.  Cleans up as the other tests do (tests/integration/lib.sh).
 set -u
 B=$(cd "${1:-build}" && pwd)
 BACKEND_ARG=$2 WS=$3
@@ -34,7 +34,9 @@ name != "" && / \.\.\. |^(ok|FAIL|ERROR|skipped)/ {
 	if ($0 ~ /\.\.\. ok$|^ok$/) { print "ok   " name; p++; name = "" }
 	else if ($0 ~ /\.\.\. (FAIL|ERROR)$|^(FAIL|ERROR)$/) {
 		print "FAIL " name; f++; name = "" }
-	else if ($0 ~ /skipped/) { print "skip " name; s++; name = "" }
+	else if ($0 ~ /skipped/) {	# with its reason, where torch gives one
+		r = $0; sub(/.*skipped */, "", r)
+		print "skip " name (r == "" ? "" : " " r); s++; name = "" }
 }
 END { printf "%d passed, %d failed, %d skipped\n", p, f, s }
 ' "$T/suite.out" >"$T/summary"

@@ -605,8 +605,10 @@ class ProcessGroupMCCL(ProcessGroup):
         self._submitter.start()
         self._local = threading.local()	# .stage: a CUDA op being made
         self._staging = []		# its _HostStaging, once needed
-        weakref.finalize(self, _shutdown, self._submitter, self._completer,
-                         self._comm, self._staging)
+        self._group_name = ""
+        self._end = weakref.finalize(self, _shutdown, self._submitter,
+                                     self._completer, self._comm,
+                                     self._staging)
 
     def getBackendName(self):
         return "mccl"
@@ -626,6 +628,21 @@ class ProcessGroupMCCL(ProcessGroup):
 
     def _get_backend_name(self):
         return "mccl"
+
+    # torch 2 names a group through its per-device backends, and this group
+    # has none (above): it keeps its name itself, or destroy_process_group
+    # fails reading it ("ProcessGroup name not set").
+    def _set_group_name(self, name):
+        self._group_name = name
+
+    @property
+    def group_name(self):
+        return self._group_name
+
+    def shutdown(self):
+        """The group's job ends now (torch 2's destroy_process_group calls
+        this), not when the object is collected; again: nothing."""
+        self._end()
 
     # -- the path every operation takes --
 
