@@ -951,7 +951,8 @@ static const struct conf_key conf_keys[] = {
 	    streams_per_peer, STREAMS_AUTO, RELOAD_APPLY, "auto", "data links "
 	    "(TCP connections or RDMA queue pairs) between two neighbours of a "
 	    "job's ring for its collectives, 1 to 8, or auto (2 to 4, one per "
-	    "four cores): large ring allreduces run one ring per connection, "
+	    "four cores, and one per 2.5 Gbit/s of the link measured): large "
+	    "ring allreduces run one ring per connection, "
 	    "each on a thread, alternately in each direction; other pairs have "
 	    "one; the coordinator's value applies to the job"),
 	NUM("chunk_bytes", chunk_bytes, CHUNK_MIN, CHUNK_MAX, 1048576,

@@ -525,9 +525,13 @@ job_text(FILE *out, const json_t *doc)
 	struct table t;
 	size_t i;
 
-	fprintf(out, "job %s (id %s): %s, %lld ranks on %lld nodes\n",
+	fprintf(out, "job %s (id %s): %s, %lld ranks on %lld nodes",
 	    str(doc, "name"), str(doc, "id"), str(doc, "state"),
 	    num(doc, "nranks"), num(doc, "nnodes"));
+	if (json_object_get(doc, "lanes") != NULL)
+		fprintf(out, ", %lld lanes between neighbours",
+		    num(doc, "lanes"));
+	fputc('\n', out);
 	job_cost_line(out, doc);
 	job_algo_line(out, doc, "allreduce", "allreduce_auto");
 	job_algo_line(out, doc, "broadcast", "broadcast_auto");
@@ -669,6 +673,7 @@ static const struct field link_cost_schema[] = {
 static const struct field job_schema_one[] = {
 	KEY("name", T_STR, 0), KEY("id", T_STR, 0), KEY("state", T_STR, 0),
 	KEY("nranks", T_UINT, 0), KEY("nnodes", T_UINT, 0),
+	KEY("lanes", T_UINT, F_OPT),	/* absent: an ended job */
 	KEY("algo", T_STR, F_OPT),	/* absent: an ended job */
 	{ "allreduce_auto", T_LIST, F_OPT, T_OBJ, auto_range_schema },
 	{ "broadcast_auto", T_LIST, F_OPT, T_OBJ, auto_range_schema },

@@ -322,6 +322,20 @@ coord_new(const struct peer_join *m)
 	return k;
 }
 
+/*
+ * The lanes of a job formed now: streams_per_peer if set, else auto's, by
+ * the cores, and no more than the job's link needs (algo_lanes).
+ */
+static uint32_t
+job_lanes(const struct link_cost *cost)
+{
+	uint32_t most = conf_lanes(&md.conf);
+
+	if (md.conf.streams_per_peer != STREAMS_AUTO)
+		return most;
+	return algo_lanes(cost, most);
+}
+
 static void
 coord_form(struct coord *k)
 {
@@ -336,7 +350,7 @@ coord_form(struct coord *k)
 	}
 	f.uid = (uint32_t)k->uid;
 	f.nranks = k->nranks;
-	f.lanes = conf_lanes(&md.conf);
+	f.lanes = job_lanes(&k->cost);
 	f.alpha_ns = k->cost.alpha_ns;
 	f.beta_ps = k->cost.beta_ps;
 	f.gamma_ps = k->cost.gamma_ps;

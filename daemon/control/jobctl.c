@@ -511,9 +511,10 @@ job_ctl_query(struct client *c, const char *name, char *err, size_t errlen)
 		return -1;
 	}
 	q->client = c;
-	q->job = json_pack("{s:s, s:i, s:i, s:s, s:s, s:o, s:o, s:{s:i, s:i, "
-	    "s:i, s:i}}", "name", j->name, "nranks", (int)j->nranks, "nnodes",
-	    (int)j->nnodes, "state", job_state_names[j->state], "algo",
+	q->job = json_pack("{s:s, s:i, s:i, s:i, s:s, s:s, s:o, s:o, s:{s:i, "
+	    "s:i, s:i, s:i}}", "name", j->name, "nranks", (int)j->nranks,
+	    "nnodes", (int)j->nnodes, "lanes", (int)j->nlanes, "state",
+	    job_state_names[j->state], "algo",
 	    proto_algo_name(__atomic_load_n(&md.conf.algo, __ATOMIC_RELAXED)),
 	    "allreduce_auto", auto_ranges(COLL_ALLREDUCE, j),
 	    "broadcast_auto", auto_ranges(COLL_BROADCAST, j), "link_cost",

@@ -214,3 +214,17 @@ algo_auto_ranges(int coll, uint32_t nnodes, const struct link_cost *c,
 		ranges[n - 1].up_to = SIZE_MAX;
 	return n;
 }
+
+/*
+ * The lanes a job's ring needs for its link, from 1 to most: as many as
+ * fill it, one per LANE_FILL_PS of its time per byte.  Where one fills it,
+ * more only contend for the link and the cores.
+ */
+uint32_t
+algo_lanes(const struct link_cost *c, uint32_t most)
+{
+	uint32_t beta = c->beta_ps != 0 ? c->beta_ps : LINK_BETA_PS_DEFAULT;
+	uint32_t need = (LANE_FILL_PS + beta - 1) / beta;
+
+	return need < 1 ? 1 : need > most ? most : need;
+}

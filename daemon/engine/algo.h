@@ -31,6 +31,14 @@ struct link_cost {
 #define LINK_BETA_PS_DEFAULT	800
 #define LINK_GAMMA_PS_DEFAULT	250
 
+/*
+ * A lane (one connection each way, one thread) fills a link of this many
+ * picoseconds per byte or slower (2.5 Gbit/s) on any host measured: on the
+ * 2-core machine at 1 Gbit/s one lane sent 0.990-0.995 of the link where
+ * two, contending for the same link and cores, sent 0.980-0.983.
+ */
+#define LANE_FILL_PS		3200
+
 struct algo_range {
 	int	algo;		/* enum algo_type */
 	size_t	up_to;		/* bytes per rank, inclusive; SIZE_MAX: above */
@@ -47,5 +55,6 @@ int	algo_choose(int coll, int requested, uint32_t nnodes, size_t bytes,
 	    int narrowed, const struct link_cost *);
 size_t	algo_auto_ranges(int coll, uint32_t nnodes, const struct link_cost *,
 	    struct algo_range *, size_t max);
+uint32_t algo_lanes(const struct link_cost *, uint32_t most);
 
 #endif

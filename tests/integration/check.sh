@@ -5,7 +5,8 @@
 # check threads at once.  As root, four hosts in network
 # namespaces on a bridge (198.18.2.0/24), each host's egress shaped by
 # tc tbf to 200 Mbit/s but one host's to 40: that host's pairs, and no
-# other, must be marked.  Everything made here is removed at exit.
+# other, must be marked; a job formed once a ring measured those links
+# gets one lane.  Everything made here is removed at exit.
 
 echo "== mcclctl check --write-config: one file for every node"
 me=$(hostname)
@@ -132,6 +133,38 @@ ck_up() {
 	done
 }
 
+# ck_ranks JOB CMD...: CMD as ranks 0-3 of JOB, rank i on host i's daemon;
+# fails if one did.
+ck_ranks() {
+	local job=$1 i p rc=0 pids=()
+	shift
+	for i in 0 1 2 3; do
+		MCCL_SOCKET="$T/h$i.ck.sock" MCCL_JOB=$job MCCL_RANK=$i \
+		    MCCL_NRANKS=4 timeout 60 "$@" >"$T/$job.$i.out" 2>&1 &
+		pids+=($!)
+		CHILD_PIDS+=($!)
+	done
+	for p in "${pids[@]}"; do wait "$p" || rc=1; done
+	return $rc
+}
+
+# ck_job_lanes JOB: the lanes job JOB forms with on the four hosts.
+ck_job_lanes() {
+	local job=$1 i
+	ck_ranks "$job" "$B/mccl-test" hold 1500 &
+	for i in $(seq 100); do
+		"$B/mcclctl" -s "$T/h0.ck.sock" -j job "$job" 2>/dev/null |
+		    sed -n 's/.*"lanes": *\([0-9]*\).*/\1/p' | grep . && break
+		sleep 0.05
+	done
+	wait $!
+}
+
+# ck_ring_allreduce: ring allreduces of 1 MiB, the link cost's measure.
+ck_ring_allreduce() {
+	MCCL_ALGO=ring ck_ranks ckperf "$B/mccl-perf" -b 1M -e 1M -n 2 -w 0
+}
+
 echo "== mcclctl check: four hosts, one of them slow (namespaces)"
 if [ "$(id -u)" != 0 ] || ! ip netns list >/dev/null 2>&1; then
 	echo "(not root: the shaped hosts need network namespaces; skipped)"
@@ -173,5 +206,14 @@ else
 	    ok "mcclctl check: the slow host's three links marked, no other" ||
 	    bad "mcclctl check on shaped hosts: exit $rc, $slow slow, $asym \
 asymmetric, $others other outliers"
+	# auto's lanes on these links: by the cores until a ring allreduce
+	# measured them, then the one that fills them (the job takes the
+	# worst node's measure: 40 Mbit/s).
+	lanes_before=$(ck_job_lanes ckl0)
+	ck_ring_allreduce || bad "mccl-perf on the shaped hosts failed"
+	lanes_after=$(ck_job_lanes ckl1)
+	[ "${lanes_before:-0}" -ge 2 ] && [ "$lanes_after" = 1 ] &&
+	    ok "lanes by the link: $lanes_before before the link was measured, 1 on them (40 and 200 Mbit/s)" ||
+	    bad "lanes on the shaped hosts: '$lanes_before' before, '$lanes_after' after the link was measured"
 	daemons_stop 80 4
 fi

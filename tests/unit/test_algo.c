@@ -2,8 +2,9 @@
  * test_algo.c: the cost model AUTO stands for (engine/algo.c): its
  * predictions, worked by hand here; the choice it makes for each node
  * count and size, on either side of each boundary; that a requested
- * algorithm runs where the collective has it; and that the ranges mcclctl
- * job shows are the rule, for every node count and size.
+ * algorithm runs where the collective has it; that the ranges mcclctl
+ * job shows are the rule, for every node count and size; and the lanes a
+ * job's link needs.
  */
 #include <check.h>
 #include <stdint.h>
@@ -265,6 +266,36 @@ START_TEST(the_ranges_are_the_rule)
 }
 END_TEST
 
+/* Lanes: one per 2.5 Gbit/s the link measured, within what the cores allow. */
+START_TEST(lanes_by_the_link)
+{
+	static const struct {
+		uint32_t beta_ps, most, want;
+	} cases[] = {
+		{ 8000, 4, 1 },		/* 1 Gbit/s: one fills it */
+		{ LANE_FILL_PS, 4, 1 },	/* 2.5 Gbit/s, exactly */
+		{ LANE_FILL_PS - 1, 4, 2 },
+		{ 1600, 4, 2 },		/* 5 Gbit/s */
+		{ 1599, 4, 3 },
+		{ LINK_BETA_PS_DEFAULT, 4, 4 },	/* 10 Gbit/s, assumed */
+		{ LINK_BETA_PS_DEFAULT, 2, 2 },	/* ... on a small machine */
+		{ 200, 4, 4 },		/* 40 Gbit/s: the cores bound it */
+		{ 1, 8, 8 },
+		{ 1000000000, 3, 1 },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct link_cost c = dflt;
+
+		c.beta_ps = cases[i].beta_ps;
+		ck_assert_msg(algo_lanes(&c, cases[i].most) == cases[i].want,
+		    "beta %u ps, at most %u: %u lanes, expected %u",
+		    cases[i].beta_ps, cases[i].most,
+		    algo_lanes(&c, cases[i].most), cases[i].want);
+	}
+}
+END_TEST
+
 int
 main(void)
 {
@@ -281,6 +312,7 @@ main(void)
 	tcase_add_test(tc, a_narrowed_wire_favours_the_ring);
 	tcase_add_test(tc, requested_runs_as_asked);
 	tcase_add_test(tc, the_ranges_are_the_rule);
+	tcase_add_test(tc, lanes_by_the_link);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

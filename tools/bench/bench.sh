@@ -915,7 +915,9 @@ measure_ring() {
 
 # The lanes (TCP connections per pair of nodes) MCCL's jobs get here:
 # streams_per_peer from MCCL_BENCH_CONF, else its auto, as conf_lanes
-# (daemon/config.c) decides it: 2 to 4, one per four cores.
+# (daemon/config.c) decides it: 2 to 4, one per four cores.  On links of
+# 2.5 Gbit/s or less auto's jobs take one (algo_lanes), once a ring has
+# measured the link: there one connection or more carry the same.
 link_streams() {
 	local n
 	n=$(sed -n 's/.*"streams_per_peer": *\([0-9][0-9]*\).*/\1/p' \
