@@ -8,7 +8,7 @@ LOG_LEVEL=warning
 . "$(dirname "$0")/../tests/integration/lib.sh"
 
 echo "Starting 3 daemons (n0, n1, n2) on 127.0.0.1 in $T ..."
-cluster_up 3 || exit 1
+cluster_up 3 n 0 '"streams_per_peer": "auto",' || exit 1	# the default
 for i in 0 1 2; do
 	"$B/mcclctl" -s "$T/n$i.sock" status | sed -n '1,2p'
 done

@@ -41,7 +41,9 @@ LOG_LEVEL=warning
 one_run() {
 	local i=$1 round=$2 r pids=()
 	B=${BUILDS[$i]}
-	cluster_up 2 >/dev/null || { echo "ab: cluster $i did not start" >&2; exit 1; }
+	# the daemons' own lanes (auto), not the tests' two
+	cluster_up 2 n 0 '"streams_per_peer": "auto",' >/dev/null ||
+	    { echo "ab: cluster $i did not start" >&2; exit 1; }
 	for r in 0 1; do
 		MCCL_SOCKET="$T/n$r.sock" timeout 600 "$B/mccl-perf" \
 		    -N "$PER_NODE" -R $((2 * PER_NODE)) -r $((r * PER_NODE)) \
