@@ -65,7 +65,8 @@ DAEMON_SRCS = daemon/mccld.c $(CONTROL_SRCS) $(ENGINE_SRCS) \
 	      $(PROTO_SRCS)
 LIB_SRCS    = libclient/mccl.c libclient/conn.c $(PROTO_SRCS)
 CTL_SRCS    = tools/mcclctl.c tools/output.c tools/clusterconf.c libclient/conn.c $(PROTO_SRCS)
-PERF_SRCS   = tools/mccl-perf.c
+PERF_SRCS   = tools/perf/main.c tools/perf/options.c tools/perf/measure.c \
+	      tools/perf/colls.c tools/perf/pattern.c tools/perf/report.c
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 
@@ -74,7 +75,8 @@ LIBS	 = $(B)/$(SONAME) $(B)/libmccl.so $(B)/libmccl.a
 UNIT_TESTS = $(B)/test_proto $(B)/test_reduce $(B)/test_config $(B)/test_ring \
 	     $(B)/test_log $(B)/test_fakeverbs $(B)/test_rdma $(B)/test_budget \
 	     $(B)/test_subq $(B)/test_algo $(B)/test_form $(B)/test_engine \
-	     $(B)/test_crew $(B)/test_pass $(B)/test_conn $(B)/test_liveness
+	     $(B)/test_crew $(B)/test_pass $(B)/test_conn $(B)/test_liveness \
+	     $(B)/test_perf_pattern
 TEST_PROGS = $(B)/mccl-test $(B)/mccl-hostile
 BENCH_PROGS = $(B)/wirebw $(B)/costmodel
 
@@ -169,6 +171,9 @@ $(B)/costmodel: $(call obj,tools/bench/costmodel.c daemon/engine/algo.c $(PROTO_
 
 $(B)/test_algo: $(call obj,tests/unit/test_algo.c daemon/engine/algo.c $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS)
+
+$(B)/test_perf_pattern: $(call obj,tests/unit/test_perf_pattern.c tools/perf/pattern.c)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) -lm
 
 $(B)/test_crew: $(call obj,tests/unit/test_crew.c daemon/engine/crew.c)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) -lpthread
