@@ -914,10 +914,9 @@ measure_ring() {
 }
 
 # The lanes (TCP connections per pair of nodes) MCCL's jobs get here:
-# streams_per_peer from MCCL_BENCH_CONF, else its auto, as conf_lanes
-# (daemon/config.c) decides it: 2 to 4, one per four cores.  On links of
-# 2.5 Gbit/s or less auto's jobs take one (algo_lanes), once a ring has
-# measured the link: there one connection or more carry the same.
+# streams_per_peer from MCCL_BENCH_CONF, else its auto (daemon/config.c,
+# engine/algo.c): 2 to 4, one per four cores, and one on a link of 2.5
+# Gbit/s or less, once a ring has measured it (case 1's large sizes).
 link_streams() {
 	local n
 	n=$(sed -n 's/.*"streams_per_peer": *\([0-9][0-9]*\).*/\1/p' \
@@ -925,6 +924,10 @@ link_streams() {
 	if [ -z "$n" ]; then
 		n=$(($(nproc) / 4))
 		n=$((n < 2 ? 2 : n > 4 ? 4 : n))
+		awk -v r="$RATE" 'BEGIN {
+			v = r + 0; u = substr(r, length(v "") + 1)
+			m = u == "gbit" ? 1000 : u == "mbit" ? 1 : u == "kbit" ? 1e-3 : 0
+			exit !(v * m > 0 && v * m <= 2500) }' && n=1
 	fi
 	echo "$n"
 }

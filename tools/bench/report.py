@@ -436,9 +436,12 @@ class Report:
         allreduce's busbw is what each host sends per second."""
         if not ring:
             return ["all links at once: not measured"]
+        conns = ("1 connection out of each host, to its right"
+                 if ring["streams"] == 1 else
+                 f"{ring['streams']} connections out of each host, half "
+                 "each way")
         line = (f"all links at once (raw TCP in the ring's pattern, "
-                f"{ring['streams']} connections out of each host, half "
-                f"each way): each host sent {ring['mean']:.4f} GB/s "
+                f"{conns}): each host sent {ring['mean']:.4f} GB/s "
                 f"(least {ring['least']:.4f}; hosts "
                 f"{', '.join(f'{g:.3f}' for g in ring['hosts'])})")
         if ring["busy"]:
