@@ -9,6 +9,11 @@
  * free what it held before, and leave it untouched when they fail, so a
  * reload can keep the running configuration on error.
  */
+#include <sys/socket.h>
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -378,6 +383,70 @@ conf_admin_group(struct pctx *p, const struct conf_key *k, json_t *v,
 {
 	return conf_bounded(p, k->name, v, c->admin_group,
 	    sizeof(c->admin_group));
+}
+
+/* The kernel's list of congestion controls of one kind, for an error. */
+static void
+conf_sysctl_line(const char *path, char *buf, size_t size)
+{
+	FILE *f;
+
+	snprintf(buf, size, "?");
+	if ((f = fopen(path, "re")) == NULL)
+		return;
+	if (fgets(buf, (int)size, f) != NULL)
+		buf[strcspn(buf, "\n")] = '\0';
+	fclose(f);
+}
+
+/*
+ * A congestion control is checked where it will be used: on a TCP socket
+ * of this daemon's user and network namespace, as the data links set it.
+ */
+static int
+conf_tcp_congestion(struct pctx *p, const struct conf_key *k, json_t *v,
+    struct config *c)
+{
+	char list[256];
+	const char *s;
+	int fd, rc, saved;
+
+	if (conf_bounded(p, k->name, v, c->tcp_congestion,
+	    sizeof(c->tcp_congestion)) == -1)
+		return -1;
+	s = c->tcp_congestion;
+	if (strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789_") != strlen(s)) {
+		conf_err(p, "key \"%s\": \"%s\" is not a congestion control "
+		    "name (lower-case letters, digits, _)", k->name, s);
+		return -1;
+	}
+	if ((fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1 &&
+	    (fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1) {
+		conf_err(p, "key \"%s\": cannot try \"%s\": socket: %s",
+		    k->name, s, strerror(errno));
+		return -1;
+	}
+	rc = setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, s, strlen(s));
+	saved = errno;
+	close(fd);
+	if (rc == 0)
+		return 0;
+	if (saved == EPERM) {
+		conf_sysctl_line("/proc/sys/net/ipv4/"
+		    "tcp_allowed_congestion_control", list, sizeof(list));
+		conf_err(p, "key \"%s\": \"%s\" is not allowed to this user "
+		    "(net.ipv4.tcp_allowed_congestion_control: %s)", k->name, s,
+		    list);
+	} else if (saved == ENOENT) {
+		conf_sysctl_line("/proc/sys/net/ipv4/"
+		    "tcp_available_congestion_control", list, sizeof(list));
+		conf_err(p, "key \"%s\": \"%s\" is not available on this "
+		    "host (net.ipv4.tcp_available_congestion_control: %s)",
+		    k->name, s, list);
+	} else
+		conf_err(p, "key \"%s\": \"%s\": %s", k->name, s,
+		    strerror(saved));
+	return -1;
 }
 
 static int
@@ -875,6 +944,13 @@ show_admin_group(const struct config *c, FILE *f)
 }
 
 static void
+show_tcp_congestion(const struct config *c, FILE *f)
+{
+	fprintf(f, "%s", *c->tcp_congestion ? c->tcp_congestion :
+	    "(the system's)");
+}
+
+static void
 show_metrics_listen(const struct config *c, FILE *f)
 {
 	if (c->metrics_listen.port == 0)
@@ -1014,6 +1090,13 @@ static const struct conf_key conf_keys[] = {
 	SPECIAL("metrics_listen", "string", metrics_listen, metrics_listen, 0,
 	    RELOAD_RESTART, "(none)", "host:port where the daemon serves "
 	    "Prometheus metrics at /metrics over HTTP; off when unset"),
+	SPECIAL("tcp_congestion", "string", tcp_congestion, tcp_congestion, 0,
+	    RELOAD_RESTART, "(the system's)", "TCP congestion control of the "
+	    "data links, e.g. cubic (one of "
+	    "net.ipv4.tcp_allowed_congestion_control, or of "
+	    "tcp_available_congestion_control for root); a ring keeps every "
+	    "link busy, and BBR's periodic probe of the round trip, 200 ms "
+	    "of a few packets every 10 s, stalls the whole ring"),
 };
 
 #define NKEYS	(sizeof(conf_keys) / sizeof(conf_keys[0]))

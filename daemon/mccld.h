@@ -88,6 +88,7 @@ struct config {
 	char		 key_file[4096];	/* cluster secret; "" = none */
 	struct conf_addr metrics_listen;	/* HTTP /metrics; port 0 = off */
 	char		 admin_group[64];	/* may run mcclctl abort, reload */
+	char		 tcp_congestion[16];	/* data links'; "" = system's */
 };
 
 void		config_defaults(struct config *);

@@ -663,7 +663,7 @@ inbound_dispatch(struct inbound *in, const struct wire_hdr *h,
 		return;
 	} else if (h->type == PEER_DATA_HELLO && inbound_identity_ok(in,
 	    msg.data.node)) {
-		dial_tune(in->fd);
+		dial_tune_data(in->fd);
 		job_data_link(in->fd, &msg.data);
 		inbound_free(in, 0);
 		return;

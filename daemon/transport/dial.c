@@ -57,6 +57,18 @@ dial_tune(int fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+/* A data link also takes the configured congestion control, if any. */
+void
+dial_tune_data(int fd)
+{
+	const char *cc = md.conf.tcp_congestion;
+
+	dial_tune(fd);
+	if (*cc != '\0' && setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc,
+	    strlen(cc)) == -1)
+		log_warn("data link: tcp_congestion \"%s\"", cc);
+}
+
 /* Send a small frame on a fresh socket; it fits the empty send buffer. */
 int
 dial_frame_send(int fd, uint16_t type, const void *msg)
@@ -213,7 +225,7 @@ dial_data_link(const struct conf_addr *to, uint32_t me, uint32_t peer,
 		close(fd);
 		return -1;
 	}
-	dial_tune(fd);
+	dial_tune_data(fd);
 	if (await_connected(fd, abort_fd, deadline_ns, err, errlen) == -1 ||
 	    data_auth(fd, me, peer, abort_fd, deadline_ns, err, errlen) == -1) {
 		close(fd);

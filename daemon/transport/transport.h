@@ -153,6 +153,7 @@ struct sockaddr_storage;
 int		 dial_resolve(const struct conf_addr *, int,
 		    struct sockaddr_storage *, socklen_t *, char *, size_t);
 void		 dial_tune(int);
+void		 dial_tune_data(int);
 int		 dial_frame_send(int, uint16_t, const void *);
 int		 dial_frame_read(int, uint16_t, void *, int, uint64_t, char *,
 		    size_t);

@@ -92,3 +92,67 @@ if [ "$TRANSPORT" = rdma ]; then
 	    bad "t0's log does not name the missing device"
 	tp_down
 fi
+
+# cc_other: a congestion control the kernel offers other than this
+# namespace's default, so that a link that takes it can be told apart.
+cc_other() {
+	local dflt cc
+	dflt=$(cat /proc/sys/net/ipv4/tcp_congestion_control)
+	for cc in reno cubic $(cat /proc/sys/net/ipv4/tcp_available_congestion_control); do
+		[ "$cc" != "$dflt" ] &&
+		    grep -qw "$cc" /proc/sys/net/ipv4/tcp_available_congestion_control &&
+		    { echo "$cc"; return 0; }
+	done
+	return 1
+}
+
+# tp_cc_count CC: sockets between t0 and t1 that run congestion control CC.
+tp_cc_count() {
+	local p0 p1
+	p0=$(sed -n 's/.*"t0", "address": "127.0.0.1:\([0-9]*\)".*/\1/p' \
+	    "$T/t0.conf")
+	p1=$((p0 + 1))
+	ss -tniH state established "( sport = :$p0 or dport = :$p0 or \
+	    sport = :$p1 or dport = :$p1 )" | grep -cw "$1"
+}
+
+echo "== tcp_congestion: the data links take it, control connections not"
+if ! CC=$(cc_other); then
+	echo "skip tcp_congestion: the kernel offers only its default"
+else
+	DFLT=$(cat /proc/sys/net/ipv4/tcp_congestion_control)
+	tp_up "\"transport\": \"tcp\", \"tcp_congestion\": \"$CC\"," \
+	    "\"transport\": \"tcp\", \"tcp_congestion\": \"$CC\"," '{}' ||
+	    bad "t cluster (tcp_congestion $CC)"
+	NODE_PREFIX=t spawn 0 tpcc 2 0 hold 4000 allreduce
+	a=$LAST_PID
+	NODE_PREFIX=t spawn 1 tpcc 2 1 hold 4000 allreduce
+	b=$LAST_PID
+	n=0
+	for _ in $(seq 60); do
+		n=$(tp_cc_count "$CC")
+		[ "$n" -ge 2 ] && break
+		sleep 0.05
+	done
+	[ "$n" -ge 2 ] &&
+	    ok "tcp_congestion $CC: both ends of the data link run $CC ($n sockets)" ||
+	    bad "tcp_congestion $CC: $n sockets between t0 and t1 run it"
+	[ "$(tp_cc_count "$DFLT")" -ge 2 ] &&
+	    ok "tcp_congestion $CC: the control connection keeps $DFLT" ||
+	    bad "tcp_congestion $CC: no connection between t0 and t1 runs $DFLT"
+	wait "$a" && wait "$b" && ok "tcp_congestion $CC: the job ran" ||
+	    { bad "tcp_congestion $CC: the job"; cat "$T"/tpcc.r*.out; }
+	tp_down
+	cat >"$T/tcc.conf" <<EOC
+{ "tcp_congestion": "no_such_cc", "socket": "$T/tcc.sock",
+  "nodes": [{"name": "t0", "address": "127.0.0.1:$(free_ports 1)"}] }
+EOC
+	if timeout 10 "$B/mccld" -c "$T/tcc.conf" >"$T/tcc.log" 2>&1; then
+		bad "tcp_congestion no_such_cc: mccld started"
+	else
+		grep -q '"no_such_cc" is not available on this host' \
+		    "$T/tcc.log" &&
+		    ok "tcp_congestion no_such_cc: mccld refuses to start, saying why" ||
+		    { bad "tcp_congestion no_such_cc: no clear error"; cat "$T/tcc.log"; }
+	fi
+fi

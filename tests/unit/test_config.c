@@ -6,6 +6,8 @@
  * Run from the top of the tree, or give the example file as argv[1].
  */
 #include <check.h>
+#include <sys/wait.h>
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -396,6 +398,103 @@ START_TEST(test_transport)
 	ck_assert_str_eq(c.nodes[1].rdma_dev, "");	/* a's map is a's */
 	ck_assert_str_eq(c.nodes[2].rdma_dev, "mlx5_1:2");
 	config_free(&c);
+}
+END_TEST
+
+START_TEST(test_tcp_congestion)
+{
+	struct config c;
+
+	parse_ok("{}", &c);
+	ck_assert_str_eq(c.tcp_congestion, "");
+	config_free(&c);
+	/* reno is built into every Linux kernel. */
+	parse_ok("{\"tcp_congestion\": \"reno\"}", &c);
+	ck_assert_str_eq(c.tcp_congestion, "reno");
+	config_free(&c);
+	parse_err("{\"tcp_congestion\": \"no_such_cc\"}", "key "
+	    "\"tcp_congestion\": \"no_such_cc\" is not available on this host "
+	    "(net.ipv4.tcp_available_congestion_control: ");
+	parse_err("{\"tcp_congestion\": \"Reno\"}", "\"Reno\" is not a "
+	    "congestion control name");
+	parse_err("{\"tcp_congestion\": \"../x\"}", "is not a congestion "
+	    "control name");
+	parse_err("{\"tcp_congestion\": \"\"}", "key \"tcp_congestion\": "
+	    "must be 1 to 15 bytes");
+	parse_err("{\"tcp_congestion\": \"sixteen_letters_\"}", "must be 1 to "
+	    "15 bytes");
+	parse_err("{\"tcp_congestion\": 1}", "got integer");
+}
+END_TEST
+
+/* One line of a sysctl under /proc/sys/net/ipv4, blank-framed: " a b ". */
+static int
+sysctl_list(const char *name, char *buf, size_t size)
+{
+	char path[128], line[256] = "";
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/sys/net/ipv4/%s", name);
+	if ((f = fopen(path, "r")) == NULL)
+		return -1;
+	if (fgets(line, sizeof(line), f) == NULL)
+		line[0] = '\0';
+	fclose(f);
+	line[strcspn(line, "\n")] = '\0';
+	snprintf(buf, size, " %s ", line);
+	return 0;
+}
+
+/*
+ * The first of the kernel's available algorithms that is not allowed; the
+ * namespace's default is allowed to everyone whatever the list says.
+ */
+static int
+cc_not_allowed(char *name, size_t size)
+{
+	char avail[260], allowed[260], dflt[64], word[64], *tok, *save;
+
+	if (sysctl_list("tcp_available_congestion_control", avail,
+	    sizeof(avail)) == -1 || sysctl_list(
+	    "tcp_allowed_congestion_control", allowed, sizeof(allowed)) == -1 ||
+	    sysctl_list("tcp_congestion_control", dflt, sizeof(dflt)) == -1)
+		return 0;
+	for (tok = strtok_r(avail, " ", &save); tok != NULL;
+	    tok = strtok_r(NULL, " ", &save)) {
+		snprintf(word, sizeof(word), " %s ", tok);
+		if (strstr(allowed, word) == NULL && strcmp(dflt, word) != 0) {
+			snprintf(name, size, "%s", tok);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* As a user other than root, an algorithm the kernel keeps for root. */
+START_TEST(test_tcp_congestion_not_allowed)
+{
+	char name[64], text[128];
+	pid_t pid;
+	int status;
+
+	if (geteuid() != 0 || !cc_not_allowed(name, sizeof(name))) {
+		printf("test_tcp_congestion_not_allowed: skipped: needs root "
+		    "and an algorithm not in "
+		    "net.ipv4.tcp_allowed_congestion_control\n");
+		return;
+	}
+	snprintf(text, sizeof(text), "{\"tcp_congestion\": \"%s\"}", name);
+	if ((pid = fork()) == 0) {
+		if (setgid(65534) == -1 || setuid(65534) == -1)
+			_exit(2);
+		parse_err(text, "is not allowed to this user "
+		    "(net.ipv4.tcp_allowed_congestion_control: ");
+		_exit(0);
+	}
+	ck_assert_int_gt(pid, 0);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	    "the unprivileged parse of %s did not fail as expected", text);
 }
 END_TEST
 
@@ -814,6 +913,8 @@ config_suite(void)
 	tcase_add_test(tc, test_bounds);
 	tcase_add_test(tc, test_node_not_in_nodes);
 	tcase_add_test(tc, test_transport);
+	tcase_add_test(tc, test_tcp_congestion);
+	tcase_add_test(tc, test_tcp_congestion_not_allowed);
 	tcase_add_test(tc, test_rdma_bad);
 	tcase_add_test(tc, test_nodes_bad);
 	tcase_add_loop_test(tc, test_bad_addr, 0,
