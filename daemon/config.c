@@ -162,14 +162,37 @@ config_defaults(struct config *c)
 	c->nlisten = 1;
 }
 
+/* One line of a sysctl file, as the kernel gives it; "?" if unreadable. */
+static void
+conf_sysctl_line(const char *path, char *buf, size_t size)
+{
+	FILE *f;
+
+	snprintf(buf, size, "?");
+	if ((f = fopen(path, "re")) == NULL)
+		return;
+	if (fgets(buf, (int)size, f) != NULL)
+		buf[strcspn(buf, "\n")] = '\0';
+	fclose(f);
+}
+
 /* Valid, but probably not what was meant: say so in the log. */
 void
 config_warnings(const struct config *c)
 {
+	char dflt[64];
+
 	if (c->admin_group[0] != '\0' && getgrnam(c->admin_group) == NULL)
 		log_warnx("config: admin_group \"%s\" does not exist: only root "
 		    "may run mcclctl abort, reload and metrics",
 		    c->admin_group);
+	conf_sysctl_line("/proc/sys/net/ipv4/tcp_congestion_control", dflt,
+	    sizeof(dflt));
+	if (c->tcp_congestion[0] == '\0' && strcmp(dflt, "bbr") == 0)
+		log_warnx("config: the data links take the system's TCP "
+		    "congestion control, bbr, whose probe of the round trip "
+		    "stalls a job's ring for some 200 ms every 10 s; set "
+		    "tcp_congestion (e.g. \"cubic\") to avoid it");
 }
 
 void
@@ -383,20 +406,6 @@ conf_admin_group(struct pctx *p, const struct conf_key *k, json_t *v,
 {
 	return conf_bounded(p, k->name, v, c->admin_group,
 	    sizeof(c->admin_group));
-}
-
-/* The kernel's list of congestion controls of one kind, for an error. */
-static void
-conf_sysctl_line(const char *path, char *buf, size_t size)
-{
-	FILE *f;
-
-	snprintf(buf, size, "?");
-	if ((f = fopen(path, "re")) == NULL)
-		return;
-	if (fgets(buf, (int)size, f) != NULL)
-		buf[strcspn(buf, "\n")] = '\0';
-	fclose(f);
 }
 
 /*

@@ -156,3 +156,49 @@ EOC
 		    { bad "tcp_congestion no_such_cc: no clear error"; cat "$T/tcc.log"; }
 	fi
 fi
+
+# cc_start_log KEYS: mccld's start-up log in a namespace of its own whose
+# default congestion control is bbr, with the config keys KEYS.
+cc_start_log() {
+	local ns log=$T/ccw.log
+	ns=$(host_ns ccw 0)
+	cat >"$T/ccw.conf" <<EOC
+{ $1 "socket": "$T/ccw.sock",
+  "nodes": [{"name": "w0", "address": "127.0.0.1:7470"}] }
+EOC
+	: >"$log"
+	ip netns exec "$ns" "$B/mccld" -c "$T/ccw.conf" >"$log" 2>&1 &
+	DAEMON_PIDS[72]=$!
+	for _ in $(seq 100); do
+		grep -q "ready on" "$log" && break
+		sleep 0.05
+	done
+	kill -TERM "${DAEMON_PIDS[72]}" 2>/dev/null
+	wait "${DAEMON_PIDS[72]}" 2>/dev/null
+	unset "DAEMON_PIDS[72]"
+	cat "$log"
+}
+
+echo "== tcp_congestion: a host whose default is bbr is told"
+if [ "$(id -u)" != 0 ] ||
+    ! grep -qw bbr /proc/sys/net/ipv4/tcp_available_congestion_control; then
+	echo "skip the bbr warning: needs root and bbr"
+else
+	CLEANUP_HOOKS+=("hosts_down ccw 1")
+	ip netns add "$(host_ns ccw 0)" &&
+	    ip -n "$(host_ns ccw 0)" link set lo up &&
+	    ip netns exec "$(host_ns ccw 0)" \
+	    sysctl -qw net.ipv4.tcp_congestion_control=bbr ||
+	    bad "a namespace whose default is bbr"
+	W='the system.s TCP congestion control, bbr, whose probe'
+	out=$(cc_start_log "")
+	echo "$out" | grep -q "$W" &&
+	    ok "bbr by default: mccld warns and names tcp_congestion" ||
+	    { bad "bbr by default: no warning"; echo "$out"; }
+	out=$(cc_start_log '"tcp_congestion": "reno",')
+	echo "$out" | grep -q "ready on" && ! echo "$out" | grep -q "$W" &&
+	    ok "bbr by default, tcp_congestion set: no warning" ||
+	    { bad "bbr by default, tcp_congestion set"; echo "$out"; }
+	hosts_down ccw 1
+fi
+

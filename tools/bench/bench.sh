@@ -24,6 +24,7 @@ QUICK=0
 ONLY_MCCL=0
 POLL_NS=		# -H: the guest's halt polling during the run
 PERF_MEM=		# -M: mccl-perf's -M, shared (its default) or host
+HOST_CC=		# -C: the hosts' TCP congestion control (else the machine's)
 HALTPOLL=/sys/module/haltpoll/parameters/guest_halt_poll_ns
 ALL_CASES="1 2 3 4 5 6 7 8"	# 9, the scale case, when asked for
 SCALE_N="16 64 128"		# -N: the scale case's host counts
@@ -61,8 +62,8 @@ OMPI_SHM=vader
 
 usage() {
 	cat >&2 <<EOF
-usage: bench.sh [-mq] [-o dir] [-B build] [-r rate] [-H ns] [-M mem]
-                [-N counts]
+usage: bench.sh [-mq] [-o dir] [-B build] [-r rate] [-C cc] [-H ns]
+                [-M mem] [-N counts]
                 [case ...]
        bench.sh clean
 cases: 1 (4 hosts, bandwidth)  2 (2 hosts x 2 ranks)  3 (latency)
@@ -81,6 +82,9 @@ cases: 1 (4 hosts, bandwidth)  2 (2 hosts x 2 ranks)  3 (latency)
   -q          quick: small sizes and few iterations, to check the harness
               (case 9: AUTO and Open MPI to 64 KiB, and the job starts)
   -m          MCCL only: no Open MPI, no Gloo (to compare MCCL's settings)
+  -C cc       every simulated host's TCP congestion control, for every
+              system (default: the machine's); MCCL's data links take it
+              too unless MCCL_BENCH_CONF sets "tcp_congestion"
   -H ns       the guest kernel's halt polling (KVM, cpuidle-haltpoll) in ns
               during the run, put back after it: what waking a thread on
               an idle virtual CPU costs every system
@@ -226,6 +230,18 @@ v6_off() {	# NS IFNAME: no IPv6 (no link-local address) on IFNAME
 	fi
 }
 
+# cc_set NS: the namespace's default TCP congestion control is -C's.
+cc_set() {
+	[ -z "$HOST_CC" ] ||
+	    ip netns exec "$1" sysctl -qw \
+	    net.ipv4.tcp_congestion_control="$HOST_CC"
+}
+
+# hosts_cc: the congestion control the simulated hosts run.
+hosts_cc() {
+	echo "${HOST_CC:-$(cat /proc/sys/net/ipv4/tcp_congestion_control)}"
+}
+
 # net_up N RATE: hosts h0..h(N-1) on bridge $BR, each link shaped to RATE
 # in both directions: egress of eth0 in the host and egress of the bridge
 # side of its veth (the host's ingress).
@@ -238,7 +254,7 @@ net_up() {
 	for ((i = 0; i < n; i++)); do
 		ns=$(ns_name $i)
 		v=$VETH$i
-		ip netns add "$ns" || return 1
+		ip netns add "$ns" && cc_set "$ns" || return 1
 		v6_off "$ns" all
 		v6_off "$ns" default
 		ip link add "$v" type veth peer name eth0 netns "$ns" ||
@@ -282,7 +298,7 @@ neigh_static() {
 # there reach 127.0.0.1 only.  No veth, no shaping: plain loopback.
 lo_up() {
 	NET_UP=1
-	ip netns add "$LO_NS" || return 1
+	ip netns add "$LO_NS" && cc_set "$LO_NS" || return 1
 	v6_off "$LO_NS" all
 	v6_off "$LO_NS" default
 	v6_off "$LO_NS" lo
@@ -1448,6 +1464,10 @@ write_meta() {
 		    "$(cut -d' ' -f1-3 /proc/loadavg) at the start"
 		echo "rate=$RATE"
 		echo "haltpoll_ns=$(cat "$HALTPOLL" 2>/dev/null || echo none)"
+		echo "tcp_congestion=$(hosts_cc)"
+		echo "mccl_tcp_congestion=$(sed -n \
+		    's/.*"tcp_congestion": *"\([a-z0-9_]*\)".*/\1/p' \
+		    <<<"${MCCL_BENCH_CONF:-}")"
 		echo "big_iters=$BIG_IT"
 		echo "wire_iters=$WIRE_IT"
 		echo "quick=$QUICK"
@@ -1468,6 +1488,7 @@ run_rates() {
 	[ "$ONLY_MCCL" = 1 ] && opts+=(-m)
 	[ "$QUICK" = 1 ] && opts+=(-q)
 	[ -n "$POLL_NS" ] && opts+=(-H "$POLL_NS")
+	[ -n "$HOST_CC" ] && opts+=(-C "$HOST_CC")
 	opts+=(-N "$SCALE_N")
 	for r in ${RATE//,/ }; do
 		[[ $r =~ ^([0-9]+[kmg]?bit|none)$ ]] || usage
@@ -1485,9 +1506,15 @@ run_rates() {
 
 main() {
 	local ch c cases="" ns_cases="" rc=0
-	while getopts "B:H:M:N:hmo:qr:" ch; do
+	while getopts "B:C:H:M:N:hmo:qr:" ch; do
 		case $ch in
 		B) B=$OPTARG ;;
+		C) HOST_CC=$OPTARG
+		   grep -qw -- "$HOST_CC" \
+		       /proc/sys/net/ipv4/tcp_available_congestion_control ||
+		       { echo "bench: -C $HOST_CC: not one of the kernel's" \
+		       "($(cat /proc/sys/net/ipv4/tcp_available_congestion_control))" >&2
+		       exit 2; } ;;
 		H) POLL_NS=$OPTARG
 		   [[ $POLL_NS =~ ^[0-9]+$ ]] || usage ;;
 		M) PERF_MEM=$OPTARG

@@ -1116,7 +1116,12 @@ plot {", ".join(curves)}
                 f"Open MPI: {self.meta.get('ompi_version', 'not run')}. "
                 f"torch: {self.meta.get('torch_version', 'not run')}. "
                 "Guest halt polling (guest_halt_poll_ns): "
-                f"{self.meta.get('haltpoll_ns', '?')}.", ""]
+                f"{self.meta.get('haltpoll_ns', '?')}. "
+                "TCP congestion control of the hosts: "
+                f"{self.meta.get('tcp_congestion', '?')}"
+                + (f", of MCCL's data links: {self.meta['mccl_tcp_congestion']}"
+                   if self.meta.get("mccl_tcp_congestion") else "")
+                + ".", ""]
         if self.meta.get("quick") == "1":
             head += ["**Quick mode (-q): reduced sizes and iterations; the "
                      "targets are checked at the largest size run, and the "
