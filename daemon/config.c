@@ -34,6 +34,8 @@
 #define CHUNK_MIN		4096
 #define CHUNK_MAX		(64ULL * 1024 * 1024)
 
+#define CC_AUTO_FROM		"bbr"	/* a default "auto" steps away from */
+#define CC_AUTO_TO		"cubic"	/* ... to this */
 #define FNV64_OFFSET		0xcbf29ce484222325ULL
 #define FNV64_PRIME		0x100000001b3ULL
 
@@ -134,6 +136,7 @@ conf_hostname(char *buf, size_t len)
 }
 
 static void	conf_scalars(struct config *);
+static int	cc_usable(const char *, char *, size_t);
 
 /* The cluster of one: this node on the loopback, default port. */
 static int
@@ -180,19 +183,28 @@ conf_sysctl_line(const char *path, char *buf, size_t size)
 void
 config_warnings(const struct config *c)
 {
-	char dflt[64];
+	char dflt[64], why[512];
 
 	if (c->admin_group[0] != '\0' && getgrnam(c->admin_group) == NULL)
 		log_warnx("config: admin_group \"%s\" does not exist: only root "
 		    "may run mcclctl abort, reload and metrics",
 		    c->admin_group);
+	if (c->tcp_congestion[0] != '\0')
+		return;
 	conf_sysctl_line("/proc/sys/net/ipv4/tcp_congestion_control", dflt,
 	    sizeof(dflt));
-	if (c->tcp_congestion[0] == '\0' && strcmp(dflt, "bbr") == 0)
-		log_warnx("config: the data links take the system's TCP "
-		    "congestion control, bbr, whose probe of the round trip "
-		    "stalls a job's ring for some 200 ms every 10 s; set "
-		    "tcp_congestion (e.g. \"cubic\") to avoid it");
+	if (strcmp(dflt, CC_AUTO_FROM) != 0)
+		return;
+	if (strcmp(c->data_cc, CC_AUTO_TO) == 0)
+		log_info("config: the data links take %s, not the system's %s, "
+		    "whose probe of the round trip stalls a job's ring for some "
+		    "200 ms every 10 s (tcp_congestion \"system\" keeps %s)",
+		    CC_AUTO_TO, CC_AUTO_FROM, CC_AUTO_FROM);
+	else if (cc_usable(CC_AUTO_TO, why, sizeof(why)) == -1)
+		log_warnx("config: the data links take the system's %s, whose "
+		    "probe of the round trip stalls a job's ring for some 200 ms "
+		    "every 10 s, since %s; allow it, or set tcp_congestion",
+		    CC_AUTO_FROM, why);
 }
 
 void
@@ -409,33 +421,23 @@ conf_admin_group(struct pctx *p, const struct conf_key *k, json_t *v,
 }
 
 /*
- * A congestion control is checked where it will be used: on a TCP socket
- * of this daemon's user and network namespace, as the data links set it.
+ * Whether this daemon may give its TCP sockets congestion control name,
+ * tried where it will be used: on a socket of this user and network
+ * namespace.  0, or -1 with why.
  */
 static int
-conf_tcp_congestion(struct pctx *p, const struct conf_key *k, json_t *v,
-    struct config *c)
+cc_usable(const char *name, char *why, size_t whylen)
 {
 	char list[256];
-	const char *s;
 	int fd, rc, saved;
 
-	if (conf_bounded(p, k->name, v, c->tcp_congestion,
-	    sizeof(c->tcp_congestion)) == -1)
-		return -1;
-	s = c->tcp_congestion;
-	if (strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789_") != strlen(s)) {
-		conf_err(p, "key \"%s\": \"%s\" is not a congestion control "
-		    "name (lower-case letters, digits, _)", k->name, s);
-		return -1;
-	}
 	if ((fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1 &&
 	    (fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1) {
-		conf_err(p, "key \"%s\": cannot try \"%s\": socket: %s",
-		    k->name, s, strerror(errno));
+		snprintf(why, whylen, "cannot try \"%s\": socket: %s", name,
+		    strerror(errno));
 		return -1;
 	}
-	rc = setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, s, strlen(s));
+	rc = setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, strlen(name));
 	saved = errno;
 	close(fd);
 	if (rc == 0)
@@ -443,19 +445,72 @@ conf_tcp_congestion(struct pctx *p, const struct conf_key *k, json_t *v,
 	if (saved == EPERM) {
 		conf_sysctl_line("/proc/sys/net/ipv4/"
 		    "tcp_allowed_congestion_control", list, sizeof(list));
-		conf_err(p, "key \"%s\": \"%s\" is not allowed to this user "
-		    "(net.ipv4.tcp_allowed_congestion_control: %s)", k->name, s,
-		    list);
+		snprintf(why, whylen, "\"%s\" is not allowed to this user "
+		    "(net.ipv4.tcp_allowed_congestion_control: %s)", name, list);
 	} else if (saved == ENOENT) {
 		conf_sysctl_line("/proc/sys/net/ipv4/"
 		    "tcp_available_congestion_control", list, sizeof(list));
-		conf_err(p, "key \"%s\": \"%s\" is not available on this "
-		    "host (net.ipv4.tcp_available_congestion_control: %s)",
-		    k->name, s, list);
+		snprintf(why, whylen, "\"%s\" is not available on this host "
+		    "(net.ipv4.tcp_available_congestion_control: %s)", name,
+		    list);
 	} else
-		conf_err(p, "key \"%s\": \"%s\": %s", k->name, s,
-		    strerror(saved));
+		snprintf(why, whylen, "\"%s\": %s", name, strerror(saved));
 	return -1;
+}
+
+/* "auto" is kept as "", the default; "system" and names as they are. */
+static int
+conf_tcp_congestion(struct pctx *p, const struct conf_key *k, json_t *v,
+    struct config *c)
+{
+	char why[512];
+	const char *s;
+
+	if (conf_bounded(p, k->name, v, c->tcp_congestion,
+	    sizeof(c->tcp_congestion)) == -1)
+		return -1;
+	s = c->tcp_congestion;
+	if (strcmp(s, "auto") == 0) {
+		c->tcp_congestion[0] = '\0';
+		return 0;
+	}
+	if (strcmp(s, "system") == 0)
+		return 0;
+	if (strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789_") != strlen(s)) {
+		conf_err(p, "key \"%s\": \"%s\" is not a congestion control "
+		    "name (lower-case letters, digits, _), auto or system",
+		    k->name, s);
+		return -1;
+	}
+	if (cc_usable(s, why, sizeof(why)) == -1) {
+		conf_err(p, "key \"%s\": %s", k->name, why);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * What the data links set: a name as configured; nothing (the system's)
+ * for "system"; for auto, CC_AUTO_TO where the system's is CC_AUTO_FROM
+ * and this daemon may set it, else nothing.
+ */
+static void
+conf_data_cc(struct config *c)
+{
+	char dflt[64], why[512];
+
+	c->data_cc[0] = '\0';
+	if (strcmp(c->tcp_congestion, "system") == 0)
+		return;
+	if (c->tcp_congestion[0] != '\0') {
+		conf_strcpy(c->data_cc, c->tcp_congestion, sizeof(c->data_cc));
+		return;
+	}
+	conf_sysctl_line("/proc/sys/net/ipv4/tcp_congestion_control", dflt,
+	    sizeof(dflt));
+	if (strcmp(dflt, CC_AUTO_FROM) == 0 &&
+	    cc_usable(CC_AUTO_TO, why, sizeof(why)) == 0)
+		conf_strcpy(c->data_cc, CC_AUTO_TO, sizeof(c->data_cc));
 }
 
 static int
@@ -955,8 +1010,11 @@ show_admin_group(const struct config *c, FILE *f)
 static void
 show_tcp_congestion(const struct config *c, FILE *f)
 {
-	fprintf(f, "%s", *c->tcp_congestion ? c->tcp_congestion :
-	    "(the system's)");
+	if (c->tcp_congestion[0] == '\0')
+		fprintf(f, "auto (%s)", *c->data_cc ? c->data_cc :
+		    "the system's");
+	else
+		fprintf(f, "%s", c->tcp_congestion);
 }
 
 static void
@@ -1100,12 +1158,13 @@ static const struct conf_key conf_keys[] = {
 	    RELOAD_RESTART, "(none)", "host:port where the daemon serves "
 	    "Prometheus metrics at /metrics over HTTP; off when unset"),
 	SPECIAL("tcp_congestion", "string", tcp_congestion, tcp_congestion, 0,
-	    RELOAD_RESTART, "(the system's)", "TCP congestion control of the "
-	    "data links, e.g. cubic (one of "
-	    "net.ipv4.tcp_allowed_congestion_control, or of "
-	    "tcp_available_congestion_control for root); a ring keeps every "
-	    "link busy, and BBR's periodic probe of the round trip, 200 ms "
-	    "of a few packets every 10 s, stalls the whole ring"),
+	    RELOAD_RESTART, "auto", "TCP congestion control of the data "
+	    "links: auto (cubic where the system's is bbr and the daemon may "
+	    "set cubic, else the system's), system, or a name the kernel "
+	    "offers the daemon's user (net.ipv4.tcp_allowed_congestion_control;"
+	    " for root, tcp_available_congestion_control); a ring keeps every "
+	    "link busy, and bbr's probe of the round trip, a few packets for "
+	    "200 ms every 10 s, stalls the whole ring"),
 };
 
 #define NKEYS	(sizeof(conf_keys) / sizeof(conf_keys[0]))
@@ -1333,6 +1392,7 @@ conf_finish(struct pctx *p, struct config *c)
 		}
 		conf_strcpy(c->socket_path, path, sizeof(c->socket_path));
 	}
+	conf_data_cc(c);
 	return 0;
 }
 

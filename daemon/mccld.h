@@ -88,7 +88,8 @@ struct config {
 	char		 key_file[4096];	/* cluster secret; "" = none */
 	struct conf_addr metrics_listen;	/* HTTP /metrics; port 0 = off */
 	char		 admin_group[64];	/* may run mcclctl abort, reload */
-	char		 tcp_congestion[16];	/* data links'; "" = system's */
+	char		 tcp_congestion[16];	/* "" (auto), "system", a name */
+	char		 data_cc[16];		/* the data links'; "" = system's */
 };
 
 void		config_defaults(struct config *);

@@ -61,7 +61,7 @@ dial_tune(int fd)
 void
 dial_tune_data(int fd)
 {
-	const char *cc = md.conf.tcp_congestion;
+	const char *cc = md.conf.data_cc;
 
 	dial_tune(fd);
 	if (*cc != '\0' && setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc,

@@ -157,32 +157,62 @@ EOC
 	fi
 fi
 
-# cc_start_log KEYS: mccld's start-up log in a namespace of its own whose
-# default congestion control is bbr, with the config keys KEYS.
-cc_start_log() {
-	local ns log=$T/ccw.log
+# ccw_up KEYS: nodes w0 and w1 with config keys KEYS in a namespace of
+# their own whose default congestion control is bbr.
+ccw_up() {
+	local i ns
 	ns=$(host_ns ccw 0)
-	cat >"$T/ccw.conf" <<EOC
-{ $1 "socket": "$T/ccw.sock",
-  "nodes": [{"name": "w0", "address": "127.0.0.1:7470"}] }
+	for i in 0 1; do
+		cat >"$T/w$i.conf" <<EOC
+{ $1 "node": "w$i", "socket": "$T/w$i.sock",
+  "nodes": [{"name": "w0", "address": "127.0.0.1:7470"},
+            {"name": "w1", "address": "127.0.0.1:7471"}],
+  "heartbeat_interval_ms": 300, "heartbeat_timeout_ms": 1500 }
 EOC
-	: >"$log"
-	ip netns exec "$ns" "$B/mccld" -c "$T/ccw.conf" >"$log" 2>&1 &
-	DAEMON_PIDS[72]=$!
-	for _ in $(seq 100); do
-		grep -q "ready on" "$log" && break
-		sleep 0.05
+		: >"$T/w$i.log"
+		ip netns exec "$ns" "$B/mccld" -c "$T/w$i.conf" \
+		    >>"$T/w$i.log" 2>&1 &
+		DAEMON_PIDS[$((72 + i))]=$!
 	done
-	kill -TERM "${DAEMON_PIDS[72]}" 2>/dev/null
-	wait "${DAEMON_PIDS[72]}" 2>/dev/null
-	unset "DAEMON_PIDS[72]"
-	cat "$log"
+	wait_cluster 2 w
 }
 
-echo "== tcp_congestion: a host whose default is bbr is told"
+ccw_down() {
+	kill -TERM "${DAEMON_PIDS[72]}" "${DAEMON_PIDS[73]}" 2>/dev/null
+	wait "${DAEMON_PIDS[72]}" "${DAEMON_PIDS[73]}" 2>/dev/null
+	unset "DAEMON_PIDS[72]" "DAEMON_PIDS[73]"
+}
+
+# ccw_links WANT: while a job holds them, w0 and w1's data links run
+# congestion control WANT and their control connection bbr.
+ccw_links() {
+	local a b n=0 _
+	NODE_PREFIX=w spawn 0 "ccw$1" 2 0 hold 3000 allreduce
+	a=$LAST_PID
+	NODE_PREFIX=w spawn 1 "ccw$1" 2 1 hold 3000 allreduce
+	b=$LAST_PID
+	for _ in $(seq 60); do
+		n=$(ip netns exec "$(host_ns ccw 0)" ss -tniH state established |
+		    grep -cw "$1")
+		[ "$1" = bbr ] && [ "$n" -ge 4 ] && break
+		[ "$1" != bbr ] && [ "$n" -ge 2 ] && break
+		sleep 0.05
+	done
+	if [ "$1" = bbr ]; then	# the control connection's two ends too
+		[ "$n" -ge 4 ]
+	else
+		[ "$n" -ge 2 ] && [ "$(ip netns exec "$(host_ns ccw 0)" \
+		    ss -tniH state established | grep -cw bbr)" -ge 2 ]
+	fi && ok "$2: the data links run $1 ($n sockets)" ||
+	    bad "$2: $n sockets run $1"
+	wait "$a" && wait "$b" || { bad "$2: the job"; cat "$T"/ccw"$1".r*.out; }
+}
+
+echo "== tcp_congestion auto on a host whose default is bbr"
 if [ "$(id -u)" != 0 ] ||
-    ! grep -qw bbr /proc/sys/net/ipv4/tcp_available_congestion_control; then
-	echo "skip the bbr warning: needs root and bbr"
+    ! grep -qw bbr /proc/sys/net/ipv4/tcp_available_congestion_control ||
+    ! grep -qw cubic /proc/sys/net/ipv4/tcp_available_congestion_control; then
+	echo "skip tcp_congestion auto: needs root, bbr and cubic"
 else
 	CLEANUP_HOOKS+=("hosts_down ccw 1")
 	ip netns add "$(host_ns ccw 0)" &&
@@ -190,15 +220,17 @@ else
 	    ip netns exec "$(host_ns ccw 0)" \
 	    sysctl -qw net.ipv4.tcp_congestion_control=bbr ||
 	    bad "a namespace whose default is bbr"
-	W='the system.s TCP congestion control, bbr, whose probe'
-	out=$(cc_start_log "")
-	echo "$out" | grep -q "$W" &&
-	    ok "bbr by default: mccld warns and names tcp_congestion" ||
-	    { bad "bbr by default: no warning"; echo "$out"; }
-	out=$(cc_start_log '"tcp_congestion": "reno",')
-	echo "$out" | grep -q "ready on" && ! echo "$out" | grep -q "$W" &&
-	    ok "bbr by default, tcp_congestion set: no warning" ||
-	    { bad "bbr by default, tcp_congestion set"; echo "$out"; }
+	ccw_up "" || bad "w cluster (auto)"
+	grep -q "the data links take cubic, not the system's bbr" \
+	    "$T/w0.log" && ok "auto: mccld says its data links take cubic" ||
+	    { bad "auto: no word of cubic"; cat "$T/w0.log"; }
+	ccw_links cubic "auto"
+	ccw_down
+	ccw_up '"tcp_congestion": "system",' || bad "w cluster (system)"
+	! grep -q "cubic\|bbr" "$T/w0.log" &&
+	    ok "system: nothing said of congestion control" ||
+	    { bad "system: a word of it"; cat "$T/w0.log"; }
+	ccw_links bbr "system"
+	ccw_down
 	hosts_down ccw 1
 fi
-

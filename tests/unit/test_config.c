@@ -401,32 +401,6 @@ START_TEST(test_transport)
 }
 END_TEST
 
-START_TEST(test_tcp_congestion)
-{
-	struct config c;
-
-	parse_ok("{}", &c);
-	ck_assert_str_eq(c.tcp_congestion, "");
-	config_free(&c);
-	/* reno is built into every Linux kernel. */
-	parse_ok("{\"tcp_congestion\": \"reno\"}", &c);
-	ck_assert_str_eq(c.tcp_congestion, "reno");
-	config_free(&c);
-	parse_err("{\"tcp_congestion\": \"no_such_cc\"}", "key "
-	    "\"tcp_congestion\": \"no_such_cc\" is not available on this host "
-	    "(net.ipv4.tcp_available_congestion_control: ");
-	parse_err("{\"tcp_congestion\": \"Reno\"}", "\"Reno\" is not a "
-	    "congestion control name");
-	parse_err("{\"tcp_congestion\": \"../x\"}", "is not a congestion "
-	    "control name");
-	parse_err("{\"tcp_congestion\": \"\"}", "key \"tcp_congestion\": "
-	    "must be 1 to 15 bytes");
-	parse_err("{\"tcp_congestion\": \"sixteen_letters_\"}", "must be 1 to "
-	    "15 bytes");
-	parse_err("{\"tcp_congestion\": 1}", "got integer");
-}
-END_TEST
-
 /* One line of a sysctl under /proc/sys/net/ipv4, blank-framed: " a b ". */
 static int
 sysctl_list(const char *name, char *buf, size_t size)
@@ -444,6 +418,68 @@ sysctl_list(const char *name, char *buf, size_t size)
 	snprintf(buf, size, " %s ", line);
 	return 0;
 }
+
+/* Whether a sysctl's list under /proc/sys/net/ipv4 names word. */
+static int
+sysctl_has(const char *name, const char *word)
+{
+	char list[260], framed[64];
+
+	snprintf(framed, sizeof(framed), " %s ", word);
+	return sysctl_list(name, list, sizeof(list)) == 0 &&
+	    strstr(list, framed) != NULL;
+}
+
+/* What "auto" resolves to here: cubic on a bbr system, if settable. */
+static const char *
+cc_auto_here(void)
+{
+	char dflt[64];
+
+	if (sysctl_list("tcp_congestion_control", dflt, sizeof(dflt)) == -1 ||
+	    strcmp(dflt, " bbr ") != 0)
+		return "";
+	return sysctl_has("tcp_allowed_congestion_control", "cubic") ||
+	    (geteuid() == 0 &&
+	    sysctl_has("tcp_available_congestion_control", "cubic")) ?
+	    "cubic" : "";
+}
+
+START_TEST(test_tcp_congestion)
+{
+	struct config c;
+
+	parse_ok("{}", &c);
+	ck_assert_str_eq(c.tcp_congestion, "");
+	ck_assert_str_eq(c.data_cc, cc_auto_here());
+	config_free(&c);
+	parse_ok("{\"tcp_congestion\": \"auto\"}", &c);
+	ck_assert_str_eq(c.tcp_congestion, "");
+	ck_assert_str_eq(c.data_cc, cc_auto_here());
+	config_free(&c);
+	parse_ok("{\"tcp_congestion\": \"system\"}", &c);
+	ck_assert_str_eq(c.tcp_congestion, "system");
+	ck_assert_str_eq(c.data_cc, "");
+	config_free(&c);
+	/* reno is built into every Linux kernel. */
+	parse_ok("{\"tcp_congestion\": \"reno\"}", &c);
+	ck_assert_str_eq(c.tcp_congestion, "reno");
+	ck_assert_str_eq(c.data_cc, "reno");
+	config_free(&c);
+	parse_err("{\"tcp_congestion\": \"no_such_cc\"}", "key "
+	    "\"tcp_congestion\": \"no_such_cc\" is not available on this host "
+	    "(net.ipv4.tcp_available_congestion_control: ");
+	parse_err("{\"tcp_congestion\": \"Reno\"}", "\"Reno\" is not a "
+	    "congestion control name");
+	parse_err("{\"tcp_congestion\": \"../x\"}", "is not a congestion "
+	    "control name");
+	parse_err("{\"tcp_congestion\": \"\"}", "key \"tcp_congestion\": "
+	    "must be 1 to 15 bytes");
+	parse_err("{\"tcp_congestion\": \"sixteen_letters_\"}", "must be 1 to "
+	    "15 bytes");
+	parse_err("{\"tcp_congestion\": 1}", "got integer");
+}
+END_TEST
 
 /*
  * The first of the kernel's available algorithms that is not allowed; the

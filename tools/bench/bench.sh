@@ -83,8 +83,9 @@ cases: 1 (4 hosts, bandwidth)  2 (2 hosts x 2 ranks)  3 (latency)
               (case 9: AUTO and Open MPI to 64 KiB, and the job starts)
   -m          MCCL only: no Open MPI, no Gloo (to compare MCCL's settings)
   -C cc       every simulated host's TCP congestion control, for every
-              system (default: the machine's); MCCL's data links take it
-              too unless MCCL_BENCH_CONF sets "tcp_congestion"
+              system (default: the machine's); MCCL's data links take
+              what their daemons' "tcp_congestion" makes of it (auto:
+              cubic where the hosts' is bbr; MCCL_BENCH_CONF may set it)
   -H ns       the guest kernel's halt polling (KVM, cpuidle-haltpoll) in ns
               during the run, put back after it: what waking a thread on
               an idle virtual CPU costs every system
@@ -477,11 +478,23 @@ cluster_up() {
 		else
 			CL_NS+=("$LO")
 		fi
+		[ -s "$RAW/mccl.cc" ] || mccl_cc "${CL_NS[$i]}" "$RUN/$name.conf"
 		bg_run "$RAW/$tag.mccld-h$i.log" "${CL_NS[$i]}" "$B/mccld" \
 		    -c "$RUN/$name.conf"
 		DAEMONS+=("$LAST")
 	done
 	cluster_wait "$tag" "$n"
+}
+
+# mccl_cc NS CONF: the congestion control a daemon with CONF in host NS
+# gives its data links, as mccld -n shows it, in raw/mccl.cc.
+mccl_cc() {
+	if [ -n "$1" ]; then
+		ip netns exec "$1" "$B/mccld" -n -c "$2"
+	else
+		"$B/mccld" -n -c "$2"
+	fi 2>/dev/null | awk '$1 == "tcp_congestion" { $1 = ""
+	    sub(/^ +/, ""); print }' >"$RAW/mccl.cc"
 }
 
 # Until every daemon sees all the others (mcclctl status), at most 30 s;
@@ -1465,9 +1478,6 @@ write_meta() {
 		echo "rate=$RATE"
 		echo "haltpoll_ns=$(cat "$HALTPOLL" 2>/dev/null || echo none)"
 		echo "tcp_congestion=$(hosts_cc)"
-		echo "mccl_tcp_congestion=$(sed -n \
-		    's/.*"tcp_congestion": *"\([a-z0-9_]*\)".*/\1/p' \
-		    <<<"${MCCL_BENCH_CONF:-}")"
 		echo "big_iters=$BIG_IT"
 		echo "wire_iters=$WIRE_IT"
 		echo "quick=$QUICK"

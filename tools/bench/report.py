@@ -1111,6 +1111,7 @@ plot {", ".join(curves)}
                 st = self.status.get((c, "all"))
                 self.verdicts.append((c, "-", f"{st[0].upper()} ({st[1]})"
                                       if st else "not run (not asked for)"))
+        mccl_cc = read_lines(os.path.join(self.raw, "mccl.cc"))
         head = [f"# MCCL benchmark ({self.meta.get('date', '?')})", "",
                 f"Host: {self.meta.get('host', '?')}. "
                 f"Open MPI: {self.meta.get('ompi_version', 'not run')}. "
@@ -1119,9 +1120,8 @@ plot {", ".join(curves)}
                 f"{self.meta.get('haltpoll_ns', '?')}. "
                 "TCP congestion control of the hosts: "
                 f"{self.meta.get('tcp_congestion', '?')}"
-                + (f", of MCCL's data links: {self.meta['mccl_tcp_congestion']}"
-                   if self.meta.get("mccl_tcp_congestion") else "")
-                + ".", ""]
+                + (f", of MCCL's data links: {mccl_cc[0]}" if mccl_cc
+                   else "") + ".", ""]
         if self.meta.get("quick") == "1":
             head += ["**Quick mode (-q): reduced sizes and iterations; the "
                      "targets are checked at the largest size run, and the "
