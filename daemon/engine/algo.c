@@ -224,7 +224,7 @@ uint32_t
 algo_lanes(const struct link_cost *c, uint32_t most)
 {
 	uint32_t beta = c->beta_ps != 0 ? c->beta_ps : LINK_BETA_PS_DEFAULT;
-	uint32_t need = (LANE_FILL_PS + beta - 1) / beta;
+	uint32_t need = (LANE_FILL_PS + beta - 1) / beta;	/* >= 1 */
 
-	return need < 1 ? 1 : need > most ? most : need;
+	return need > most ? most : need;
 }
