@@ -4,9 +4,19 @@
 # provider), "auto" takes RDMA where both nodes have a device and TCP where
 # one has none, and a named device that is not there is said so.
 
+# tp_run CMD...: CMD in namespace $TP_NS where it is set, as this process
+# (run in the background, $! is CMD's).
+tp_run() {
+	if [ -n "${TP_NS:-}" ]; then
+		exec ip netns exec "$TP_NS" "$@"
+	else
+		exec "$@"
+	fi
+}
+
 # tp_up T0_KEYS T1_KEYS T0_RDMA [T1_ENV...]: nodes t0 and t1 with those
 # keys (JSON, each followed by a comma), t0's "rdma" map T0_RDMA ({} for
-# none), t1 run under env T1_ENV.
+# none), t1 run under env T1_ENV; in namespace $TP_NS where it is set.
 tp_up() {
 	local base i keys
 	base=$(free_ports 2)
@@ -20,10 +30,10 @@ tp_up() {
   "heartbeat_timeout_ms": 1500 }
 EOC
 	done
-	"$B/mccld" -c "$T/t0.conf" >>"$T/t0.log" 2>&1 &
+	(tp_run "$B/mccld" -c "$T/t0.conf") >>"$T/t0.log" 2>&1 &
 	DAEMON_PIDS[70]=$!
 	shift 3
-	env "$@" "$B/mccld" -c "$T/t1.conf" >>"$T/t1.log" 2>&1 &
+	(tp_run env "$@" "$B/mccld" -c "$T/t1.conf") >>"$T/t1.log" 2>&1 &
 	DAEMON_PIDS[71]=$!
 	wait_cluster 2 t
 }
@@ -112,36 +122,42 @@ tp_cc_count() {
 	p0=$(sed -n 's/.*"t0", "address": "127.0.0.1:\([0-9]*\)".*/\1/p' \
 	    "$T/t0.conf")
 	p1=$((p0 + 1))
-	ss -tniH state established "( sport = :$p0 or dport = :$p0 or \
-	    sport = :$p1 or dport = :$p1 )" | grep -cw "$1"
+	(tp_run ss -tniH state established "( sport = :$p0 or dport = :$p0 or \
+	    sport = :$p1 or dport = :$p1 )") | grep -cw "$1"
+}
+
+# tp_cc_links DATA CONTROL LABEL: while a job holds them, t0 and t1's data
+# link runs congestion control DATA and their control connection CONTROL
+# (both ends of each: 2 sockets, or 4 where the two are alike).
+tp_cc_links() {
+	local want=2 a b n=0 m=0 _
+	[ "$1" = "$2" ] && want=4
+	NODE_PREFIX=t spawn 0 "tpcc$1" 2 0 hold 3000 allreduce
+	a=$LAST_PID
+	NODE_PREFIX=t spawn 1 "tpcc$1" 2 1 hold 3000 allreduce
+	b=$LAST_PID
+	for _ in $(seq 60); do
+		n=$(tp_cc_count "$1")
+		[ "$n" -ge $want ] && break
+		sleep 0.05
+	done
+	m=$(tp_cc_count "$2")
+	[ "$n" -ge $want ] && [ "$m" -ge 2 ] &&
+	    ok "$3: the data link runs $1, the control connection $2" ||
+	    bad "$3: $n sockets run $1 (want $want), $m $2 (want 2)"
+	wait "$a" && wait "$b" && ok "$3: the job ran" ||
+	    { bad "$3: the job"; cat "$T"/tpcc"$1".r*.out; }
 }
 
 echo "== tcp_congestion: the data links take it, control connections not"
 if ! CC=$(cc_other); then
 	echo "skip tcp_congestion: the kernel offers only its default"
 else
-	DFLT=$(cat /proc/sys/net/ipv4/tcp_congestion_control)
 	tp_up "\"transport\": \"tcp\", \"tcp_congestion\": \"$CC\"," \
 	    "\"transport\": \"tcp\", \"tcp_congestion\": \"$CC\"," '{}' ||
 	    bad "t cluster (tcp_congestion $CC)"
-	NODE_PREFIX=t spawn 0 tpcc 2 0 hold 4000 allreduce
-	a=$LAST_PID
-	NODE_PREFIX=t spawn 1 tpcc 2 1 hold 4000 allreduce
-	b=$LAST_PID
-	n=0
-	for _ in $(seq 60); do
-		n=$(tp_cc_count "$CC")
-		[ "$n" -ge 2 ] && break
-		sleep 0.05
-	done
-	[ "$n" -ge 2 ] &&
-	    ok "tcp_congestion $CC: both ends of the data link run $CC ($n sockets)" ||
-	    bad "tcp_congestion $CC: $n sockets between t0 and t1 run it"
-	[ "$(tp_cc_count "$DFLT")" -ge 2 ] &&
-	    ok "tcp_congestion $CC: the control connection keeps $DFLT" ||
-	    bad "tcp_congestion $CC: no connection between t0 and t1 runs $DFLT"
-	wait "$a" && wait "$b" && ok "tcp_congestion $CC: the job ran" ||
-	    { bad "tcp_congestion $CC: the job"; cat "$T"/tpcc.r*.out; }
+	tp_cc_links "$CC" "$(cat /proc/sys/net/ipv4/tcp_congestion_control)" \
+	    "tcp_congestion $CC"
 	tp_down
 	cat >"$T/tcc.conf" <<EOC
 { "tcp_congestion": "no_such_cc", "socket": "$T/tcc.sock",
@@ -157,80 +173,35 @@ EOC
 	fi
 fi
 
-# ccw_up KEYS: nodes w0 and w1 with config keys KEYS in a namespace of
-# their own whose default congestion control is bbr.
-ccw_up() {
-	local i ns
-	ns=$(host_ns ccw 0)
-	for i in 0 1; do
-		cat >"$T/w$i.conf" <<EOC
-{ $1 "node": "w$i", "socket": "$T/w$i.sock",
-  "nodes": [{"name": "w0", "address": "127.0.0.1:7470"},
-            {"name": "w1", "address": "127.0.0.1:7471"}],
-  "heartbeat_interval_ms": 300, "heartbeat_timeout_ms": 1500 }
-EOC
-		: >"$T/w$i.log"
-		ip netns exec "$ns" "$B/mccld" -c "$T/w$i.conf" \
-		    >>"$T/w$i.log" 2>&1 &
-		DAEMON_PIDS[$((72 + i))]=$!
-	done
-	wait_cluster 2 w
-}
-
-ccw_down() {
-	kill -TERM "${DAEMON_PIDS[72]}" "${DAEMON_PIDS[73]}" 2>/dev/null
-	wait "${DAEMON_PIDS[72]}" "${DAEMON_PIDS[73]}" 2>/dev/null
-	unset "DAEMON_PIDS[72]" "DAEMON_PIDS[73]"
-}
-
-# ccw_links WANT: while a job holds them, w0 and w1's data links run
-# congestion control WANT and their control connection bbr.
-ccw_links() {
-	local a b n=0 _
-	NODE_PREFIX=w spawn 0 "ccw$1" 2 0 hold 3000 allreduce
-	a=$LAST_PID
-	NODE_PREFIX=w spawn 1 "ccw$1" 2 1 hold 3000 allreduce
-	b=$LAST_PID
-	for _ in $(seq 60); do
-		n=$(ip netns exec "$(host_ns ccw 0)" ss -tniH state established |
-		    grep -cw "$1")
-		[ "$1" = bbr ] && [ "$n" -ge 4 ] && break
-		[ "$1" != bbr ] && [ "$n" -ge 2 ] && break
-		sleep 0.05
-	done
-	if [ "$1" = bbr ]; then	# the control connection's two ends too
-		[ "$n" -ge 4 ]
-	else
-		[ "$n" -ge 2 ] && [ "$(ip netns exec "$(host_ns ccw 0)" \
-		    ss -tniH state established | grep -cw bbr)" -ge 2 ]
-	fi && ok "$2: the data links run $1 ($n sockets)" ||
-	    bad "$2: $n sockets run $1"
-	wait "$a" && wait "$b" || { bad "$2: the job"; cat "$T"/ccw"$1".r*.out; }
-}
-
 echo "== tcp_congestion auto on a host whose default is bbr"
 if [ "$(id -u)" != 0 ] ||
     ! grep -qw bbr /proc/sys/net/ipv4/tcp_available_congestion_control ||
     ! grep -qw cubic /proc/sys/net/ipv4/tcp_available_congestion_control; then
 	echo "skip tcp_congestion auto: needs root, bbr and cubic"
 else
+	TP_NS=$(host_ns ccw 0)
 	CLEANUP_HOOKS+=("hosts_down ccw 1")
-	ip netns add "$(host_ns ccw 0)" &&
-	    ip -n "$(host_ns ccw 0)" link set lo up &&
-	    ip netns exec "$(host_ns ccw 0)" \
+	ip netns add "$TP_NS" && ip -n "$TP_NS" link set lo up &&
+	    ip netns exec "$TP_NS" \
 	    sysctl -qw net.ipv4.tcp_congestion_control=bbr ||
 	    bad "a namespace whose default is bbr"
-	ccw_up "" || bad "w cluster (auto)"
+	: >"$T/t0.log"
+	tp_up '"transport": "tcp",' '"transport": "tcp",' '{}' ||
+	    bad "t cluster in $TP_NS (auto)"
 	grep -q "the data links take cubic, not the system's bbr" \
-	    "$T/w0.log" && ok "auto: mccld says its data links take cubic" ||
-	    { bad "auto: no word of cubic"; cat "$T/w0.log"; }
-	ccw_links cubic "auto"
-	ccw_down
-	ccw_up '"tcp_congestion": "system",' || bad "w cluster (system)"
-	! grep -q "cubic\|bbr" "$T/w0.log" &&
+	    "$T/t0.log" && ok "auto: mccld says its data links take cubic" ||
+	    { bad "auto: no word of cubic"; cat "$T/t0.log"; }
+	tp_cc_links cubic bbr "auto"
+	tp_down
+	: >"$T/t0.log"
+	tp_up '"transport": "tcp", "tcp_congestion": "system",' \
+	    '"transport": "tcp", "tcp_congestion": "system",' '{}' ||
+	    bad "t cluster in $TP_NS (system)"
+	! grep -q "congestion\|cubic" "$T/t0.log" &&
 	    ok "system: nothing said of congestion control" ||
-	    { bad "system: a word of it"; cat "$T/w0.log"; }
-	ccw_links bbr "system"
-	ccw_down
+	    { bad "system: a word of it"; cat "$T/t0.log"; }
+	tp_cc_links bbr bbr "system"
+	tp_down
 	hosts_down ccw 1
+	unset TP_NS
 fi
