@@ -203,8 +203,9 @@ config_warnings(const struct config *c)
 	else if (cc_usable(CC_AUTO_TO, why, sizeof(why)) == -1)
 		log_warnx("config: the data links take the system's %s, whose "
 		    "probe of the round trip stalls a job's ring for some 200 ms "
-		    "every 10 s, since %s; allow it, or set tcp_congestion",
-		    CC_AUTO_FROM, why);
+		    "every 10 s, since %s: add %s to that list (sysctl), or set "
+		    "tcp_congestion \"system\" to keep %s",
+		    CC_AUTO_FROM, why, CC_AUTO_TO, CC_AUTO_FROM);
 }
 
 void
