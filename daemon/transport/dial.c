@@ -57,16 +57,23 @@ dial_tune(int fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
-/* A data link also takes the configured congestion control, if any. */
+/*
+ * A data link also takes the configured congestion control, if any.  It
+ * was tried at start, so a failure means the host changed since: said
+ * once, and the link goes on with the system's.
+ */
 void
 dial_tune_data(int fd)
 {
+	static int warned;
 	const char *cc = md.conf.data_cc;
 
 	dial_tune(fd);
 	if (*cc != '\0' && setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc,
-	    strlen(cc)) == -1)
-		log_warn("data link: tcp_congestion \"%s\"", cc);
+	    strlen(cc)) == -1 && !__atomic_exchange_n(&warned, 1,
+	    __ATOMIC_RELAXED))
+		log_warn("data links: tcp_congestion \"%s\", tried at start, "
+		    "now fails; they keep the system's", cc);
 }
 
 /* Send a small frame on a fresh socket; it fits the empty send buffer. */
