@@ -82,6 +82,39 @@ torchrun_2x2() {
 	return $rc
 }
 
+# ddp_example DEVICE: the shipped DDP example (examples/ddp.py) on DEVICE,
+# 2 nodes x 2 ranks, under mcclrun and under torchrun: every rank trains,
+# its loss falls, and all four end with the same weights.
+ddp_example() {
+	local dev=$1 launcher out rc p lines
+	for launcher in mcclrun torchrun; do
+		out="$T/example.$dev.$launcher"
+		if [ $launcher = mcclrun ]; then
+			"${MCCLRUN[@]}" "${REMOTE[@]}" -N 2 "$PY" \
+			    "$TOP/libclient/python/examples/ddp.py" "$dev" \
+			    >"$out" 2>&1
+			rc=$?
+		else
+			p=$(free_ports 1)
+			torchrun_2x2 "$p" "$TOP/libclient/python/examples/ddp.py" \
+			    "$dev"
+			rc=$?
+			cp "$T/torchrun.$p.out" "$out"
+		fi
+		lines=$(grep -oE "rank [0-9] of 4 on $dev[:0-9]*: loss .*" "$out")
+		if [ $rc = 0 ] && [ "$(wc -l <<<"$lines")" = 4 ] &&
+		    [ "$(awk '{ print $NF }' <<<"$lines" | sort -u | wc -l)" = 1 ] &&
+		    awk '{ if ($10 + 0 >= $8 + 0) bad = 1 } END { exit bad }' \
+		    <<<"$lines"; then
+			ok "the DDP example on $dev under $launcher: 4 ranks' \
+losses fall, their weights agree"
+		else
+			bad "the DDP example on $dev under $launcher: exit $rc"
+			tail -n 20 "$out"
+		fi
+	done
+}
+
 # The GPU tests (cuda_check.py, DDP on CUDA against gloo on CUDA), where
 # torch sees a GPU; also alone: run.sh BUILD cuda.
 cuda_tests() {
@@ -103,6 +136,7 @@ cuda_tests() {
 	report "DDP on CUDA: mccl against gloo" "$T/cddp.out" $?
 	[ -s "$T/cddp.out" ] || tail -n 20 "$T/torchrun.$p.out" \
 	    "$T/torchrun.$((p + 1)).out"
+	ddp_example cuda
 }
 
 # The torch backend under mcclrun and torchrun, and DDP against gloo's;
@@ -129,6 +163,7 @@ torch_tests() {
 last batch" "$T/ddp.out" $?
 	[ -s "$T/ddp.out" ] || tail -n 20 "$T/torchrun.$((p + 1)).out" \
 	    "$T/torchrun.$((p + 2)).out"
+	ddp_example cpu
 }
 
 # A part of PyTorch's own distributed tests (torch_suite.sh runs them all):
