@@ -25,6 +25,7 @@ ONLY_MCCL=0
 POLL_NS=		# -H: the guest's halt polling during the run
 PERF_MEM=		# -M: mccl-perf's -M, shared (its default) or host
 HOST_CC=		# -C: the hosts' TCP congestion control (else the machine's)
+FLOW_ORDER=1		# -U: 0, the links may reorder a flow's packets
 HALTPOLL=/sys/module/haltpoll/parameters/guest_halt_poll_ns
 ALL_CASES="1 2 3 4 5 6 7 8"	# 9, the scale case, when asked for
 SCALE_N="16 64 128"		# -N: the scale case's host counts
@@ -63,7 +64,7 @@ OMPI_SHM=vader
 usage() {
 	cat >&2 <<EOF
 usage: bench.sh [-mq] [-o dir] [-B build] [-r rate] [-C cc] [-H ns]
-                [-M mem] [-N counts]
+                [-M mem] [-N counts] [-U]
                 [case ...]
        bench.sh clean
 cases: 1 (4 hosts, bandwidth)  2 (2 hosts x 2 ranks)  3 (latency)
@@ -92,6 +93,9 @@ cases: 1 (4 hosts, bandwidth)  2 (2 hosts x 2 ranks)  3 (latency)
   -M mem      mccl-perf's buffers: shared (mccl_alloc's, the default) or
               host (the process's own, as torch's CPU tensors are)
   -N counts   case 9's host counts, e.g. "16 64 128" (the default)
+  -U          links that may reorder a flow's packets, as the bench's
+              were before 2026-11-27 (default: in order, as a NIC keeps
+              them: RPS on the veths; see flow_order)
 EOF
 	exit 2
 }
@@ -243,6 +247,27 @@ hosts_cc() {
 	echo "${HOST_CC:-$(cat /proc/sys/net/ipv4/tcp_congestion_control)}"
 }
 
+# flow_order NS VETH: the host's link keeps each TCP flow's packets in
+# order, as a NIC's receive queues do (RSS).  A veth hands each packet to
+# the backlog of the CPU that sends it, and tbf's queue is emptied by
+# whichever CPU runs it, so without this one flow's packets cross several
+# CPUs' backlogs and arrive reordered: on the 16-core machine thousands of
+# fast retransmissions a second, each a cut of the window, all spurious
+# (the receiver's DSACKs), nothing dropped.  RPS on both ends of the veth
+# steers each flow to one CPU by its hash.
+flow_order() {
+	local mask n w
+	# every CPU, as sysfs writes a CPU mask: 32-bit words, high first
+	for ((n = $(nproc); n > 0; n -= 32)); do
+		w=ffffffff
+		[ $n -lt 32 ] && w=$(printf "%x" $(((1 << n) - 1)))
+		mask=$w${mask:+,$mask}
+	done
+	echo "$mask" >"/sys/class/net/$2/queues/rx-0/rps_cpus" &&
+	    ip netns exec "$1" sh -c \
+	    "echo $mask >/sys/class/net/eth0/queues/rx-0/rps_cpus"
+}
+
 # net_up N RATE: hosts h0..h(N-1) on bridge $BR, each link shaped to RATE
 # in both directions: egress of eth0 in the host and egress of the bridge
 # side of its veth (the host's ingress).
@@ -272,6 +297,7 @@ net_up() {
 			tc -n "$ns" qdisc add dev eth0 root tbf rate "$rate" \
 			    burst 256kb latency 50ms || return 1
 		fi
+		[ "$FLOW_ORDER" = 0 ] || flow_order "$ns" "$v" || return 1
 	done
 	neigh_static "$n" && net_check "$n"
 }
@@ -1478,6 +1504,7 @@ write_meta() {
 		echo "rate=$RATE"
 		echo "haltpoll_ns=$(cat "$HALTPOLL" 2>/dev/null || echo none)"
 		echo "tcp_congestion=$(hosts_cc)"
+		echo "flow_order=$FLOW_ORDER"
 		echo "big_iters=$BIG_IT"
 		echo "wire_iters=$WIRE_IT"
 		echo "quick=$QUICK"
@@ -1499,6 +1526,7 @@ run_rates() {
 	[ "$QUICK" = 1 ] && opts+=(-q)
 	[ -n "$POLL_NS" ] && opts+=(-H "$POLL_NS")
 	[ -n "$HOST_CC" ] && opts+=(-C "$HOST_CC")
+	[ "$FLOW_ORDER" = 0 ] && opts+=(-U)
 	opts+=(-N "$SCALE_N")
 	for r in ${RATE//,/ }; do
 		[[ $r =~ ^([0-9]+[kmg]?bit|none)$ ]] || usage
@@ -1516,7 +1544,7 @@ run_rates() {
 
 main() {
 	local ch c cases="" ns_cases="" rc=0
-	while getopts "B:C:H:M:N:hmo:qr:" ch; do
+	while getopts "B:C:H:M:N:Uhmo:qr:" ch; do
 		case $ch in
 		B) B=$OPTARG ;;
 		C) HOST_CC=$OPTARG
@@ -1535,6 +1563,7 @@ main() {
 		m) ONLY_MCCL=1 ;;
 		q) QUICK=1 ;;
 		r) RATE=$OPTARG ;;
+		U) FLOW_ORDER=0 ;;
 		*) usage ;;
 		esac
 	done

@@ -1121,7 +1121,10 @@ plot {", ".join(curves)}
                 "TCP congestion control of the hosts: "
                 f"{self.meta.get('tcp_congestion', '?')}"
                 + (f", of MCCL's data links: {mccl_cc[0]}" if mccl_cc
-                   else "") + ".", ""]
+                   else "") + "."
+                + {"0": " Links that may reorder a flow's packets (-U).",
+                   "1": " Links that keep each flow's packets in order "
+                        "(RPS)."}.get(self.meta.get("flow_order"), ""), ""]
         if self.meta.get("quick") == "1":
             head += ["**Quick mode (-q): reduced sizes and iterations; the "
                      "targets are checked at the largest size run, and the "
