@@ -90,7 +90,7 @@ ddp_example() {
 	for launcher in mcclrun torchrun; do
 		out="$T/example.$dev.$launcher"
 		if [ $launcher = mcclrun ]; then
-			"${MCCLRUN[@]}" "${REMOTE[@]}" -N 2 "$PY" \
+			timeout 300 "${MCCLRUN[@]}" "${REMOTE[@]}" -N 2 "$PY" \
 			    "$TOP/libclient/python/examples/ddp.py" "$dev" \
 			    >"$out" 2>&1
 			rc=$?

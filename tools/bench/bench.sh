@@ -263,6 +263,11 @@ flow_order() {
 		[ $n -lt 32 ] && w=$(printf "%x" $(((1 << n) - 1)))
 		mask=$w${mask:+,$mask}
 	done
+	[ -w "/sys/class/net/$2/queues/rx-0/rps_cpus" ] || {
+		echo "bench: this kernel has no RPS (CONFIG_RPS) to keep a" \
+		    "flow's packets in order: run with -U" >&2
+		return 1
+	}
 	echo "$mask" >"/sys/class/net/$2/queues/rx-0/rps_cpus" &&
 	    ip netns exec "$1" sh -c \
 	    "echo $mask >/sys/class/net/eth0/queues/rx-0/rps_cpus"
