@@ -54,7 +54,8 @@ CORE_SRCS   = daemon/log.c daemon/config.c daemon/engine/reduce.c \
 CONTROL_SRCS = daemon/control/control.c daemon/control/peer.c \
 	      daemon/control/job.c daemon/control/form.c \
 	      daemon/control/jobctl.c daemon/control/check.c \
-	      daemon/control/metrics.c daemon/control/linkcost.c \
+	      daemon/control/metrics.c daemon/control/scrape.c \
+	      daemon/control/linkcost.c \
 	      daemon/control/liveness.c
 ENGINE_SRCS = daemon/engine/engine.c daemon/engine/coll.c daemon/engine/local.c daemon/engine/pipeline.c daemon/engine/exchange.c daemon/engine/pass.c daemon/engine/subq.c daemon/engine/seg.c daemon/engine/xmem.c \
 	      daemon/engine/p2p.c daemon/engine/budget.c daemon/engine/op.c \

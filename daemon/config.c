@@ -414,6 +414,14 @@ conf_metrics_listen(struct pctx *p, const struct conf_key *k, json_t *v,
 }
 
 static int
+conf_metrics_token_file(struct pctx *p, const struct conf_key *k, json_t *v,
+    struct config *c)
+{
+	return conf_bounded(p, k->name, v, c->metrics_token_file,
+	    sizeof(c->metrics_token_file));
+}
+
+static int
 conf_admin_group(struct pctx *p, const struct conf_key *k, json_t *v,
     struct config *c)
 {
@@ -1003,6 +1011,12 @@ show_key_file(const struct config *c, FILE *f)
 }
 
 static void
+show_metrics_token_file(const struct config *c, FILE *f)
+{
+	show_str(f, c->metrics_token_file);
+}
+
+static void
 show_admin_group(const struct config *c, FILE *f)
 {
 	show_str(f, c->admin_group);
@@ -1118,6 +1132,17 @@ static const struct conf_key conf_keys[] = {
 	NUM("max_jobs_per_uid", max_jobs_per_uid, 1, UINT32_MAX, 64,
 	    RELOAD_APPLY, "jobs of one user id on this node, forming or "
 	    "running"),
+	NUM("max_ranks_per_job", max_ranks_per_job, 1, PEER_RANKS_MAX, 65536,
+	    RELOAD_APPLY, "ranks of one job, here and in the joins other "
+	    "nodes send to this node as a job's coordinator (each rank costs "
+	    "its coordinator 4 bytes while the job forms)"),
+	NUM("max_forming_jobs_per_peer", max_forming_jobs_per_peer, 1,
+	    UINT32_MAX, 256, RELOAD_APPLY, "jobs one node's joins may have "
+	    "forming at this node as their coordinator; past it the node's "
+	    "next job fails there, logged once"),
+	NUM("max_init_timeout_ms", max_init_timeout_ms, 1000, UINT32_MAX,
+	    3600000, RELOAD_APPLY, "the longest a job may take to form, "
+	    "whatever timeout its client or another node asks (1 hour)"),
 	NUM("failed_jobs_kept", failed_jobs_kept, 0, 1024, 16, RELOAD_APPLY,
 	    "failed or aborted jobs of each user id kept, with their reason, "
 	    "for mcclctl jobs --failed and mcclctl job (0 to 1024); the oldest "
@@ -1157,7 +1182,23 @@ static const struct conf_key conf_keys[] = {
 	    "the connection"),
 	SPECIAL("metrics_listen", "string", metrics_listen, metrics_listen, 0,
 	    RELOAD_RESTART, "(none)", "host:port where the daemon serves "
-	    "Prometheus metrics at /metrics over HTTP; off when unset"),
+	    "Prometheus metrics at /metrics over HTTP; off when unset. The "
+	    "samples are the node's, every user's jobs counted: without "
+	    "metrics_token_file it is an operator's port, to bind where only "
+	    "operators reach (any local user reaches loopback)"),
+	SPECIAL("metrics_token_file", "string", metrics_token_file,
+	    metrics_token_file, 0, RELOAD_RESTART, "(none)", "a file (the "
+	    "daemon user's or root's, mode 0600) whose first line, 16 bytes "
+	    "or more, is the bearer token a scrape of metrics_listen must "
+	    "send (Authorization: Bearer TOKEN; Prometheus: "
+	    "authorization.credentials_file); others get 401"),
+	NUM("metrics_max_connections", metrics_max_connections, 1, 1024, 16,
+	    RELOAD_APPLY, "connections the metrics port serves at once; "
+	    "further ones wait in the kernel's backlog, not in the daemon's "
+	    "descriptors"),
+	NUM("metrics_timeout_ms", metrics_timeout_ms, 100, 60000, 5000,
+	    RELOAD_APPLY, "time a metrics connection has to send its request "
+	    "(at most 8192 bytes) and read the reply; then it is closed"),
 	SPECIAL("tcp_congestion", "string", tcp_congestion, tcp_congestion, 0,
 	    RELOAD_RESTART, "auto", "TCP congestion control of the data "
 	    "links: auto (cubic where the system's is bbr and the daemon may "

@@ -389,8 +389,9 @@ main(int argc, char **argv)
 	load_config(socket_path, verbose);
 	if (check_only) {
 		/* A key_file is checked; the host key is not made. */
-		if (md.conf.key_file[0] != '\0' && auth_init(md.conf.key_file,
-		    md.conf.socket_path, err, sizeof(err)) == -1)
+		if ((md.conf.key_file[0] != '\0' && auth_init(md.conf.key_file,
+		    md.conf.socket_path, err, sizeof(err)) == -1) ||
+		    scrape_token_load(err, sizeof(err)) == -1)
 			fatalx("%s", err);
 		printf("configuration OK: node %s, %zu nodes\n",
 		    md.conf.node_name, md.conf.nnodes);
@@ -411,7 +412,7 @@ main(int argc, char **argv)
 	if (control_listen(md.conf.socket_path, err, sizeof(err)) == -1 ||
 	    auth_init(md.conf.key_file, md.conf.socket_path, err,
 	    sizeof(err)) == -1 || peer_init(err, sizeof(err)) == -1 ||
-	    metrics_init(err, sizeof(err)) == -1)
+	    scrape_init(err, sizeof(err)) == -1)
 		fatalx("%s", err);
 	ev_term = evsignal_new(md.base, SIGTERM, signal_cb, NULL);
 	ev_int = evsignal_new(md.base, SIGINT, signal_cb, NULL);
@@ -427,7 +428,7 @@ main(int argc, char **argv)
 	ev_watchdog = watchdog_start();
 	event_base_dispatch(md.base);
 	control_close();
-	metrics_close();
+	scrape_close();
 	job_reap_all();
 	job_ctl_close();
 	check_close();

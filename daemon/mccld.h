@@ -79,6 +79,9 @@ struct config {
 	uint32_t	 max_message_bytes;	/* one client record, <= IPC_MSG_MAX */
 	uint32_t	 max_fds_per_message;	/* 1 .. CLIENT_FDS_MAX - 1 */
 	uint32_t	 max_jobs_per_uid;
+	uint32_t	 max_ranks_per_job;
+	uint32_t	 max_forming_jobs_per_peer;
+	uint32_t	 max_init_timeout_ms;
 	uint32_t	 failed_jobs_kept;	/* per uid, for mcclctl */
 	uint64_t	 max_reply_bytes_per_uid;	/* queued, unread */
 	uint64_t	 max_unreceived_bytes_per_uid;	/* p2p messages kept */
@@ -87,6 +90,9 @@ struct config {
 	uint64_t	 max_scratch_bytes;		/* the same, all users */
 	char		 key_file[4096];	/* cluster secret; "" = none */
 	struct conf_addr metrics_listen;	/* HTTP /metrics; port 0 = off */
+	char		 metrics_token_file[4096];	/* "" = no token */
+	uint32_t	 metrics_max_connections;
+	uint32_t	 metrics_timeout_ms;
 	char		 admin_group[64];	/* may run mcclctl abort, reload */
 	char		 tcp_congestion[16];	/* "" (auto), "system", a name */
 	char		 data_cc[16];		/* the data links'; "" = system's */

@@ -130,9 +130,9 @@ int		job_count(const struct client *);
 /* ---- linkcost.c: this node's estimate of its links' cost ---- */
 
 void		linkcost_init(void);
-void		linkcost_mine(struct link_cost *);
+void		linkcost_mine(uid_t, struct link_cost *);
 void		linkcost_worst(struct link_cost *, const struct link_cost *);
-void		linkcost_observe(int, uint32_t, size_t, uint64_t,
+void		linkcost_observe(uid_t, int, uint32_t, size_t, uint64_t,
 		    const struct link_cost *);
 json_t		*linkcost_ctl(void);
 
@@ -148,7 +148,11 @@ void		metrics_add(json_t *, const char *, json_t *, double);
 json_t		*metrics_samples(void);
 void		metrics_text(struct evbuffer *, const json_t *);
 json_t		*metrics_ctl(void);
-int		metrics_init(char *, size_t);
-void		metrics_close(void);
+
+/* ---- scrape.c: the metrics port ---- */
+
+int		scrape_init(char *, size_t);
+int		scrape_token_load(char *, size_t);
+void		scrape_close(void);
 
 #endif

@@ -38,6 +38,7 @@ struct coord {
 	uint32_t	 timeout_ms;
 	struct link_cost cost;		/* the worst of the joined nodes' */
 	struct event	*ev_timeout;
+	uint32_t	 creator;	/* the node whose join made it */
 };
 
 /* A data link that arrived before the job's rank map. */
@@ -55,6 +56,23 @@ struct early_link {
 
 static TAILQ_HEAD(, early_link) early_links =
     TAILQ_HEAD_INITIALIZER(early_links);
+
+/*
+ * Jobs forming here that each node's joins made, and whether its refusal
+ * past max_forming_jobs_per_peer was logged (once, until its count is 0).
+ */
+static uint32_t	forming[CONF_NODES_MAX];
+static uint8_t	forming_refused[CONF_NODES_MAX];
+
+/* A job's formation timeout: the client's or peer's, within the daemon's. */
+static uint32_t
+form_timeout(uint32_t asked)
+{
+	uint32_t ms = asked ? asked : md.conf.init_timeout_ms;
+
+	return ms < md.conf.max_init_timeout_ms ? ms :
+	    md.conf.max_init_timeout_ms;
+}
 
 /* ---- formation: the local side ---- */
 
@@ -82,7 +100,7 @@ job_send_join(struct job *j)
 	m.nlocal = n;
 	m.timeout_ms = j->timeout_ms;
 	wire_strlcpy(m.job, j->name, sizeof(m.job));
-	linkcost_mine(&cost);
+	linkcost_mine(j->uid, &cost);
 	m.alpha_ns = cost.alpha_ns;
 	m.beta_ps = cost.beta_ps;
 	m.gamma_ps = cost.gamma_ps;
@@ -124,7 +142,7 @@ job_new(const struct client *c, const struct ipc_join *m)
 	wire_strlcpy(j->name, m->job, sizeof(j->name));
 	j->nranks = m->nranks;
 	j->state = JOB_FORMING;
-	j->timeout_ms = m->timeout_ms ? m->timeout_ms : md.conf.init_timeout_ms;
+	j->timeout_ms = form_timeout(m->timeout_ms);
 	j->coordinator = coordinator_of(j->uid, j->name);
 	j->ev_timeout = evtimer_new(md.base, job_form_timeout_cb, j);
 	ms_to_tv(j->timeout_ms > UINT32_MAX - FORM_GRACE_MS ? UINT32_MAX :
@@ -149,9 +167,10 @@ join_check(const struct client *c, const struct ipc_join *m, const struct job *j
 
 	else if (proto_job_name_check(m->job, err, errlen) == -1)
 		;
-	else if (m->nranks == 0 || m->nranks > PEER_RANKS_MAX)
+	else if (m->nranks == 0 || m->nranks > md.conf.max_ranks_per_job)
 		snprintf(err, errlen, "job %s: nranks %u is out of range "
-		    "(1..%u)", m->job, m->nranks, PEER_RANKS_MAX);
+		    "(1..%u, max_ranks_per_job)", m->job, m->nranks,
+		    md.conf.max_ranks_per_job);
 	else if (m->rank >= m->nranks)
 		snprintf(err, errlen, "job %s: rank %u is out of range for "
 		    "nranks %u", m->job, m->rank, m->nranks);
@@ -205,8 +224,8 @@ job_client_join(struct client *c, const struct ipc_join *m)
 		client_error(c, MCCL_ERR_NO_MEMORY, IPC_JOIN, "out of memory");
 		return;
 	}
-	if (m->timeout_ms > j->timeout_ms)
-		j->timeout_ms = m->timeout_ms;
+	if (form_timeout(m->timeout_ms) > j->timeout_ms)
+		j->timeout_ms = form_timeout(m->timeout_ms);
 	j->clients[m->rank] = c;
 	j->nlocal++;
 	c->job = j;
@@ -233,6 +252,8 @@ coord_find(uid_t uid, const char *name)
 static void
 coord_free(struct coord *k)
 {
+	if (k->creator < CONF_NODES_MAX && --forming[k->creator] == 0)
+		forming_refused[k->creator] = 0;
 	TAILQ_REMOVE(&md.coords, k, entry);
 	event_free(k->ev_timeout);
 	free(k->rank_node);
@@ -299,7 +320,7 @@ coord_timeout_cb(int fd, short events, void *arg)
 }
 
 static struct coord *
-coord_new(const struct peer_join *m)
+coord_new(uint32_t from, const struct peer_join *m)
 {
 	struct coord *k;
 	struct timeval tv;
@@ -309,12 +330,14 @@ coord_new(const struct peer_join *m)
 		free(k);
 		return NULL;
 	}
+	k->creator = from;
+	forming[from]++;
 	k->uid = m->uid;
 	wire_strlcpy(k->name, m->job, sizeof(k->name));
 	k->nranks = m->nranks;
 	for (uint32_t r = 0; r < k->nranks; r++)
 		k->rank_node[r] = NONE;
-	k->timeout_ms = m->timeout_ms;
+	k->timeout_ms = form_timeout(m->timeout_ms);
 	k->ev_timeout = evtimer_new(md.base, coord_timeout_cb, k);
 	ms_to_tv(k->timeout_ms, &tv);
 	evtimer_add(k->ev_timeout, &tv);
@@ -400,6 +423,42 @@ coord_claim(struct coord *k, uint32_t node, const uint32_t *ranks, uint32_t n)
 	}
 }
 
+/*
+ * What one node's joins may hold here: jobs of at most max_ranks_per_job
+ * ranks, at most max_forming_jobs_per_peer of them forming at once (so
+ * at most their product of 4-byte rank map entries).  A refusal fails the
+ * job on that node, saying why, and is logged once per node.
+ */
+static int
+coord_refused(uint32_t from, const struct peer_join *m)
+{
+	struct coord fake;
+	char msg[ERR_MAX];
+
+	if (m->nranks <= md.conf.max_ranks_per_job &&
+	    forming[from] < md.conf.max_forming_jobs_per_peer)
+		return 0;
+	if (m->nranks > md.conf.max_ranks_per_job)
+		snprintf(msg, sizeof(msg), "job %s: %u ranks, more than the %u "
+		    "of coordinator node %s's max_ranks_per_job", m->job,
+		    m->nranks, md.conf.max_ranks_per_job, md.conf.node_name);
+	else
+		snprintf(msg, sizeof(msg), "job %s: node %s already has %u "
+		    "jobs forming at coordinator node %s "
+		    "(max_forming_jobs_per_peer)", m->job, peer_name(from),
+		    forming[from], md.conf.node_name);
+	if (!forming_refused[from]) {
+		forming_refused[from] = 1;
+		log_warnx("peer: node %s: %s; further refusals of its jobs are "
+		    "not logged while it has jobs forming", peer_name(from), msg);
+	}
+	memset(&fake, 0, sizeof(fake));
+	fake.uid = m->uid;
+	wire_strlcpy(fake.name, m->job, sizeof(fake.name));
+	coord_send_fail(&fake, from, PEER_ALL_RANKS, MCCL_ERR_NO_MEMORY, msg);
+	return 1;
+}
+
 int
 coord_join(uint32_t from, const struct peer_join *m, const uint8_t *trailer,
     size_t tlen)
@@ -426,12 +485,15 @@ coord_join(uint32_t from, const struct peer_join *m, const uint8_t *trailer,
 		    peer_name(from), m->nranks, k->nranks);
 		coord_send_fail(k, from, PEER_ALL_RANKS,
 		    MCCL_ERR_INVALID_ARGUMENT, msg);
-	} else if (k != NULL || (m->nlocal > 0 && (k = coord_new(m)) != NULL)) {
+	} else if (k == NULL && m->nlocal > 0 && coord_refused(from, m)) {
+		;
+	} else if (k != NULL || (m->nlocal > 0 &&
+	    (k = coord_new(from, m)) != NULL)) {
 		struct link_cost c = { m->alpha_ns, m->beta_ps, m->gamma_ps,
 		    m->beta_pair_ps };
 
-		if (m->timeout_ms > k->timeout_ms)
-			k->timeout_ms = m->timeout_ms;
+		if (form_timeout(m->timeout_ms) > k->timeout_ms)
+			k->timeout_ms = form_timeout(m->timeout_ms);
 		linkcost_worst(&k->cost, &c);
 		coord_claim(k, from, ranks, m->nlocal);
 		if (k->nclaimed == k->nranks)

@@ -260,7 +260,7 @@ op_finish(struct op *op, int code, const char *err)
 		metrics_lanes(op->lane_ns, op->lane_wait_ns);
 	if (code == 0 && op->wire_run == 0 && op->node_ns > 0 &&
 	    (op->desc.coll == COLL_ALLREDUCE || op->desc.coll == COLL_REDUCE))
-		linkcost_observe(op->algo_run, j->nnodes, (size_t)
+		linkcost_observe(j->uid, op->algo_run, j->nnodes, (size_t)
 		    op->desc.count * dtype_size(op->desc.dtype), op->node_ns,
 		    &j->cost);
 	op_trace(op, code);

@@ -30,8 +30,18 @@
  * A job runs on the worst of its nodes' numbers (linkcost_worst), which
  * the coordinator hands out with the rank map: its nodes make the same
  * choices, and the slowest link bounds a collective anyway.
+ *
+ * An op's time also holds any wait for a late rank of another node, and
+ * one user must not steer another's jobs by being late on purpose: the
+ * fits are kept per user (FIT_USERS, the least recently fitting one goes),
+ * and a job's estimate is the least over its own user's fits and those of
+ * the other users that fitted within FIT_SHARE_NS.  A late rank can only
+ * raise a fit, so another user's fits can lower an estimate but never
+ * raise it above one's own; and alpha never exceeds ALPHA_RTT_FACTOR times
+ * the heartbeats' half round trip, which no job's ranks can delay.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include <jansson.h>
 
@@ -44,6 +54,9 @@
 #define GAMMA_PROBE_RUNS	3
 #define FIT_WINDOW		16			/* fits kept */
 #define COST_MAX		1000000000U		/* 1 s; per byte, 1 ms */
+#define FIT_USERS		16			/* users' fits kept */
+#define FIT_SHARE_NS		(600ULL * 1000000000)	/* others' count 10 min */
+#define ALPHA_RTT_FACTOR	4
 
 /* The last fits of one number, newest at count - 1 (modulo). */
 struct fits {
@@ -51,10 +64,20 @@ struct fits {
 	uint64_t	count;
 };
 
-static struct {
+/* One user's fits; last_ns 0: the slot is free. */
+struct user_fits {
+	uid_t		uid;
+	uint64_t	last_ns;	/* of its latest fit */
 	struct fits	alpha, beta, beta_pair;
+};
+
+static struct {
+	struct user_fits users[FIT_USERS];
 	uint32_t	gamma_ps;
+	uint64_t	nfits[3];	/* alpha, beta, beta_pair: all users' */
 } lc = { .gamma_ps = LINK_GAMMA_PS_DEFAULT };
+
+enum fit_kind { FIT_ALPHA, FIT_BETA, FIT_BETA_PAIR };
 
 static uint32_t
 clamp_cost(double v)
@@ -98,21 +121,80 @@ fits_least(const struct fits *f)
 	return least;
 }
 
-static void
-fits_add(struct fits *f, double v)
+static struct fits *
+user_fit(struct user_fits *u, enum fit_kind k)
 {
-	f->v[f->count++ % FIT_WINDOW] = clamp_cost(v);
+	return k == FIT_ALPHA ? &u->alpha : k == FIT_BETA ? &u->beta :
+	    &u->beta_pair;
 }
 
+/* uid's fits; a new slot (the least recently fitted one) if it has none. */
+static struct user_fits *
+user_fits_of(uid_t uid)
+{
+	struct user_fits *oldest = &lc.users[0];
+
+	for (size_t i = 0; i < FIT_USERS; i++) {
+		struct user_fits *u = &lc.users[i];
+
+		if (u->last_ns != 0 && u->uid == uid)
+			return u;
+		if (u->last_ns < oldest->last_ns)
+			oldest = u;
+	}
+	memset(oldest, 0, sizeof(*oldest));
+	oldest->uid = uid;
+	return oldest;
+}
+
+/*
+ * The least fit of kind k that a job of uid may use: its user's own, and
+ * other users' of the last FIT_SHARE_NS; 0 if none.
+ */
+static uint32_t
+fits_for(uid_t uid, enum fit_kind k)
+{
+	uint64_t now = now_ns();
+	uint32_t least = 0;
+
+	for (size_t i = 0; i < FIT_USERS; i++) {
+		struct user_fits *u = &lc.users[i];
+		uint32_t v;
+
+		if (u->last_ns == 0 || (u->uid != uid &&
+		    now - u->last_ns > FIT_SHARE_NS))
+			continue;
+		if ((v = fits_least(user_fit(u, k))) > 0 &&
+		    (least == 0 || v < least))
+			least = v;
+	}
+	return least;
+}
+
+static void
+fits_add(uid_t uid, enum fit_kind k, double v)
+{
+	struct user_fits *u = user_fits_of(uid);
+	struct fits *f = user_fit(u, k);
+
+	f->v[f->count++ % FIT_WINDOW] = clamp_cost(v);
+	u->last_ns = now_ns();
+	lc.nfits[k]++;
+}
+
+/* The estimate a job of uid starts from (mcclctl status: uid -1, all). */
 void
-linkcost_mine(struct link_cost *c)
+linkcost_mine(uid_t uid, struct link_cost *c)
 {
 	uint64_t rtt = peer_rtt_median_ns();
-	uint32_t alpha = fits_least(&lc.alpha), beta = fits_least(&lc.beta);
-	uint32_t pair = fits_least(&lc.beta_pair);
+	uint32_t alpha = fits_for(uid, FIT_ALPHA), beta = fits_for(uid, FIT_BETA);
+	uint32_t pair = fits_for(uid, FIT_BETA_PAIR);
+	uint32_t rtt_alpha = rtt > 0 ? clamp_cost(rtt / 2.0) : 0;
 
 	if (alpha == 0)
-		alpha = rtt > 0 ? clamp_cost(rtt / 2.0) : LINK_ALPHA_NS_DEFAULT;
+		alpha = rtt_alpha > 0 ? rtt_alpha : LINK_ALPHA_NS_DEFAULT;
+	else if (rtt_alpha > 0 && alpha / ALPHA_RTT_FACTOR > rtt_alpha)
+		alpha = rtt_alpha * ALPHA_RTT_FACTOR;
 	c->alpha_ns = alpha;
 	c->beta_ps = beta > 0 ? beta : pair > 0 ? pair : LINK_BETA_PS_DEFAULT;
 	c->gamma_ps = lc.gamma_ps;
@@ -153,13 +235,13 @@ fit_term(int algo, uint32_t nnodes, size_t bytes, uint64_t ns,
 }
 
 /*
- * An allreduce of bytes per node ran by algo between nnodes nodes in ns,
- * on the job's cost (j): fit alpha to it if it was small, the beta of its
+ * An allreduce of uid's job, of bytes per node, ran by algo between nnodes
+ * nodes in ns, on the job's cost (j): fit alpha to it if it was small, the beta of its
  * kind if it was large.
  */
 void
-linkcost_observe(int algo, uint32_t nnodes, size_t bytes, uint64_t ns,
-    const struct link_cost *j)
+linkcost_observe(uid_t uid, int algo, uint32_t nnodes, size_t bytes,
+    uint64_t ns, const struct link_cost *j)
 {
 	const struct link_cost alpha_1 = { 1, 0, 0, 0 };
 	const struct link_cost no_alpha = { 0, j->beta_ps, j->gamma_ps,
@@ -173,10 +255,11 @@ linkcost_observe(int algo, uint32_t nnodes, size_t bytes, uint64_t ns,
 		return;
 	if (bytes <= ALPHA_MAX_BYTES &&
 	    (v = fit_term(algo, nnodes, bytes, ns, &alpha_1, &no_alpha)) > 0)
-		fits_add(&lc.alpha, v);
+		fits_add(uid, FIT_ALPHA, v);
 	if (bytes >= BETA_MIN_BYTES && (v = fit_term(algo, nnodes, bytes, ns,
 	    algo == ALGO_RING ? &ring_1 : &pair_1, &no_beta)) > 0)
-		fits_add(algo == ALGO_RING ? &lc.beta : &lc.beta_pair, v * 1e3);
+		fits_add(uid, algo == ALGO_RING ? FIT_BETA : FIT_BETA_PAIR,
+		    v * 1e3);
 }
 
 /* For mcclctl status: this node's estimate. */
@@ -185,10 +268,11 @@ linkcost_ctl(void)
 {
 	struct link_cost c;
 
-	linkcost_mine(&c);
+	linkcost_mine((uid_t)-1, &c);
 	return json_pack("{s:i, s:i, s:i, s:i, s:I, s:I, s:I}", "alpha_ns",
 	    (int)c.alpha_ns, "beta_ps", (int)c.beta_ps, "beta_pair_ps",
 	    (int)c.beta_pair_ps, "gamma_ps", (int)c.gamma_ps, "alpha_fits",
-	    (json_int_t)lc.alpha.count, "beta_fits", (json_int_t)lc.beta.count,
-	    "beta_pair_fits", (json_int_t)lc.beta_pair.count);
+	    (json_int_t)lc.nfits[FIT_ALPHA], "beta_fits",
+	    (json_int_t)lc.nfits[FIT_BETA], "beta_pair_fits",
+	    (json_int_t)lc.nfits[FIT_BETA_PAIR]);
 }

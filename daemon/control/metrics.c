@@ -2,7 +2,7 @@
  * metrics.c: the daemon's counters and histograms, and their one rendering
  * as samples (name, labels, value), shown by `mcclctl metrics` (text in the
  * Prometheus exposition format, or JSON) and, with metrics_listen set,
- * served over HTTP at /metrics.
+ * served over HTTP at /metrics (scrape.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +10,6 @@
 
 #include <event2/buffer.h>
 #include <event2/event.h>
-#include <event2/http.h>
 #include <jansson.h>
 
 #include "mccld.h"
@@ -94,8 +93,6 @@ static const char *const error_names[MCCL_NUM_RESULTS] = { "success",
     "invalid_argument", "unsupported", "connect", "timeout", "peer_failed",
     "aborted", "permission", "no_memory", "protocol", "internal" };
 
-static struct evhttp *http;
-
 /*
  * An operation of this node ended (main thread); algo: the one its
  * inter-node part ran, ALGO_AUTO if none.
@@ -166,7 +163,7 @@ metrics_link_cost(json_t *list)
 {
 	struct link_cost c;
 
-	linkcost_mine(&c);
+	linkcost_mine((uid_t)-1, &c);
 	metrics_add(list, "mccl_link_latency_seconds", NULL, c.alpha_ns / 1e9);
 	metrics_add(list, "mccl_link_bytes_per_second", NULL, 1e12 / c.beta_ps);
 	metrics_add(list, "mccl_link_pair_bytes_per_second", NULL,
@@ -312,55 +309,4 @@ metrics_ctl(void)
 	    (const char *)evbuffer_pullup(b, -1), len);
 	evbuffer_free(b);
 	return doc;
-}
-
-static void
-http_metrics_cb(struct evhttp_request *req, void *arg)
-{
-	struct evbuffer *b = evbuffer_new();
-	json_t *samples = metrics_samples();
-
-	(void)arg;
-	metrics_text(b, samples);
-	json_decref(samples);
-	evhttp_add_header(evhttp_request_get_output_headers(req),
-	    "Content-Type", "text/plain; version=0.0.4");
-	evhttp_send_reply(req, HTTP_OK, "OK", b);
-	evbuffer_free(b);
-}
-
-static void
-http_other_cb(struct evhttp_request *req, void *arg)
-{
-	(void)arg;
-	evhttp_send_error(req, HTTP_NOTFOUND, "only /metrics is served here");
-}
-
-/* Serve /metrics on metrics_listen, when it is set. */
-int
-metrics_init(char *err, size_t errlen)
-{
-	const struct conf_addr *a = &md.conf.metrics_listen;
-
-	if (a->port == 0)
-		return 0;
-	if ((http = evhttp_new(md.base)) == NULL ||
-	    evhttp_bind_socket(http, a->host, a->port) != 0) {
-		snprintf(err, errlen, "metrics_listen %s:%u: cannot listen",
-		    a->host, a->port);
-		return -1;
-	}
-	evhttp_set_allowed_methods(http, EVHTTP_REQ_GET);
-	evhttp_set_cb(http, "/metrics", http_metrics_cb, NULL);
-	evhttp_set_gencb(http, http_other_cb, NULL);
-	log_info("metrics: serving http://%s:%u/metrics", a->host, a->port);
-	return 0;
-}
-
-void
-metrics_close(void)
-{
-	if (http != NULL)
-		evhttp_free(http);
-	http = NULL;
 }

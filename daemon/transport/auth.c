@@ -19,8 +19,6 @@
 #include "mccld.h"
 #include "transport/transport.h"
 
-#define KEY_FILE_MAX	4096
-
 static uint8_t	auth_key[crypto_auth_hmacsha256_KEYBYTES];
 static int	auth_host;	/* the key is this host's, not the cluster's */
 
@@ -32,34 +30,58 @@ auth_host_only(void)
 }
 
 static int
-key_read(int fd, const char *path, uint8_t *buf, size_t *len, char *err,
+secret_check(int fd, const char *what, const char *path, char *err,
     size_t errlen)
 {
 	struct stat st;
-	ssize_t n;
 
 	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
-		snprintf(err, errlen, "key file %s is not a regular file", path);
+		snprintf(err, errlen, "%s %s is not a regular file", what, path);
 		return -1;
 	}
 	if (st.st_uid != geteuid() && st.st_uid != 0) {
-		snprintf(err, errlen, "key file %s belongs to uid %u: it must "
+		snprintf(err, errlen, "%s %s belongs to uid %u: it must "
 		    "belong to the daemon's user (uid %u) or root, or another "
-		    "user could have written it", path, (unsigned)st.st_uid,
-		    (unsigned)geteuid());
+		    "user could have written it", what, path,
+		    (unsigned)st.st_uid, (unsigned)geteuid());
 		return -1;
 	}
 	if (st.st_mode & 077) {
-		snprintf(err, errlen, "key file %s has mode %04o: it must be "
-		    "readable by its owner only (chmod 600)", path,
+		snprintf(err, errlen, "%s %s has mode %04o: it must be "
+		    "readable by its owner only (chmod 600)", what, path,
 		    (unsigned)(st.st_mode & 07777));
 		return -1;
 	}
-	if ((n = read(fd, buf, KEY_FILE_MAX)) < 32) {
-		snprintf(err, errlen, "key file %s: %s", path, n < 0 ?
-		    strerror(errno) : "shorter than 32 bytes");
+	return 0;
+}
+
+/*
+ * A secret file (key_file, the host key, metrics_token_file): a regular
+ * file of the daemon's user or root that nobody else may read, of at
+ * least min bytes; its first AUTH_SECRET_MAX bytes land in buf.
+ */
+int
+auth_secret_read(const char *what, const char *path, size_t min,
+    uint8_t *buf, size_t *len, char *err, size_t errlen)
+{
+	ssize_t n = -1;
+	int fd;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) == -1) {
+		snprintf(err, errlen, "%s %s: %s", what, path, strerror(errno));
 		return -1;
 	}
+	if (secret_check(fd, what, path, err, errlen) == 0) {
+		if ((n = read(fd, buf, AUTH_SECRET_MAX)) < 0)
+			snprintf(err, errlen, "%s %s: %s", what, path,
+			    strerror(errno));
+		else if (n < (ssize_t)min)
+			snprintf(err, errlen, "%s %s: shorter than %zu bytes",
+			    what, path, min);
+	}
+	close(fd);
+	if (n < (ssize_t)min)
+		return -1;
 	*len = (size_t)n;
 	return 0;
 }
@@ -68,16 +90,11 @@ key_read(int fd, const char *path, uint8_t *buf, size_t *len, char *err,
 static int
 key_load(const char *path, char *err, size_t errlen)
 {
-	uint8_t buf[KEY_FILE_MAX];
+	uint8_t buf[AUTH_SECRET_MAX];
 	size_t len = 0;
-	int fd, rc;
+	int rc;
 
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) == -1) {
-		snprintf(err, errlen, "key file %s: %s", path, strerror(errno));
-		return -1;
-	}
-	rc = key_read(fd, path, buf, &len, err, errlen);
-	close(fd);
+	rc = auth_secret_read("key file", path, 32, buf, &len, err, errlen);
 	if (rc == 0)
 		crypto_generichash(auth_key, sizeof(auth_key), buf, len, NULL, 0);
 	sodium_memzero(buf, sizeof(buf));

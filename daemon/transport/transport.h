@@ -165,7 +165,10 @@ int		 dial_data_link(const struct conf_addr *, uint32_t, uint32_t,
 #define AUTH_NONCE_LEN	32
 #define AUTH_MAC_LEN	32
 
+#define AUTH_SECRET_MAX	4096	/* bytes of a secret file read */
 int		auth_init(const char *, const char *, char *, size_t);
+int		auth_secret_read(const char *, const char *, size_t, uint8_t *,
+		    size_t *, char *, size_t);
 int		auth_host_only(void);
 void		auth_nonce(uint8_t *);
 void		auth_mac(uint8_t *, char, const uint8_t *, const uint8_t *,

@@ -23,6 +23,9 @@
  *                                    links (job id PEER_CHECK_JOB | i)
  *   flood HOST PORT N MS [reopen]    hold N idle connections for MS ms,
  *                                    reopening those the daemon closes
+ *   junk HOST PORT N BYTES           N connections, each sending BYTES of
+ *                                    a request line that never ends;
+ *                                    prints how many the daemon closed
  *
  * One line per case, "ok CASE" or "FAIL CASE: why", then "N passed, N
  * failed"; the exit status is 1 if any case failed.
@@ -2880,6 +2883,54 @@ flood_mode(int n, int ms, int reopen)
 	return got > 0 ? 0 : -1;
 }
 
+/* ---- junk: request lines that never end ---- */
+
+/* Send up to bytes of 'A' on fd within 2 s; 1 if the daemon closed it. */
+static int
+junk_send(int fd, size_t bytes)
+{
+	static char buf[65536];
+	uint64_t end = conn_now_ms() + 2000;
+	struct pollfd p = { .fd = fd, .events = POLLOUT };
+
+	memset(buf, 'A', sizeof(buf));
+	while (bytes > 0 && conn_now_ms() < end) {
+		ssize_t n = send(fd, buf, bytes < sizeof(buf) ? bytes :
+		    sizeof(buf), MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n > 0)
+			bytes -= (size_t)n;
+		else if (n < 0 && errno != EAGAIN && errno != EINTR)
+			return 1;
+		else
+			poll(&p, 1, 100);
+	}
+	return 0;
+}
+
+/* All n connections open together, each sending its junk in turn. */
+static int
+junk_mode(int n, size_t bytes)
+{
+	char why[WHY_MAX];
+	int closed = 0, opened = 0, *fds;
+
+	if ((fds = calloc((size_t)n, sizeof(int))) == NULL)
+		return -1;
+	for (int i = 0; i < n; i++)
+		opened += (fds[i] = tcp_connect(why, sizeof(why))) != -1;
+	for (int i = 0; i < n; i++)
+		if (fds[i] != -1)
+			closed += junk_send(fds[i], bytes);
+	for (int i = 0; i < n; i++)
+		if (fds[i] != -1)
+			close(fds[i]);
+	free(fds);
+	printf("%d connections, %d closed by the daemon mid-request\n",
+	    opened, closed);
+	return opened > 0 ? 0 : -1;
+}
+
 static void
 usage(void)
 {
@@ -2887,6 +2938,7 @@ usage(void)
 	    "       mccl-hostile peer HOST PORT SOCKET [CONNECT_TIMEOUT_MS]\n"
 	    "       mccl-hostile unauth HOST PORT [SOCKET]\n"
 	    "       mccl-hostile flood HOST PORT N MS [reopen]\n"
+	    "       mccl-hostile junk HOST PORT N BYTES\n"
 	    "       mccl-hostile unread SOCKET N\n"
 	    "       mccl-hostile early HOST PORT KEYFILE NODE N\n");
 	exit(2);
@@ -2935,6 +2987,11 @@ main(int argc, char **argv)
 		peer_port = argv[3];
 		return flood_mode(atoi(argv[4]), atoi(argv[5]), argc == 7) == 0 ?
 		    0 : 2;
+	} else if (argc == 6 && strcmp(argv[1], "junk") == 0) {
+		peer_host = argv[2];
+		peer_port = argv[3];
+		return junk_mode(atoi(argv[4]), strtoull(argv[5], NULL, 10)) ==
+		    0 ? 0 : 2;
 	} else
 		usage();
 	if (rc == -1)

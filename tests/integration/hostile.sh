@@ -300,6 +300,116 @@ kill -TERM "${DAEMON_PIDS[12]}" 2>/dev/null
 wait "${DAEMON_PIDS[12]}" 2>/dev/null
 unset "DAEMON_PIDS[12]"
 
+echo "== a flood on the metrics port"
+# A daemon short of descriptors (ulimit -n 64) serving /metrics: 300 idle
+# connections held and reopened, then request lines that never end.  It
+# must keep its descriptors for clients and jobs, neither spin nor flood
+# its log, not keep the junk, and serve scrapes again afterwards.
+mbase=$(free_ports 2)
+cat >"$T/mf.conf" <<EOC
+{ "node": "mf0", "socket": "$T/mf0.sock",
+  "nodes": [{"name": "mf0", "address": "127.0.0.1:$mbase"}],
+  "metrics_listen": "127.0.0.1:$((mbase + 1))", "metrics_timeout_ms": 1000,
+  "log_level": "debug" }
+EOC
+(ulimit -n 64; exec "$B/mccld" -c "$T/mf.conf" >>"$T/mf.log" 2>&1) &
+DAEMON_PIDS[13]=$!
+h_deadline=$((SECONDS + 10))
+until "$B/mcclctl" -s "$T/mf0.sock" status >/dev/null 2>&1; do
+	[ $SECONDS -lt $h_deadline ] || break
+	sleep 0.1
+done
+# mf_scrape [HEADER]: the status line of a GET /metrics.
+mf_scrape() {
+	curl -s -o /dev/null -w '%{http_code}' --max-time 5 ${1:+-H "$1"} \
+	    "http://127.0.0.1:$((mbase + 1))/metrics"
+}
+mf_fds() { ls "/proc/${DAEMON_PIDS[13]}/fd" 2>/dev/null | wc -l; }
+mf_rss() { awk '/^VmRSS/ { print $2 }' "/proc/${DAEMON_PIDS[13]}/status"; }
+[ "$(mf_scrape)" = 200 ] && ok "metrics port: a scrape is served" ||
+    bad "metrics port: a scrape got $(mf_scrape)"
+fds0=$(mf_fds)
+rss0=$(mf_rss)
+"$B/mccl-hostile" flood 127.0.0.1 $((mbase + 1)) 300 4000 reopen \
+    >"$T/mflood.out" 2>&1 &
+h_flooder=$!
+sleep 1
+lines0=$(grep -c metrics "$T/mf.log")
+timeout 10 "$B/mcclctl" -s "$T/mf0.sock" status >"$T/mflood-ctl.out" 2>&1 &&
+    ok "metrics flood: mcclctl status is served meanwhile" ||
+    bad "metrics flood: mcclctl status: $(cat "$T/mflood-ctl.out")"
+NODE_PREFIX=mf run_job "metrics flood: a 2-rank job runs meanwhile" mfjob \
+    "0 0" collectives
+lines1=$(grep -c metrics "$T/mf.log")
+wait "$h_flooder"
+grep -q "connections reopened" "$T/mflood.out" &&
+    ok "metrics flood: held and reopened ($(tr '\n' ' ' <"$T/mflood.out"))" ||
+    bad "metrics flood: the flooder: $(cat "$T/mflood.out")"
+[ $((lines1 - lines0)) -lt 100 ] &&
+    ok "metrics flood: the log is not flooded ($((lines1 - lines0)) lines)" ||
+    bad "metrics flood: $((lines1 - lines0)) log lines:" \
+    "$(grep metrics "$T/mf.log" | sed -n "$((lines0 + 1))p")"
+out=$("$B/mccl-hostile" junk 127.0.0.1 $((mbase + 1)) 40 8388608 2>&1)
+case $out in
+"40 connections, 40 closed by the daemon mid-request")
+	ok "metrics port: 40 request lines of 8 MiB each are cut off" ;;
+*)	bad "metrics port: endless request lines: $out" ;;
+esac
+sleep 1.2		# the flood's last connections meet their deadline
+rss1=$(mf_rss)
+[ $((rss1 - rss0)) -lt 32768 ] &&
+    ok "metrics flood: the daemon kept none of it (RSS $rss0 -> $rss1 kB)" ||
+    bad "metrics flood: RSS grew $rss0 -> $rss1 kB"
+fds1=$(mf_fds)
+[ "$fds1" -le "$fds0" ] &&
+    ok "metrics flood: descriptors back to their count ($fds0 -> $fds1)" ||
+    bad "metrics flood: descriptors $fds0 -> $fds1"
+[ "$(mf_scrape)" = 200 ] && ok "metrics flood: scrapes are served after it" ||
+    bad "metrics flood: a scrape after it got $(mf_scrape)"
+code=$(curl -s -o /dev/null -w '%{http_code}' -X PUT --max-time 5 \
+    "http://127.0.0.1:$((mbase + 1))/metrics")
+[ "$code" = 405 ] && ok "metrics port: PUT is refused (405)" ||
+    bad "metrics port: PUT got $code"
+code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 \
+    "http://127.0.0.1:$((mbase + 1))/jobs")
+[ "$code" = 404 ] && ok "metrics port: another path is 404" ||
+    bad "metrics port: /jobs got $code"
+hostile_alive "mf0" "${DAEMON_PIDS[13]}" "$T/mf.log"
+kill -TERM "${DAEMON_PIDS[13]}" 2>/dev/null
+wait "${DAEMON_PIDS[13]}" 2>/dev/null
+unset "DAEMON_PIDS[13]"
+
+echo "== the metrics port with a bearer token"
+head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$T/mtoken"
+chmod 600 "$T/mtoken"
+sed 's#"metrics_timeout_ms": 1000,#"metrics_token_file": "'"$T/mtoken"'",#' \
+    "$T/mf.conf" >"$T/mt.conf"
+"$B/mccld" -c "$T/mt.conf" >>"$T/mt.log" 2>&1 &
+DAEMON_PIDS[13]=$!
+h_deadline=$((SECONDS + 10))
+until "$B/mcclctl" -s "$T/mf0.sock" status >/dev/null 2>&1; do
+	[ $SECONDS -lt $h_deadline ] || break
+	sleep 0.1
+done
+[ "$(mf_scrape)" = 401 ] && ok "metrics token: a scrape without it gets 401" ||
+    bad "metrics token: a scrape without it got $(mf_scrape)"
+[ "$(mf_scrape "Authorization: Bearer wrong-token-0123456789")" = 401 ] &&
+    ok "metrics token: a wrong token gets 401" ||
+    bad "metrics token: a wrong token got through"
+[ "$(mf_scrape "Authorization: Bearer $(cat "$T/mtoken")")" = 200 ] &&
+    ok "metrics token: the token's scrape is served" ||
+    bad "metrics token: the token's scrape got $(mf_scrape "Authorization: Bearer $(cat "$T/mtoken")")"
+kill -TERM "${DAEMON_PIDS[13]}" 2>/dev/null
+wait "${DAEMON_PIDS[13]}" 2>/dev/null
+unset "DAEMON_PIDS[13]"
+chmod 644 "$T/mtoken"
+out=$("$B/mccld" -n -c "$T/mt.conf" 2>&1)
+case $out in
+*"metrics_token_file $T/mtoken has mode 0644: it must be readable by its owner only"*)
+	ok "metrics token: a file others can read is refused" ;;
+*)	bad "metrics token: a readable file: $out" ;;
+esac
+
 echo "== key file checks"
 # hostile_badkey NAME TEXT: mccld -n on k0.conf fails, saying TEXT.
 hostile_badkey() {

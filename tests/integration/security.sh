@@ -510,3 +510,47 @@ case "$?:$out" in
 esac
 kill "$sec_holder" 2>/dev/null
 wait "$sec_holder" 2>/dev/null
+
+echo "== one user's late ranks do not steer another user's jobs"
+# The link cost a job starts from is fitted to earlier ops' times, which
+# hold any wait for a late rank: the attacker's ranks come 300 ms late to
+# 24 small allreduces between n0 and n1; the victim's next job must start
+# from the cost its own ops measured, not 300 ms a message.
+# sec_alpha JOB: the job's "us a message" while it holds (mcclctl job).
+sec_alpha() {
+	local i out
+	for i in $(seq 50); do
+		out=$("$B/mcclctl" -s "$T/n0.sock" job "$1" 2>/dev/null |
+		    sed -n "s/^link cost (the worst of the job's nodes): \([0-9.]*\) us a message.*/\1/p")
+		[ -n "$out" ] && break
+		sleep 0.1
+	done
+	echo "$out"
+}
+# sec_user_job UID JOB ARGS...: a 2-rank job of that user on n0 and n1.
+sec_user_job() {
+	local u=$1 job=$2 r pids=()
+	shift 2
+	for r in 0 1; do
+		as_user_bg "$u" "$T/$job.r$r.out" env MCCL_SOCKET="$T/n$r.sock" \
+		    MCCL_JOB="$job" MCCL_NRANKS=2 MCCL_RANK=$r timeout 60 \
+		    "$XB/mccl-test" "$@"
+		pids+=("$LAST_PID")
+		CHILD_PIDS+=("$LAST_PID")
+	done
+	SEC_JOB_PIDS=("${pids[@]}")
+}
+sec_user_job "$vic" vsteady steady 500
+wait "${SEC_JOB_PIDS[@]}"
+sec_user_job "$vic" vbefore hold 2000
+a0=$(sec_alpha vbefore)
+wait "${SEC_JOB_PIDS[@]}"
+sec_user_job "$atk" astraggle straggle 24 300
+wait "${SEC_JOB_PIDS[@]}" && ok "the attacker's straggling job ran" ||
+    bad "the attacker's job: $(cat "$T"/astraggle.r*.out)"
+sec_user_job "$vic" vafter hold 2000
+a1=$(sec_alpha vafter)
+wait "${SEC_JOB_PIDS[@]}"
+awk -v a="$a0" -v b="$a1" 'BEGIN { exit !(a > 0 && b > 0 && b <= 1.5 * a) }' &&
+    ok "the victim's next job starts from its own link cost ($a0 -> $a1 us a message)" ||
+    bad "the victim's link cost moved with the attacker's late ranks: $a0 -> $a1 us a message"

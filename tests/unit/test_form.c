@@ -555,6 +555,77 @@ START_TEST(joins_that_are_not_ours_or_malformed_are_refused)
 }
 END_TEST
 
+/* The n-th job name (from 0) that node `coord` coordinates for UID. */
+static const char *
+nth_job_coordinated_by(uint32_t coord, int n)
+{
+	static char name[32];
+
+	for (int i = 0; i < 100000; i++) {
+		snprintf(name, sizeof(name), "flood%d", i);
+		if (coordinator_of(UID, name) == coord && n-- == 0)
+			return name;
+	}
+	ck_abort_msg("no job name for coordinator %u", coord);
+	return NULL;
+}
+
+/*
+ * What one node's joins may hold at its coordinator: max_ranks_per_job
+ * ranks a job, max_forming_jobs_per_peer jobs forming, within
+ * max_init_timeout_ms.  Past them the job fails on that node, saying why;
+ * nothing is held, and a node's jobs count again once they are gone.
+ */
+START_TEST(a_peers_joins_are_capped)
+{
+	const uint32_t ours[1] = { 0 };
+	const struct sent *s;
+	struct peer_join_fail jf;
+
+	md.conf.max_forming_jobs_per_peer = 3;
+	md.conf.max_ranks_per_job = 1000;
+	md.conf.max_init_timeout_ms = 50;
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(join_remote(nth_job_coordinated_by(0, i), 1,
+		    4, ours, 1, 4000000000U), 0);
+	ck_assert_ptr_null(last_to(1, PEER_JOIN_FAIL));
+	ck_assert_int_eq(join_remote(nth_job_coordinated_by(0, 3), 1, 4,
+	    ours, 1, 1000), 0);
+	s = last_to(1, PEER_JOIN_FAIL);
+	ck_assert_ptr_nonnull(s);
+	memcpy(&jf, s->hdr, sizeof(jf));
+	ck_assert_uint_eq(jf.code, MCCL_ERR_NO_MEMORY);
+	ck_assert_str_eq(jf.job, nth_job_coordinated_by(0, 3));
+	ck_assert_ptr_nonnull(strstr(s->text, "node n1 already has 3 jobs "
+	    "forming at coordinator node n0 (max_forming_jobs_per_peer)"));
+	/* another node's joins have their own count; too many ranks: refused */
+	ck_assert_int_eq(join_remote(nth_job_coordinated_by(0, 4), 2, 1001,
+	    ours, 1, 1000), 0);
+	s = last_to(2, PEER_JOIN_FAIL);
+	ck_assert_ptr_nonnull(s);
+	ck_assert_ptr_nonnull(strstr(s->text, "1001 ranks, more than the 1000 "
+	    "of coordinator node n0's max_ranks_per_job"));
+	ck_assert_int_eq(join_remote(nth_job_coordinated_by(0, 5), 2, 4,
+	    ours, 1, 1000), 0);
+	/* the 49-day timeouts asked for run out at the daemon's 50 ms */
+	npeer_msgs = 0;
+	event_base_loop(md.base, EVLOOP_ONCE);
+	s = last_to(1, PEER_JOIN_FAIL);
+	ck_assert_ptr_nonnull(s);
+	ck_assert_ptr_nonnull(strstr(s->text, "never joined within 50 ms"));
+	while (!TAILQ_EMPTY(&md.coords))
+		event_base_loop(md.base, EVLOOP_ONCE);
+	/* nothing held: node 1 may form jobs again */
+	npeer_msgs = 0;
+	md.conf.max_init_timeout_ms = 60000;
+	ck_assert_int_eq(join_remote(nth_job_coordinated_by(0, 6), 1, 4,
+	    ours, 1, 1000), 0);
+	ck_assert_ptr_null(last_to(1, PEER_JOIN_FAIL));
+	coord_node_down(1);
+	ck_assert(TAILQ_EMPTY(&md.coords));
+}
+END_TEST
+
 START_TEST(the_coordinator_times_out_naming_the_missing_ranks)
 {
 	const char *name = job_coordinated_by(0);
@@ -630,27 +701,27 @@ START_TEST(beta_is_fitted_to_ring_allreduces)
 	struct link_cost c;
 
 	/* too small, one node, faster than the latency alone: no beta */
-	linkcost_observe(ALGO_RING, 2, (1 << 20) - 4, 10 * 1000 * 1000, &job);
-	linkcost_observe(ALGO_RING, 1, n, 10 * 1000 * 1000, &job);
-	linkcost_observe(ALGO_RING, 2, n, 40000, &job);
-	linkcost_mine(&c);
+	linkcost_observe(UID, ALGO_RING, 2, (1 << 20) - 4, 10 * 1000 * 1000, &job);
+	linkcost_observe(UID, ALGO_RING, 1, n, 10 * 1000 * 1000, &job);
+	linkcost_observe(UID, ALGO_RING, 2, n, 40000, &job);
+	linkcost_mine(UID, &c);
 	ck_assert_uint_eq(c.beta_ps, LINK_BETA_PS_DEFAULT);
 	ck_assert_uint_eq(c.beta_pair_ps, LINK_BETA_PS_DEFAULT);
 	/* 4 nodes: 150 us, then 1.5 n at 1500 ps */
-	linkcost_observe(ALGO_RING, 4, n, 150000 + 3 * n * 3 / 4, &job);
-	linkcost_mine(&c);
+	linkcost_observe(UID, ALGO_RING, 4, n, 150000 + 3 * n * 3 / 4, &job);
+	linkcost_mine(UID, &c);
 	ck_assert_uint_eq(c.beta_ps, 1500);
 	/* 2 nodes: 50 us of latency, then n bytes at 500 ps each */
-	linkcost_observe(ALGO_RING, 2, n, 50000 + n / 2, &job);
-	linkcost_mine(&c);
+	linkcost_observe(UID, ALGO_RING, 2, n, 50000 + n / 2, &job);
+	linkcost_mine(UID, &c);
 	ck_assert_uint_eq(c.beta_ps, 500);
 	/* 15 slower ones keep the 500 in the window; the 16th pushes it out */
 	for (int i = 0; i < 15; i++)
-		linkcost_observe(ALGO_RING, 2, n, 50000 + n, &job);
-	linkcost_mine(&c);
+		linkcost_observe(UID, ALGO_RING, 2, n, 50000 + n, &job);
+	linkcost_mine(UID, &c);
 	ck_assert_uint_eq(c.beta_ps, 500);
-	linkcost_observe(ALGO_RING, 2, n, 50000 + n, &job);
-	linkcost_mine(&c);
+	linkcost_observe(UID, ALGO_RING, 2, n, 50000 + n, &job);
+	linkcost_mine(UID, &c);
 	ck_assert_uint_eq(c.beta_ps, 1000);
 	/* no small op yet: alpha is half the heartbeats' 80 us */
 	ck_assert_uint_eq(c.alpha_ns, 40000);
@@ -670,18 +741,18 @@ START_TEST(the_pairwise_beta_is_fitted_to_the_others)
 	size_t n = (size_t)4 << 20;
 	struct link_cost c;
 
-	linkcost_observe(ALGO_RABENSEIFNER, 4, n, 4 * 25000 + n * 3 / 2 * 3 +
+	linkcost_observe(UID, ALGO_RABENSEIFNER, 4, n, 4 * 25000 + n * 3 / 2 * 3 +
 	    n * 3 / 4 / 4, &job);
-	linkcost_mine(&c);
+	linkcost_mine(UID, &c);
 	ck_assert_uint_eq(c.beta_pair_ps, 3000);
 	ck_assert_uint_eq(c.beta_ps, 3000);
 	/* doubling on 2 nodes: alpha + n (beta + gamma), at 2000 ps */
-	linkcost_observe(ALGO_DOUBLING, 2, n, 25000 + n * 2 + n / 4, &job);
-	linkcost_mine(&c);
+	linkcost_observe(UID, ALGO_DOUBLING, 2, n, 25000 + n * 2 + n / 4, &job);
+	linkcost_mine(UID, &c);
 	ck_assert_uint_eq(c.beta_pair_ps, 2000);
 	/* the ring's own fit, once there, is its own */
-	linkcost_observe(ALGO_RING, 2, n, 50000 + n / 2, &job);
-	linkcost_mine(&c);
+	linkcost_observe(UID, ALGO_RING, 2, n, 50000 + n / 2, &job);
+	linkcost_mine(UID, &c);
 	ck_assert_uint_eq(c.beta_ps, 500);
 	ck_assert_uint_eq(c.beta_pair_ps, 2000);
 }
@@ -700,9 +771,9 @@ START_TEST(an_unmeasured_ring_is_not_locked_out)
 	size_t n = (size_t)4 << 20;
 	struct link_cost c;
 
-	linkcost_observe(ALGO_RABENSEIFNER, 4, n, 4 * 10000 + n * 3 / 2 *
+	linkcost_observe(UID, ALGO_RABENSEIFNER, 4, n, 4 * 10000 + n * 3 / 2 *
 	    3 / 10 + 2 + n * 3 / 4 / 20, &job);	/* + 2: not below 300 */
-	linkcost_mine(&c);
+	linkcost_mine(UID, &c);
 	ck_assert_uint_eq(c.beta_pair_ps, 300);
 	for (size_t big = n; big <= (size_t)256 << 20; big *= 4)
 		ck_assert_int_eq(algo_choose(COLL_ALLREDUCE, ALGO_AUTO, 4, big,
@@ -721,30 +792,78 @@ START_TEST(alpha_is_fitted_to_small_allreduces)
 	const struct link_cost job = { 25000, 800, 250, 0 };
 	struct link_cost c;
 
-	linkcost_mine(&c);
+	linkcost_mine(UID, &c);
 	ck_assert_uint_eq(c.alpha_ns, 40000);
 	/* 8 nodes by the ring, 8 B: 14 latencies + 2 (7/8) 8 x 0.8 ns (11.2) */
-	linkcost_observe(ALGO_RING, 8, 8, 14 * 30000 + 12, &job);
-	linkcost_mine(&c);
+	linkcost_observe(UID, ALGO_RING, 8, 8, 14 * 30000 + 12, &job);
+	linkcost_mine(UID, &c);
 	ck_assert_uint_eq(c.alpha_ns, 30000);
 	/* 4 nodes by doubling, 1000 B: 2 latencies + 2 x 1000 x 1.05 ns */
-	linkcost_observe(ALGO_DOUBLING, 4, 1000, 2 * 10000 + 2100, &job);
-	linkcost_mine(&c);
+	linkcost_observe(UID, ALGO_DOUBLING, 4, 1000, 2 * 10000 + 2100, &job);
+	linkcost_mine(UID, &c);
 	ck_assert_uint_eq(c.alpha_ns, 10000);
 	/* one that waited 5 ms for a late node does not move it */
-	linkcost_observe(ALGO_DOUBLING, 4, 8, 5000000, &job);
+	linkcost_observe(UID, ALGO_DOUBLING, 4, 8, 5000000, &job);
 	/* too large, and faster than the bandwidth terms alone: ignored */
-	linkcost_observe(ALGO_DOUBLING, 4, 4097, 4000, &job);
-	linkcost_observe(ALGO_DOUBLING, 4, 4000, 100, &job);
-	linkcost_mine(&c);
+	linkcost_observe(UID, ALGO_DOUBLING, 4, 4097, 4000, &job);
+	linkcost_observe(UID, ALGO_DOUBLING, 4, 4000, 100, &job);
+	linkcost_mine(UID, &c);
 	ck_assert_uint_eq(c.alpha_ns, 10000);
 	ck_assert_uint_eq(c.beta_ps, LINK_BETA_PS_DEFAULT);
 	/* 16 more push the 10 us fit out of the window */
 	for (int i = 0; i < 16; i++)
-		linkcost_observe(ALGO_DOUBLING, 4, 1000, 2 * 20000 + 2100,
+		linkcost_observe(UID, ALGO_DOUBLING, 4, 1000, 2 * 20000 + 2100,
 		    &job);
-	linkcost_mine(&c);
+	linkcost_mine(UID, &c);
 	ck_assert_uint_eq(c.alpha_ns, 20000);
+}
+END_TEST
+
+/*
+ * One user's late ranks raise only that user's fits: another user's
+ * estimate keeps its own (the least of its own and others' fits), and a
+ * user with none of its own takes the least of everyone's.  alpha never
+ * exceeds 4 x the heartbeats' half round trip (40 us here).
+ */
+START_TEST(one_users_late_ranks_do_not_steer_another_users_jobs)
+{
+	const struct link_cost job = { 25000, 800, 250, 0 };
+	const uid_t victim = UID + 1, newcomer = UID + 2;
+	size_t n = (size_t)4 << 20;
+	struct link_cost c;
+
+	/* the victim's own: alpha 30 us by doubling, the ring at 500 ps */
+	linkcost_observe(victim, ALGO_DOUBLING, 4, 1000, 2 * 30000 + 2100,
+	    &job);
+	linkcost_observe(victim, ALGO_RING, 2, n, 50000 + n / 2, &job);
+	/* the attacker's: every op 0.3 s late, more than a window of them */
+	for (int i = 0; i < 40; i++) {
+		linkcost_observe(UID, ALGO_DOUBLING, 4, 8, 300000000, &job);
+		linkcost_observe(UID, ALGO_RING, 2, n, 300000000, &job);
+	}
+	linkcost_mine(victim, &c);
+	ck_assert_uint_eq(c.alpha_ns, 30000);
+	ck_assert_uint_eq(c.beta_ps, 500);
+	linkcost_mine(newcomer, &c);
+	ck_assert_uint_eq(c.alpha_ns, 30000);
+	ck_assert_uint_eq(c.beta_ps, 500);
+	/* the attacker's own jobs are bounded by the victim's and the rtt */
+	linkcost_mine(UID, &c);
+	ck_assert_uint_eq(c.alpha_ns, 30000);
+	ck_assert_uint_eq(c.beta_ps, 500);
+}
+END_TEST
+
+/* Alone, a user's own late fits raise its alpha to 4 x 40 us at most. */
+START_TEST(alpha_is_bounded_by_the_heartbeats)
+{
+	const struct link_cost job = { 25000, 800, 250, 0 };
+	struct link_cost c;
+
+	for (int i = 0; i < 20; i++)
+		linkcost_observe(UID, ALGO_DOUBLING, 4, 8, 300000000, &job);
+	linkcost_mine(UID, &c);
+	ck_assert_uint_eq(c.alpha_ns, 160000);
 }
 END_TEST
 
@@ -762,12 +881,15 @@ form_suite(void)
 	tcase_add_test(tc, alpha_is_fitted_to_small_allreduces);
 	tcase_add_test(tc, the_pairwise_beta_is_fitted_to_the_others);
 	tcase_add_test(tc, an_unmeasured_ring_is_not_locked_out);
+	tcase_add_test(tc, one_users_late_ranks_do_not_steer_another_users_jobs);
+	tcase_add_test(tc, alpha_is_bounded_by_the_heartbeats);
 	tcase_add_test(tc, the_coordinator_forms_once_every_rank_is_claimed);
 	tcase_add_test(tc,
 	    the_rank_map_gives_the_topology_and_the_engine_its_ranks);
 	tcase_add_test(tc, a_rank_claimed_twice_is_refused);
 	tcase_add_test(tc, ranks_that_disagree_on_nranks_are_refused);
 	tcase_add_test(tc, joins_that_are_not_ours_or_malformed_are_refused);
+	tcase_add_test(tc, a_peers_joins_are_capped);
 	tcase_add_test(tc, the_coordinator_times_out_naming_the_missing_ranks);
 	tcase_add_test(tc, a_rank_map_against_the_local_ranks_fails_the_job);
 	suite_add_tcase(s, tc);
