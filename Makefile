@@ -50,7 +50,7 @@ PROTO_SRCS  = proto/proto.c proto/spin.c
 # transports under it (transport/).
 LINK_SRCS   = daemon/transport/tcp.c daemon/transport/linkerr.c
 CORE_SRCS   = daemon/log.c daemon/config.c daemon/engine/reduce.c \
-	      daemon/engine/ring.c daemon/engine/allreduce.c daemon/engine/duplex.c daemon/engine/crew.c daemon/engine/algo.c $(LINK_SRCS)
+	      daemon/engine/ring.c daemon/engine/allreduce.c daemon/engine/duplex.c daemon/engine/crew.c daemon/engine/algo.c daemon/engine/bigmem.c $(LINK_SRCS)
 CONTROL_SRCS = daemon/control/control.c daemon/control/peer.c \
 	      daemon/control/job.c daemon/control/form.c \
 	      daemon/control/jobctl.c daemon/control/check.c \
@@ -152,10 +152,10 @@ $(B)/test_config: $(call obj,tests/unit/test_config.c daemon/config.c daemon/log
 $(B)/test_log: $(call obj,tests/unit/test_log.c daemon/log.c)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS)
 
-$(B)/test_ring: $(call obj,tests/unit/test_ring.c tests/unit/testlib.c daemon/engine/ring.c daemon/engine/allreduce.c daemon/engine/duplex.c daemon/engine/crew.c daemon/engine/algo.c daemon/engine/reduce.c daemon/log.c $(LINK_SRCS) daemon/transport/rdma.c tests/fakeverbs/fakeverbs.c $(PROTO_SRCS))
+$(B)/test_ring: $(call obj,tests/unit/test_ring.c tests/unit/testlib.c daemon/engine/ring.c daemon/engine/bigmem.c daemon/engine/allreduce.c daemon/engine/duplex.c daemon/engine/crew.c daemon/engine/algo.c daemon/engine/reduce.c daemon/log.c $(LINK_SRCS) daemon/transport/rdma.c tests/fakeverbs/fakeverbs.c $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(SODIUM_LIBS) -lpthread
 
-$(B)/test_subq: $(call obj,tests/unit/test_subq.c tests/unit/testlib.c daemon/engine/subq.c daemon/engine/op.c daemon/engine/seg.c daemon/engine/xmem.c daemon/engine/ring.c daemon/engine/allreduce.c daemon/engine/duplex.c daemon/engine/crew.c daemon/engine/algo.c daemon/engine/reduce.c daemon/log.c $(LINK_SRCS) $(PROTO_SRCS))
+$(B)/test_subq: $(call obj,tests/unit/test_subq.c tests/unit/testlib.c daemon/engine/bigmem.c daemon/engine/subq.c daemon/engine/op.c daemon/engine/seg.c daemon/engine/xmem.c daemon/engine/ring.c daemon/engine/allreduce.c daemon/engine/duplex.c daemon/engine/crew.c daemon/engine/algo.c daemon/engine/reduce.c daemon/log.c $(LINK_SRCS) $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) -lpthread
 
 $(B)/test_form: $(call obj,tests/unit/test_form.c daemon/control/form.c daemon/control/job.c daemon/control/jobctl.c daemon/control/linkcost.c daemon/engine/op.c daemon/engine/seg.c daemon/engine/xmem.c daemon/engine/algo.c daemon/engine/reduce.c daemon/config.c daemon/log.c $(PROTO_SRCS))
@@ -188,7 +188,7 @@ $(B)/test_conn: $(call obj,tests/unit/test_conn.c libclient/conn.c $(PROTO_SRCS)
 $(B)/test_liveness: $(call obj,tests/unit/test_liveness.c daemon/control/liveness.c)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS)
 
-$(B)/test_budget: $(call obj,tests/unit/test_budget.c daemon/engine/budget.c)
+$(B)/test_budget: $(call obj,tests/unit/test_budget.c daemon/engine/budget.c daemon/engine/bigmem.c)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) -lpthread
 
 # The verbs provider of the tests (tests/fakeverbs), in place of -libverbs.

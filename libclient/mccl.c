@@ -60,6 +60,9 @@ struct mccl_request {
 	void		*out;
 	size_t		 out_bytes;
 	size_t		 out_off;
+	const uint64_t	*out_counts;	/* v-collectives: the receive blocks, */
+	const uint64_t	*out_displs;	/* in vstage, in elements */
+	size_t		 out_esize;
 };
 
 struct sync_reply {
@@ -282,6 +285,29 @@ env_spin(int32_t *us, char *err, size_t len)
 /* ---- receiving ---- */
 
 /* Unlink r from the pending list, whatever its place, and complete it. */
+/*
+ * A staged op's result to the caller's buffer: a v-collective's receive
+ * blocks alone (libmccl(3): nothing between them is written), else its
+ * whole extent.
+ */
+static void
+request_copy_out(const struct mccl_request *r)
+{
+	const uint8_t *from = r->stage->base + r->out_off;
+	uint8_t *to = r->out;
+
+	if (r->out_counts == NULL) {
+		memcpy(to, from, r->out_bytes);
+		return;
+	}
+	for (int i = 0; i < r->comm->nranks; i++) {
+		size_t off = (size_t)r->out_displs[i] * r->out_esize;
+
+		memcpy(to + off, from + off, (size_t)r->out_counts[i] *
+		    r->out_esize);
+	}
+}
+
 static void
 request_complete(mccl_comm_t *comm, struct mccl_request *r, mccl_result_t code)
 {
@@ -298,7 +324,7 @@ request_complete(mccl_comm_t *comm, struct mccl_request *r, mccl_result_t code)
 	r->done = 1;
 	r->code = code;
 	if (r->stage != NULL && code == MCCL_SUCCESS && r->out_bytes > 0)
-		memcpy(r->out, r->stage->base + r->out_off, r->out_bytes);
+		request_copy_out(r);
 	request_unstage(r);
 }
 
@@ -1126,6 +1152,10 @@ op_vec(mccl_comm_t *comm, const struct op_args *a, struct ipc_op *m,
 	memcpy(r->vstage->base, a->vec, n * sizeof(uint64_t));
 	m->vec_seg = r->vstage->id;
 	m->vec_off = 0;
+	proto_vec_recv_blocks(a->coll, (uint32_t)comm->nranks,
+	    (const uint64_t *)(void *)r->vstage->base, &r->out_counts,
+	    &r->out_displs);
+	r->out_esize = mccl_dtype_size(a->dtype);
 	return MCCL_SUCCESS;
 }
 

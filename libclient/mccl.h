@@ -150,15 +150,19 @@ mccl_result_t	mccl_comm_set_timeout(mccl_comm_t *comm, int op_timeout_ms);
  * MCCL_FLOAT16, half the bytes.  On a 16-bit wire each node's partial sum
  * is rounded to the format (to nearest even) on its way out and added in
  * float32 on the next node; the result, rounded once more to the format,
- * is bit-identical on every rank and within (n + 1) u sum|x| of the exact
- * sum of the ranks' x, for n nodes and u = 2^-8 (bfloat16) or 2^-11
- * (float16, whose range ends at 65504: a larger partial sum becomes an
- * infinity).  Infinities and NaNs arrive as what they were.  It applies
- * where the ring runs (from 64 KiB a rank, or by MCCL_ALGO=ring), on jobs
- * of several nodes; other operations are not affected.
+ * is bit-identical on every rank and within (n + 1) (u sum|x| + e) of the
+ * exact sum of the ranks' x, for n nodes, u = 2^-8 and e = 2^-134
+ * (bfloat16) or u = 2^-11 and e = 2^-25 (float16).  Float16's range ends
+ * at 65504 (a larger partial sum becomes an infinity), and below 2^-14 its
+ * spacing stays 2^-24: gradient-sized values (about 1e-5) keep few bits
+ * there, so bfloat16, with float32's range, is their wire.  Infinities and
+ * NaNs arrive as what they were.  It applies where the ring runs (from
+ * 64 KiB a rank, or by MCCL_ALGO=ring), on jobs of several nodes; other
+ * operations are not affected.
  * MCCL_WIRE_DTYPE=bf16, fp16 or fp32 sets it at init; mccl_comm_split's
  * communicators start with their parent's.  Every rank of a job must ask
- * for the same: an operation whose ranks differ fails, naming both.
+ * for the same: any reduction whose ranks differ fails, naming both,
+ * whatever its size.
  */
 mccl_result_t	mccl_comm_set_wire_dtype(mccl_comm_t *comm,
 		    mccl_dtype_t wire);

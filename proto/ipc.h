@@ -322,6 +322,8 @@ int	proto_op_bytes(int, uint64_t, size_t, uint32_t, uint32_t, uint32_t,
 	    uint64_t *, uint64_t *);
 int	proto_bufs_ok(int, uint32_t, uintptr_t, uint64_t, uintptr_t, uint64_t);
 size_t	proto_vec_len(int, uint32_t);
+void	proto_vec_recv_blocks(int, uint32_t, const uint64_t *,
+	    const uint64_t **, const uint64_t **);
 int	proto_vec_bytes(int, uint64_t, size_t, uint32_t, uint32_t,
 	    const uint64_t *, uint64_t *, uint64_t *, char *, size_t);
 uint32_t proto_vec_digest(const uint64_t *, size_t);

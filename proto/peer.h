@@ -37,6 +37,9 @@
  *      buffer goes in pieces that node 0 hands to its lanes as they
  *      finish, each announced down the lane's ring as a 4-byte index
  *      (allreduce.c).
+ *  12  peer_ophdr.wire is the wire the ranks asked for, whatever runs (was
+ *      the one the data crossed on): nodes that disagree fail every
+ *      operation, not only those the ring narrows.
  */
 #ifndef MCCL_PEER_H
 #define MCCL_PEER_H
@@ -46,7 +49,7 @@
 #include "ipc.h"
 
 #define PEER_MAGIC		0x4d434350U	/* "MCCP" */
-#define PEER_VERSION		11
+#define PEER_VERSION		12
 #define PEER_PORT_DEFAULT	7470		/* a node's address without a port */
 #define PEER_MSG_MAX		(1024 * 1024)	/* control frames */
 #define PEER_DATA_MAX		(64U * 1024 * 1024) /* one data frame's payload */
@@ -248,8 +251,10 @@ struct peer_ophdr {
 	uint8_t		algo;		/* enum algo_type, resolved; else 0 */
 	uint32_t	root;
 	uint64_t	count;
-	uint8_t		wire;		/* float32 sent as MCCL_BFLOAT16 or
-					   MCCL_FLOAT16; 0: as it is */
+	uint8_t		wire;		/* the 16-bit wire its ranks asked for
+					   (MCCL_BFLOAT16 or MCCL_FLOAT16;
+					   float32 crosses on it where the ring
+					   runs a float32 sum), 0: none */
 };
 
 struct peer_p2p {

@@ -266,6 +266,17 @@ proto_vec_len(int coll, uint32_t nranks)
 	    coll == COLL_ALLTOALLV ? 4 * (size_t)nranks : 0;
 }
 
+/* A v-collective vector's receive counts and displacements. */
+void
+proto_vec_recv_blocks(int coll, uint32_t nranks, const uint64_t *vec,
+    const uint64_t **counts, const uint64_t **displs)
+{
+	size_t first = coll == COLL_ALLTOALLV ? 2 * (size_t)nranks : 0;
+
+	*counts = vec + first;
+	*displs = vec + first + nranks;
+}
+
 /*
  * In bytes, the end of the furthest of the n blocks of counts[] elements
  * at displs[]; -1 (with why) when one reaches past 2^62 bytes.

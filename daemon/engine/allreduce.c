@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/bigmem.h"
 #include "engine/engine.h"
 #include "engine/duplex.h"
 #include "engine/algo.h"
@@ -320,7 +321,7 @@ doubling_core(struct xfer *x, struct plan *p, uint32_t n)
 	uint8_t *tmp = x->scratch;
 	int rc = 0;
 
-	if (bytes > 2 * x->chunk && (tmp = malloc(bytes)) == NULL)
+	if (bytes > 2 * x->chunk && (tmp = bigmem_alloc(bytes)) == NULL)
 		return duplex_fail(x, MCCL_ERR_NO_MEMORY, "no memory for a "
 		    "%zu-byte exchange", bytes);
 	for (uint32_t mask = 1; rc == 0 && mask < n; mask <<= 1) {
@@ -331,7 +332,7 @@ doubling_core(struct xfer *x, struct plan *p, uint32_t n)
 			reduce_into(p->buf, tmp, p->total, p->dtype, p->op);
 	}
 	if (tmp != x->scratch)
-		free(tmp);
+		bigmem_free(tmp, bytes);
 	return rc;
 }
 
@@ -457,7 +458,7 @@ direct_run(struct xfer *x, struct plan *p)
 	if (bytes > SIZE_MAX / n)
 		return duplex_fail(x, MCCL_ERR_NO_MEMORY, "%u contributions of "
 		    "%zu bytes overflow", n, bytes);
-	if (n * bytes > 2 * x->chunk && (tmp = malloc(n * bytes)) == NULL)
+	if (n * bytes > 2 * x->chunk && (tmp = bigmem_alloc(n * bytes)) == NULL)
 		return duplex_fail(x, MCCL_ERR_NO_MEMORY, "no memory for %u "
 		    "contributions of %zu bytes", n, bytes);
 	if ((srcs = calloc(n, sizeof(*srcs))) == NULL) {
@@ -495,7 +496,7 @@ direct_run(struct xfer *x, struct plan *p)
 out:
 	free(srcs);
 	if (tmp != x->scratch)
-		free(tmp);
+		bigmem_free(tmp, n * bytes);
 	return rc;
 }
 
@@ -573,13 +574,13 @@ narrow_one(struct xfer *x, float *buf, size_t count)
 
 	if (2 * most * 2 <= 2 * x->chunk && x->scratch != NULL)
 		tx = x->scratch;
-	else if ((tx = malloc(2 * most * 2)) == NULL)
+	else if ((tx = bigmem_alloc(2 * most * 2)) == NULL)
 		return duplex_fail(x, MCCL_ERR_NO_MEMORY, "no memory for the "
 		    "wire's %zu-byte blocks", 2 * most * 2);
 	rx = tx + 2 * most;
 	rc = narrow_ring_run(x, buf, count, tx, rx);
 	if (tx != x->scratch)
-		free(tx);
+		bigmem_free(tx, 2 * most * 2);
 	return rc;
 }
 
@@ -640,7 +641,7 @@ int
 ring_allreduce_wire(struct xfer *x, const void *src, void *buf, size_t count,
     int dtype, int op)
 {
-	if (x->nnodes > 1 && (x->hdr.wire = wire_of(x, dtype, op)) != 0)
+	if (x->nnodes > 1 && (x->wire_run = wire_of(x, dtype, op)) != 0)
 		return allreduce_args(x, count, dtype, &op) == -1 ? -1 :
 		    narrow_allreduce(x, src, buf, count);
 	return ring_allreduce(x, src, buf, count, dtype, op);
@@ -649,8 +650,8 @@ ring_allreduce_wire(struct xfer *x, const void *src, void *buf, size_t count,
 /*
  * The inter-node allreduce, by the algorithm x->algo names (AUTO: by cost).
  * The one run goes in the operation header, so a node that chose another
- * fails the op naming both; so does the wire, narrowed where the ring runs
- * a float32 sum and x->wire asks for it.
+ * fails the op naming both; so does the wire asked for (x->wire, in the
+ * header whatever runs), narrowed where the ring runs a float32 sum.
  */
 int
 node_allreduce(struct xfer *x, const void *src, void *buf, size_t count,
@@ -665,9 +666,9 @@ node_allreduce(struct xfer *x, const void *src, void *buf, size_t count,
 		x->hdr.algo = (uint8_t)algo_choose(COLL_ALLREDUCE, x->algo,
 		    x->nnodes, count * es, wire_of(x, dtype, op) != 0,
 		    &x->cost);
-		x->hdr.wire = x->hdr.algo == ALGO_RING ? wire_of(x, dtype, op) :
+		x->wire_run = x->hdr.algo == ALGO_RING ? wire_of(x, dtype, op) :
 		    0;
-		if (x->hdr.wire != 0)
+		if (x->wire_run != 0)
 			return narrow_allreduce(x, src, buf, count);
 		if (x->hdr.algo == ALGO_RING)
 			return ring_allreduce(x, src, buf, count, dtype, op);

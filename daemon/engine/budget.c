@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "engine/bigmem.h"
 #include "engine/budget.h"
 
 struct budget scratch_budget = BUDGET_INIT(scratch_budget,
@@ -126,13 +127,13 @@ scratch_get(struct scratch *s, size_t bytes, char *err, size_t errlen)
 	if (budget_take(&scratch_budget, s->uid, bytes - s->len, s->node, err,
 	    errlen) == -1)
 		return NULL;
-	if ((p = malloc(bytes)) == NULL) {
+	if ((p = bigmem_alloc(bytes)) == NULL) {
 		budget_give(&scratch_budget, s->uid, bytes - s->len);
 		snprintf(err, errlen, "out of memory for %zu bytes of %s",
 		    bytes, scratch_budget.what);
 		return NULL;
 	}
-	free(s->buf);
+	bigmem_free(s->buf, s->len);
 	s->buf = p;
 	s->len = bytes;
 	return p;
@@ -143,7 +144,7 @@ scratch_release(struct scratch *s)
 {
 	if (s->buf == NULL)
 		return;
-	free(s->buf);
+	bigmem_free(s->buf, s->len);
 	budget_give(&scratch_budget, s->uid, s->len);
 	s->buf = NULL;
 	s->len = 0;

@@ -23,6 +23,7 @@
 
 #include <event2/event.h>
 
+#include "engine/bigmem.h"
 #include "engine/engine_state.h"
 #include "spin.h"
 #include "engine/algo.h"
@@ -416,12 +417,12 @@ engine_run(struct job *j, struct op *op, uint8_t *scratch)
 	x.wire = op->desc.wire;
 	x.hdr = (struct peer_ophdr){ op->desc.seq, op->desc.coll,
 	    op->desc.dtype, op->desc.redop, 0, op->desc.root, op->desc.count,
-	    0 };
+	    op->desc.wire };
 	rc = coll_run(j, op, &x);
 	op->code = rc == 0 ? 0 : x.code;
 	op->blame_pos = x.blame;
 	op->algo_run = x.hdr.algo;
-	op->wire_run = x.hdr.wire;
+	op->wire_run = x.wire_run;
 	op->wire_saved = x.wire_saved;
 	op->lane_ns = x.lane_ns;
 	op->lane_wait_ns = x.lane_wait_ns;
@@ -619,7 +620,7 @@ engine_main(void *arg)
 	struct op *op;
 	int ok = 0;
 
-	if ((scratch = malloc(scratch_len)) == NULL)
+	if ((scratch = bigmem_alloc(scratch_len)) == NULL)
 		engine_report_links(j, 0, MCCL_ERR_NO_MEMORY,
 		    "out of memory for the pipeline");
 	else
@@ -639,7 +640,7 @@ engine_main(void *arg)
 	}
 	if (j->eng->registers)
 		link_mem_forget(scratch);
-	free(scratch);
+	bigmem_free(scratch, scratch_len);
 	coll_tmp_release(j);
 	/* Under the lock: the main thread frees the event only after it. */
 	pthread_mutex_lock(&j->eng->mtx);

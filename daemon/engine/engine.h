@@ -91,6 +91,8 @@ struct xfer {
 					   MCCL_FLOAT16 on the wire, where the
 					   ring runs; 0 none */
 	uint64_t	  wire_saved;	/* bytes that wire did not send */
+	uint8_t		  wire_run;	/* the wire the data crossed on (the
+					   ring's float32 sums), else 0 */
 	uint64_t	  lane_ns;	/* lanes on threads of their own: from
 					   their start to the last one's end,
 					   summed over the lanes */

@@ -32,6 +32,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/bigmem.h"
 #include "engine/engine_state.h"
 #include "transport/transport.h"
 
@@ -185,7 +186,7 @@ static void
 unexpected_free(struct p2p *p, struct unexpected *u)
 {
 	kept_release(p, u->m.bytes);
-	free(u->buf);
+	bigmem_free(u->buf, u->m.bytes);
 	free(u);
 }
 
@@ -279,14 +280,14 @@ keep_unexpected(struct p2p *p, const struct peer_p2p *m, char *err,
 	struct unexpected *u;
 
 	if ((u = calloc(1, sizeof(*u))) == NULL ||
-	    (u->buf = malloc(m->bytes ? m->bytes : 1)) == NULL) {
+	    (u->buf = bigmem_alloc(m->bytes)) == NULL) {
 		snprintf(err, errlen, "out of memory for a message of %llu "
 		    "bytes", (unsigned long long)m->bytes);
 		free(u);
 		return NULL;
 	}
 	if (kept_reserve(p, m->bytes, err, errlen) == -1) {
-		free(u->buf);
+		bigmem_free(u->buf, m->bytes);
 		free(u);
 		return NULL;
 	}

@@ -47,6 +47,9 @@
  *   queued wait CODE TEXT
  *                      submit 8 allreduces; the first must fail with CODE
  *                      and TEXT (printing failed_at=, as loop does)
+ *   straggle N MS      N allreduces of 8 floats; the last rank comes to
+ *                      each MS ms late (one user's jobs steering
+ *                      another's link cost)
  *   late MS CODE TEXT  after MS ms, an allreduce must fail with CODE, TEXT
  *   recv-wait CODE TEXT
  *                      rank 0 sends nothing and stays 60 s; rank 1's
@@ -517,6 +520,44 @@ v_count(size_t count, int r, int d)
 	return count * (size_t)((r + 2 * d + 1) % 5) / 4;
 }
 
+#define GAP_BYTE	0xa5	/* what the receive buffer held between blocks */
+
+/* Fill the receive extent (blocks and gaps) with GAP_BYTE. */
+static void
+gaps_fill(void *recv, const size_t *blocks, const size_t *displs, int n,
+    mccl_dtype_t t)
+{
+	size_t end = 0;
+
+	for (int r = 0; r < n; r++)
+		if (blocks[r] > 0 && displs[r] + blocks[r] > end)
+			end = displs[r] + blocks[r];
+	memset(recv, GAP_BYTE, end * mccl_dtype_size(t));
+}
+
+/* The elements of the extent that no block covers still hold GAP_BYTE. */
+static size_t
+gaps_changed(const void *recv, const size_t *blocks, const size_t *displs,
+    int n, mccl_dtype_t t)
+{
+	size_t es = mccl_dtype_size(t), end = 0, bad = 0;
+	const uint8_t *p = recv;
+	uint8_t *covered;
+
+	for (int r = 0; r < n; r++)
+		if (blocks[r] > 0 && displs[r] + blocks[r] > end)
+			end = displs[r] + blocks[r];
+	if ((covered = calloc(end + 1, 1)) == NULL)
+		return 0;
+	for (int r = 0; r < n; r++)
+		memset(covered + displs[r], 1, blocks[r]);
+	for (size_t i = 0; i < end; i++)
+		for (size_t k = 0; !covered[i] && k < es; k++)
+			bad += p[i * es + k] != GAP_BYTE;
+	free(covered);
+	return bad;
+}
+
 static void
 run_allgatherv(mccl_comm_t *comm, struct bufs *b, size_t count,
     mccl_dtype_t t)
@@ -539,6 +580,7 @@ run_allgatherv(mccl_comm_t *comm, struct bufs *b, size_t count,
 	}
 	for (size_t i = 0; i < vc[my_rank]; i++)
 		put(b->send, i, t, input(my_rank, i, MCCL_SUM));
+	gaps_fill(b->recv, vc, displs, n, t);
 	rc = mccl_allgatherv(b->send, vc[my_rank], b->recv, vc, displs,
 	    t, comm, NULL);
 	checks++;
@@ -553,6 +595,9 @@ run_allgatherv(mccl_comm_t *comm, struct bufs *b, size_t count,
 			    input(r, i, MCCL_SUM);
 	if (bad > 0)
 		FAIL("allgatherv dtype %d count %zu: %zu wrong", t, count, bad);
+	if ((bad = gaps_changed(b->recv, vc, displs, n, t)) > 0)
+		FAIL("allgatherv dtype %d count %zu: %zu bytes between the "
+		    "receive blocks written", t, count, bad);
 out:
 	free(vc);
 	free(displs);
@@ -589,6 +634,7 @@ run_alltoallv(mccl_comm_t *comm, struct bufs *b, size_t count,
 	for (int d = 0; d < n; d++)
 		for (size_t i = 0; i < sc[d]; i++)
 			put(b->send, sd[d] + i, t, a2a_value(my_rank, d, i));
+	gaps_fill(b->recv, rc_, rd, n, t);
 	rc = mccl_alltoallv(b->send, sc, sd, b->recv, rc_, rd, t, comm, NULL);
 	checks++;
 	if (rc != MCCL_SUCCESS) {
@@ -603,6 +649,9 @@ run_alltoallv(mccl_comm_t *comm, struct bufs *b, size_t count,
 			    i);
 	if (bad > 0)
 		FAIL("alltoallv dtype %d count %zu: %zu wrong", t, count, bad);
+	if ((bad = gaps_changed(b->recv, rc_, rd, n, t)) > 0)
+		FAIL("alltoallv dtype %d count %zu: %zu bytes between the "
+		    "receive blocks written", t, count, bad);
 	free(v);
 }
 
@@ -1891,6 +1940,25 @@ mode_queued(const char *what, const char *code, const char *text)
 }
 
 static int
+mode_straggle(int n, int ms)
+{
+	mccl_comm_t *comm;
+	float x[8] = { 1 };
+
+	if ((comm = join()) == NULL)
+		return 1;
+	for (int i = 0; i < n && failures == 0; i++) {
+		if (my_rank == mccl_comm_size(comm) - 1)
+			usleep((useconds_t)ms * 1000);
+		if (mccl_allreduce(x, x, 8, MCCL_FLOAT32, MCCL_MAX, comm,
+		    NULL) != MCCL_SUCCESS)
+			FAIL("straggle: %s", mccl_last_error(comm));
+	}
+	mccl_comm_destroy(comm);
+	return failures != 0;
+}
+
+static int
 mode_late(int ms, const char *code, const char *text)
 {
 	mccl_comm_t *comm;
@@ -2027,6 +2095,8 @@ main(int argc, char **argv)
 		return mode_queued(argv[2], argv[3], argv[4]);
 	if (argc == 4 && strcmp(argv[1], "recv-wait") == 0)
 		return mode_recv_wait(argv[2], argv[3]);
+	if (argc == 4 && strcmp(argv[1], "straggle") == 0)
+		return mode_straggle(atoi(argv[2]), atoi(argv[3]));
 	if (argc == 5 && strcmp(argv[1], "late") == 0)
 		return mode_late(atoi(argv[2]), argv[3], argv[4]);
 	if (argc == 6 && strcmp(argv[1], "scratch") == 0)

@@ -56,6 +56,26 @@ run_job "the same on 2 nodes, 2 ranks + 1" jlarge2 "0 1 0" large
 run_job "the same on 1 node x 3 ranks" jlarge1 "2 2 2" large
 MCCL_XMEM=2 run_job "the same on 2 + 1, every heap allreduce read and \
 written in place, the lone rank's too (MCCL_XMEM=2)" jlarge3 "0 1 0" large
+echo "== memory given back after jobs"
+# Rounds of the same jobs must not grow a daemon's anonymous memory: what
+# the jobs' threads freed goes back once the node is idle (2 s).  Under
+# the sanitizers the allocator is theirs, which keeps freed memory.
+anon_kb() { awk '/^RssAnon/ { print $2 }' "/proc/${DAEMON_PIDS[$1]}/status"; }
+case $(basename "$B") in
+*asan*|*tsan*) echo "(sanitizer build: its allocator keeps freed memory)" ;;
+*)
+	mem=()
+	for round in 1 2 3; do
+		run_job "memory round $round: 20 MiB collectives, 2 nodes x 2 \
+ranks" "jmem$round" "0 0 1 1" large
+		sleep 2.5
+		mem+=("$(anon_kb 1)")
+	done
+	awk -v a="${mem[0]}" -v c="${mem[2]}" 'BEGIN { exit !(c <= a + 16384) }' &&
+	    ok "n1's anonymous memory does not grow round after round (${mem[*]} kB)" ||
+	    bad "n1's anonymous memory grew round after round: ${mem[*]} kB"
+	;;
+esac
 echo "== the algorithms of MCCL_ALGO (3 nodes: folded)"
 # algo_runs ALGO: allreduces (broadcasts, for tree) node n0 ran by ALGO,
 # from mcclctl metrics.

@@ -344,9 +344,28 @@ for wire, u in (("bf16", 2.0 ** -8), ("fp16", 2.0 ** -11)):
     ints = wc.allreduce(numpy.full(BIG, R + 1, dtype=numpy.int32))
     check("%s wire: an int32 sum is untouched" % wire,
           bool((ints == N * (N + 1) // 2).all()))
+    # Gradient-sized values (about 1e-5: float16's subnormal range, where
+    # its spacing is 2^-24): within the documented bound, whose absolute
+    # term is (nodes + 1) 2^-25 for float16, 2^-134 for bfloat16.
+    small = ins * numpy.float32(2e-5)
+    got = wc.allreduce(small[R].copy())
+    s_exact = small.astype(numpy.float64).sum(0)
+    s_abs = numpy.abs(small.astype(numpy.float64)).sum(0)
+    tiny = 2.0 ** -25 if wire == "fp16" else 2.0 ** -134
+    s_err = numpy.abs(got.astype(numpy.float64) - s_exact)
+    s_bound = (NODES + 1) * (u * s_abs + tiny)
+    check("%s wire: gradient-sized values within (nodes + 1) (u sum|x| + "
+          "%g)" % (wire, tiny), bool((s_err <= s_bound).all()),
+          float((s_err - s_bound).max()))
     wc.destroy()
 raises("set_wire_dtype('int8'): a ValueError naming the choices", ValueError,
        lambda: world.set_wire_dtype("int8"), "expected fp32, bf16 or fp16")
+mixed = world.split(0)
+mixed.set_wire_dtype("bf16" if R == 0 else "fp32")
+mixed.set_timeout(20)
+raises("ranks that disagree on the wire: a 1 KiB op fails too, naming it",
+       mccl.Error, lambda: mixed.allreduce(ins[R][:256].copy()), "wire")
+mixed.destroy(force=True)
 mixed = world.split(0)
 mixed.set_wire_dtype("bf16" if R == 0 else "fp32")
 mixed.set_timeout(20)

@@ -348,7 +348,8 @@ node_setup(struct mesh *m, struct node *nd, int i, size_t chunk,
 	x->wire = nd->wire;
 	x->cost = nd->cost.beta_ps != 0 ? nd->cost : cost;
 	x->hdr = (struct peer_ophdr){ m->seq, (uint8_t)nd->coll,
-	    (uint8_t)nd->dtype, (uint8_t)nd->op, 0, nd->root, nd->count, 0 };
+	    (uint8_t)nd->dtype, (uint8_t)nd->op, 0, nd->root, nd->count,
+	    (uint8_t)nd->wire };	/* the wire asked for, as engine.c */
 }
 
 /* Run one operation on every node, each on its own thread; join them all. */
@@ -1682,7 +1683,7 @@ wire_case(struct mesh *m, int wire, size_t count)
 	run_nodes(m, nd, 65536, 10000, -1);
 	for (int k = 0; k < n; k++) {
 		ck_assert_msg(nd[k].rc == 0, "node %d: %s", k, nd[k].x.err);
-		ck_assert_uint_eq(nd[k].x.hdr.wire, ring ? wire : 0);
+		ck_assert_uint_eq(nd[k].x.wire_run, ring ? wire : 0);
 		ck_assert_msg(memcmp(nd[k].buf, nd[0].buf, count * 4) == 0,
 		    "N=%d %s: node %d's bits differ from node 0's", n,
 		    dtype_name(wire), k);
@@ -1785,16 +1786,20 @@ START_TEST(test_wire_nonfinite)
 }
 END_TEST
 
-/* Nodes that disagree on the wire fail the op, naming it, and never hang. */
-START_TEST(test_wire_mismatch)
+/*
+ * Nodes that disagree on the wire fail the op, naming it, and never hang:
+ * a ring-sized op, and a 1 KiB one that no ring narrows (AUTO).
+ */
+static void
+wire_mismatch(int use_algo, size_t count)
 {
 	struct mesh m;
 	struct node nd[MAXN];
 	int n = 3;
 
 	mesh_open(&m, n);
-	algo = ALGO_RING;
-	alloc_allreduce(nd, n, 50000);
+	algo = use_algo;
+	alloc_allreduce(nd, n, count);
 	nd[1].wire = MCCL_BFLOAT16;
 	run_nodes(&m, nd, 65536, 10000, -1);
 	for (int k = 0; k < n; k++)
@@ -1805,6 +1810,12 @@ START_TEST(test_wire_mismatch)
 	free_bufs(nd, n);
 	algo = ALGO_RING;
 	mesh_close(&m);
+}
+
+START_TEST(test_wire_mismatch)
+{
+	wire_mismatch(ALGO_RING, 50000);
+	wire_mismatch(ALGO_AUTO, 256);
 }
 END_TEST
 
