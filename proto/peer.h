@@ -39,7 +39,9 @@
  *      (allreduce.c).
  *  12  peer_ophdr.wire is the wire the ranks asked for, whatever runs (was
  *      the one the data crossed on): nodes that disagree fail every
- *      operation, not only those the ring narrows.
+ *      operation, not only those the ring narrows.  A check link's job id
+ *      has PEER_CHECK_FORCE for mcclctl check --force; without it, a node
+ *      that runs jobs answers the link's first command with CK_BUSY.
  */
 #ifndef MCCL_PEER_H
 #define MCCL_PEER_H
@@ -187,6 +189,8 @@ struct peer_job_query {
  * for ms.  Those links carry this job id in DATA_HELLO, which no job has.
  */
 #define PEER_CHECK_JOB	(1ULL << 63)
+#define PEER_CHECK_FORCE (1ULL << 62)	/* its node measures even while jobs
+					   run at either end */
 
 struct peer_check_run {
 	uint64_t	check_id;	/* the checking node's, echoed */

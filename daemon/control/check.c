@@ -278,6 +278,11 @@ check_outliers(double mid_rate, double mid_rtt)
 		double ba = gbps(p->r.rx_bytes, p->r.rx_ns);
 		double rtt = (double)p->r.rtt_ns / 1e6;
 
+		if (p->r.code == MCCL_ERR_PERMISSION) {
+			outlier(out, "%s <-> %s: not measured: %s", a, b,
+			    p->err);
+			continue;
+		}
 		if (p->r.code != 0) {
 			outlier(out, "%s <-> %s: unreachable: %s", a, b, p->err);
 			continue;
@@ -415,10 +420,14 @@ check_recv_run(uint32_t from, const struct peer_check_run *m)
 	else if (measuring != NULL)
 		snprintf(why, sizeof(why), "node %s is measuring for another "
 		    "check", md.conf.node_name);
-	else if (njobs > 0 && !m->force)
-		snprintf(why, sizeof(why), "%d job%s run%s on node %s (mcclctl "
-		    "check --force runs it anyway)", njobs, njobs > 1 ? "s" : "",
-		    njobs > 1 ? "" : "s", md.conf.node_name);
+	else if (njobs > 0 && !m->force) {
+		snprintf(why, sizeof(why), "node %s runs %d job%s: not "
+		    "measured (mcclctl check --force measures anyway)",
+		    md.conf.node_name, njobs, njobs > 1 ? "s" : "");
+		measuring_reply(from, m->check_id, m->pair, NULL,
+		    MCCL_ERR_PERMISSION, why);
+		return;
+	}
 	else if ((measuring = calloc(1, sizeof(*measuring))) == NULL)
 		snprintf(why, sizeof(why), "node %s: out of memory",
 		    md.conf.node_name);
@@ -427,7 +436,8 @@ check_recv_run(uint32_t from, const struct peer_check_run *m)
 		measuring->check_id = m->check_id;
 		measuring->pair = m->pair;
 		measuring->m = (struct check_measure){ .peer = m->to,
-		    .link_id = PEER_CHECK_JOB | m->check_id, .lanes = m->lanes,
+		    .link_id = PEER_CHECK_JOB | (m->force ? PEER_CHECK_FORCE :
+		    0) | m->check_id, .lanes = m->lanes,
 		    .ms = m->ms };
 		if ((measuring->m.done_fd = eventfd(0, EFD_CLOEXEC |
 		    EFD_NONBLOCK)) != -1 && (measuring->ev_done = event_new(

@@ -149,6 +149,7 @@ job_new(const struct client *c, const struct ipc_join *m)
 	    j->timeout_ms + FORM_GRACE_MS, &tv);
 	evtimer_add(j->ev_timeout, &tv);
 	TAILQ_INSERT_TAIL(&md.jobs, j, entry);
+	job_watch_start();
 	log_debug("job %s (uid %u): forming, %u ranks, coordinator %s",
 	    j->name, (unsigned)j->uid, j->nranks, peer_name(j->coordinator));
 	return j;
@@ -790,7 +791,10 @@ job_data_link(int fd, const struct peer_data_hello *m)
 	if (m->job_id & PEER_CHECK_JOB) {	/* mcclctl check measures */
 		char err[ERR_MAX];
 
-		if (check_serve(fd, m->node, err, sizeof(err)) == -1)
+		uint32_t busy = m->job_id & PEER_CHECK_FORCE ? 0 :
+		    (uint32_t)job_count(NULL);
+
+		if (check_serve(fd, m->node, busy, err, sizeof(err)) == -1)
 			log_warnx("check: a link from node %s: %s",
 			    peer_name(m->node), err);
 		return;

@@ -487,8 +487,8 @@ job_fail_clients(struct job *j, enum job_state was)
 {
 	struct ipc_job_failed f = { (uint32_t)j->code };
 
-	if ((was != JOB_FORMING && was != JOB_LINKING && !engine_stopped(j)) ||
-	    j->fail_told)
+	if ((was != JOB_FORMING && was != JOB_LINKING && !engine_stopped(j) &&
+	    !j->stuck) || j->fail_told)
 		return;
 	j->fail_told = 1;
 	for (uint32_t r = 0; r < j->nranks; r++) {
@@ -579,8 +579,10 @@ job_destroy(struct job *j)
  * thread: one stuck connecting to a frozen node must not stall it.
  */
 #define TRIM_IDLE_MS	2000	/* after the last job: its scratch is gone */
+#define WATCH_MS	500	/* job_watch_cb */
 
 static int	trim_pending;
+static struct event *watch_ev;
 
 static void
 job_trim_cb(int fd, short events, void *arg)
@@ -629,16 +631,90 @@ job_reap(struct job *j)
 		job_trim_later();
 }
 
-/* The daemon is exiting: wait for the threads (told to quit, and aborted). */
+/*
+ * The daemon is exiting: wait for the threads (told to quit, and aborted),
+ * but those stuck in a client's memory: the exit ends them.
+ */
 void
 job_reap_all(void)
 {
 	struct job *j;
 
+	if (watch_ev != NULL)
+		event_free(watch_ev);
+	watch_ev = NULL;
 	while ((j = TAILQ_FIRST(&md.dying)) != NULL) {
 		TAILQ_REMOVE(&md.dying, j, entry);
-		job_destroy(j);
+		if (j->stuck && !engine_exited(j))
+			log_warnx("job %s: not waiting for its threads: one is "
+			    "stuck in a client's memory", j->name);
+		else
+			job_destroy(j);
 	}
+}
+
+/*
+ * The local rank of j whose memory a call of the daemon's has been stuck
+ * in for longer than an operation may take (xmem.c), or NULL.
+ */
+static struct client *
+job_stuck_rank(struct job *j, uint64_t *ns)
+{
+	uint64_t limit = (uint64_t)md.conf.op_timeout_ms * 1000000;
+
+	for (uint32_t r = 0; r < j->nranks; r++) {
+		struct client *c = j->clients[r];
+
+		if (c != NULL && c->segs != NULL &&
+		    (*ns = xmem_stuck_ns(&c->segs->xm)) > limit)
+			return c;
+	}
+	return NULL;
+}
+
+/*
+ * Every WATCH_MS: a job whose engine waits on a rank's memory that the
+ * kernel never hands over (pages registered with userfaultfd and not
+ * served) fails, naming the rank, where its engine cannot.
+ */
+static void
+job_watch_cb(int fd, short events, void *arg)
+{
+	struct job *j, *next;
+	struct client *c;
+	uint64_t ns = 0;
+
+	(void)fd;
+	(void)events;
+	(void)arg;
+	for (j = TAILQ_FIRST(&md.jobs); j != NULL; j = next) {
+		next = TAILQ_NEXT(j, entry);
+		if (j->state != JOB_READY || (c = job_stuck_rank(j, &ns)) == NULL)
+			continue;
+		for (uint32_t r = 0; r < j->nranks; r++)
+			if (j->clients[r] != NULL && j->clients[r]->segs != NULL)
+				xmem_refuse(&j->clients[r]->segs->xm);
+		j->stuck = 1;
+		job_fail(j, MCCL_ERR_TIMEOUT, "job %s: rank %u (%s): the "
+		    "daemon's copy of its memory has not returned for %llu ms "
+		    "(pages nobody serves, as userfaultfd's can be): the job "
+		    "fails", j->name, c->rank, c->desc,
+		    (unsigned long long)(ns / 1000000));
+	}
+}
+
+/* The watch runs while the daemon has jobs (job_new starts it). */
+void
+job_watch_start(void)
+{
+	struct timeval tv;
+
+	if (watch_ev != NULL)
+		return;
+	ms_to_tv(WATCH_MS, &tv);
+	if ((watch_ev = event_new(md.base, -1, EV_PERSIST, job_watch_cb,
+	    NULL)) != NULL)
+		event_add(watch_ev, &tv);
 }
 
 void

@@ -24,6 +24,7 @@ void		 ms_to_tv(uint32_t, struct timeval *);
 uint32_t	 coordinator_of(uid_t, const char *);
 struct job	*job_find_forming(uid_t, const char *);
 struct job	*job_find_id(uint64_t);
+void		 job_watch_start(void);
 void		 job_fail(struct job *, int, const char *, ...)
 		    __attribute__((format(printf, 3, 4)));
 void		 job_free(struct job *);

@@ -34,7 +34,8 @@
 #define SLACK_MS	5000	/* past a phase's own length */
 #define SERVERS_MAX	64	/* links served at once */
 
-enum { CK_PING = 1, CK_PUSH, CK_PULL, CK_RESULT };
+enum { CK_PING = 1, CK_PUSH, CK_PULL, CK_RESULT,
+	CK_BUSY };	/* the answer of a node that runs jobs: a = how many */
 
 /* A command or an answer on a check link: 24 bytes, big-endian. */
 struct ck_msg {
@@ -309,6 +310,14 @@ round_trips(struct check_measure *m, struct link *l)
 		    msg_recv(&io, &echo) == -1)
 			return -1;
 		t[i] = now_ns() - t[i];
+		if (echo.cmd == CK_BUSY) {
+			m->code = MCCL_ERR_PERMISSION;
+			snprintf(m->err, sizeof(m->err), "node %s runs %llu "
+			    "job%s: not measured (mcclctl check --force "
+			    "measures anyway)", md.conf.nodes[m->peer].name,
+			    (unsigned long long)echo.a, echo.a == 1 ? "" : "s");
+			return -1;
+		}
 		if (echo.cmd != CK_PING || echo.a != (uint64_t)i) {
 			snprintf(m->err, sizeof(m->err), "a wrong echo");
 			return -1;
@@ -415,6 +424,7 @@ check_measure_end(struct check_measure *m)
 struct server {
 	struct link_setup	 setup;
 	pthread_t		 thread;
+	uint32_t		 busy;		/* jobs here: answer CK_BUSY */
 	int			 done;		/* under servers_mtx */
 };
 
@@ -424,7 +434,8 @@ static int servers_quit_fd = -1;	/* readable: every server stops */
 
 /* Answer commands until the peer closes the link, is idle, or we quit. */
 static void
-serve(struct link *l, uint8_t *payload, char *err, size_t errlen)
+serve(struct link *l, uint32_t busy, uint8_t *payload, char *err,
+    size_t errlen)
 {
 	struct io io = { l, servers_quit_fd, 0, err, errlen };
 	struct ck_msg m;
@@ -435,6 +446,10 @@ serve(struct link *l, uint8_t *payload, char *err, size_t errlen)
 		if (msg_recv(&io, &m) == -1)
 			return;
 		io.deadline_ns = ms_from_now(PEER_CHECK_MS_MAX + SLACK_MS);
+		if (busy > 0) {		/* no traffic beside our jobs */
+			msg_send(&io, CK_BUSY, busy, 0);
+			return;
+		}
 		switch (m.cmd) {
 		case CK_PING:
 			if (msg_send(&io, CK_PING, m.a, 0) == -1)
@@ -470,7 +485,7 @@ server_main(void *arg)
 	else if ((l = link_make(&s->setup, servers_quit_fd, err,
 	    sizeof(err))) != NULL) {
 		memset(payload, 0, RECORD_BYTES);
-		serve(l, payload, err, sizeof(err));
+		serve(l, s->busy, payload, err, sizeof(err));
 		link_close(l);
 	}
 	if (err[0] != '\0' && strcmp(err, "aborted") != 0)
@@ -501,9 +516,12 @@ servers_reap(void)
 	return free_slot;
 }
 
-/* A check link node opened to us (past DATA_HELLO): serve it. */
+/*
+ * A check link node opened to us (past DATA_HELLO): serve it; with busy
+ * (jobs running here, the check not forced), answer that and end.
+ */
 int
-check_serve(int fd, uint32_t node, char *err, size_t errlen)
+check_serve(int fd, uint32_t node, uint32_t busy, char *err, size_t errlen)
 {
 	struct server *s = NULL;
 	int slot, rc = -1;
@@ -520,6 +538,7 @@ check_serve(int fd, uint32_t node, char *err, size_t errlen)
 	else {
 		s->setup.fd = fd;
 		s->setup.node = node;
+		s->busy = busy;
 		if ((errno = pthread_create(&s->thread, NULL, server_main,
 		    s)) != 0)
 			snprintf(err, errlen, "cannot start a thread: %s",

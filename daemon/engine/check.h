@@ -34,7 +34,7 @@ struct check_measure {
 
 int	check_measure_start(struct check_measure *, char *, size_t);
 void	check_measure_end(struct check_measure *);
-int	check_serve(int, uint32_t, char *, size_t);
+int	check_serve(int, uint32_t, uint32_t, char *, size_t);
 void	check_shutdown(void);
 
 #endif

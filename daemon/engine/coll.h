@@ -22,16 +22,16 @@ void		coll_pass_fault(const struct job *, const struct op *,
 void		coll_pass_fault_into(const struct job *, const struct op *,
 		    const struct pass_fault *, int *, char *, size_t);
 int		coll_pass(struct job *, const struct op *, void *const *,
-		    const struct xmem *const *, uint32_t, const void *const *,
-		    const struct xmem *const *, uint32_t, size_t, uint32_t,
+		    struct xmem *const *, uint32_t, const void *const *,
+		    struct xmem *const *, uint32_t, size_t, uint32_t,
 		    struct xfer *);
 size_t		op_bytes(const struct op *);
 int		op_in_xmem(const struct job *, const struct op *);
 uint32_t	combine_srcs(const struct job *, const struct op *,
 		    const uint8_t *, size_t, const void **,
-		    const struct xmem **);
+		    struct xmem **);
 uint32_t	fan_dsts(const struct job *, const struct op *, uint8_t *,
-		    size_t, uint32_t, void **, const struct xmem **);
+		    size_t, uint32_t, void **, struct xmem **);
 int		coll_combine(struct job *, const struct op *, uint8_t *, size_t,
 		    size_t, struct xfer *);
 int		coll_fan_out(struct job *, const struct op *, uint8_t *, size_t,

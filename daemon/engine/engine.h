@@ -160,13 +160,18 @@ TAILQ_HEAD(seg_list, seg);
 struct xmem {
 	pid_t		 pid;		/* 0: closed */
 	int		 pidfd;
+	uint32_t	 inflight;	/* calls into the kernel now (atomic) */
+	uint64_t	 moved_ns;	/* the last one's start or end (atomic) */
+	int		 refused;	/* no more calls (atomic): xmem_refuse */
 };
 
 int		xmem_open(struct xmem *, pid_t, uid_t, uint64_t, uint64_t,
 		    char *, size_t);
 void		xmem_close(struct xmem *);
-int		xmem_read(const struct xmem *, void *, uint64_t, size_t);
-int		xmem_write(const struct xmem *, uint64_t, const void *, size_t);
+int		xmem_read(struct xmem *, void *, uint64_t, size_t);
+uint64_t	xmem_stuck_ns(struct xmem *);
+void		xmem_refuse(struct xmem *);
+int		xmem_write(struct xmem *, uint64_t, const void *, size_t);
 
 struct segtab {				/* one connection's segments */
 	struct seg_list	 segs;
@@ -210,7 +215,7 @@ struct op_part {			/* one local rank's buffers */
 	struct seg	*recv_seg;
 	uint8_t		*send;
 	uint8_t		*recv;
-	const struct xmem *xm;		/* set: send and recv are addresses in
+	struct xmem *xm;		/* set: send and recv are addresses in
 					   the client's own memory (IPC_OP_XMEM),
 					   reached only through xmem_read and
 					   xmem_write; its segtab outlives the
@@ -315,6 +320,8 @@ struct job {
 	struct event	*ev_engine;	/* activated by the engine and p2p
 					   threads, also when they exit */
 	int		 dying;		/* job_free: waiting for its threads */
+	int		 stuck;		/* a thread of it is stuck in a client's
+					   memory: the exit does not wait */
 };
 
 

@@ -101,8 +101,8 @@ coll_pass_fault_into(const struct job *j, const struct op *op,
 /* One pass over the op's local buffers (pass.c), on the job's crew. */
 int
 coll_pass(struct job *j, const struct op *op, void *const *dsts,
-    const struct xmem *const *dxm, uint32_t ndsts, const void *const *srcs,
-    const struct xmem *const *sxm, uint32_t nsrcs, size_t count,
+    struct xmem *const *dxm, uint32_t ndsts, const void *const *srcs,
+    struct xmem *const *sxm, uint32_t nsrcs, size_t count,
     uint32_t avg_div, struct xfer *x)
 {
 	struct pass p;
@@ -147,7 +147,7 @@ op_in_xmem(const struct job *j, const struct op *op)
  */
 uint32_t
 combine_srcs(const struct job *j, const struct op *op, const uint8_t *dst,
-    size_t off, const void **srcs, const struct xmem **sxm)
+    size_t off, const void **srcs, struct xmem **sxm)
 {
 	uint32_t n = 0;
 
@@ -171,7 +171,7 @@ combine_srcs(const struct job *j, const struct op *op, const uint8_t *dst,
  */
 uint32_t
 fan_dsts(const struct job *j, const struct op *op, uint8_t *src, size_t off,
-    uint32_t avg_div, void **dsts, const struct xmem **dxm)
+    uint32_t avg_div, void **dsts, struct xmem **dxm)
 {
 	uint32_t n = 0;
 
@@ -196,8 +196,9 @@ coll_combine(struct job *j, const struct op *op, uint8_t *dst, size_t off,
     size_t count, struct xfer *x)
 {
 	/* one allocation: a small op's time is mostly such calls */
-	const void **srcs = calloc(j->nlocal, sizeof(*srcs) + sizeof(void *));
-	const struct xmem **sxm = (const struct xmem **)(srcs + j->nlocal);
+	void *both = calloc(j->nlocal, sizeof(void *) + sizeof(void *));
+	const void **srcs = both;
+	struct xmem **sxm = (struct xmem **)both + j->nlocal;
 	uint32_t n;
 	int rc;
 
@@ -206,7 +207,7 @@ coll_combine(struct job *j, const struct op *op, uint8_t *dst, size_t off,
 	n = combine_srcs(j, op, dst, off, srcs, sxm);
 	rc = count == 0 ? 0 : coll_pass(j, op, (void *const *)&dst, NULL, 1,
 	    srcs, op_in_xmem(j, op) ? sxm : NULL, n, count, 0, x);
-	free(srcs);
+	free(both);
 	return rc;
 }
 
@@ -220,7 +221,7 @@ coll_fan_out(struct job *j, const struct op *op, uint8_t *src, size_t off,
     size_t count, uint32_t avg_div, struct xfer *x)
 {
 	void **dsts = calloc(j->nlocal + 1, sizeof(*dsts) + sizeof(void *));
-	const struct xmem **dxm = (const struct xmem **)(dsts + j->nlocal + 1);
+	struct xmem **dxm = (struct xmem **)(dsts + j->nlocal + 1);
 	uint32_t n;
 	int rc;
 

@@ -74,8 +74,8 @@ pass_init(struct pass *p, void *const *dsts, uint32_t ndsts,
  * one source.  -1: out of memory, or both.
  */
 int
-pass_xmem(struct pass *p, const struct xmem *const *sxm,
-    const struct xmem *const *dxm)
+pass_xmem(struct pass *p, struct xmem *const *sxm,
+    struct xmem *const *dxm)
 {
 	if (p->nparts == 0 || (sxm == NULL && dxm == NULL))
 		return 0;
@@ -102,7 +102,7 @@ pass_free(struct pass *p)
 
 /* The first failed access of the pass is the one it reports. */
 static void
-pass_fail(struct pass *p, int err, const struct xmem *xm, const void *addr,
+pass_fail(struct pass *p, int err, struct xmem *xm, const void *addr,
     size_t len, int writing)
 {
 	int none = 0;
@@ -130,7 +130,7 @@ xmem_combine(struct pass *p, uint8_t *d, const void **s, size_t n,
 	size_t bytes = n * dtype_size(p->dtype);
 
 	for (uint32_t i = 0; i < p->nsrcs; i++) {
-		const struct xmem *xm = p->sxm != NULL ? p->sxm[i] : NULL;
+		struct xmem *xm = p->sxm != NULL ? p->sxm[i] : NULL;
 		const void *in = s[i];
 		uint8_t *to = i == 0 ? d : bounce;
 		int err;

@@ -11,7 +11,7 @@
 
 struct pass_fault {			/* the access that stopped a pass */
 	int			 err;		/* an errno; 0: none */
-	const struct xmem	*xm;		/* whose memory */
+	struct xmem	*xm;		/* whose memory */
 	uint64_t		 addr;
 	size_t			 len;
 	int			 writing;
@@ -27,8 +27,8 @@ struct pass {
 	uint32_t		 avg_div;
 	void			**pdsts;	/* nparts x ndsts, offset */
 	const void		**psrcs;	/* nparts x nsrcs, offset */
-	const struct xmem *const *sxm;		/* pass_xmem, or NULL */
-	const struct xmem *const *dxm;
+	struct xmem *const *sxm;		/* pass_xmem, or NULL */
+	struct xmem *const *dxm;
 	void			**local;	/* nparts x ndsts: the local
 						   ones of a chunk */
 	uint8_t			*bounce;	/* nparts chunks: a remote
@@ -38,8 +38,8 @@ struct pass {
 
 int	pass_init(struct pass *, void *const *, uint32_t, const void *const *,
 	    uint32_t, size_t, int, int, uint32_t, unsigned);
-int	pass_xmem(struct pass *, const struct xmem *const *,
-	    const struct xmem *const *);
+int	pass_xmem(struct pass *, struct xmem *const *,
+	    struct xmem *const *);
 void	pass_part(void *, unsigned);
 int	pass_run(struct pass *, struct crew *);
 void	pass_free(struct pass *);

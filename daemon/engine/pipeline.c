@@ -59,9 +59,9 @@ struct side {
 	uint8_t		*fan_src;	/* what the passes point at */
 	uint8_t		*comb_dst;
 	void		**fan;		/* their buffers (nlocal + 1 each) */
-	const struct xmem **fan_xm;
+	struct xmem **fan_xm;
 	const void	**comb;
-	const struct xmem **comb_xm;
+	struct xmem **comb_xm;
 	int		 started;	/* on the side crew */
 	struct op	*ends;		/* the fan-out is this op's last, and
 					   its last part to finish ends it */

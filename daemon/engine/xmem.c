@@ -13,6 +13,13 @@
  * The client's pid comes from SO_PEERCRED; a pidfd tells the daemon when
  * that process has gone, so that it never writes to a process that took
  * its pid.
+ *
+ * A call can block in the kernel for as long as the client wants: pages
+ * registered with userfaultfd and never served hold it in
+ * handle_userfault, where no signal but the process's death reaches it.
+ * Each call is counted while it runs, so that the main thread sees one
+ * stuck (xmem_stuck_ns) and fails the job at the operation's deadline;
+ * the thread itself is left where it is, and the daemon's exit ends it.
  */
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -98,14 +105,62 @@ xmem_close(struct xmem *x)
 	x->pidfd = -1;
 }
 
+/* 0, or ECANCELED once refused. */
+static int
+xmem_enter(struct xmem *x)
+{
+	if (__atomic_load_n(&x->refused, __ATOMIC_ACQUIRE))
+		return ECANCELED;
+	__atomic_add_fetch(&x->inflight, 1, __ATOMIC_ACQ_REL);
+	__atomic_store_n(&x->moved_ns, now_ns(), __ATOMIC_RELEASE);
+	return 0;
+}
+
+/*
+ * No call into this client's memory from now on (its job failed while one
+ * was stuck there): its ranks are told at once, and must find their
+ * buffers left alone.
+ */
+void
+xmem_refuse(struct xmem *x)
+{
+	__atomic_store_n(&x->refused, 1, __ATOMIC_RELEASE);
+}
+
+static void
+xmem_leave(struct xmem *x)
+{
+	__atomic_store_n(&x->moved_ns, now_ns(), __ATOMIC_RELEASE);
+	__atomic_sub_fetch(&x->inflight, 1, __ATOMIC_ACQ_REL);
+}
+
+/*
+ * How long calls into x's client have been under way without one
+ * starting or ending; 0 if none is (any thread, the main one's watch).
+ */
+uint64_t
+xmem_stuck_ns(struct xmem *x)
+{
+	uint64_t moved = __atomic_load_n(&x->moved_ns, __ATOMIC_ACQUIRE);
+	uint64_t now = now_ns();
+
+	if (__atomic_load_n(&x->inflight, __ATOMIC_ACQUIRE) == 0 || now < moved)
+		return 0;
+	return now - moved;
+}
+
 /* len bytes at the client's addr into dst: 0, or an errno. */
 int
-xmem_read(const struct xmem *x, void *dst, uint64_t addr, size_t len)
+xmem_read(struct xmem *x, void *dst, uint64_t addr, size_t len)
 {
 	struct iovec local = { dst, len };
 	struct iovec remote = { (void *)(uintptr_t)addr, len };
-	ssize_t n = process_vm_readv(x->pid, &local, 1, &remote, 1, 0);
+	ssize_t n;
 
+	if (xmem_enter(x) != 0)
+		return ECANCELED;
+	n = process_vm_readv(x->pid, &local, 1, &remote, 1, 0);
+	xmem_leave(x);
 	if (n == -1)
 		return errno;
 	if ((size_t)n != len)		/* it stopped at a page it could not
@@ -116,7 +171,7 @@ xmem_read(const struct xmem *x, void *dst, uint64_t addr, size_t len)
 
 /* len bytes from src to the client's addr: 0, or an errno. */
 int
-xmem_write(const struct xmem *x, uint64_t addr, const void *src, size_t len)
+xmem_write(struct xmem *x, uint64_t addr, const void *src, size_t len)
 {
 	struct iovec local = { (void *)(uintptr_t)src, len };
 	struct iovec remote = { (void *)(uintptr_t)addr, len };
@@ -124,7 +179,11 @@ xmem_write(const struct xmem *x, uint64_t addr, const void *src, size_t len)
 
 	if (!pidfd_alive(x->pidfd))
 		return ESRCH;
-	if ((n = process_vm_writev(x->pid, &local, 1, &remote, 1, 0)) == -1)
+	if (xmem_enter(x) != 0)
+		return ECANCELED;
+	n = process_vm_writev(x->pid, &local, 1, &remote, 1, 0);
+	xmem_leave(x);
+	if (n == -1)
 		return errno;
 	return (size_t)n == len ? 0 : EFAULT;
 }

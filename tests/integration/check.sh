@@ -67,6 +67,24 @@ out=$(ctl 0 check --force 2>&1)
     bad "mcclctl check --force: $out"
 wait "$ck" || bad "the job beside the check failed"
 
+# A job on n2 alone, the check asked of idle n0: n2's pairs are not
+# measured (no test traffic beside its job), the others are.
+spawn 2 ckbusy 1 0 hold 4000
+ck=$LAST_PID
+job_ready ckbusy 2 || bad "job ckbusy did not form"
+rx0=$(ctl 2 metrics | awk '$1 ~ /^mccl_peer_bytes_total/ && /direction="rx"/ { s += $2 } END { print s + 0 }')
+out=$(ctl 0 check 2>&1)
+rx1=$(ctl 2 metrics | awk '$1 ~ /^mccl_peer_bytes_total/ && /direction="rx"/ { s += $2 } END { print s + 0 }')
+grep -q '^  n0 <-> n2: not measured: node n2 runs 1 job: not measured (mcclctl check --force measures anyway)' <<<"$out" &&
+    grep -q '^  n1 <-> n2: not measured: node n2 runs 1 job' <<<"$out" &&
+    grep -qE '^n0 +- +[0-9.]+\*? +X\*$' <<<"$out" &&
+    ok "mcclctl check on an idle node: a busy node's pairs not measured, named" ||
+    bad "mcclctl check with a job on n2: $out"
+[ $((rx1 - rx0)) -lt 1048576 ] &&
+    ok "mcclctl check: the busy node got no test traffic ($((rx1 - rx0)) bytes)" ||
+    bad "mcclctl check: the busy node received $((rx1 - rx0)) bytes"
+wait "$ck" || bad "the job beside the check failed"
+
 # A frozen node: its pairs unreachable, the others measured.
 kill -STOP "${DAEMON_PIDS[2]}"
 for i in $(seq 100); do

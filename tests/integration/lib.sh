@@ -212,9 +212,9 @@ expect_output() {
 ctl() { "$B/mcclctl" -s "$T/n$1.sock" "${@:2}"; }
 
 # job_ready JOB: wait (10 s at most) until n0 shows JOB formed.
-job_ready() {
+job_ready() {	# JOB [NODE]: the job is ready on nNODE (n0)
 	local deadline=$((SECONDS + 10))
-	until ctl 0 jobs | grep -q "^$1 .* ready"; do
+	until ctl "${2:-0}" jobs | grep -q "^$1 .* ready"; do
 		[ $SECONDS -lt $deadline ] || return 1
 		sleep 0.05
 	done

@@ -50,6 +50,11 @@
  *   straggle N MS      N allreduces of 8 floats; the last rank comes to
  *                      each MS ms late (one user's jobs steering
  *                      another's link cost)
+ *   uffd MS            2 ranks, MCCL_XMEM=2: rank 0's 4 MiB allreduce buffer
+ *                      is registered with userfaultfd and never served;
+ *                      both ranks' allreduce must fail with a timeout
+ *                      naming rank 0, which then holds its buffer MS ms
+ *                      (exit 3: userfaultfd not allowed here)
  *   late MS CODE TEXT  after MS ms, an allreduce must fail with CODE, TEXT
  *   recv-wait CODE TEXT
  *                      rank 0 sends nothing and stays 60 s; rank 1's
@@ -68,10 +73,15 @@
  *
  * Exit status 0 when every check passed; every failure prints a line.
  */
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
+
+#include <linux/userfaultfd.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1958,6 +1968,55 @@ mode_straggle(int n, int ms)
 	return failures != 0;
 }
 
+/* bytes of fresh memory whose pages userfaultfd must serve (it never
+   does); NULL where the kernel refuses userfaultfd. */
+static void *
+uffd_buffer(size_t bytes)
+{
+	struct uffdio_api api = { .api = UFFD_API };
+	struct uffdio_register reg;
+	int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC);
+	void *p;
+
+	if (fd == -1 || ioctl(fd, UFFDIO_API, &api) == -1)
+		return NULL;
+	p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE |
+	    MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	reg = (struct uffdio_register){ .range = { (uintptr_t)p, bytes },
+	    .mode = UFFDIO_REGISTER_MODE_MISSING };
+	return ioctl(fd, UFFDIO_REGISTER, &reg) == -1 ? NULL : p;
+}
+
+static int
+mode_uffd(int ms)
+{
+	size_t count = (size_t)1 << 20;		/* 4 MiB: XMEM_MIN_BYTES */
+	mccl_comm_t *comm;
+	mccl_result_t rc;
+	float *buf;
+
+	buf = my_rank == 0 ? uffd_buffer(count * sizeof(float)) :
+	    calloc(count, sizeof(float));
+	if (buf == NULL) {
+		printf("rank %d: no userfaultfd here: %s\n", my_rank,
+		    strerror(errno));
+		return 3;
+	}
+	if ((comm = join()) == NULL)
+		return 1;
+	rc = mccl_allreduce(buf, buf, count, MCCL_FLOAT32, MCCL_SUM, comm,
+	    NULL);
+	expect(comm, rc, MCCL_ERR_TIMEOUT, "rank 0", "uffd");
+	printf("rank %d: %s\n", my_rank, mccl_last_error(comm));
+	fflush(stdout);
+	if (my_rank == 0)
+		usleep((useconds_t)ms * 1000);
+	mccl_comm_abort(comm);
+	return failures != 0;
+}
+
 static int
 mode_late(int ms, const char *code, const char *text)
 {
@@ -2095,6 +2154,8 @@ main(int argc, char **argv)
 		return mode_queued(argv[2], argv[3], argv[4]);
 	if (argc == 4 && strcmp(argv[1], "recv-wait") == 0)
 		return mode_recv_wait(argv[2], argv[3]);
+	if (argc == 3 && strcmp(argv[1], "uffd") == 0)
+		return mode_uffd(atoi(argv[2]));
 	if (argc == 4 && strcmp(argv[1], "straggle") == 0)
 		return mode_straggle(atoi(argv[2]), atoi(argv[3]));
 	if (argc == 5 && strcmp(argv[1], "late") == 0)

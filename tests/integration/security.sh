@@ -236,6 +236,49 @@ done
 DAEMON_WRAP=()
 SPAWN_WRAP=()
 
+echo "== a client whose memory the daemon cannot copy"
+# A rank's 4 MiB buffer registered with userfaultfd and never served: the
+# daemon's copy of it (MCCL_XMEM=2) blocks in the kernel.  The job must
+# fail at the op's deadline naming that rank, on every rank, and SIGTERM
+# must still stop the daemon while the rank holds its buffer.
+uport=$(free_ports 1)
+sec_conf "$T/uf.conf" uf0 "$T/uf0.sock" "$uport" '"op_timeout_ms": 2000,'
+"$B/mccld" -c "$T/uf.conf" >>"$T/uf.log" 2>&1 &
+DAEMON_PIDS[24]=$!
+sec_wait_socket "$T/uf0.sock" || bad "uf0 did not start"
+uf_pids=()
+for r in 0 1; do
+	MCCL_XMEM=2 MCCL_SOCKET="$T/uf0.sock" MCCL_JOB=uf MCCL_NRANKS=2 \
+	    MCCL_RANK=$r timeout 60 "$B/mccl-test" uffd 8000 \
+	    >"$T/uf.r$r.out" 2>&1 &
+	uf_pids+=($!)
+	CHILD_PIDS+=($!)
+done
+wait "${uf_pids[1]}"
+rc=$?
+if grep -q "no userfaultfd here" "$T/uf.r0.out"; then
+	echo "(no userfaultfd for this user: $(cat "$T/uf.r0.out"))"
+	kill "${uf_pids[0]}" 2>/dev/null
+elif [ $rc = 0 ] && grep -q "rank 0 (pid [0-9]* uid [0-9]*): the daemon's copy of its memory has not returned" "$T/uf.r1.out"; then
+	ok "a rank's memory the daemon cannot copy: the job fails at the deadline, naming it"
+else
+	bad "a rank's memory the daemon cannot copy: rank 1 exit $rc: $(cat "$T/uf.r1.out")"
+fi
+kill -TERM "${DAEMON_PIDS[24]}"
+for i in $(seq 50); do
+	kill -0 "${DAEMON_PIDS[24]}" 2>/dev/null || break
+	sleep 0.1
+done
+if kill -0 "${DAEMON_PIDS[24]}" 2>/dev/null; then
+	bad "SIGTERM did not stop the daemon in 5 s while a thread is stuck in a client"
+else
+	ok "SIGTERM stops the daemon while a thread is stuck in a client's memory"
+fi
+wait "${DAEMON_PIDS[24]}" 2>/dev/null
+unset "DAEMON_PIDS[24]"
+kill "${uf_pids[0]}" 2>/dev/null
+wait "${uf_pids[0]}" 2>/dev/null
+
 if [ "$(id -u)" != 0 ] || ! command -v useradd >/dev/null ||
     ! command -v setpriv >/dev/null; then
 	echo "(not root, or no useradd/setpriv: the cross-user tests are skipped)"

@@ -197,9 +197,9 @@ metrics_overlapped(void)
 }
 
 int
-check_serve(int fd, uint32_t node, char *err, size_t errlen)
+check_serve(int fd, uint32_t node, uint32_t busy, char *err, size_t errlen)
 {
-	(void)fd; (void)node;
+	(void)fd; (void)node; (void)busy;
 	snprintf(err, errlen, "no mcclctl check here");
 	return -1;
 }

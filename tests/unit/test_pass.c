@@ -53,7 +53,7 @@ combine(struct crew *crew)
 	float *a = filled(COUNT, 1), *b = filled(COUNT, 2), *c = filled(COUNT, 3),
 	    *dst = calloc(COUNT, sizeof(float));
 	const void *srcs[3] = { a, b, c };
-	const struct xmem *sxm[3] = { &self, NULL, &self };
+	struct xmem *sxm[3] = { &self, NULL, &self };
 	void *dsts[1] = { dst };
 	struct pass p;
 
@@ -89,7 +89,7 @@ START_TEST(fan_out_writes_client_memory)
 	float *src = filled(COUNT, 4), *mine = calloc(COUNT, sizeof(float)),
 	    *x = calloc(COUNT, sizeof(float)), *y = calloc(COUNT, sizeof(float));
 	void *dsts[4] = { src, x, mine, y };
-	const struct xmem *dxm[4] = { NULL, &self, NULL, &self };
+	struct xmem *dxm[4] = { NULL, &self, NULL, &self };
 	const void *srcs[1] = { src };
 	struct crew *crew = crew_new();
 	struct pass p;
@@ -122,7 +122,7 @@ START_TEST(one_side_only)
 	float a[64], b[64];
 	void *dsts[2] = { a, b };
 	const void *srcs[2] = { a, b };
-	const struct xmem *xm[2] = { &self, NULL };
+	struct xmem *xm[2] = { &self, NULL };
 	struct pass p;
 
 	ck_assert_int_eq(pass_init(&p, dsts, 1, srcs, 2, 64, MCCL_FLOAT32,
@@ -147,7 +147,7 @@ START_TEST(unmapped_source_is_named)
 	uint8_t *gone = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
 	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	const void *srcs[1];
-	const struct xmem *sxm[1] = { &self };
+	struct xmem *sxm[1] = { &self };
 	void *dsts[1] = { dst };
 	struct pass p;
 
@@ -182,7 +182,7 @@ START_TEST(unmapped_destination_is_named)
 	uint8_t *gone = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
 	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	const void *srcs[1] = { src };
-	const struct xmem *dxm[1] = { &self };
+	struct xmem *dxm[1] = { &self };
 	void *dsts[1];
 	struct pass p;
 
