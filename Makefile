@@ -242,9 +242,19 @@ check-rdma:
 check-python: all
 	tests/python/run.sh $(B)
 
+# The soak (tests/soak/soak.sh): three users' verified jobs on three
+# daemons under rank and daemon faults; `make soak` runs it for
+# SOAK_SECONDS, make check for 45.
+SOAK_SECONDS ?= 600
+soak: all $(TEST_PROGS)
+	tests/soak/soak.sh $(B) $(SOAK_SECONDS)
+
+check-soak: all $(TEST_PROGS)
+	tests/soak/soak.sh $(B) 45
+
 # Every part, then one grand total (tests/check.sh).
 CHECK_PARTS = unit integration check-rdma check-python fuzz-regress fuzz \
-	check-ops check-asan check-tsan
+	check-ops check-soak check-asan check-tsan
 
 check: all
 	MAKE="$(MAKE) -f $(firstword $(MAKEFILE_LIST))" tests/check.sh $(CHECK_PARTS)
@@ -403,4 +413,4 @@ clean:
 	rm -rf $(B) build-asan build-tsan build-rdma
 
 .PHONY: all deps unit integration check check-asan check-tsan check-rdma check-python \
-	demo bench clean
+	check-soak soak demo bench clean

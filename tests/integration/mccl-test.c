@@ -55,6 +55,13 @@
  *                      both ranks' allreduce must fail with a timeout
  *                      naming rank 0, which then holds its buffer MS ms
  *                      (exit 3: userfaultfd not allowed here)
+ *   soak MS SEED       random verified collectives (allreduce, broadcast,
+ *                      allgather, reduce-scatter, alltoall; int32 and
+ *                      float32; heap and mccl_alloc buffers) for about MS
+ *                      ms, the ranks' sequence drawn from SEED; prints
+ *                      "soak: rank R: N ops verified, E elements, W
+ *                      wrong"; exit 0, 1 on a wrong result, 2 when an
+ *                      operation fails (its named error printed)
  *   late MS CODE TEXT  after MS ms, an allreduce must fail with CODE, TEXT
  *   recv-wait CODE TEXT
  *                      rank 0 sends nothing and stays 60 s; rank 1's
@@ -2017,6 +2024,179 @@ mode_uffd(int ms)
 	return failures != 0;
 }
 
+/* ---- soak: random verified collectives ---- */
+
+#define SOAK_MAXC	16384		/* elements a rank's block */
+
+struct soak {
+	mccl_comm_t	*comm;
+	int		 n, me;
+	uint64_t	 k;		/* op index: the same on every rank */
+	uint64_t	 ops, elems, wrong;
+	void		*send[2], *recv[2];	/* heap, mccl_alloc */
+};
+
+static uint64_t
+soak_rand(uint64_t seed, uint64_t k, int which)
+{
+	uint64_t x = seed * 0x9e3779b97f4a7c15ULL + k * 0xbf58476d1ce4e5b9ULL +
+	    (uint64_t)which * 0x94d049bb133111ebULL;
+
+	x ^= x >> 31;
+	x *= 0xd6e9f8cc3f9bb4b5ULL;
+	return x ^ (x >> 29);
+}
+
+/* What rank r puts at element i of op k: small integers, exact in both. */
+static int32_t
+soak_val(int r, size_t i, uint64_t k)
+{
+	return (int32_t)((r + 1) * (int)(i % 97 + 1) + (int)(k % 13));
+}
+
+static void
+soak_put(void *b, size_t i, int fl, int32_t v)
+{
+	if (fl)
+		((float *)b)[i] = (float)v;
+	else
+		((int32_t *)b)[i] = v;
+}
+
+static int32_t
+soak_get(const void *b, size_t i, int fl)
+{
+	return fl ? (int32_t)((const float *)b)[i] : ((const int32_t *)b)[i];
+}
+
+/* One collective of the sequence, checked; -1 when it failed. */
+static int
+soak_one(struct soak *s, uint64_t seed)
+{
+	uint64_t r = soak_rand(seed, s->k, 0);
+	int kind = (int)(r % 5), fl = (int)(r >> 8 & 1), pl = (int)(r >> 9 & 1);
+	size_t c = 1 + (size_t)(soak_rand(seed, s->k, 1) %
+	    (r >> 10 & 1 ? SOAK_MAXC : 64));
+	mccl_dtype_t t = fl ? MCCL_FLOAT32 : MCCL_INT32;
+	void *in = s->send[pl], *out = s->recv[pl];
+	int n = s->n, me = s->me, root = (int)(s->k % (uint64_t)n);
+	size_t checked = 0, bad = 0;
+	mccl_result_t rc = MCCL_SUCCESS;
+
+	switch (kind) {
+	case 0:		/* allreduce: sum */
+		for (size_t i = 0; i < c; i++)
+			soak_put(in, i, fl, soak_val(me, i, s->k));
+		rc = mccl_allreduce(in, out, c, t, MCCL_SUM, s->comm, NULL);
+		for (size_t i = 0; rc == 0 && i < c; i++, checked++)
+			bad += soak_get(out, i, fl) != (int32_t)(i % 97 + 1) *
+			    n * (n + 1) / 2 + n * (int32_t)(s->k % 13);
+		break;
+	case 1:		/* broadcast from root */
+		for (size_t i = 0; i < c; i++)
+			soak_put(out, i, fl, me == root ?
+			    soak_val(root, i, s->k) : -1);
+		rc = mccl_broadcast(out, c, t, root, s->comm, NULL);
+		for (size_t i = 0; rc == 0 && i < c; i++, checked++)
+			bad += soak_get(out, i, fl) != soak_val(root, i, s->k);
+		break;
+	case 2:		/* allgather */
+		for (size_t i = 0; i < c; i++)
+			soak_put(in, i, fl, soak_val(me, i, s->k));
+		rc = mccl_allgather(in, out, c, t, s->comm, NULL);
+		for (int q = 0; rc == 0 && q < n; q++)
+			for (size_t i = 0; i < c; i++, checked++)
+				bad += soak_get(out, (size_t)q * c + i, fl) !=
+				    soak_val(q, i, s->k);
+		break;
+	case 3:		/* reduce-scatter: sum of every rank's n blocks */
+		for (size_t i = 0; i < (size_t)n * c; i++)
+			soak_put(in, i, fl, soak_val(me, i, s->k));
+		rc = mccl_reduce_scatter(in, out, c, t, MCCL_SUM, s->comm, NULL);
+		for (size_t i = 0; rc == 0 && i < c; i++, checked++) {
+			int32_t want = 0;
+
+			for (int q = 0; q < n; q++)
+				want += soak_val(q, (size_t)me * c + i, s->k);
+			bad += soak_get(out, i, fl) != want;
+		}
+		break;
+	default:	/* alltoall: block d of rank me goes to rank d */
+		for (int d = 0; d < n; d++)
+			for (size_t i = 0; i < c; i++)
+				soak_put(in, (size_t)d * c + i, fl,
+				    soak_val(me * n + d, i, s->k));
+		rc = mccl_alltoall(in, out, c, t, s->comm, NULL);
+		for (int q = 0; rc == 0 && q < n; q++)
+			for (size_t i = 0; i < c; i++, checked++)
+				bad += soak_get(out, (size_t)q * c + i, fl) !=
+				    soak_val(q * n + me, i, s->k);
+		break;
+	}
+	s->k++;
+	if (rc != MCCL_SUCCESS) {
+		printf("soak: rank %d: op %llu failed: %s: %s\n", me,
+		    (unsigned long long)s->k, result_names[rc],
+		    mccl_last_error(s->comm));
+		return -1;
+	}
+	if (bad > 0)
+		printf("soak: rank %d: op %llu (kind %d, %zu elements): %zu "
+		    "WRONG\n", me, (unsigned long long)s->k, kind, c, bad);
+	s->ops++;
+	s->elems += checked;
+	s->wrong += bad;
+	return 0;
+}
+
+static int
+mode_soak(int ms, uint64_t seed)
+{
+	size_t bytes;
+	struct soak s = { 0 };
+	struct timespec t0, t;
+	mccl_result_t r;
+	int32_t go = 1;
+	int rc = 0;
+
+	if ((s.comm = join()) == NULL)
+		return 2;
+	s.n = mccl_comm_size(s.comm);
+	s.me = mccl_comm_rank(s.comm);
+	bytes = (size_t)s.n * SOAK_MAXC * 4;
+	s.send[0] = malloc(bytes);
+	s.recv[0] = malloc(bytes);
+	s.send[1] = mccl_alloc(s.comm, bytes);
+	s.recv[1] = mccl_alloc(s.comm, bytes);
+	if (!s.send[0] || !s.recv[0] || !s.send[1] || !s.recv[1]) {
+		printf("soak: rank %d: buffers: %s\n", s.me,
+		    mccl_last_error(s.comm));
+		return 2;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (go && rc == 0) {
+		for (int i = 0; i < 8 && rc == 0; i++)
+			rc = soak_one(&s, seed);
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		go = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) /
+		    1000000 < ms;		/* stop together */
+		if (rc == 0 && (r = mccl_allreduce(&go, &go, 1, MCCL_INT32,
+		    MCCL_MIN, s.comm, NULL)) != MCCL_SUCCESS) {
+			printf("soak: rank %d: op %llu failed: %s: %s\n", s.me,
+			    (unsigned long long)s.k, result_names[r],
+			    mccl_last_error(s.comm));
+			rc = -1;
+		}
+	}
+	printf("soak: rank %d: %llu ops verified, %llu elements, %llu wrong\n",
+	    s.me, (unsigned long long)s.ops, (unsigned long long)s.elems,
+	    (unsigned long long)s.wrong);
+	fflush(stdout);
+	if (rc == 0)
+		mccl_comm_destroy(s.comm);
+	return s.wrong > 0 ? 1 : rc != 0 ? 2 : 0;
+}
+
 static int
 mode_late(int ms, const char *code, const char *text)
 {
@@ -2154,6 +2334,8 @@ main(int argc, char **argv)
 		return mode_queued(argv[2], argv[3], argv[4]);
 	if (argc == 4 && strcmp(argv[1], "recv-wait") == 0)
 		return mode_recv_wait(argv[2], argv[3]);
+	if (argc == 4 && strcmp(argv[1], "soak") == 0)
+		return mode_soak(atoi(argv[2]), strtoull(argv[3], NULL, 10));
 	if (argc == 3 && strcmp(argv[1], "uffd") == 0)
 		return mode_uffd(atoi(argv[2]));
 	if (argc == 4 && strcmp(argv[1], "straggle") == 0)
