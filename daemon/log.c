@@ -1,14 +1,20 @@
 /*
- * log.c: leveled logging to stderr, where systemd's journal picks it up,
- * and the daemon's clock.
+ * log.c: leveled logging to stderr, and the daemon's clock.  Under
+ * systemd, whose journal reads stderr (JOURNAL_STREAM names it), a line is
+ * "<N>mccld: message": the journal takes the priority from the prefix and
+ * stamps the time itself.  Anywhere else (a terminal, a file) it is
+ * "2026-11-28 17:20:01.123 mccld: warning: message".
  * Every function saves errno, so logging never disturbs the caller.
  */
+#include <sys/stat.h>
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "mccld.h"
 
@@ -72,6 +78,39 @@ log_prefix(int level)
 	return "";
 }
 
+/* Whether stderr is the journal's stream (systemd.exec(5): JOURNAL_STREAM
+   is "DEVICE:INODE" of it; a process it forked may have moved stderr). */
+static int
+log_to_journal(void)
+{
+	const char *js = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+
+	return js != NULL && sscanf(js, "%llu:%llu", &dev, &ino) == 2 &&
+	    fstat(STDERR_FILENO, &st) == 0 && (unsigned long long)st.st_dev ==
+	    dev && (unsigned long long)st.st_ino == ino;
+}
+
+/* "<4>mccld: " for the journal, else "2026-11-28 17:20:01.123 mccld: warning: ". */
+static void
+log_head(char *buf, size_t len, int level)
+{
+	struct timespec ts;
+	struct tm tm;
+	char when[32];
+
+	if (log_to_journal()) {
+		snprintf(buf, len, "%s%s: ", log_prefix(level), log_procname);
+		return;
+	}
+	clock_gettime(CLOCK_REALTIME, &ts);
+	localtime_r(&ts.tv_sec, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+	snprintf(buf, len, "%s.%03ld %s: %s: ", when, ts.tv_nsec / 1000000,
+	    log_procname, log_level_name(level));
+}
+
 /*
  * Control characters become \xNN: a job name, error text or address from
  * a client or peer must not start a forged line or priority prefix.
@@ -95,19 +134,18 @@ log_escape(char *dst, size_t dstlen, const char *src)
 static void
 vlog(int level, int with_errno, const char *fmt, va_list ap)
 {
-	char raw[2048], msg[4 * sizeof(raw)];
+	char raw[2048], msg[4 * sizeof(raw)], head[96];
 	int saved_errno = errno;
 
 	if (level > log_level)
 		return;
 	vsnprintf(raw, sizeof(raw), fmt, ap);
 	log_escape(msg, sizeof(msg), raw);
+	log_head(head, sizeof(head), level);
 	if (with_errno)
-		fprintf(stderr, "%s%s: %s: %s\n", log_prefix(level),
-		    log_procname, msg, strerror(saved_errno));
+		fprintf(stderr, "%s%s: %s\n", head, msg, strerror(saved_errno));
 	else
-		fprintf(stderr, "%s%s: %s\n", log_prefix(level), log_procname,
-		    msg);
+		fprintf(stderr, "%s%s\n", head, msg);
 	errno = saved_errno;
 }
 

@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 
 #include <errno.h>
+#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +38,7 @@ usage(int asked)
 	    "  -k         print the keys of the configuration, documented, "
 	    "exit\n"
 	    "  -v         more verbose logging (debug)\n"
-	    "  -h         this help\n", MCCLD_DEFAULT_CONF);
+	    "  -h, --help this help\n", MCCLD_DEFAULT_CONF);
 	exit(asked ? 0 : 2);
 }
 
@@ -299,10 +300,15 @@ static void
 parse_args(int argc, char **argv, const char **socket_path, int *check_only,
     int *verbose)
 {
+	static const struct option longopts[] = {
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 }
+	};
 	int ch;
 
 	md.conf_path = MCCLD_DEFAULT_CONF;
-	while ((ch = getopt(argc, argv, "c:dhkns:v")) != -1) {
+	while ((ch = getopt_long(argc, argv, "c:dhkns:v", longopts, NULL)) !=
+	    -1) {
 		switch (ch) {
 		case 'c':
 			md.conf_path = optarg;

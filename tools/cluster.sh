@@ -9,11 +9,13 @@
 #                                  each other
 #   tools/cluster.sh on DIR NODE CMD...
 #                                  run CMD with MCCL_SOCKET at NODE's
-#                                  socket: mcclrun's --ssh for these nodes
+#                                  socket and the build's programs first
+#                                  on PATH: mcclrun's --ssh for these nodes
 #   tools/cluster.sh stop DIR      stop them (their logs stay in DIR)
 #
 # DIR is made private (mode 0700) if it does not exist: a daemon refuses a
-# socket directory that other users may write.  BUILD (default: the tree's
+# socket directory that other users may write.  A leading ~/ in DIR is the
+# home directory, also where a shell left it unexpanded (inside quotes).  BUILD (default: the tree's
 # build/) holds mccld and mcclctl; CLUSTER_CONF adds members to every
 # daemon's configuration (e.g. '"streams_per_peer": 1'); CLUSTER_WAIT_S is
 # how long start waits for the daemons to see each other (default 10).
@@ -96,12 +98,22 @@ stop() {
 	[ $left = 0 ] || echo "cluster.sh: a daemon had to be killed" >&2
 }
 
+home() {	# DIR with a leading ~/ expanded
+	case $1 in
+	"~"|"~/"*) echo "$HOME${1#\~}" ;;
+	*) echo "$1" ;;
+	esac
+}
+
 case "${1:-}" in
-start)	[ $# = 3 ] || die "usage: cluster.sh start N DIR"; start "$2" "$3" ;;
+start)	[ $# = 3 ] || die "usage: cluster.sh start N DIR"
+	start "$2" "$(home "$3")" ;;
 on)	[ $# -ge 4 ] || die "usage: cluster.sh on DIR NODE CMD..."
-	dir=$2 node=$3
+	dir=$(home "$2") node=$3
 	shift 3
-	MCCL_SOCKET="$dir/$node.sock" exec sh -c "$*" ;;
-stop)	[ $# = 2 ] || die "usage: cluster.sh stop DIR"; stop "$2" ;;
+	[ -S "$dir/$node.sock" ] || die "no daemon $node in $dir ($dir/$node.sock)"
+	PATH="$(cd "$B" && pwd):$PATH" MCCL_SOCKET="$dir/$node.sock" \
+	    exec sh -c "$*" ;;
+stop)	[ $# = 2 ] || die "usage: cluster.sh stop DIR"; stop "$(home "$2")" ;;
 *)	die "usage: cluster.sh start N DIR | on DIR NODE CMD... | stop DIR" ;;
 esac

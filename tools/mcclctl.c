@@ -212,6 +212,7 @@ main(int argc, char **argv)
 		{ "failed", no_argument, NULL, 'F' },
 		{ "force", no_argument, NULL, 'O' },
 		{ "write-config", no_argument, NULL, 'W' },
+		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
 	const struct command *c;

@@ -22,6 +22,7 @@ import selectors
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -165,7 +166,34 @@ def placement(a, p):
     return [(slots[r], r) for r in range(n)]
 
 
-def rank_env(a, job, places, rank):
+def package_path():
+    """The folder holding the mccl package this launcher runs, when it is
+    not one the interpreter finds by itself (a build tree's): the ranks get
+    it on PYTHONPATH, so that `import mccl` finds the same package."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    site = [os.path.abspath(p) for p in sys.path[1:] if p]
+    return None if here in site and os.path.basename(here) in (
+        "site-packages", "dist-packages") else here
+
+
+def master_addr(a, places):
+    """MASTER_ADDR: --master-addr, else rank 0's host (127.0.0.1 here),
+    which must resolve here, or torch's rendezvous waits 30 minutes for a
+    name nobody answers to."""
+    if a.master_addr:
+        return a.master_addr
+    host = places[0][0] or "127.0.0.1"
+    try:
+        socket.getaddrinfo(host, None)
+    except (socket.gaierror, UnicodeError):
+        raise SystemExit("mcclrun: rank 0's host %r does not resolve, so it "
+                         "cannot be torch.distributed's MASTER_ADDR: give "
+                         "--master-addr ADDR (an address of rank 0's host)"
+                         % host)
+    return host
+
+
+def rank_env(a, job, places, rank, master=None):
     """MCCL's variables, and torchrun's, so that torch.distributed's env://
     rendezvous (dist.init_process_group("mccl")) works as under torchrun."""
     host = places[rank][0]
@@ -175,9 +203,13 @@ def rank_env(a, job, places, rank):
            "WORLD_SIZE": str(len(places)),
            "LOCAL_RANK": str(local.index(rank)),
            "LOCAL_WORLD_SIZE": str(len(local)),
-           "MASTER_ADDR": a.master_addr or places[0][0] or "127.0.0.1",
+           "MASTER_ADDR": master or master_addr(a, places),
            "MASTER_PORT": str(a.master_port or 20000 +
                               int(job.encode().hex(), 16) % 10000)}
+    tree = package_path()
+    if tree is not None:
+        old = os.environ.get("PYTHONPATH") if host is None else None
+        env["PYTHONPATH"] = tree + (os.pathsep + old if old else "")
     if a.socket:
         env["MCCL_SOCKET"] = a.socket
     if len(local) > 1 and "OMP_NUM_THREADS" not in os.environ:
@@ -396,7 +428,8 @@ def main(argv):
             sys.stderr.write("mcclrun: %s; nothing started\n" % why)
             return 2
     ranks = []
-    envs = [rank_env(a, job, places, rank) for _, rank in places]
+    master = master_addr(a, places)
+    envs = [rank_env(a, job, places, rank, master) for _, rank in places]
     threads_note(envs)
     for (host, rank), env in zip(places, envs):
         if host is None:
