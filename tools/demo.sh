@@ -16,8 +16,8 @@ echo
 echo "Running mccl-perf: 6 ranks, 2 on each node, allreduce float32 sum ..."
 perf_pids=()
 for i in 0 1 2; do
-	MCCL_SOCKET="$T/n$i.sock" timeout 300 "$B/mccl-perf" -N 2 -R 6 \
-	    -r $((2 * i)) -J demo -b 8 -e 64M -f 4 -n 10 -w 3 -c 1 \
+	MCCL_SOCKET="$T/n$i.sock" timeout 300 "$B/mccl-perf" --nprocs 2 \
+	    --total 6 --first $((2 * i)) --job demo -b 8 -e 64M -f 4 -n 10 -w 3 -c 1 \
 	    >"$T/perf$i.out" 2>&1 &
 	perf_pids+=($!)
 	CHILD_PIDS+=($!)

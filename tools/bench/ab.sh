@@ -46,8 +46,9 @@ one_run() {
 	    { echo "ab: cluster $i did not start" >&2; exit 1; }
 	for r in 0 1; do
 		MCCL_SOCKET="$T/n$r.sock" timeout 600 "$B/mccl-perf" \
-		    -N "$PER_NODE" -R $((2 * PER_NODE)) -r $((r * PER_NODE)) \
-		    -J "ab$i.$round" -b "$MIN" -e "$MAX" -f 4 -M "$MEMORY" \
+		    --nprocs "$PER_NODE" --total $((2 * PER_NODE)) \
+		    --first $((r * PER_NODE)) --job "ab$i.$round" \
+		    -b "$MIN" -e "$MAX" -f 4 --memory "$MEMORY" \
 		    ${PARTS[@]+"${PARTS[@]}"} \
 		    -n "$ITERS" -w 5 -c 0 >"$T/perf.$i.$round.$r" 2>&1 &
 		pids+=($!)

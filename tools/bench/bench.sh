@@ -576,9 +576,9 @@ mccl_perf() {
 	for ((i = 0; i < n; i++)); do
 		bg_run "$RAW/$tag.h$i.log" "${CL_NS[$i]}" \
 		    env MCCL_SOCKET="${CL_SOCK[$i]}" "$B/mccl-perf" \
-		    -N "$nper" -R $((n * nper)) -r $((i * nper)) \
-		    -J "bench-$tag-$$" -j "$RAW/$tag.json" \
-		    ${PERF_MEM:+-M "$PERF_MEM"} "$@"
+		    --nprocs "$nper" --total $((n * nper)) \
+		    --first $((i * nper)) --job "bench-$tag-$$" \
+		    -j "$RAW/$tag.json" ${PERF_MEM:+--memory "$PERF_MEM"} "$@"
 		pids+=("$LAST")
 	done
 	wait_all "$tmo" "${pids[@]}"

@@ -115,8 +115,8 @@ stats idle
 # The job: N ranks, one per daemon, in the background; ctl while it runs.
 t0=$(now)
 for ((i = 0; i < N; i++)); do
-	MCCL_SOCKET="$D/n$i.sock" "$B/mccl-perf" -N 1 -R "$N" -r "$i" \
-	    -J mesh -b 8 -e 64K -f 8 -n 20 -w 2 >"$D/rank$i.log" 2>&1 &
+	MCCL_SOCKET="$D/n$i.sock" "$B/mccl-perf" --nprocs 1 \
+	    --total "$N" --first "$i" --job mesh -b 8 -e 64K -f 8 -n 20 -w 2 >"$D/rank$i.log" 2>&1 &
 	RANKS+=("$!")
 done
 for _ in $(seq 600); do

@@ -22,7 +22,7 @@ start_broadcast(const struct bench *b, size_t count, int inplace,
 {
 	(void)inplace;
 	return mccl_broadcast(b->recvbuf, count, b->o->dtype->dtype,
-	    b->o->coll->root, b->comm, req);
+	    b->root, b->comm, req);
 }
 
 mccl_result_t
@@ -48,7 +48,7 @@ layout_reduce(const struct bench *b, size_t count, int inplace,
     struct layout *l)
 {
 	layout_same(b, count, inplace, l);
-	if (b->rank != b->o->coll->root)
+	if (b->rank != b->root)
 		l->rcount = 0;
 }
 
@@ -85,7 +85,7 @@ void
 layout_gather(const struct bench *b, size_t count, int inplace,
     struct layout *l)
 {
-	int root = b->o->coll->root;
+	int root = b->root;
 
 	layout_allgather(b, count, inplace && b->rank == root, l);
 	if (b->rank != root)
@@ -98,7 +98,7 @@ layout_scatter(const struct bench *b, size_t count, int inplace,
     struct layout *l)
 {
 	size_t per = count / (size_t)b->nranks;
-	int root = b->o->coll->root;
+	int root = b->root;
 
 	l->send = b->sendbuf;
 	l->scount = count;
@@ -126,9 +126,9 @@ start_gather(const struct bench *b, size_t count, int inplace,
 	struct layout l;
 
 	layout_gather(b, count, inplace, &l);
-	return mccl_gather(l.send, b->rank == b->o->coll->root ? b->recvbuf :
+	return mccl_gather(l.send, b->rank == b->root ? b->recvbuf :
 	    NULL, count / (size_t)b->nranks, b->o->dtype->dtype,
-	    b->o->coll->root, b->comm, req);
+	    b->root, b->comm, req);
 }
 
 mccl_result_t
@@ -138,8 +138,8 @@ start_scatter(const struct bench *b, size_t count, int inplace,
 	struct layout l;
 
 	layout_scatter(b, count, inplace, &l);
-	return mccl_scatter(b->rank == b->o->coll->root ? l.send : NULL,
-	    l.recv, l.rcount, b->o->dtype->dtype, b->o->coll->root, b->comm,
+	return mccl_scatter(b->rank == b->root ? l.send : NULL,
+	    l.recv, l.rcount, b->o->dtype->dtype, b->root, b->comm,
 	    req);
 }
 
@@ -187,8 +187,8 @@ start_reduce(const struct bench *b, size_t count, int inplace,
 	struct layout l;
 
 	layout_reduce(b, count, inplace, &l);
-	return mccl_reduce(l.send, b->rank == b->o->coll->root ? l.recv : NULL,
-	    count, b->o->dtype->dtype, b->o->op->op, b->o->coll->root, b->comm,
+	return mccl_reduce(l.send, b->rank == b->root ? l.recv : NULL,
+	    count, b->o->dtype->dtype, b->o->op->op, b->root, b->comm,
 	    req);
 }
 
@@ -256,7 +256,7 @@ want_allgather(const struct bench *b, size_t count, size_t j)
 double
 want_scatter(const struct bench *b, size_t count, size_t j)
 {
-	return pattern_input(&b->pat, b->o->coll->root, (size_t)b->rank *
+	return pattern_input(&b->pat, b->root, (size_t)b->rank *
 	    (count / (size_t)b->nranks) + j);
 }
 

@@ -70,6 +70,9 @@ comm_init(struct bench *b, int rank)
 	b->rank = mccl_comm_rank(b->comm);
 	b->nranks = mccl_comm_size(b->comm);
 	set_self(b->rank);
+	b->root = o->coll->root < 0 ? -1 : o->root;
+	if (b->root >= b->nranks)
+		fail("-r %d: the job has %d ranks", o->root, b->nranks);
 }
 
 /*
@@ -209,10 +212,15 @@ rank_main(const struct opts *o, int rank)
 	struct bench	 b;
 	struct summary	 s;
 
+	uint64_t wrong = 0;
+
 	bench_open(&b, o, rank);
-	bench_run(&b, &s);
+	for (int cycle = 0; o->cycles == 0 || cycle < o->cycles; cycle++) {
+		bench_run(&b, &s);
+		wrong += s.wrong;
+	}
 	bench_close(&b);
-	return s.wrong != 0;
+	return wrong != 0;
 }
 
 /* ---- -N: fork the local ranks ---- */

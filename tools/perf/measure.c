@@ -111,20 +111,76 @@ variant_runs(const struct bench *b, int inplace)
 	return inplace ? b->o->coll->has_ip : b->o->coll->has_oop;
 }
 
+/* -C 1: the CPU time of the process, all its threads, in microseconds. */
+static double
+cpu_us(void)
+{
+	struct timespec	 ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+/* -z 0: n operations started, then waited for in order. */
+static void
+run_queued(const struct bench *b, size_t count, int inplace, int n)
+{
+	mccl_request_t	**reqs = calloc((size_t)n, sizeof(*reqs));
+	mccl_result_t	 r;
+	int		 i;
+
+	if (reqs == NULL)
+		die_mccl(b->comm, "calloc", MCCL_ERR_NO_MEMORY);
+	for (i = 0; i < n; i++)
+		if ((r = b->o->coll->start(b, count, inplace, &reqs[i])) !=
+		    MCCL_SUCCESS)
+			die_mccl(b->comm, b->o->coll->call, r);
+	for (i = 0; i < n; i++)
+		complete(b, b->o->coll->call, MCCL_SUCCESS, &reqs[i]);
+	free(reqs);
+}
+
 /* This rank's average time of one operation, in microseconds. */
 static double
 time_variant(const struct bench *b, size_t count, int inplace)
 {
+	double	(*clock)(void) = b->o->cputime ? cpu_us : now_us;
 	double	 t0;
 	int	 i;
 
 	for (i = 0; i < b->o->warmup; i++)
 		run_once(b, count, inplace);
 	barrier(b);
-	t0 = now_us();
-	for (i = 0; i < b->o->iters; i++)
-		run_once(b, count, inplace);
-	return (now_us() - t0) / b->o->iters;
+	t0 = clock();
+	if (b->o->blocking)
+		for (i = 0; i < b->o->iters; i++)
+			run_once(b, count, inplace);
+	else
+		run_queued(b, count, inplace, b->o->iters);
+	return (clock() - t0) / b->o->iters;
+}
+
+/* Every rank's t[2] becomes the one -a asks for. */
+static void
+times_agree(const struct bench *b, double *t)
+{
+	mccl_request_t	*req = NULL;
+	mccl_result_t	 r;
+
+	switch (b->o->average) {
+	case AVERAGE_RANK0:
+		r = mccl_broadcast(t, 2, MCCL_FLOAT64, 0, b->comm, &req);
+		complete(b, "mccl_broadcast", r, &req);
+		break;
+	case AVERAGE_MEAN:
+		allreduce(b, t, 2, MCCL_FLOAT64, MCCL_AVG);
+		break;
+	case AVERAGE_MIN:
+		allreduce(b, t, 2, MCCL_FLOAT64, MCCL_MIN);
+		break;
+	default:
+		allreduce(b, t, 2, MCCL_FLOAT64, MCCL_MAX);
+	}
 }
 
 static uint64_t
@@ -164,8 +220,8 @@ measure(const struct bench *b, size_t count, struct row *row)
 		if (b->checked)
 			wrong[v] = check_variant(b, count, v);
 	}
-	/* All ranks report the slowest rank's time and the total wrong. */
-	allreduce(b, t, 2, MCCL_FLOAT64, MCCL_MAX);
+	/* All ranks report the time -a names and the total wrong. */
+	times_agree(b, t);
 	if (b->checked)
 		allreduce(b, wrong, 2, MCCL_UINT64, MCCL_SUM);
 	row->count = count;

@@ -5,6 +5,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -95,11 +96,14 @@ static const struct format_info formats[] = {
 
 static const char usage_text[] =
 "usage: mccl-perf [-h] [-b minbytes] [-e maxbytes] [-f factor | -i stepbytes]\n"
-"                 [-n iters] [-w warmup] [-d dtype] [-o op] [-c check]\n"
-"                 [-C coll] [-t timeout_ms] [-W bf16|fp16|fp32]\n"
-"                 [-M shared|host] [-P partbytes]\n"
+"                 [-n iters] [-w warmup] [-N cycles] [-d dtype] [-o op]\n"
+"                 [-r root] [-c check] [-a average] [-z blocking]\n"
+"                 [-C cputime] [-T timeout_s] [-t 1] [-g 1] [-G 0]\n"
+"                 [--coll coll] [--timeout-ms ms] [-W bf16|fp16|fp32]\n"
+"                 [--memory shared|host] [-P partbytes]\n"
 "                 [-j file [-F json|csv]]\n"
-"                 [-N nprocs [-R total] [-r first] [-J job]]\n";
+"                 [--nprocs n [--total n] [--first rank] [--job name]]\n"
+"the letters are nccl-tests' and mean what they mean there; mccl-perf(1)\n";
 
 static void __attribute__((format(printf, 1, 2), noreturn))
 usage_error(const char *fmt, ...)
@@ -116,6 +120,62 @@ usage_error(const char *fmt, ...)
 }
 
 /* ---- option parsing ---- */
+
+/* MCCL's own options have long names only, past nccl-tests' letters. */
+enum { OPT_COLL = 256, OPT_TIMEOUT_MS, OPT_MEMORY, OPT_NPROCS, OPT_TOTAL,
+	OPT_FIRST, OPT_JOB };
+
+static const struct option longopts[] = {
+	/* nccl-tests' */
+	{ "nthreads", required_argument, NULL, 't' },
+	{ "ngpus", required_argument, NULL, 'g' },
+	{ "minbytes", required_argument, NULL, 'b' },
+	{ "maxbytes", required_argument, NULL, 'e' },
+	{ "stepbytes", required_argument, NULL, 'i' },
+	{ "stepfactor", required_argument, NULL, 'f' },
+	{ "iters", required_argument, NULL, 'n' },
+	{ "warmup_iters", required_argument, NULL, 'w' },
+	{ "run_cycles", required_argument, NULL, 'N' },
+	{ "check", required_argument, NULL, 'c' },
+	{ "op", required_argument, NULL, 'o' },
+	{ "datatype", required_argument, NULL, 'd' },
+	{ "root", required_argument, NULL, 'r' },
+	{ "blocking", required_argument, NULL, 'z' },
+	{ "timeout", required_argument, NULL, 'T' },
+	{ "cudagraph", required_argument, NULL, 'G' },
+	{ "report_cputime", required_argument, NULL, 'C' },
+	{ "average", required_argument, NULL, 'a' },
+	{ "help", no_argument, NULL, 'h' },
+	/* MCCL's */
+	{ "coll", required_argument, NULL, OPT_COLL },
+	{ "timeout-ms", required_argument, NULL, OPT_TIMEOUT_MS },
+	{ "wire", required_argument, NULL, 'W' },
+	{ "memory", required_argument, NULL, OPT_MEMORY },
+	{ "part-bytes", required_argument, NULL, 'P' },
+	{ "json", required_argument, NULL, 'j' },
+	{ "format", required_argument, NULL, 'F' },
+	{ "nprocs", required_argument, NULL, OPT_NPROCS },
+	{ "total", required_argument, NULL, OPT_TOTAL },
+	{ "first", required_argument, NULL, OPT_FIRST },
+	{ "job", required_argument, NULL, OPT_JOB },
+	{ NULL, 0, NULL, 0 }
+};
+
+/* "-b", or "--coll" for an option with a long name only. */
+static const char *
+opt_name(int opt)
+{
+	static char buf[32];
+
+	for (const struct option *l = longopts; opt > 255 && l->name; l++)
+		if (l->val == opt) {
+			snprintf(buf, sizeof(buf), "--%s", l->name);
+			return buf;
+		}
+	snprintf(buf, sizeof(buf), "-%c", opt);
+	return buf;
+}
+
 
 static void
 names_list(char *buf, size_t len, const void *table, size_t n, size_t stride)
@@ -149,7 +209,7 @@ lookup(int opt, const char *what, const char *arg, const void *table,
 			return e;
 	}
 	names_list(list, sizeof(list), table, n, stride);
-	usage_error("-%c: unknown %s '%s' (expected %s)", opt, what, arg,
+	usage_error("%s: unknown %s '%s' (expected %s)", opt_name(opt), what, arg,
 	    list);
 }
 
@@ -166,8 +226,8 @@ parse_long(int opt, const char *s, long lo, long hi)
 	v = strtol(s, &end, 10);
 	if (isspace((unsigned char)*s) || end == s || *end != '\0' ||
 	    errno != 0 || v < lo || v > hi)
-		usage_error("-%c: bad value '%s' (expected an integer from "
-		    "%ld to %ld)", opt, s, lo, hi);
+		usage_error("%s: bad value '%s' (expected an integer from "
+		    "%ld to %ld)", opt_name(opt), s, lo, hi);
 	return v;
 }
 
@@ -196,8 +256,8 @@ parse_size(int opt, const char *s)
 		end += shift != 0;
 	}
 	if (v == 0 || errno != 0 || *end != '\0' || v > (SIZE_LIMIT >> shift))
-		usage_error("-%c: bad size '%s' (expected 1 to %zuG bytes, "
-		    "with an optional K, M or G suffix)", opt, s,
+		usage_error("%s: bad size '%s' (expected 1 to %zuG bytes, "
+		    "with an optional K, M or G suffix)", opt_name(opt), s,
 		    SIZE_LIMIT >> 30);
 	return (size_t)v << shift;
 }
@@ -212,13 +272,16 @@ opts_default(struct opts *o)
 	o->iters = 20;
 	o->warmup = 5;
 	o->check = 1;
+	o->blocking = 1;
+	o->average = AVERAGE_MAX;
+	o->cycles = 1;
 	o->timeout_ms = -1;
 	o->total = -1;
 	o->first = -1;
 	o->dtype = LOOKUP('d', "type", "float32", dtypes);
 	o->op = LOOKUP('o', "operation", "sum", ops);
-	o->memory = LOOKUP('M', "memory", "shared", memories);
-	o->coll = LOOKUP('C', "collective", "allreduce", colls);
+	o->memory = LOOKUP(OPT_MEMORY, "memory", "shared", memories);
+	o->coll = LOOKUP(OPT_COLL, "collective", "allreduce", colls);
 	o->format = LOOKUP('F', "format", "json", formats);
 	o->wire = &wires[0];
 	snprintf(o->jobbuf, sizeof(o->jobbuf), "mccl-perf-%ld",
@@ -257,11 +320,66 @@ opts_check(const struct opts *o, int spawn_opts, int format_set)
 		usage_error("-P: MAXBYTES %zu would make more than %d parts "
 		    "of %zu bytes", o->maxbytes, PARTS_MAX, o->partbytes);
 	if (spawn_opts && o->nprocs == 0)
-		usage_error("-R, -r and -J need -N");
+		usage_error("--total, --first and --job need --nprocs");
 	if (o->nprocs > 0 && (long)o->first + o->nprocs > o->total)
-		usage_error("-R: %d ranks cannot hold ranks %d to %d "
-		    "(-r %d, -N %d)", o->total, o->first,
+		usage_error("--total: %d ranks cannot hold ranks %d to %d "
+		    "(--first %d, --nprocs %d)", o->total, o->first,
 		    o->first + o->nprocs - 1, o->first, o->nprocs);
+	if (o->root != 0 && o->coll->root < 0)
+		usage_error("-r: %s has no root", o->coll->n.name);
+	if (o->nprocs > 0 && o->root >= o->total)
+		usage_error("-r %d: the job has %d ranks", o->root, o->total);
+}
+
+/* -t, -g, -G: nccl-tests' threads, GPUs and CUDA graphs; here one rank is
+   one process on the host. */
+static void
+only(int ch, const char *arg, long want, const char *why)
+{
+	if (parse_long(ch, arg, 0, INT32_MAX) != want)
+		usage_error("-%c %s: only %ld: %s", ch, arg, want, why);
+}
+
+/* The options nccl-tests has too, with its meanings; 0 if ch is not one. */
+static int
+nccl_opt(struct opts *o, int ch, const char *arg)
+{
+	switch (ch) {
+	case 'a':
+		o->average = (int)parse_long(ch, arg, AVERAGE_RANK0,
+		    AVERAGE_MAX);
+		return 1;
+	case 'C':
+		o->cputime = (int)parse_long(ch, arg, 0, 1);
+		return 1;
+	case 'c':
+		o->check = parse_long(ch, arg, 0, ITERS_MAX) != 0;
+		return 1;
+	case 'G':
+		only(ch, arg, 0, "mccl-perf runs no CUDA graphs");
+		return 1;
+	case 'g':
+		only(ch, arg, 1, "a rank of mccl-perf is one process on the "
+		    "host (torch's backend is the way to GPUs)");
+		return 1;
+	case 'N':
+		o->cycles = (int)parse_long(ch, arg, 0, INT32_MAX);
+		return 1;
+	case 'r':
+		o->root = (int)parse_long(ch, arg, 0, INT32_MAX - 1);
+		return 1;
+	case 'T':
+		o->timeout_ms = (int)parse_long(ch, arg, 1, INT32_MAX / 1000) *
+		    1000;
+		return 1;
+	case 't':
+		only(ch, arg, 1, "one rank a process (--nprocs forks more)");
+		return 1;
+	case 'z':
+		o->blocking = (int)parse_long(ch, arg, 0, 1);
+		return 1;
+	}
+	return 0;
 }
 
 void
@@ -273,18 +391,17 @@ parse_opts(struct opts *o, int argc, char **argv)
 	opts_default(o);
 	if ((env = getenv("MCCL_WIRE_DTYPE")) != NULL && *env != '\0')
 		o->wire = LOOKUP('W', "MCCL_WIRE_DTYPE", env, wires);
-	while ((ch = getopt(argc, argv,
-	    "b:C:c:d:e:F:f:hi:J:j:M:N:n:o:P:R:r:t:W:w:"))
+	while ((ch = getopt_long(argc, argv,
+	    "a:b:C:c:d:e:F:f:G:g:hi:j:N:n:o:P:r:T:t:W:w:z:", longopts, NULL))
 	    != -1) {
+		if (nccl_opt(o, ch, optarg))
+			continue;
 		switch (ch) {
 		case 'b':
 			o->minbytes = parse_size(ch, optarg);
 			break;
-		case 'C':
+		case OPT_COLL:
 			o->coll = LOOKUP(ch, "collective", optarg, colls);
-			break;
-		case 'c':
-			o->check = (int)parse_long(ch, optarg, 0, 1);
 			break;
 		case 'd':
 			o->dtype = LOOKUP(ch, "type", optarg, dtypes);
@@ -310,19 +427,19 @@ parse_opts(struct opts *o, int argc, char **argv)
 				usage_error("-i: only one of -f and -i");
 			o->stepbytes = parse_size(ch, optarg);
 			break;
-		case 'J':
+		case OPT_JOB:
 			if (*optarg == '\0')
-				usage_error("-J: empty job name");
+				usage_error("--job: empty job name");
 			o->job = optarg;
 			spawn_opts = 1;
 			break;
 		case 'j':
 			o->path = optarg;
 			break;
-		case 'M':
+		case OPT_MEMORY:
 			o->memory = LOOKUP(ch, "memory", optarg, memories);
 			break;
-		case 'N':
+		case OPT_NPROCS:
 			o->nprocs = (int)parse_long(ch, optarg, 1, NPROCS_MAX);
 			break;
 		case 'n':
@@ -334,15 +451,16 @@ parse_opts(struct opts *o, int argc, char **argv)
 		case 'P':
 			o->partbytes = parse_size(ch, optarg);
 			break;
-		case 'R':
+		case OPT_TOTAL:
 			o->total = (int)parse_long(ch, optarg, 1, INT32_MAX);
 			spawn_opts = 1;
 			break;
-		case 'r':
-			o->first = (int)parse_long(ch, optarg, 0, INT32_MAX - 1);
+		case OPT_FIRST:
+			o->first = (int)parse_long(ch, optarg, 0,
+			    INT32_MAX - 1);
 			spawn_opts = 1;
 			break;
-		case 't':
+		case OPT_TIMEOUT_MS:
 			o->timeout_ms = (int)parse_long(ch, optarg, 1,
 			    INT32_MAX);
 			break;

@@ -193,7 +193,7 @@ expect_allreduce(const struct bench *b, size_t j)
 double
 expect_broadcast(const struct bench *b, size_t j)
 {
-	return pattern_input(&b->pat, b->o->coll->root, j);
+	return pattern_input(&b->pat, b->root, j);
 }
 
 void
@@ -209,7 +209,7 @@ pattern_init(struct bench *b)
 	    1 + (size_t)fmin(PATTERN_MAX, floor(o->dtype->exact_max / b->nranks));
 	/* A broadcast's input is the root's alone. */
 	p->has_input = o->coll->expect != expect_broadcast ||
-	    o->coll->want != NULL || o->coll->root == b->rank;
+	    o->coll->want != NULL || b->root == b->rank;
 	/* AVG may divide before summing (NCCL premultiplies): allow its
 	 * rounding errors, at most one per rank. */
 	p->tol = o->coll->has_op && o->op->mean ? b->nranks * o->dtype->eps : 0;

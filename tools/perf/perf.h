@@ -35,6 +35,10 @@
 #define ITERS_MAX	1000000000L
 #define NPROCS_MAX	4096
 #define PARTS_MAX	4096		/* -P: operations in flight per size */
+#define PENDING_MAX	(1 << 20)	/* -z 0: operations in flight */
+
+/* -a: which rank's time a row shows, as nccl-tests' */
+enum { AVERAGE_RANK0, AVERAGE_MEAN, AVERAGE_MIN, AVERAGE_MAX };
 #define PATTERN_MAX	100	/* largest input of the check pattern */
 #define PEER_LEN	64	/* "Pid N on host" of one rank */
 #define SENTINEL	0xff	/* NaN in floats, -1 or the maximum in ints */
@@ -146,8 +150,13 @@ struct opts {
 	int			 iters;
 	int			 warmup;
 	int			 check;
+	int			 root;		/* -r, of rooted collectives */
+	int			 blocking;	/* -z 1: wait for each op */
+	int			 cputime;	/* -C 1: the process's CPU time */
+	int			 average;	/* -a: AVERAGE_* */
+	int			 cycles;	/* -N; 0: until stopped */
 	int			 timeout_ms;	/* -1: the operation's own */
-	int			 nprocs;	/* -N; 0: one rank from the env */
+	int			 nprocs;	/* --nprocs; 0: one rank from the env */
 	int			 total;
 	int			 first;
 	const char		*job;
@@ -181,6 +190,7 @@ struct bench {
 	mccl_comm_t		*comm;
 	int			 rank;
 	int			 nranks;
+	int			 root;		/* -r for a rooted collective, or -1 */
 	const char		*job;
 	size_t			 esize;
 	void			*sendbuf;

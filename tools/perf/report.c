@@ -32,8 +32,10 @@ text_begin(FILE *f, const struct bench *b)
 	else
 		fprintf(f, "%lu(factor)", o->factor);
 	fprintf(f, " warmup iters: %d iters: %d validation: %d wire: %s "
-	    "memory: %s parts: %zu timeout: ", o->warmup, o->iters, o->check,
-	    o->wire->n.name, o->memory->n.name, o->partbytes);
+	    "memory: %s parts: %zu blocking: %d time: %s (%s) timeout: ",
+	    o->warmup, o->iters, o->check, o->wire->n.name, o->memory->n.name,
+	    o->partbytes, o->blocking, o->cputime ? "cpu" : "wall",
+	    (const char *[]){ "rank 0", "mean", "min", "max" }[o->average]);
 	if (o->timeout_ms < 0)
 		fputs("default\n", f);
 	else
@@ -76,7 +78,7 @@ text_row(FILE *f, const struct bench *b, const struct row *row)
 
 	fprintf(f, "%12zu  %12zu  %8s  %6s  %6d", row->bytes, row->count,
 	    dtype_label(b->o->dtype), c->has_op ? b->o->op->n.name : "-",
-	    c->root);
+	    b->root);
 	for (v = 0; v < 2; v++)
 		text_result(f, b, &row->res[v]);
 	fputc('\n', f);
