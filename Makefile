@@ -330,13 +330,11 @@ MAN3	    = man/libmccl.3 man/mccl-python.3
 MAN5	    = man/mccld.conf.5
 MAN8	    = man/mccld.8 man/mcclctl.8
 MANPAGES    = $(MAN1) $(MAN3) $(MAN5) $(MAN8)
-# `man mccl_allreduce` and so on open libmccl(3).
-MAN3_LINKS  = mccl_comm_init mccl_comm_init_env mccl_comm_destroy \
-	      mccl_comm_rank mccl_comm_size mccl_alloc mccl_free \
-	      mccl_allreduce mccl_broadcast mccl_barrier mccl_reduce \
-	      mccl_allgather mccl_reduce_scatter mccl_alltoall mccl_send \
-	      mccl_recv mccl_comm_split mccl_comm_abort mccl_wait mccl_test \
-	      mccl_strerror mccl_last_error mccl_dtype_size
+# `man mccl_allreduce` and so on open libmccl(3): every function mccl.h
+# declares (tests/ops/manpages.sh checks libmccl(3) names each).
+PAREN	   := (
+MAN3_LINKS  = $(shell grep -oE '\bmccl_[a-z0-9_]+[$(PAREN)]' libclient/mccl.h | \
+	      tr -d '$(PAREN)' | sort -u)
 
 # Files that embed PREFIX are remade when it changes.
 $(B)/.prefix: FORCE
@@ -400,6 +398,7 @@ check-ops: all $(B)/notify-sink $(TEST_PROGS)
 	tests/ops/exports.sh $(B)
 	tests/ops/settings.sh $(B)
 	tests/ops/layers.sh $(B)
+	tests/ops/manpages.sh
 	@out=$$(mandoc -T lint -W warning $(MANPAGES) 2>&1); \
 	if [ -n "$$out" ]; then echo "$$out"; echo "FAIL mandoc lint"; exit 1; fi; \
 	echo "ok   mandoc -T lint -W warning $(MANPAGES)"

@@ -284,7 +284,8 @@ fi
 # ---- man pages ----
 
 for f in man1/mccl-perf.1 man1/mcclrun.1 man3/mccl-python.3 \
-    man3/libmccl.3 man3/mccl_allreduce.3 \
+    man3/libmccl.3 man3/mccl_allreduce.3 man3/mccl_gather.3 \
+    man3/mccl_comm_stats.3 \
     man5/mccld.conf.5 man8/mccld.8 man8/mcclctl.8; do
 	page=$p/share/man/$f
 	if [ ! -e "$page" ]; then
