@@ -45,6 +45,22 @@ conn_socket_path(char *buf, size_t len)
 		proto_default_socket(buf, len);
 }
 
+/* Why conn_socket_path chose path, for people (mcclctl, MCCL_DEBUG). */
+const char *
+conn_socket_origin(const char *path, int given)
+{
+	const char *env = getenv("MCCL_SOCKET");
+
+	if (given)
+		return "given with -s";
+	if (env != NULL && *env != '\0')
+		return "MCCL_SOCKET";
+	if (strcmp(path, PROTO_SYSTEM_SOCKET) == 0)
+		return "the system daemon's, looked for first; MCCL_SOCKET "
+		    "chooses another";
+	return "this user's own daemon's default (no system daemon)";
+}
+
 /* Who may run the daemon we hand memory to: root, mccl, or ourselves. */
 static size_t
 conn_trusted_uids(uid_t *uids)

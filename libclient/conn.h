@@ -31,6 +31,7 @@ struct ipc_msg {
 
 uint64_t	conn_now_ms(void);
 void		conn_socket_path(char *, size_t);
+const char	*conn_socket_origin(const char *, int);
 int		conn_open(const char *, int, int, struct ipc_hello_ok *, int *,
 		    char *, size_t);
 int		conn_send(int, uint16_t, const void *, const void *, size_t, int,

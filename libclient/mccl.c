@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "mccl.h"
@@ -150,6 +151,36 @@ static mccl_result_t
 comm_error(mccl_comm_t *comm, mccl_result_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* MCCL_DEBUG: WARN prints every error as it is set, INFO also the job. */
+enum { DEBUG_NONE, DEBUG_WARN, DEBUG_INFO };
+static int debug_level;
+
+static int
+env_debug(char *err, size_t errlen)
+{
+	const char *s = getenv("MCCL_DEBUG");
+
+	if (s == NULL || *s == '\0')
+		debug_level = DEBUG_NONE;
+	else if (strcasecmp(s, "WARN") == 0)
+		debug_level = DEBUG_WARN;
+	else if (strcasecmp(s, "INFO") == 0)
+		debug_level = DEBUG_INFO;
+	else {
+		snprintf(err, errlen, "MCCL_DEBUG=%s: expected WARN or INFO", s);
+		return -1;
+	}
+	return 0;
+}
+
+static void
+debug_warn(int rank, mccl_result_t code, const char *msg)
+{
+	if (debug_level >= DEBUG_WARN)
+		fprintf(stderr, "MCCL WARN: pid %d rank %d: %s: %s\n",
+		    (int)getpid(), rank, mccl_strerror(code), msg);
+}
+
 static mccl_result_t
 comm_error(mccl_comm_t *comm, mccl_result_t code, const char *fmt, ...)
 {
@@ -158,6 +189,8 @@ comm_error(mccl_comm_t *comm, mccl_result_t code, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(comm->err, sizeof(comm->err), fmt, ap);
 	va_end(ap);
+	if (code != MCCL_SUCCESS)
+		debug_warn(comm->rank, code, comm->err);
 	return code;
 }
 
@@ -621,6 +654,7 @@ static mccl_result_t
 init_fail(mccl_comm_t *comm, mccl_result_t code, const char *msg)
 {
 	snprintf(init_error, sizeof(init_error), "%s", msg);
+	debug_warn(-1, code, msg);
 	if (comm != NULL)
 		comm_free(comm);
 	return code;
@@ -693,7 +727,8 @@ mccl_comm_init(mccl_comm_t **commp, const char *job, int nranks, int rank)
 		    "%d", rank, nranks);
 		return init_fail(NULL, MCCL_ERR_INVALID_ARGUMENT, err);
 	}
-	if ((algo = env_algo(err, sizeof(err))) == -1 ||
+	if (env_debug(err, sizeof(err)) == -1 ||
+	    (algo = env_algo(err, sizeof(err))) == -1 ||
 	    (wire = env_wire(err, sizeof(err))) == -1 ||
 	    (xmem = env_xmem(err, sizeof(err))) == -1 ||
 	    env_spin(&spin_us, err, sizeof(err)) == -1)
@@ -721,6 +756,12 @@ mccl_comm_init(mccl_comm_t **commp, const char *job, int nranks, int rank)
 	pthread_mutex_unlock(&comm->lock);
 	if (rc != MCCL_SUCCESS)
 		return init_fail(comm, rc, comm->err);
+	if (debug_level >= DEBUG_INFO)
+		fprintf(stderr, "MCCL INFO: pid %d rank %d of %d, job %s: the "
+		    "daemon at %s (%s), node %s (%u of %u)\n", (int)getpid(),
+		    rank, nranks, job, path, conn_socket_origin(path, 0),
+		    comm->hello.node_name, comm->hello.node_index,
+		    comm->hello.nnodes);
 	*commp = comm;
 	return MCCL_SUCCESS;
 }

@@ -303,6 +303,9 @@ main(int argc, char **argv)
 	stream_json = json;
 	if ((rc = ctl_request(path, open_ms, timeout_ms, c, arg, &doc)) != 0)
 		return rc;
+	if (c->cmd == CTL_STATUS)	/* which daemon this was, and why */
+		json_object_set_new(doc, "reached_by", json_string(
+		    conn_socket_origin(path, path != defpath)));
 	(json ? c->json : c->text)(stdout, doc);
 	json_decref(doc);
 	if (fflush(stdout) == EOF || ferror(stdout)) {

@@ -261,6 +261,9 @@ status_text(FILE *out, const json_t *doc)
 	kv_add(&kv, "pid:", "%lld", num(doc, "pid"));
 	kv_add(&kv, "uptime:", "%s", up);
 	kv_add(&kv, "socket:", "%s", str(doc, "socket"));
+	if (json_is_string(json_object_get(doc, "reached_by")))
+		kv_add(&kv, "reached:", "%s", json_string_value(
+		    json_object_get(doc, "reached_by")));
 	kv_add(&kv, "listen:", "%s", off > 0 ? buf : "-");
 	kv_add(&kv, "cluster size:", "%lld", size);
 	kv_add(&kv, "peers up:", "%lld/%lld", num(doc, "peers_up"),

@@ -79,6 +79,29 @@ wait "$a0" && wait "$a1" && ok "mcclctl abort reaches every rank" ||
 ctl 1 abort no-such-job >/dev/null 2>&1
 expect_output "mcclctl abort of no job exits 1" 1 "$?"
 
+echo "== which daemon: mcclctl status and MCCL_DEBUG say"
+ctl 0 status | grep -q "^reached: *given with -s$" &&
+    MCCL_SOCKET="$T/n1.sock" "$B/mcclctl" status | grep -q "^reached: *MCCL_SOCKET$" &&
+    MCCL_SOCKET="$T/n1.sock" "$B/mcclctl" status | grep -q "^socket: *$T/n1.sock$" &&
+    ok "mcclctl status names the socket it reached and why" ||
+    bad "mcclctl status: $(ctl 0 status | head -n 7)"
+MCCL_DEBUG=INFO MCCL_SOCKET="$T/n0.sock" MCCL_JOB=dbginfo MCCL_RANK=0 \
+    MCCL_NRANKS=1 "$B/mccl-test" hold 10 >"$T/dbginfo.out" 2>&1
+grep -Eq "^MCCL INFO: pid [0-9]+ rank 0 of 1, job dbginfo: the daemon at $T/n0.sock \(MCCL_SOCKET\), node n0 \(0 of 3\)$" \
+    "$T/dbginfo.out" && ok "MCCL_DEBUG=INFO: a rank says once which daemon and node it joined" ||
+    bad "MCCL_DEBUG=INFO: $(cat "$T/dbginfo.out")"
+MCCL_DEBUG=WARN MCCL_SOCKET="$T/nothing.sock" MCCL_JOB=dbgwarn MCCL_RANK=0 \
+    MCCL_NRANKS=1 "$B/mccl-test" expect-init MCCL_ERR_CONNECT "nothing.sock" \
+    >"$T/dbgwarn.out" 2>&1 &&
+    grep -q "^MCCL WARN: pid [0-9]* rank -1: cannot connect to the daemon: cannot connect to mccld at $T/nothing.sock" "$T/dbgwarn.out" &&
+    ok "MCCL_DEBUG=WARN: an error is printed as it happens, with its code" ||
+    bad "MCCL_DEBUG=WARN: $(cat "$T/dbgwarn.out")"
+MCCL_DEBUG=loud MCCL_SOCKET="$T/n0.sock" MCCL_JOB=dbgbad MCCL_RANK=0 \
+    MCCL_NRANKS=1 "$B/mccl-test" expect-init MCCL_ERR_INVALID_ARGUMENT \
+    "MCCL_DEBUG=loud: expected WARN or INFO" >"$T/dbgbad.out" 2>&1 &&
+    ok "MCCL_DEBUG with another value: refused, named" ||
+    bad "MCCL_DEBUG=loud: $(cat "$T/dbgbad.out")"
+
 echo "== another user"
 if command -v setpriv >/dev/null && [ "$(id -u)" = 0 ]; then
 	xbin || bad "copying the programs for the test users"
