@@ -420,6 +420,7 @@ main(int argc, char **argv)
 	    sizeof(err)) == -1 || peer_init(err, sizeof(err)) == -1 ||
 	    scrape_init(err, sizeof(err)) == -1)
 		fatalx("%s", err);
+	job_ctl_restore();	/* the socket's directory is checked */
 	ev_term = evsignal_new(md.base, SIGTERM, signal_cb, NULL);
 	ev_int = evsignal_new(md.base, SIGINT, signal_cb, NULL);
 	ev_hup = evsignal_new(md.base, SIGHUP, hup_cb, NULL);

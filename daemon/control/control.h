@@ -116,6 +116,7 @@ json_t		*job_ctl_failed(const struct client *);
 json_t		*job_ctl_ended(const struct client *, const char *, char *,
 		    size_t);
 void		job_ctl_close(void);
+void		job_ctl_restore(void);
 
 /* ---- check.c: mcclctl check ---- */
 

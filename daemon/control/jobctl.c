@@ -5,10 +5,16 @@
  * also ends a timed-out operation: the node it waited on is asked why, so
  * every rank's error names the rank that held it up (job_blame).
  */
+#include <sys/stat.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 #include <jansson.h>
@@ -650,6 +656,115 @@ failed_trim(uid_t uid)
 	}
 }
 
+/*
+ * The failed jobs survive a restart of the daemon in a file beside its
+ * socket (FAILED_FILE: /run/mccl keeps it across restarts of
+ * mccld.service), rewritten whole, through a temporary file and a rename,
+ * as each one is added: [{"uid": U, "job": {what mcclctl shows}}, ...].
+ * It is read back only if it is the daemon user's, a regular file no one
+ * else may write, and at most FAILED_FILE_MAX bytes; entries that do not
+ * hold are skipped, and failed_jobs_kept bounds each uid's as always.
+ */
+#define FAILED_FILE	"failed-jobs.json"
+#define FAILED_FILE_MAX	(16 * 1024 * 1024)
+
+static void
+failed_path(char *buf, size_t len, const char *suffix)
+{
+	const char *sock = md.conf.socket_path, *slash = strrchr(sock, '/');
+
+	snprintf(buf, len, "%.*s/%s%s", slash == NULL ? 1 :
+	    (int)(slash - sock), slash == NULL ? "." : sock, FAILED_FILE,
+	    suffix);
+}
+
+static void
+failed_save(void)
+{
+	char path[PATH_MAX], tmp[PATH_MAX];
+	static int warned;
+	struct failed_job *f;
+	json_t *all = json_array();
+	int fd, rc = -1;
+
+	TAILQ_FOREACH(f, &failed_jobs, entry)
+		json_array_append_new(all, json_pack("{s:I, s:O}", "uid",
+		    (json_int_t)f->uid, "job", f->doc));
+	failed_path(path, sizeof(path), "");
+	failed_path(tmp, sizeof(tmp), ".XXXXXX");
+	if ((fd = mkostemp(tmp, O_CLOEXEC)) != -1) {
+		rc = json_dumpfd(all, fd, JSON_COMPACT) == 0 && fsync(fd) == 0 &&
+		    rename(tmp, path) == 0 ? 0 : -1;
+		close(fd);
+		if (rc == -1)
+			unlink(tmp);
+	}
+	json_decref(all);
+	if (rc == -1 && !warned++)
+		log_warn("jobs: cannot keep the failed jobs in %s for a "
+		    "restart", path);
+	else if (rc == 0)
+		warned = 0;
+}
+
+/* One entry of the file, if it holds: {"uid": U, "job": {"name": ...}}. */
+static int
+failed_restore_one(json_t *e)
+{
+	json_t *uid = json_object_get(e, "uid"), *doc = json_object_get(e,
+	    "job");
+	const char *name = json_string_value(json_object_get(doc, "name"));
+	struct failed_job *f;
+
+	if (!json_is_integer(uid) || json_integer_value(uid) < 0 ||
+	    json_integer_value(uid) > UINT32_MAX || !json_is_object(doc) ||
+	    name == NULL || *name == '\0' || strlen(name) >= JOB_NAME_MAX ||
+	    (f = calloc(1, sizeof(*f))) == NULL)
+		return 0;
+	f->uid = (uid_t)json_integer_value(uid);
+	wire_strlcpy(f->name, name, sizeof(f->name));
+	f->doc = json_incref(doc);
+	TAILQ_INSERT_TAIL(&failed_jobs, f, entry);
+	failed_trim(f->uid);
+	return 1;
+}
+
+/* At start: the failed jobs of the daemon before this one. */
+void
+job_ctl_restore(void)
+{
+	char path[PATH_MAX];
+	json_error_t jerr;
+	struct stat st;
+	json_t *all, *e;
+	size_t i, n = 0;
+	int fd;
+
+	failed_path(path, sizeof(path), "");
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) == -1) {
+		if (errno != ENOENT)
+			log_warn("jobs: %s", path);
+		return;
+	}
+	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode) ||
+	    st.st_uid != geteuid() || (st.st_mode & 022) ||
+	    st.st_size > FAILED_FILE_MAX) {
+		log_warnx("jobs: %s is not this daemon user's private file of "
+		    "at most %d bytes: not read", path, FAILED_FILE_MAX);
+		close(fd);
+		return;
+	}
+	all = json_loadfd(fd, 0, &jerr);
+	close(fd);
+	if (!json_is_array(all))
+		log_warnx("jobs: %s: not a list of failed jobs (%s): not read",
+		    path, jerr.text);
+	json_array_foreach(all, i, e)
+		n += failed_restore_one(e);
+	json_decref(all);
+	log_info("jobs: %zu failed jobs kept from before the restart", n);
+}
+
 /* A failed job is going: remember its reason, its op, its ranks. */
 void
 job_ctl_remember(const struct job *j)
@@ -679,6 +794,7 @@ job_ctl_remember(const struct job *j)
 	    (unsigned long long)j->id) : json_null());
 	TAILQ_INSERT_TAIL(&failed_jobs, f, entry);
 	failed_trim(j->uid);
+	failed_save();
 }
 
 /*

@@ -136,6 +136,10 @@ done
 run_job "a new job after the unmapped buffers" jxuafter "0 0 1" hold 10
 
 echo "== faults: a daemon killed in the middle of a collective"
+# A job aborted on n2 before: n2's failed jobs outlive its restart.
+run_job "a job aborted on n2, kept as failed" jkept "2" abort
+ctl 2 jobs --failed | grep -q "^jkept " ||
+    bad "n2 does not list jkept as failed: $(ctl 2 jobs --failed)"
 spawn 0 jdk 3 0 loop MCCL_ERR_PEER_FAILED "n2"; d0=$LAST_PID
 spawn 1 jdk 3 1 loop MCCL_ERR_PEER_FAILED "n2"; d1=$LAST_PID
 spawn 2 jdk 3 2 loop MCCL_ERR_CONNECT "daemon connection lost"; d2=$LAST_PID
@@ -149,6 +153,11 @@ expect_exit "rank 2 on the dead daemon gets MCCL_ERR_CONNECT" "$d2"
 detected "daemon death detected" jdk 0 "$t0" "$HB_LIMIT"
 detected "daemon death detected" jdk 1 "$t0" "$HB_LIMIT"
 restart_daemon 2 && ok "n2 restarted and rejoined" || bad "n2 rejoin"
+out=$(ctl 2 jobs --failed)
+grep -q "^jkept " <<<"$out" && grep -q "aborted by rank 0" <<<"$out" &&
+    grep -q "failed jobs kept from before the restart" "$T/n2.log" &&
+    ok "n2's failed jobs outlive its restart (SIGKILL)" ||
+    bad "n2's failed jobs after its restart: $out"
 run_job "a new job after the daemon's restart" jafter2 "0 1 2" hold 10
 
 echo "== faults: a daemon killed in the middle of a 24 MiB allreduce in segments"

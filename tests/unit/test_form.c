@@ -15,6 +15,7 @@
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 #include <jansson.h>
@@ -255,6 +256,7 @@ void link_mem_forget(const void *key) { (void)key; }
 static struct conf_node nodes[NNODES] = { { .name = "n0" }, { .name = "n1" },
     { .name = "n2" } };
 static struct client clients[4];
+static char state_dir[64];
 
 static void
 cluster_up(void)
@@ -263,6 +265,11 @@ cluster_up(void)
 	config_defaults(&md.conf);
 	config_free(&md.conf);		/* the default cluster of one */
 	strcpy(md.conf.node_name, "n0");
+	/* what the daemon keeps beside its socket goes to a folder of ours */
+	ck_assert_ptr_nonnull(mkdtemp(strcpy(state_dir,
+	    "/tmp/test_form.XXXXXX")));
+	snprintf(md.conf.socket_path, sizeof(md.conf.socket_path),
+	    "%s/mccld.sock", state_dir);
 	md.conf.node_index = 0;
 	md.conf.nodes = nodes;
 	md.conf.nnodes = NNODES;
@@ -288,12 +295,16 @@ cluster_up(void)
 static void
 cluster_down(void)
 {
+	char path[sizeof(state_dir) + 32];
 	struct job *j;
 
 	while ((j = TAILQ_FIRST(&md.jobs)) != NULL)
 		job_free(j);
 	job_ctl_close();
 	event_base_free(md.base);
+	snprintf(path, sizeof(path), "%s/failed-jobs.json", state_dir);
+	unlink(path);
+	rmdir(state_dir);
 }
 
 /* A job name that node `coord` coordinates for UID. */
