@@ -4,7 +4,10 @@
  * against the command's schema, and prints it through the command's text or
  * JSON renderer (output.c).  Nothing here knows what a command prints.
  */
+#include <sys/stat.h>
+
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -55,7 +58,8 @@ usage(FILE *f)
 			fprintf(f, "%s %s%s%s", c == commands ? "" : ",",
 			    c->name, c->arg != NULL ? " " : "",
 			    c->arg != NULL ? c->arg : "");
-	fprintf(f, "\n       mcclctl check --write-config [NAME=]HOST[:PORT]...\n");
+	fprintf(f, "\n       mcclctl check --write-config [-o file] "
+	    "[NAME=]HOST[:PORT]...\n");
 }
 
 static int
@@ -72,9 +76,46 @@ parse_timeout(const char *s, int *ms)
 	return 0;
 }
 
+/*
+ * -o FILE: the configuration written beside FILE and renamed over it once
+ * whole, so that a host that does not resolve leaves FILE as it was (a
+ * shell's > would have emptied it first).
+ */
+static int
+write_config_file(const char *file, char *const hosts[], int n, char *err,
+    size_t errlen)
+{
+	char tmp[PATH_MAX];
+	FILE *f = NULL;
+	int fd, rc = -1;
+
+	snprintf(tmp, sizeof(tmp), "%s.XXXXXX", file);
+	if ((fd = mkostemp(tmp, O_CLOEXEC)) == -1 ||
+	    (f = fdopen(fd, "w")) == NULL) {
+		snprintf(err, errlen, "%s: %s", file, strerror(errno));
+		if (fd != -1) {
+			close(fd);
+			unlink(tmp);
+		}
+		return -1;
+	}
+	if (cluster_conf_write(f, hosts, n, err, errlen) == 0) {
+		if (fchmod(fd, 0644) == 0 && fsync(fd) == 0 &&
+		    rename(tmp, file) == 0)
+			rc = 0;
+		else
+			snprintf(err, errlen, "%s: %s", file, strerror(errno));
+	}
+	fclose(f);
+	if (rc == -1)
+		unlink(tmp);
+	return rc;
+}
+
 /* check --write-config HOST...: no daemon asked; the file on stdout. */
 static int
-write_config(const char *command, char *const hosts[], int n)
+write_config(const char *command, const char *file, char *const hosts[],
+    int n)
 {
 	char err[ERR_LEN];
 
@@ -83,7 +124,9 @@ write_config(const char *command, char *const hosts[], int n)
 		usage(stderr);
 		return EXIT_UNREACHABLE;
 	}
-	if (cluster_conf_write(stdout, hosts, n, err, sizeof(err)) == -1) {
+	if ((file != NULL ? write_config_file(file, hosts, n, err,
+	    sizeof(err)) : cluster_conf_write(stdout, hosts, n, err,
+	    sizeof(err))) == -1) {
 		ctl_warn("check --write-config", "%s", err);
 		return EXIT_ERROR;
 	}
@@ -212,19 +255,24 @@ main(int argc, char **argv)
 		{ "failed", no_argument, NULL, 'F' },
 		{ "force", no_argument, NULL, 'O' },
 		{ "write-config", no_argument, NULL, 'W' },
+		{ "output", required_argument, NULL, 'o' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
 	const struct command *c;
-	const char *path = NULL, *arg = NULL, *option = NULL;
+	const char *path = NULL, *arg = NULL, *option = NULL, *output = NULL;
 	char defpath[PATH_MAX];
 	int ch, json = 0, open_ms, timeout_ms = 0, rc;
 	json_t *doc = NULL;
 
 	/* Options before or after the command (a job named "-x": "--" first). */
 	opterr = 0;
-	while ((ch = getopt_long(argc, argv, ":hjs:t:", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, ":hjo:s:t:", longopts, NULL)) !=
+	    -1) {
 		switch (ch) {
+		case 'o':
+			output = optarg;
+			break;
 		case 'F':
 			option = "failed";
 			break;
@@ -268,7 +316,11 @@ main(int argc, char **argv)
 		return EXIT_UNREACHABLE;
 	}
 	if (option != NULL && strcmp(option, "write-config") == 0)
-		return write_config(argv[0], argv + 1, argc - 1);
+		return write_config(argv[0], output, argv + 1, argc - 1);
+	if (output != NULL) {
+		ctl_warn("-o", "is for check --write-config only");
+		return EXIT_UNREACHABLE;
+	}
 	if ((c = command_find(argv[0], option)) == NULL) {
 		if (command_find(argv[0], NULL) != NULL)
 			ctl_warn(argv[0], "takes no --%s", option);

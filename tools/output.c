@@ -844,6 +844,11 @@ check_text(FILE *out, const json_t *doc)
 		fprintf(out, "out of memory\n");
 		goto out;
 	}
+	if (n < 2) {
+		fprintf(out, "a cluster of %zu node%s: no pair of nodes to "
+		    "measure\n", n, n == 1 ? "" : "s");
+		goto out;
+	}
 	fprintf(out, "Gbit/s from each row's node to each column's (%lld links, "
 	    "%lld ms each way); * marks an outlier:\n", num(doc, "lanes"),
 	    num(doc, "ms"));

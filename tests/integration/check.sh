@@ -40,6 +40,18 @@ out=$("$B/mcclctl" check --write-config no-such-host.invalid 2>&1)
 [ $? = 1 ] && grep -q '"no-such-host.invalid": ' <<<"$out" &&
     ok "--write-config: a host that does not resolve, named" ||
     bad "--write-config of an unknown host: $out"
+echo "the running configuration" >"$T/wc-o.conf"
+"$B/mcclctl" check --write-config -o "$T/wc-o.conf" 127.0.0.1:7001 \
+    no-such-host.invalid >/dev/null 2>&1
+[ $? = 1 ] && [ "$(cat "$T/wc-o.conf")" = "the running configuration" ] &&
+    [ "$(ls "$T"/wc-o.conf* | wc -l)" = 1 ] &&
+    ok "--write-config -o FILE: a host that does not resolve leaves FILE as it was" ||
+    bad "--write-config -o: FILE is now: $(head -c 80 "$T/wc-o.conf")"
+"$B/mcclctl" check --write-config -o "$T/wc-o.conf" "$me=127.0.0.1:7001" \
+    "peer=127.0.0.1:7002" && "$B/mccld" -n -c "$T/wc-o.conf" \
+    -s "$T/wc-o.sock" >/dev/null 2>&1 &&
+    ok "--write-config -o FILE: written whole, mccld takes it" ||
+    bad "--write-config -o FILE: $(cat "$T/wc-o.conf")"
 
 echo "== mcclctl check: every pair of nodes"
 out=$(ctl 1 check 2>&1)
