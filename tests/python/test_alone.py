@@ -92,6 +92,14 @@ class Alone(unittest.TestCase):
             w.allreduce(numpy.zeros(2), out=numpy.zeros(3))
         with self.assertRaisesRegex(ValueError, "op 8"):
             w.allreduce(numpy.zeros(2), op=8)
+        # an op by its name, as torch's ReduceOp reads
+        x = numpy.full(3, 2.0)
+        self.assertEqual(list(w.allreduce(x, op="avg")), [2.0] * 3)
+        self.assertEqual(list(w.allreduce(x, op="MAX")), [2.0] * 3)
+        with self.assertRaisesRegex(ValueError, "op 'mean' .*their names"):
+            w.allreduce(numpy.zeros(2), op="mean")
+        with self.assertRaisesRegex(mccl.UnsupportedError, "floating"):
+            w.allreduce(numpy.zeros(2, dtype=numpy.int32), op="avg")
         with self.assertRaisesRegex(mccl.UnsupportedError, "integer dtype"):
             w.allreduce(numpy.zeros(2), op=mccl.BXOR)
         with self.assertRaisesRegex(mccl.UnsupportedError, "floating"):

@@ -282,11 +282,15 @@ class Comm:
 
     @staticmethod
     def _op(op, b):
-        """op, checked against b's dtype as the C library checks it (the
-        world of one has no library to ask)."""
+        """op (mccl.SUM ... or its name, "sum" ... "bxor"), checked against
+        b's dtype as the C library checks it (the world of one has no
+        library to ask)."""
+        if isinstance(op, str) and op.lower() in OP_NAMES:
+            op = OP_NAMES.index(op.lower())
         if not _pow_ok(op) or not 0 <= op < len(OP_NAMES):
             raise ValueError("mccl: op %r is not one of mccl.SUM, PROD, "
-                             "MIN, MAX, AVG, BAND, BOR, BXOR" % (op,))
+                             "MIN, MAX, AVG, BAND, BOR, BXOR or their names "
+                             "(%s)" % (op, ", ".join(OP_NAMES)))
         floating = b.dtype >= FLOAT16
         if op == AVG and not floating:
             raise UnsupportedError("MCCL_AVG needs a floating-point dtype, "
