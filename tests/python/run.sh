@@ -388,11 +388,24 @@ cat >"$T/hosts.json" <<EOF
 [{"host": "n0", "ranks": 1}, {"host": "n1", "ranks": 2}]
 EOF
 out=$("${MCCLRUN[@]}" --ssh "$HERE/fakessh $T" --hostfile "$T/hosts.json" \
+    --master-addr 127.0.0.1 \
     --env EXTRA=yes sh -c 'echo "$MCCL_RANK $MCCL_SOCKET $EXTRA"' 2>&1)
 [ "$(sort <<<"$out")" = "[0] 0 $T/n0.sock yes
 [1] 1 $T/n1.sock yes
 [2] 2 $T/n1.sock yes" ] && ok "--hostfile with ranks per host, --env" ||
     bad "hostfile: $out"
+printf '# Open MPI and MPICH forms\nn0 slots=1 max_slots=4\nn1:2\n' \
+    >"$T/hosts.txt"
+out=$("${MCCLRUN[@]}" --ssh "$HERE/fakessh $T" --hostfile "$T/hosts.txt" \
+    --master-addr 127.0.0.1 sh -c 'echo "$MCCL_RANK $MCCL_SOCKET"' 2>&1)
+[ "$(sort <<<"$out")" = "[0] 0 $T/n0.sock
+[1] 1 $T/n1.sock
+[2] 2 $T/n1.sock" ] && ok "--hostfile in Open MPI's and MPICH's text form" ||
+    bad "text hostfile: $out"
+out=$("${MCCLRUN[@]}" --ssh "$HERE/fakessh $T" --hosts n0,n1 true 2>&1)
+[ $? != 0 ] && grep -q "rank 0's host 'n0' does not resolve, so it cannot be torch.distributed's MASTER_ADDR: give --master-addr" <<<"$out" &&
+    ok "a rank 0 host that does not resolve: refused at once, named" ||
+    bad "an unresolvable MASTER_ADDR: $out"
 for bad_host in '{"host": "n0", "ranks": true}' '{"host": ""}' '""'; do
 	echo "[$bad_host]" >"$T/bad-hosts.json"
 	out=$("${MCCLRUN[@]}" --ssh "$HERE/fakessh $T" --hostfile \

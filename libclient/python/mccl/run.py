@@ -79,8 +79,10 @@ def parse_args(argv):
                    help="ranks on each host (default: 1 with --hosts)")
     p.add_argument("--hosts", help="comma-separated hosts to spread "
                    "ranks over (through --ssh)")
-    p.add_argument("--hostfile", help="a JSON list of hosts (strings, or "
-                   "objects with \"host\" and optional \"ranks\")")
+    p.add_argument("--hostfile", help="hosts, one a line as Open MPI's "
+                   "(\"host slots=N\") or MPICH's (\"host:N\"), or a JSON "
+                   "list (strings, or objects with \"host\" and optional "
+                   "\"ranks\")")
     p.add_argument("--ssh", default="ssh",
                    help="the command that runs a command on a host, given "
                    "the host and the command (default: ssh)")
@@ -111,15 +113,32 @@ def parse_args(argv):
 
 
 def read_hostfile(path):
-    """[(host, ranks or None)] from a JSON list."""
+    """[(host, ranks or None)] from a JSON list of hosts (strings, or
+    objects with "host" and optional "ranks"), or from Open MPI's and
+    MPICH's text form: a host a line, with "slots=N" (or ":N") for its
+    ranks, "#" comments."""
     try:
         with open(path) as f:
-            data = json.load(f)
-    except (OSError, ValueError) as e:
+            text = f.read()
+    except OSError as e:
         raise SystemExit("mcclrun: hostfile %s: %s" % (path, e))
-    if not isinstance(data, list) or not data:
-        raise SystemExit("mcclrun: hostfile %s: expected a non-empty JSON "
-                         "list of hosts" % path)
+    if text.lstrip().startswith("["):
+        try:
+            data = json.loads(text)
+        except ValueError as e:
+            raise SystemExit("mcclrun: hostfile %s: %s" % (path, e))
+        hosts = json_hosts(path, data)
+    else:
+        hosts = text_hosts(path, text)
+    if not hosts:
+        raise SystemExit("mcclrun: hostfile %s: no hosts in it" % path)
+    return hosts
+
+
+def json_hosts(path, data):
+    if not isinstance(data, list):
+        raise SystemExit("mcclrun: hostfile %s: expected a JSON list of "
+                         "hosts" % path)
     hosts = []
     for h in data:
         name = h if isinstance(h, str) else \
@@ -140,6 +159,31 @@ def read_hostfile(path):
         else:
             raise SystemExit("mcclrun: hostfile %s: %r is not a host" %
                              (path, h))
+    return hosts
+
+
+def text_hosts(path, text):
+    """Open MPI's "host slots=N [max_slots=M]" lines, MPICH's "host:N"."""
+    hosts = []
+    for no, line in enumerate(text.splitlines(), 1):
+        words = line.split("#", 1)[0].split()
+        if not words:
+            continue
+        name, slots = words[0], None
+        if ":" in name and name.count(":") == 1:
+            name, slots = name.split(":")
+        for w in words[1:]:
+            key, _, value = w.partition("=")
+            if key == "slots":
+                slots = value
+            elif key not in ("max_slots", "max-slots"):
+                raise SystemExit("mcclrun: hostfile %s, line %d: %r: "
+                                 "expected slots=N" % (path, no, w))
+        if slots is not None and (not slots.isdigit() or int(slots) < 1):
+            raise SystemExit("mcclrun: hostfile %s, line %d: slots %r: "
+                             "expected a positive integer" %
+                             (path, no, slots))
+        hosts.append((name, int(slots) if slots is not None else None))
     return hosts
 
 
