@@ -448,6 +448,7 @@ else
 	bad "cluster.sh start 2: $out"
 fi
 out=$("${MCCLRUN[@]}" --ssh "$TOP/tools/cluster.sh on $CL" --hosts n0,n1 \
+    --master-addr 127.0.0.1 \
     -N 2 "$PY" "$TOP/libclient/python/examples/allreduce.py" 2>&1)
 [ "$(grep -c 'of 4: 10 (expected 10)' <<<"$out")" = 4 ] &&
     ok "the example on them, 2 ranks on each, by mcclrun --ssh \
