@@ -53,6 +53,22 @@ echo "the running configuration" >"$T/wc-o.conf"
     ok "--write-config -o FILE: written whole, mccld takes it" ||
     bad "--write-config -o FILE: $(cat "$T/wc-o.conf")"
 
+echo "== mcclctl check on a cluster of one node"
+oport=$(free_ports 1)
+"$B/mcclctl" check --write-config -o "$T/one.conf" "one=127.0.0.1:$oport" &&
+    { "$B/mccld" -c "$T/one.conf" -s "$T/one.sock" >>"$T/one.log" 2>&1 &
+    DAEMON_PIDS[30]=$!; }
+for i in $(seq 50); do
+	"$B/mcclctl" -s "$T/one.sock" status >/dev/null 2>&1 && break
+	sleep 0.1
+done
+out=$("$B/mcclctl" -s "$T/one.sock" check 2>&1)
+expect_output "mcclctl check on one node: nothing to measure, said" \
+    "0:a cluster of 1 node: no pair of nodes to measure" "$?:$out"
+kill -TERM "${DAEMON_PIDS[30]}" 2>/dev/null
+wait "${DAEMON_PIDS[30]}" 2>/dev/null
+unset "DAEMON_PIDS[30]"
+
 echo "== mcclctl check: every pair of nodes"
 out=$(ctl 1 check 2>&1)
 rc=$?
