@@ -261,6 +261,7 @@ peer_up(struct peer *p)
 	    (uint32_t)md.conf.nnodes, md.conf.heartbeat_mesh_max_nodes);
 	p->watched_ns = p->last_rx_ns;
 	p->last_error[0] = '\0';
+	bufferevent_set_timeouts(p->bev, NULL, NULL);	/* heartbeats watch */
 	log_info("peer: node %s (%s:%u) is up", p->node->name,
 	    p->node->addr.host, p->node->addr.port);
 	monitor_event("peer_up", NULL, json_pack("{s:s}", "peer",
@@ -463,7 +464,11 @@ peer_event_cb(struct bufferevent *bev, short events, void *arg)
 		peer_send(p->index, PEER_AUTH_HELLO, &ah, NULL, 0);
 		return;
 	}
-	if (events & BEV_EVENT_EOF)
+	if (events & BEV_EVENT_TIMEOUT)
+		snprintf(why, sizeof(why), "no answer within %u ms while %s "
+		    "(a frozen node answers the TCP connect, nothing else)",
+		    md.conf.connect_timeout_ms, peer_state_names[p->state]);
+	else if (events & BEV_EVENT_EOF)
 		snprintf(why, sizeof(why), "connection closed");
 	else
 		snprintf(why, sizeof(why), "connection error: %s",
@@ -482,8 +487,14 @@ peer_attach(struct peer *p, int fd)
 static void
 peer_connect(struct peer *p)
 {
+	struct timeval tv;
+
 	peer_attach(p, -1);
 	peer_set_state(p, PEER_CONNECTING);
+	/* Connected, authenticated and greeted within the timeout, or down. */
+	tv.tv_sec = md.conf.connect_timeout_ms / 1000;
+	tv.tv_usec = (md.conf.connect_timeout_ms % 1000) * 1000;
+	bufferevent_set_timeouts(p->bev, &tv, &tv);
 	if (bufferevent_socket_connect(p->bev, (struct sockaddr *)&p->sa,
 	    (int)p->salen) == -1)
 		peer_down(p, "connect failed");

@@ -222,6 +222,16 @@ expect_exit "rank 0 gets PEER_FAILED naming n1" "$s0"
 expect_exit "rank 2 gets PEER_FAILED naming n1" "$s2"
 detected "frozen daemon detected" jst 0 "$t0" "$HB_LIMIT"
 detected "frozen daemon detected" jst 2 "$t0" "$HB_LIMIT"
+# n0 dials the frozen n1 again: the kernel answers its connect, nothing
+# else; mcclctl peers must say so within the connect timeout (3 s).
+for i in $(seq 80); do
+	ctl 0 peers | grep -q "last error: no answer within 3000 ms while" && break
+	sleep 0.1
+done
+out=$(ctl 0 peers)
+grep -q "last error: no answer within 3000 ms while \(connecting\|authenticating\|handshake\) (a frozen node answers the TCP connect, nothing else)" <<<"$out" &&
+    ok "mcclctl peers: a frozen node's handshake times out, said so" ||
+    bad "mcclctl peers with n1 frozen: $out"
 kill -CONT "${DAEMON_PIDS[1]}"
 expect_exit "rank 1 on the thawed daemon gets an error" "$s1"
 wait_cluster 3 && ok "n1 back in the cluster" || bad "n1 back"

@@ -57,6 +57,11 @@ else
 	bad "test_constants.py"
 	echo "$out" | tail -n 20
 fi
+out=$(MCCL_LIBRARY=/nonexistent MCCL_SOCKET="$T/none.sock" "$PY" \
+    "$HERE/torch_alone.py" 2>&1)
+[ "$(tail -n 1 <<<"$out")" = "ok 5" ] &&
+    ok "the torch backend in a group of one: no daemon, no library (5 checks)" ||
+    bad "the torch backend alone: $(tail -n 5 <<<"$out")"
 out=$(MCCL_LIBRARY=/nonexistent "$PY" "$TOP/libclient/python/examples/allreduce.py" 2>&1)
 [ "$out" = "rank 0 of 1: 1 (expected 1)" ] &&
     ok "the README's example, alone" || bad "the example alone: $out"

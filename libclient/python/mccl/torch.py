@@ -1015,7 +1015,10 @@ def abort(group=None):
 
 
 def _join(store, rank, size, timeout):
-    """This group's MCCL job: named by the group's rank 0 in its store."""
+    """This group's MCCL job: named by the group's rank 0 in its store; a
+    group of one is a world of one, which needs no daemon (mccl.init)."""
+    if size == 1:
+        return mccl.Comm(None, "alone")
     key = "mccl_job"
     if rank == 0:
         store.set(key, "torch-" + uuid.uuid4().hex)
