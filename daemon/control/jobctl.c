@@ -658,24 +658,26 @@ failed_trim(uid_t uid)
 
 /*
  * The failed jobs survive a restart of the daemon in a file beside its
- * socket (FAILED_FILE: /run/mccl keeps it across restarts of
- * mccld.service), rewritten whole, through a temporary file and a rename,
+ * socket, named after it (mccld.sock: mccld.failed-jobs.json; daemons
+ * whose sockets share a folder keep theirs apart; /run/mccl keeps it
+ * across restarts of mccld.service), rewritten whole, through a temporary file and a rename,
  * as each one is added: [{"uid": U, "job": {what mcclctl shows}}, ...].
  * It is read back only if it is the daemon user's, a regular file no one
  * else may write, and at most FAILED_FILE_MAX bytes; entries that do not
  * hold are skipped, and failed_jobs_kept bounds each uid's as always.
  */
-#define FAILED_FILE	"failed-jobs.json"
+#define FAILED_FILE	".failed-jobs.json"
 #define FAILED_FILE_MAX	(16 * 1024 * 1024)
 
 static void
 failed_path(char *buf, size_t len, const char *suffix)
 {
-	const char *sock = md.conf.socket_path, *slash = strrchr(sock, '/');
+	const char *sock = md.conf.socket_path;
+	size_t n = strlen(sock);
 
-	snprintf(buf, len, "%.*s/%s%s", slash == NULL ? 1 :
-	    (int)(slash - sock), slash == NULL ? "." : sock, FAILED_FILE,
-	    suffix);
+	if (n > 5 && strcmp(sock + n - 5, ".sock") == 0)
+		n -= 5;
+	snprintf(buf, len, "%.*s%s%s", (int)n, sock, FAILED_FILE, suffix);
 }
 
 static void

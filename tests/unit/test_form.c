@@ -302,7 +302,7 @@ cluster_down(void)
 		job_free(j);
 	job_ctl_close();
 	event_base_free(md.base);
-	snprintf(path, sizeof(path), "%s/failed-jobs.json", state_dir);
+	snprintf(path, sizeof(path), "%s/mccld.failed-jobs.json", state_dir);
 	unlink(path);
 	rmdir(state_dir);
 }
