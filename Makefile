@@ -238,6 +238,13 @@ check-tsan:
 check-rdma:
 	MCCL_TEST_TRANSPORT=rdma $(MAKE) B=build-rdma VERBS=fake integration
 
+# The Python package as a wheel that carries libmccl.so.0 and mcclctl
+# (libclient/python/setup.py), offline: $(B)/mccl-VERSION-*.whl.
+wheel: all
+	rm -f $(B)/mccl-*.whl
+	$(PYTHON) -m pip wheel --quiet --no-deps --no-build-isolation \
+	    --no-index -w $(B) ./libclient/python
+
 # The Python package, the torch backend and mcclrun (tests/python).
 check-python: all
 	tests/python/run.sh $(B)
@@ -413,4 +420,4 @@ clean:
 	rm -rf $(B) build-asan build-tsan build-rdma
 
 .PHONY: all deps unit integration check check-asan check-tsan check-rdma check-python \
-	check-soak soak demo bench clean
+	check-soak soak wheel demo bench clean

@@ -467,19 +467,64 @@ for p in $pids; do kill -0 "$p" 2>/dev/null && alive="$alive $p"; done
 
 echo "== pip install into a virtual environment, without the network"
 # As a torch user does: a venv (Debian's torch and numpy through
-# --system-site-packages), the package from a copy of its folder.
+# --system-site-packages), pip install ./libclient/python from the top of
+# the tree: the wheel carries libmccl.so.0 and mcclctl, and the tree is
+# left as it was.
 VENV=$T/venv VENV_OK=0
-cp -r "$TOP/libclient/python" "$T/pysrc"
+before=$(cd "$TOP" && git status --porcelain --ignored libclient/python 2>/dev/null)
 if ! "$PY" -m venv --system-site-packages "$VENV" >"$T/venv.out" 2>&1; then
 	bad "python -m venv: $(tail -n 3 "$T/venv.out")"
-elif ! "$VENV/bin/python" -c 'import setuptools' 2>/dev/null; then
-	echo "(skipped: no setuptools for the venv to build with, offline)"
-elif "$VENV/bin/pip" install --no-index --no-build-isolation --quiet \
-    "$T/pysrc" >>"$T/venv.out" 2>&1; then
+elif ! "$VENV/bin/python" -c 'import setuptools, wheel' 2>/dev/null; then
+	echo "(skipped: no setuptools and wheel for the venv to build with, offline)"
+elif (cd "$TOP" && "$VENV/bin/pip" install --no-index --no-build-isolation \
+    --quiet ./libclient/python) >>"$T/venv.out" 2>&1; then
 	ok "pip install ./libclient/python into a venv"
 	VENV_OK=1
 else
 	bad "pip install into a venv: $(tail -n 3 "$T/venv.out")"
+fi
+after=$(cd "$TOP" && git status --porcelain --ignored libclient/python 2>/dev/null)
+[ "$before" = "$after" ] && ok "pip leaves the tree as it was" ||
+    bad "pip left in the tree: $(diff <(echo "$before") <(echo "$after") | tail -n 3)"
+if [ $VENV_OK = 1 ]; then
+	site=$(cd "$T" && env -u PYTHONPATH "$VENV/bin/python" -c \
+	    'import mccl, os; print(os.path.dirname(mccl.__file__))')
+	[ -x "$site/mcclctl" ] && [ -f "$site/libmccl.so.0" ] &&
+	    ok "the wheel carries libmccl.so.0 and mcclctl" ||
+	    bad "the installed package: $(ls "$site")"
+	out=$(cd "$T" && env -u PYTHONPATH -u MCCL_LIBRARY -u MCCLCTL \
+	    MCCL_SOCKET="$T/n0.sock" "$VENV/bin/mcclrun" -n 4 "$VENV/bin/python" \
+	    -c 'import mccl, numpy
+w = mccl.init()
+x = numpy.full(4, w.rank + 1.0)
+w.allreduce(x)
+print("of %d: %g" % (w.size, x[0]))' 2>&1)
+	[ "$(grep -c 'of 4: 10$' <<<"$out")" = 4 ] &&
+	    ok "4 ranks under the venv's mcclrun, outside the tree, nothing set but the socket" ||
+	    bad "4 ranks from the venv: $out"
+fi
+# make wheel, installed into a plain venv (offline: no numpy, --no-deps).
+if make -C "$TOP" --no-print-directory B="$B" wheel >"$T/wheel.out" 2>&1 &&
+    whl=$(ls "$B"/mccl-*.whl 2>/dev/null | head -n 1) && [ -n "$whl" ]; then
+	PLAIN=$T/plain
+	if "$PY" -m venv "$PLAIN" >>"$T/wheel.out" 2>&1 &&
+	    "$PLAIN/bin/pip" install --no-index --no-deps --quiet "$whl" \
+	    >>"$T/wheel.out" 2>&1; then
+		out=$(cd "$T" && env -u PYTHONPATH -u MCCL_LIBRARY -u MCCLCTL \
+		    MCCL_SOCKET="$T/n0.sock" "$PLAIN/bin/mcclrun" -n 2 \
+		    "$PLAIN/bin/python" -c 'import array, mccl
+w = mccl.init()
+x = array.array("d", [w.rank + 1.0] * 4)
+w.allreduce(x)
+print("of %d: %g" % (w.size, x[0]))' 2>&1)
+		[ "$(grep -c 'of 2: 3$' <<<"$out")" = 2 ] &&
+		    ok "make wheel, in a plain venv: 2 ranks under its mcclrun" ||
+		    bad "the wheel in a plain venv: $out"
+	else
+		bad "the wheel into a plain venv: $(tail -n 3 "$T/wheel.out")"
+	fi
+else
+	bad "make wheel: $(tail -n 3 "$T/wheel.out")"
 fi
 if [ $VENV_OK = 1 ]; then
 VPY=$VENV/bin/python
@@ -492,9 +537,9 @@ case $out in
 "$VENV"/*) ok "the venv's python imports the venv's mccl" ;;
 *) bad "the venv's mccl: $out" ;;
 esac
-out=$(vrun "$VPY" -c 'import mccl; mccl.Comm.create("x", 0, 1)' 2>&1)
-grep -q "cannot load libmccl.so.0: .*/site-packages/mccl/libmccl.so.0: no such file.*MCCL_LIBRARY" <<<"$out" &&
-    ok "no libmccl to be found: the error names where it looked" ||
+out=$(vrun MCCL_LIBRARY=/none/libmccl.so.0 "$VPY" -c 'import mccl; mccl.Comm.create("x", 0, 1)' 2>&1)
+grep -q "cannot load libmccl.so.0: .*/none/libmccl.so.0.*MCCL_LIBRARY" <<<"$out" &&
+    ok "a libmccl that cannot be loaded: the error names where it looked" ||
     bad "no libmccl: $out"
 # array.array, not numpy: a venv made from a venv sees no numpy.
 out=$(vrun MCCL_LIBRARY="$B/libmccl.so.0" "$VENV/bin/mcclrun" --mcclctl \
@@ -506,8 +551,6 @@ print("of %d: %g" % (w.size, x[0]))' 2>&1)
 [ "$(grep -c 'of 2: 3$' <<<"$out")" = 2 ] &&
     ok "an allreduce under the venv's mcclrun, MCCL_LIBRARY" ||
     bad "an allreduce from the venv: $out"
-cp "$B/libmccl.so.0" "$(dirname "$(vrun MCCL_LIBRARY=/none "$VPY" -c \
-    'import mccl; print(mccl.__file__)')")/"
 # --system-site-packages reaches Debian's torch; from a python that is a
 # venv itself (the 16-core machine's), only its base's packages.
 if ! vrun "$VPY" -c 'import torch' 2>/dev/null; then

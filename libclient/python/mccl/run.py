@@ -290,14 +290,16 @@ def remote(a, host, env, command, wrap=True):
 def local_mcclctl(a):
     """This host's mcclctl: --mcclctl or MCCLCTL, else beside the launcher,
     in a build tree (../build from the launcher, or the one this package
-    lies in), else from PATH; SystemExit naming every place tried."""
+    lies in), in the package (a wheel carries one), else from PATH;
+    SystemExit naming every place tried."""
     if a.mcclctl:
         return a.mcclctl
     launcher = os.path.dirname(os.path.realpath(sys.argv[0]))
     package = os.path.dirname(os.path.abspath(__file__))
     tried = []
     for place in (launcher, os.path.join(launcher, "..", "build"),
-                  os.path.join(package, "..", "..", "..", "build")):
+                  os.path.join(package, "..", "..", "..", "build"),
+                  package):		# a wheel's (setup.py)
         path = os.path.normpath(os.path.join(place, "mcclctl"))
         if path in tried:
             continue
