@@ -34,6 +34,24 @@ hostile_alive() {	# NAME PID LOG
 	fi
 }
 
+# hostile_daemon SLOT CONF SOCKET LOG [FDS]: mccld -c CONF in the
+# background as DAEMON_PIDS[SLOT] (with at most FDS descriptors), waited
+# for until SOCKET answers (10 s).
+hostile_daemon() {
+	local slot=$1 conf=$2 sock=$3 log=$4 fds=${5:-} deadline
+	if [ -n "$fds" ]; then
+		(ulimit -n "$fds"; exec "$B/mccld" -c "$conf" >>"$log" 2>&1) &
+	else
+		"$B/mccld" -c "$conf" >>"$log" 2>&1 &
+	fi
+	DAEMON_PIDS[$slot]=$!
+	deadline=$((SECONDS + 10))
+	until "$B/mcclctl" -s "$sock" status >/dev/null 2>&1; do
+		[ $SECONDS -lt $deadline ] || break
+		sleep 0.1
+	done
+}
+
 echo "== hostile clients on n0"
 # A pool of huge pages while the clients run (as root), so that a hugetlbfs
 # segment is one the daemon could map: it must refuse it all the same.
@@ -253,13 +271,7 @@ cat >"$T/f1.conf" <<EOC
   "connect_timeout_ms": 3000
 }
 EOC
-(ulimit -n 64; exec "$B/mccld" -c "$T/f1.conf" >>"$T/f1.log" 2>&1) &
-DAEMON_PIDS[12]=$!
-h_deadline=$((SECONDS + 10))
-until "$B/mcclctl" -s "$T/f1.sock" status >/dev/null 2>&1; do
-	[ $SECONDS -lt $h_deadline ] || break
-	sleep 0.1
-done
+hostile_daemon 12 "$T/f1.conf" "$T/f1.sock" "$T/f1.log" 64
 "$B/mccl-hostile" flood 127.0.0.1 $((kbase + 2)) 150 2500 \
     >"$T/flood.out" 2>&1 &
 h_flooder=$!
@@ -312,13 +324,7 @@ cat >"$T/mf.conf" <<EOC
   "metrics_listen": "127.0.0.1:$((mbase + 1))", "metrics_timeout_ms": 1000,
   "log_level": "debug" }
 EOC
-(ulimit -n 64; exec "$B/mccld" -c "$T/mf.conf" >>"$T/mf.log" 2>&1) &
-DAEMON_PIDS[13]=$!
-h_deadline=$((SECONDS + 10))
-until "$B/mcclctl" -s "$T/mf0.sock" status >/dev/null 2>&1; do
-	[ $SECONDS -lt $h_deadline ] || break
-	sleep 0.1
-done
+hostile_daemon 13 "$T/mf.conf" "$T/mf0.sock" "$T/mf.log" 64
 # mf_scrape [HEADER]: the status line of a GET /metrics.
 mf_scrape() {
 	curl -s -o /dev/null -w '%{http_code}' --max-time 5 ${1:+-H "$1"} \
@@ -384,13 +390,7 @@ head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$T/mtoken"
 chmod 600 "$T/mtoken"
 sed 's#"metrics_timeout_ms": 1000,#"metrics_token_file": "'"$T/mtoken"'",#' \
     "$T/mf.conf" >"$T/mt.conf"
-"$B/mccld" -c "$T/mt.conf" >>"$T/mt.log" 2>&1 &
-DAEMON_PIDS[13]=$!
-h_deadline=$((SECONDS + 10))
-until "$B/mcclctl" -s "$T/mf0.sock" status >/dev/null 2>&1; do
-	[ $SECONDS -lt $h_deadline ] || break
-	sleep 0.1
-done
+hostile_daemon 13 "$T/mt.conf" "$T/mf0.sock" "$T/mt.log"
 [ "$(mf_scrape)" = 401 ] && ok "metrics token: a scrape without it gets 401" ||
     bad "metrics token: a scrape without it got $(mf_scrape)"
 [ "$(mf_scrape "Authorization: Bearer wrong-token-0123456789")" = 401 ] &&

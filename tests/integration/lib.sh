@@ -35,6 +35,21 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# test_user NAME: a system user without a home, for tests that need
+# several users (as root); removed at exit.
+TEST_USERS=()
+test_users_del() {
+	local u
+	for u in "${TEST_USERS[@]}"; do
+		userdel "$u" 2>/dev/null
+	done
+}
+CLEANUP_HOOKS+=(test_users_del)
+test_user() {
+	useradd --system --no-create-home --shell /usr/sbin/nologin "$1" &&
+	    TEST_USERS+=("$1")
+}
+
 ok()  { PASS=$((PASS + 1)); echo "ok   $*"; }
 bad() { FAIL=$((FAIL + 1)); echo "FAIL $*"; }
 

@@ -287,19 +287,7 @@ fi
 
 echo "== another user's daemon is never handed our memory"
 xbin || { bad "copying the programs for the test users"; return 0; }
-SEC_USERS=()
-sec_users_del() {
-	local u
-	for u in "${SEC_USERS[@]}"; do
-		userdel "$u" 2>/dev/null
-	done
-}
-CLEANUP_HOOKS+=(sec_users_del)
-sec_user() {	# NAME: a system user without a home, removed at exit
-	useradd --system --no-create-home --shell /usr/sbin/nologin "$1" &&
-	    SEC_USERS+=("$1")
-}
-sec_user mcclatk$$ && sec_user mcclvic$$ &&
+test_user mcclatk$$ && test_user mcclvic$$ &&
     atk=$(id -u mcclatk$$) && vic=$(id -u mcclvic$$) || {
 	bad "creating test users"
 	return 0

@@ -19,15 +19,6 @@ RANK_MS_MIN=2000
 RANK_MS_MAX=6000
 LOG_LEVEL=info
 
-SOAK_USERS=()
-soak_users_del() {
-	local u
-	for u in "${SOAK_USERS[@]}"; do
-		userdel "$u" 2>/dev/null
-	done
-}
-CLEANUP_HOOKS+=(soak_users_del)
-
 # The three users: made here as root, else the caller three times.
 uids=()
 if [ "$(id -u)" = 0 ] && command -v useradd >/dev/null &&
@@ -35,8 +26,7 @@ if [ "$(id -u)" = 0 ] && command -v useradd >/dev/null &&
 	xbin || { bad "copying the programs for the soak's users"; summary; exit 1; }
 	for u in a b c; do
 		name=mcclsoak$u$$
-		useradd --system --no-create-home --shell /usr/sbin/nologin \
-		    "$name" && SOAK_USERS+=("$name") && uids+=("$(id -u "$name")")
+		test_user "$name" && uids+=("$(id -u "$name")")
 	done
 	TESTBIN=$XB/mccl-test
 else
