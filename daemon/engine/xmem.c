@@ -62,8 +62,7 @@ xmem_open(struct xmem *x, pid_t pid, uid_t uid, uint64_t probe_addr,
 	ssize_t n;
 	int fd;
 
-	x->pid = 0;
-	x->pidfd = -1;
+	*x = (struct xmem){ .pid = 0, .pidfd = -1 };
 	if (probe_addr == 0) {
 		snprintf(why, whylen, "the client did not offer its memory");
 		return -1;
