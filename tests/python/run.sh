@@ -62,6 +62,29 @@ out=$(MCCL_LIBRARY=/nonexistent MCCL_SOCKET="$T/none.sock" "$PY" \
 [ "$(tail -n 1 <<<"$out")" = "ok 5" ] &&
     ok "the torch backend in a group of one: no daemon, no library (5 checks)" ||
     bad "the torch backend alone: $(tail -n 5 <<<"$out")"
+# The backend's name: "mccl", or "mccld" where another plugin holds it.
+name_case() {	# ARGS...: the last three lines of torch_name.py and its stderr
+	MCCL_LIBRARY=/nonexistent MCCL_SOCKET="$T/none.sock" "$@" 2>&1 |
+	    grep -v "^ *$" | tail -n 3 | tr '\n' '|'
+}
+out=$(name_case "$PY" "$HERE/torch_name.py" free)
+[ "$out" = "name mccl|ok|" ] && ok "torch backend name: \"mccl\" where it is free" ||
+    bad "torch backend name, free: $out"
+out=$(name_case "$PY" "$HERE/torch_name.py" taken)
+case $out in
+*'another plugin holds the backend name "mccl"; MCCL'"'"'s is "mccld": init_process_group("mccld")'*"name mccld|ok|")
+	ok "torch backend name: \"mccld\" where another plugin holds \"mccl\", said once" ;;
+*)	bad "torch backend name, taken: $out" ;;
+esac
+out=$(MCCL_TORCH_BACKEND=mcclx name_case "$PY" "$HERE/torch_name.py" taken)
+[ "$out" = "name mcclx|ok|" ] && ok "torch backend name: MCCL_TORCH_BACKEND chooses it" ||
+    bad "torch backend name, chosen: $out"
+out=$(MCCL_TORCH_BACKEND=mccl name_case "$PY" "$HERE/torch_name.py" taken)
+case $out in
+*"MCCL_TORCH_BACKEND=mccl: another backend holds that name"*)
+	ok "torch backend name: one another plugin holds is refused, named" ;;
+*)	bad "torch backend name, chosen and taken: $out" ;;
+esac
 out=$(MCCL_LIBRARY=/nonexistent "$PY" "$TOP/libclient/python/examples/allreduce.py" 2>&1)
 [ "$out" = "rank 0 of 1: 1 (expected 1)" ] &&
     ok "the README's example, alone" || bad "the example alone: $out"
@@ -151,6 +174,13 @@ torch_tests() {
 	"${MCCLRUN[@]}" "${REMOTE[@]}" -N 2 "$PY" "$HERE/torch_check.py" \
 	    >"$T/torch.out" 2>&1
 	report "torch_check.py under mcclrun" "$T/torch.out" $?
+
+	"${MCCLRUN[@]}" "${REMOTE[@]}" --job torchjob -N 2 "$PY" \
+	    "$HERE/torch_job.py" torchjob >"$T/torchjob.out" 2>&1
+	rc=$?
+	[ $rc = 0 ] && [ "$(grep -c '^\[[0-9]\] ok ' "$T/torchjob.out")" = 16 ] &&
+	    ok "the torch world is mcclrun's job and mccl.init()'s world (4 ranks x 4 checks)" ||
+	    bad "torch_job.py: exit $rc: $(grep -v '^\[[0-9]\] ok ' "$T/torchjob.out" | head -n 8)"
 
 	echo "== torch checks under torchrun"
 	local p

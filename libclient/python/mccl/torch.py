@@ -43,9 +43,11 @@ float32 on every node.
 """
 
 import collections
+import os
 import functools
 import inspect
 import queue
+import sys
 import threading
 import uuid
 import weakref
@@ -611,7 +613,7 @@ class ProcessGroupMCCL(ProcessGroup):
                                      self._staging)
 
     def getBackendName(self):
-        return "mccl"
+        return BACKEND_NAME
 
     # torch 2 keeps a ProcessGroup its plugin returns as the group itself,
     # with no per-device backend registered, and asks the group for one when
@@ -627,7 +629,7 @@ class ProcessGroupMCCL(ProcessGroup):
         return self
 
     def _get_backend_name(self):
-        return "mccl"
+        return BACKEND_NAME
 
     # torch 2 names a group through its per-device backends, and this group
     # has none (above): it keeps its name itself, or destroy_process_group
@@ -1014,11 +1016,41 @@ def abort(group=None):
     pg._comm.abort()
 
 
+# The launcher's rank and size variables, as mccl_comm_init_env reads them.
+_RANK_VARS = ("MCCL_RANK", "RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK")
+_SIZE_VARS = ("MCCL_NRANKS", "WORLD_SIZE", "SLURM_NTASKS",
+              "OMPI_COMM_WORLD_SIZE")
+_launcher_job_taken = False
+
+
+def _env_first(names):
+    for n in names:
+        v = os.environ.get(n)
+        if v:
+            return v
+    return None
+
+
+def _is_launchers_world(rank, size):
+    """The first group of a process whose rank and size are the launcher's:
+    it is the launcher's job (mcclrun --job, MCCL_JOB, torchrun's run id
+    or master's address...), so that mcclctl job NAME finds it, and the
+    world mccl.init() gives the same script: one job, not two."""
+    return not _launcher_job_taken and mccl._launched() and \
+        _env_first(_RANK_VARS) == str(rank) and \
+        _env_first(_SIZE_VARS) == str(size)
+
+
 def _join(store, rank, size, timeout):
-    """This group's MCCL job: named by the group's rank 0 in its store; a
-    group of one is a world of one, which needs no daemon (mccl.init)."""
+    """This group's MCCL job.  A group of one is a world of one, which
+    needs no daemon (mccl.init); the launcher's world is the launcher's job;
+    any other is named by the group's rank 0 in its store."""
+    global _launcher_job_taken
     if size == 1:
         return mccl.Comm(None, "alone")
+    if _is_launchers_world(rank, size):
+        _launcher_job_taken = True
+        return mccl.init()	# the same world mccl.init() gives the script
     key = "mccl_job"
     if rank == 0:
         store.set(key, "torch-" + uuid.uuid4().hex)
@@ -1065,15 +1097,55 @@ def _create(store, rank, size, timeout):
     return ProcessGroupMCCL(store, rank, size, timeout)
 
 
+# The name init_process_group takes: "mccl" where it is free; where another
+# plugin holds it (Meta's torchcomms registers an "mccl" of its own),
+# "mccld", said once on stderr; MCCL_TORCH_BACKEND chooses one outright.
+BACKEND_NAME = None
+_ALIAS = "mccld"
+
+
+def _holder(name):
+    """Who registered name: None (free), "us" or "another"."""
+    plugin = dist.Backend._plugins.get(name.upper())
+    if plugin is None and not hasattr(dist.Backend, name.upper()):
+        return None
+    fn = getattr(plugin, "creator_fn", None)
+    return "us" if getattr(fn, "__module__", None) == __name__ else "another"
+
+
+def _choose_name():
+    asked = os.environ.get("MCCL_TORCH_BACKEND")
+    if asked:
+        if _holder(asked) == "another":
+            raise RuntimeError("mccl.torch: MCCL_TORCH_BACKEND=%s: another "
+                               "backend holds that name; choose another"
+                               % asked)
+        return asked
+    if _holder("mccl") != "another":
+        return "mccl"
+    if _holder(_ALIAS) == "another":
+        raise RuntimeError("mccl.torch: other plugins hold both \"mccl\" "
+                           "and \"%s\": set MCCL_TORCH_BACKEND to a name "
+                           "for MCCL's backend" % _ALIAS)
+    sys.stderr.write("mccl.torch: another plugin holds the backend name "
+                     "\"mccl\"; MCCL's is \"%s\": "
+                     "init_process_group(\"%s\") (or set "
+                     "MCCL_TORCH_BACKEND)\n" % (_ALIAS, _ALIAS))
+    return _ALIAS
+
+
 def _register():
-    """Backend "mccl", for CPU and CUDA tensors; torch 2 also wants the
-    devices."""
+    """The backend, for CPU and CUDA tensors (torch 2 also wants the
+    devices), under BACKEND_NAME; imported twice: registered once."""
+    global BACKEND_NAME
+    BACKEND_NAME = _choose_name()
+    if _holder(BACKEND_NAME) == "us":
+        return
     kw = {}
     if "devices" in inspect.signature(
             dist.Backend.register_backend).parameters:
         kw["devices"] = ["cpu", "cuda"]
-    dist.Backend.register_backend("mccl", _create, **kw)
+    dist.Backend.register_backend(BACKEND_NAME, _create, **kw)
 
 
-if not hasattr(dist.Backend, "MCCL"):	# imported twice: registered once
-    _register()
+_register()

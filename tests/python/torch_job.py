@@ -1,0 +1,40 @@
+"""torch_job.py: under a launcher, the torch world is the launcher's MCCL
+job (mcclrun --job NAME here), and the same world mccl.init() gives the
+script: one job, not two; other groups are jobs of their own.  Prints one
+"ok"/"FAIL" line per check of this rank."""
+import sys
+
+import numpy
+import torch
+import torch.distributed as dist
+import mccl
+import mccl.torch
+
+want = sys.argv[1]
+dist.init_process_group("mccl")
+world = mccl.init()
+pg = mccl.torch._mccl_group(None)
+r, n = dist.get_rank(), dist.get_world_size()
+
+
+def check(what, cond, detail=""):
+    print("%s %s%s" % ("ok  " if cond else "FAIL", what,
+                       ": %s" % (detail,) if not cond else ""))
+
+
+check("the torch world is mccl.init()'s world", pg._comm is world)
+name = world.stats()["name"]
+check("its job is the launcher's (%s)" % want, name == want, name)
+t = torch.ones(3) * (r + 1)
+dist.all_reduce(t)
+x = numpy.full(3, 1.0)
+world.allreduce(x)
+check("torch and mccl on the one job", t.tolist() == [n * (n + 1) / 2] * 3
+      and x.tolist() == [float(n)] * 3, (t.tolist(), x.tolist()))
+sub = dist.new_group(list(range(n)))
+u = torch.ones(2)
+dist.all_reduce(u, group=sub)
+check("another group is a job of its own",
+      u.tolist() == [float(n)] * 2 and
+      mccl.torch._mccl_group(sub)._comm.stats()["name"] != want)
+dist.destroy_process_group()
