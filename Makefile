@@ -406,6 +406,7 @@ check-ops: all $(B)/notify-sink $(TEST_PROGS)
 	tests/ops/settings.sh $(B)
 	tests/ops/layers.sh $(B)
 	tests/ops/manpages.sh
+	tests/ops/help.sh $(B)
 	tests/ops/readme.sh $(B)
 	@out=$$(mandoc -T lint -W warning $(MANPAGES) 2>&1); \
 	if [ -n "$$out" ]; then echo "$$out"; echo "FAIL mandoc lint"; exit 1; fi; \
