@@ -63,9 +63,9 @@ out=$(MCCL_LIBRARY=/nonexistent MCCL_SOCKET="$T/none.sock" "$PY" \
     ok "the torch backend in a group of one: no daemon, no library (5 checks)" ||
     bad "the torch backend alone: $(tail -n 5 <<<"$out")"
 # The backend's name: "mccl", or "mccld" where another plugin holds it.
-name_case() {	# ARGS...: the last three lines of torch_name.py and its stderr
+name_case() {	# ARGS...: torch_name.py's lines and mccl.torch's (not torch's warnings)
 	MCCL_LIBRARY=/nonexistent MCCL_SOCKET="$T/none.sock" "$@" 2>&1 |
-	    grep -v "^ *$" | tail -n 3 | tr '\n' '|'
+	    grep -E '^(name |ok$|FAIL|mccl\.torch: |RuntimeError: )' | tr '\n' '|'
 }
 out=$(name_case "$PY" "$HERE/torch_name.py" free)
 [ "$out" = "name mccl|ok|" ] && ok "torch backend name: \"mccl\" where it is free" ||
