@@ -573,11 +573,6 @@ job_destroy(struct job *j)
 	free(j);
 }
 
-/*
- * A dying job is destroyed once both of its threads have returned; each
- * wakes us (job_engine_cb) as it goes.  The main loop never waits for a
- * thread: one stuck connecting to a frozen node must not stall it.
- */
 #define TRIM_IDLE_MS	2000	/* after the last job: its scratch is gone */
 #define WATCH_MS	500	/* job_watch_cb */
 
@@ -620,6 +615,11 @@ job_trim_later(void)
 		trim_pending = 1;
 }
 
+/*
+ * A dying job is destroyed once both of its threads have returned; each
+ * wakes us (job_engine_cb) as it goes.  The main loop never waits for a
+ * thread: one stuck connecting to a frozen node must not stall it.
+ */
 static void
 job_reap(struct job *j)
 {
@@ -687,6 +687,8 @@ job_watch_cb(int fd, short events, void *arg)
 	(void)fd;
 	(void)events;
 	(void)arg;
+	if (TAILQ_EMPTY(&md.jobs))	/* idle: no wake-ups until the next */
+		event_del(watch_ev);
 	for (j = TAILQ_FIRST(&md.jobs); j != NULL; j = next) {
 		next = TAILQ_NEXT(j, entry);
 		if (j->state != JOB_READY || (c = job_stuck_rank(j, &ns)) == NULL)
@@ -709,12 +711,13 @@ job_watch_start(void)
 {
 	struct timeval tv;
 
-	if (watch_ev != NULL)
+	if (watch_ev == NULL && (watch_ev = event_new(md.base, -1,
+	    EV_PERSIST, job_watch_cb, NULL)) == NULL)
 		return;
-	ms_to_tv(WATCH_MS, &tv);
-	if ((watch_ev = event_new(md.base, -1, EV_PERSIST, job_watch_cb,
-	    NULL)) != NULL)
+	if (!event_pending(watch_ev, EV_TIMEOUT, NULL)) {
+		ms_to_tv(WATCH_MS, &tv);
 		event_add(watch_ev, &tv);
+	}
 }
 
 void
