@@ -19,10 +19,12 @@ if [ "$(id -u)" = 0 ]; then own=/run/mccl; else own=/tmp/mccl-$(id -u); fi
 own_made=0
 [ -e "$own" ] || own_made=1
 cleanup() {
+	# the blocks' session (their background daemon), and cluster.sh's
+	# daemons, which have sessions of their own
 	[ -z "${runner:-}" ] || kill -TERM -- -"$runner" 2>/dev/null
+	[ -d "$work/home/mccl-try" ] &&
+	    BUILD="$top/build" "$top/tools/cluster.sh" stop "$work/home/mccl-try"
 	sleep 0.5
-	pkill -f "$top/build/mccld" 2>/dev/null
-	pkill -f "mccld -c $work/" 2>/dev/null
 	if [ $own_made = 1 ]; then
 		rm -rf "$own"
 	fi
@@ -52,7 +54,6 @@ else
 	runner=$!
 	wait "$runner"
 	rc=$?
-	runner=
 	if [ $rc = 0 ] && [ "$(grep -c 'of 4: 10 (expected 10)' "$work/out")" -ge 8 ]; then
 		ok_line="ok   the README's $n marked command lines run as typed (exit 0)"
 		echo "$ok_line"
