@@ -436,7 +436,13 @@ main(int argc, char **argv)
 	event_base_dispatch(md.base);
 	control_close();
 	scrape_close();
-	job_reap_all();
+	if (job_reap_all() > 0) {
+		/* A thread blocked in the kernel on a client's memory ends
+		   only with the process: no exit handlers, which would wait
+		   for it (a leak checker stops every thread first). */
+		log_info("stopped, a job's thread left stuck to the exit");
+		_exit(0);
+	}
 	job_ctl_close();
 	check_close();
 	engine_shutdown();

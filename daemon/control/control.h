@@ -106,7 +106,7 @@ void		job_collect(struct job *);
 void		job_collect_all(void);
 void		job_shutdown(const char *);
 int		job_all_told(void);
-void		job_reap_all(void);
+int		job_reap_all(void);
 json_t		*job_ctl_list(const struct client *);
 json_t		*job_ctl_abort(const struct client *, const char *, char *,
 		    size_t);

@@ -633,24 +633,28 @@ job_reap(struct job *j)
 
 /*
  * The daemon is exiting: wait for the threads (told to quit, and aborted),
- * but those stuck in a client's memory: the exit ends them.
+ * but those stuck in a client's memory: the exit ends them.  Returns how
+ * many jobs were left so.
  */
-void
+int
 job_reap_all(void)
 {
 	struct job *j;
+	int left = 0;
 
 	if (watch_ev != NULL)
 		event_free(watch_ev);
 	watch_ev = NULL;
 	while ((j = TAILQ_FIRST(&md.dying)) != NULL) {
 		TAILQ_REMOVE(&md.dying, j, entry);
-		if (j->stuck && !engine_exited(j))
+		if (j->stuck && !engine_exited(j)) {
 			log_warnx("job %s: not waiting for its threads: one is "
 			    "stuck in a client's memory", j->name);
-		else
+			left++;
+		} else
 			job_destroy(j);
 	}
+	return left;
 }
 
 /*

@@ -2020,7 +2020,11 @@ mode_uffd(int ms)
 	fflush(stdout);
 	if (my_rank == 0)
 		usleep((useconds_t)ms * 1000);
-	mccl_comm_abort(comm);
+	mccl_comm_destroy(comm);
+	if (my_rank == 0)
+		munmap(buf, count * sizeof(float));
+	else
+		free(buf);
 	return failures != 0;
 }
 
