@@ -308,9 +308,7 @@ else
 	bad "flood: the daemon does not serve after the flood"
 fi
 hostile_alive "f1" "${DAEMON_PIDS[12]}" "$T/f1.log"
-kill -TERM "${DAEMON_PIDS[12]}" 2>/dev/null
-wait "${DAEMON_PIDS[12]}" 2>/dev/null
-unset "DAEMON_PIDS[12]"
+daemons_stop 12 1
 
 echo "== a flood on the metrics port"
 # A daemon short of descriptors (ulimit -n 64) serving /metrics: 300 idle
@@ -381,9 +379,7 @@ code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 \
 [ "$code" = 404 ] && ok "metrics port: another path is 404" ||
     bad "metrics port: /jobs got $code"
 hostile_alive "mf0" "${DAEMON_PIDS[13]}" "$T/mf.log"
-kill -TERM "${DAEMON_PIDS[13]}" 2>/dev/null
-wait "${DAEMON_PIDS[13]}" 2>/dev/null
-unset "DAEMON_PIDS[13]"
+daemons_stop 13 1
 
 echo "== the metrics port with a bearer token"
 head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$T/mtoken"
@@ -399,9 +395,7 @@ hostile_daemon 13 "$T/mt.conf" "$T/mf0.sock" "$T/mt.log"
 [ "$(mf_scrape "Authorization: Bearer $(cat "$T/mtoken")")" = 200 ] &&
     ok "metrics token: the token's scrape is served" ||
     bad "metrics token: the token's scrape got $(mf_scrape "Authorization: Bearer $(cat "$T/mtoken")")"
-kill -TERM "${DAEMON_PIDS[13]}" 2>/dev/null
-wait "${DAEMON_PIDS[13]}" 2>/dev/null
-unset "DAEMON_PIDS[13]"
+daemons_stop 13 1
 chmod 644 "$T/mtoken"
 out=$("$B/mccld" -n -c "$T/mt.conf" 2>&1)
 case $out in
