@@ -21,7 +21,7 @@ LIBVER	 = 0.1.0
 DEB_PKGS = libevent-dev libjansson-dev libsystemd-dev check libsodium-dev \
 	   libibverbs-dev pkg-config mandoc iproute2 clang systemd man-db \
 	   python3 python3-numpy python3-torch python3-venv python3-pip \
-	   python3-setuptools python3-wheel
+	   python3-setuptools python3-wheel python3-dev libtorch-dev
 PC_MODS	 = libevent libevent_pthreads jansson libsystemd check libsodium
 
 # Messages are cut to fixed buffers on purpose: no -Wformat-truncation.
@@ -81,7 +81,21 @@ UNIT_TESTS = $(B)/test_proto $(B)/test_reduce $(B)/test_config $(B)/test_ring \
 TEST_PROGS = $(B)/mccl-test $(B)/mccl-hostile
 BENCH_PROGS = $(B)/wirebw $(B)/costmodel
 
-all: $(B)/.deps $(PROGS) $(LIBS) $(BENCH_PROGS)
+# mccl.torch's backend in C++ (libclient/torch), built against the torch
+# $(PYTHON) runs, beside the package's Python files.
+PY_EXT	     = $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))' 2>/dev/null)
+TORCH_NATIVE = libclient/python/mccl/_native$(PY_EXT)
+TORCH_SRCS   = $(wildcard libclient/torch/*.cpp libclient/torch/*.h) \
+	       libclient/torch/build.py libclient/mccl.h
+
+all: $(B)/.deps $(PROGS) $(LIBS) $(BENCH_PROGS) $(TORCH_NATIVE)
+
+$(TORCH_NATIVE): $(TORCH_SRCS) $(B)/$(SONAME) | $(B)/.deps
+	@echo "building the torch backend (libclient/torch)"
+	@$(PYTHON) libclient/torch/build.py libclient/python/mccl
+	@MCCL_LIBRARY=$(B)/$(SONAME) PYTHONPATH=libclient/python $(PYTHON) -c \
+	    'from mccl import _lib; _lib.load(); from mccl import _native' || \
+	    { rm -f $@; echo "the torch backend does not load"; exit 1; }
 
 # Install missing Debian packages when root; otherwise say what to run.
 $(B)/.deps:

@@ -16,6 +16,9 @@ PY=${PYTHON:-/usr/bin/python3}
 export PYTHONPATH="$TOP/libclient/python"
 export MCCL_LIBRARY="$B/libmccl.so.0"
 export GLOO_SOCKET_IFNAME=lo
+# the C++ backend where make built it: one that does not load fails
+compgen -G "$TOP/libclient/python/mccl/_native*.so" >/dev/null &&
+    export MCCL_TORCH_NATIVE=1
 export OMP_NUM_THREADS=1	# as mcclrun and torchrun default to (tested below)
 unset MCCL_SOCKET MCCL_JOB MCCL_RANK MCCL_NRANKS RANK WORLD_SIZE
 MCCLRUN=("$PY" "$TOP/tools/mcclrun" --mcclctl "$B/mcclctl")
@@ -174,6 +177,11 @@ torch_tests() {
 	"${MCCLRUN[@]}" "${REMOTE[@]}" -N 2 "$PY" "$HERE/torch_check.py" \
 	    >"$T/torch.out" 2>&1
 	report "torch_check.py under mcclrun" "$T/torch.out" $?
+	# the backend in Python, where the native one is not built
+	MCCL_TORCH_NATIVE=0 "${MCCLRUN[@]}" "${REMOTE[@]}" -N 2 "$PY" \
+	    "$HERE/torch_check.py" >"$T/torch.py.out" 2>&1
+	report "torch_check.py under mcclrun, the Python backend" \
+	    "$T/torch.py.out" $?
 
 	"${MCCLRUN[@]}" "${REMOTE[@]}" --job torchjob -N 2 "$PY" \
 	    "$HERE/torch_job.py" torchjob >"$T/torchjob.out" 2>&1
@@ -498,7 +506,7 @@ for p in $pids; do kill -0 "$p" 2>/dev/null && alive="$alive $p"; done
 echo "== pip install into a virtual environment, without the network"
 # As a torch user does: a venv (Debian's torch and numpy through
 # --system-site-packages), pip install ./libclient/python from the top of
-# the tree: the wheel carries libmccl.so.0 and mcclctl, and the tree is
+# the tree: the wheel carries libmccl.so.0 and mcclctl (and the torch backend), and the tree is
 # left as it was.
 VENV=$T/venv VENV_OK=0
 before=$(cd "$TOP" && git status --porcelain --ignored libclient/python 2>/dev/null)

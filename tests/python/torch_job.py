@@ -22,7 +22,10 @@ def check(what, cond, detail=""):
                        ": %s" % (detail,) if not cond else ""))
 
 
-check("the torch world is mccl.init()'s world", pg._comm is world)
+# the Python group holds the Comm, the native one its handle
+shared = pg._comm is world if hasattr(pg, "_comm") else \
+    pg._comm_handle == world._handle.value
+check("the torch world is mccl.init()'s world", shared)
 name = world.stats()["name"]
 check("its job is the launcher's (%s)" % want, name == want, name)
 t = torch.ones(3) * (r + 1)

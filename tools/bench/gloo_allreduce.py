@@ -16,8 +16,8 @@ where each rank ran ("# placement HOST..."), for the harness to check.
 With RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set it is one rank of a
 job launched elsewhere; without, it starts NRANKS local ranks itself (on
 127.0.0.1) and waits for them.  BENCH_BACKEND (gloo, or mccl) and
-BENCH_DEVICE (cpu, or cuda: every rank on GPU 0, the time including the
-copies, synchronized) measure another backend or CUDA tensors the same
+BENCH_DEVICE (cpu; cuda: every rank on GPU 0; cuda-per-rank: GPU RANK,
+as NCCL needs; the time including the copies, synchronized) measure another backend or CUDA tensors the same
 way.
 Usage: gloo_allreduce.py NRANKS MINB MAXB ITERS"""
 import math
@@ -31,7 +31,17 @@ import torch
 import torch.distributed as dist
 
 
-DEVICE = torch.device(os.environ.get("BENCH_DEVICE", "cpu"))
+def bench_device():
+    """BENCH_DEVICE's: cpu, cuda (GPU 0), or cuda-per-rank (GPU RANK, as
+    NCCL wants: one GPU per rank)."""
+    name = os.environ.get("BENCH_DEVICE", "cpu")
+    if name == "cuda-per-rank":
+        rank = int(os.environ.get("RANK", "0"))
+        return torch.device("cuda", rank % max(torch.cuda.device_count(), 1))
+    return torch.device(name)
+
+
+DEVICE = bench_device()
 SPAN_S = 0.5		# seconds a large size's timed loop aims for
 
 
@@ -54,7 +64,7 @@ def time_allreduce(y, iters):
         dist.all_reduce(y)
     sync()
     took = torch.tensor([(time.perf_counter() - t0) / iters],
-                        dtype=torch.float64)
+                        dtype=torch.float64, device=DEVICE)  # nccl: on GPU
     dist.all_reduce(took, op=dist.ReduceOp.MAX)
     return took.item()
 
@@ -80,6 +90,8 @@ def run_rank(minb, maxb, iters):
     backend = os.environ.get("BENCH_BACKEND", "gloo")
     if backend == "mccl":
         import mccl.torch  # noqa: F401 (registers the backend)
+    if DEVICE.type == "cuda":
+        torch.cuda.set_device(DEVICE)
     dist.init_process_group(backend, rank=rank, world_size=n)
     print_placement(rank, n)
     if rank == 0:

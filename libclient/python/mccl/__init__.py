@@ -766,7 +766,8 @@ class Comm:
         """Leave the job.  Memory from mccl.empty() on this communicator
         dies with it, so destroy() refuses while such arrays live, unless
         force (what the interpreter's exit does)."""
-        if self._handle is None:
+        if self._handle is None or getattr(self, "_borrowed", False):
+            self._handle = None
             self._destroyed = True
             return
         with self._lock:
@@ -781,6 +782,22 @@ class Comm:
             handle, self._handle = self._handle, None
             self._destroyed = True
         _lib.load().mccl_comm_destroy(handle)
+
+    def _release(self):
+        """The handle, which the caller now owns (mccl.torch's native
+        groups destroy theirs); this Comm is then a destroyed one."""
+        with self._lock:
+            handle, self._handle = self._handle.value, None
+            self._destroyed = True
+        return handle
+
+    @classmethod
+    def _borrow(cls, handle, job):
+        """A Comm over a handle another owns (a native torch group's):
+        destroying it only forgets the handle."""
+        comm = cls(ctypes.c_void_p(handle), job)
+        comm._borrowed = True
+        return comm
 
     def __del__(self):
         if getattr(self, "_handle", None) is not None:

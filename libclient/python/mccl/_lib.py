@@ -114,7 +114,8 @@ def _open():
             errors.append("%s: no such file" % path)
             continue
         try:
-            lib = ctypes.CDLL(path)
+            # global: mccl._native (the torch backend) links to this one
+            lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
         except OSError as e:
             errors.append(str(e))
             continue

@@ -43,6 +43,7 @@ float32 on every node.
 """
 
 import collections
+import ctypes
 import os
 import functools
 import inspect
@@ -58,6 +59,7 @@ from torch.distributed import ProcessGroup, ReduceOp, Work
 from torch.futures import Future
 
 import mccl
+from mccl import _lib
 
 try:
     from torch.distributed.constants import default_pg_timeout as \
@@ -1010,10 +1012,11 @@ def abort(group=None):
     """End every pending operation of group's job (default: the world) on
     every rank, with mccl.AbortedError: what a rank that gives up calls so
     that the others raise at once instead of waiting for their deadline."""
-    pg = group if group is not None else dist.distributed_c10d._get_default_group()
-    if not isinstance(pg, ProcessGroupMCCL):
-        raise ValueError("mccl: abort: %r is not an mccl group" % (pg,))
-    pg._comm.abort()
+    pg = _mccl_group(group)
+    if isinstance(pg, ProcessGroupMCCL):
+        pg._comm.abort()
+    else:
+        pg.abort()
 
 
 # The launcher's rank and size variables, as mccl_comm_init_env reads them.
@@ -1059,15 +1062,17 @@ def _join(store, rank, size, timeout):
 
 
 def _mccl_group(group):
-    """The ProcessGroupMCCL of group (None: the default group)."""
+    """The mccl backend of group (None: the default group)."""
     pg = group if group is not None else \
         dist.distributed_c10d._get_default_group()
-    if not isinstance(pg, ProcessGroupMCCL) and hasattr(pg, "_get_backend"):
+    ours = (ProcessGroupMCCL,) + ((_native.ProcessGroupMCCL,) if _native
+                                  else ())
+    if not isinstance(pg, ours) and hasattr(pg, "_get_backend"):
         try:
             pg = pg._get_backend(torch.device("cpu"))
         except RuntimeError:
             pass
-    if not isinstance(pg, ProcessGroupMCCL):
+    if not isinstance(pg, ours):
         raise ValueError("mccl.torch: %r is not a group of backend mccl" %
                          (pg,))
     return pg
@@ -1079,8 +1084,14 @@ def set_wire_dtype(wire, group=None):
     node), or "fp32" (as they are); torch.bfloat16 and torch.float16 too.
     Every rank of the group must set the same, before the same operation."""
     pg = _mccl_group(group)
-    pg._in_order()
-    pg._comm.set_wire_dtype(wire)
+    if isinstance(pg, ProcessGroupMCCL):
+        pg._in_order()
+        pg._comm.set_wire_dtype(wire)
+    else:
+        pg._drain()
+        handle = ctypes.c_void_p(pg._comm_handle)
+        mccl._check(_lib.load().mccl_comm_set_wire_dtype(
+            handle, mccl.wire_code(wire)), handle)
 
 
 def _shutdown(submitter, completer, comm, staging):
@@ -1093,8 +1104,65 @@ def _shutdown(submitter, completer, comm, staging):
     comm.destroy(force=True)
 
 
+def _load_native():
+    """mccl._native, the backend in C++, where it was built for this torch
+    (make builds it beside this file); None where not, or where
+    MCCL_TORCH_NATIVE=0 asks for the Python one."""
+    if os.environ.get("MCCL_TORCH_NATIVE", "1") == "0":
+        return None
+    try:
+        _lib.load()	# its libmccl: the module links none of its own
+    except ImportError:
+        return None	# no library: groups of one need none
+    try:
+        from mccl import _native as native
+    except ModuleNotFoundError:
+        if os.environ.get("MCCL_TORCH_NATIVE") == "1":
+            raise ImportError("mccl.torch: MCCL_TORCH_NATIVE=1 but the "
+                              "native backend was not built (make)")
+        return None
+    except ImportError as e:	# built, but does not load: say so
+        if os.environ.get("MCCL_TORCH_NATIVE") == "1":
+            raise ImportError("mccl.torch: MCCL_TORCH_NATIVE=1 but the "
+                              "native backend does not load: %s" % e)
+        sys.stderr.write("mccl.torch: the native backend does not load "
+                         "(%s): the Python one is used\n" % e)
+        return None
+    if native.TORCH_VERSION != torch.__version__:
+        sys.stderr.write("mccl.torch: the native backend was built for "
+                         "torch %s, this is %s: the Python one is used "
+                         "(rebuild: make)\n" % (native.TORCH_VERSION,
+                                                  torch.__version__))
+        return None
+    return native
+
+
+_native = _load_native()
+
+
 def _create(store, rank, size, timeout):
-    return ProcessGroupMCCL(store, rank, size, timeout)
+    """The group's backend: the native one where it loaded (a group of
+    one, which needs no daemon, stays with the Python one)."""
+    if _native is None or size == 1:
+        return ProcessGroupMCCL(store, rank, size, timeout)
+    comm = _join(store, rank, size, timeout)
+    shared = comm is mccl.init.__globals__.get("_world")
+    handle = comm._handle.value if shared else comm._release()
+    # torch's default timeout (30 min) leaves MCCL's (op_timeout_ms)
+    timeout_s = timeout.total_seconds() if timeout and \
+        timeout != _TORCH_DEFAULT_TIMEOUT else 0.0
+    pg = _native.ProcessGroupMCCL(handle, not shared, rank, size,
+                                  timeout_s, BACKEND_NAME)
+    _comms[handle] = comm if shared else mccl.Comm._borrow(handle, comm.job)
+    return pg
+
+
+# A native group's communicator as a mccl.Comm (pg._comm, as the Python
+# group has): the world's itself, else one borrowing the group's handle.
+_comms = {}
+if _native is not None:
+    _native.ProcessGroupMCCL._comm = property(
+        lambda pg: _comms[pg._comm_handle])
 
 
 # The name init_process_group takes: "mccl" where it is free; where another
