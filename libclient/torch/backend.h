@@ -139,6 +139,12 @@ public:
 	    const c10d::BroadcastOptions &o) override;
 	c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor> &t,
 	    const c10d::AllreduceOptions &o) override;
+#if TORCH_VERSION_MAJOR >= 2
+	/* torch 2 sends a sparse tensor's all_reduce here */
+	c10::intrusive_ptr<c10d::Work> allreduce_sparse(
+	    std::vector<at::Tensor> &t,
+	    const c10d::AllreduceOptions &o) override;
+#endif
 	c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
 	    std::vector<at::Tensor> &t,
 	    const c10d::AllreduceCoalescedOptions &o) override;
@@ -203,7 +209,7 @@ public:
 private:
 	using Start = std::pair<c10::intrusive_ptr<WorkMCCL>, Starter>;
 
-	c10::intrusive_ptr<c10d::Work> allreduce_sparse(at::Tensor &t,
+	c10::intrusive_ptr<c10d::Work> sparse_allreduce(at::Tensor &t,
 	    mccl_op_t op, std::vector<at::Tensor> &ts);
 	void check(mccl_result_t rc, const char *what);
 	c10::intrusive_ptr<c10d::Work> run(c10d::OpType type,

@@ -117,7 +117,7 @@ public:
 	{
 		device(like);
 		at::TensorOptions o = like.options().device(at::kCPU);
-		if (cuda_)
+		if (cuda_)	/* a GPU's copies go through it */
 			o = o.pinned_memory(true);
 		at::Tensor h = at::empty({ n }, o);
 		s_.keep.push_back(h);
@@ -129,8 +129,9 @@ public:
 	pack(const at::Tensor &host, const at::Tensor &user)
 	{
 		device(user);
-		host.view(user.sizes()).copy_(user, /*non_blocking=*/cuda_);
-		read_ |= cuda_;
+		host.view(user.sizes()).copy_(user,
+		    /*non_blocking=*/user.is_cuda());
+		read_ |= user.is_cuda();
 		s_.keep.push_back(user);
 	}
 
@@ -159,7 +160,7 @@ private:
 	{
 		device(t);
 		s_.keep.push_back(t);
-		if (!cuda_ && t.is_contiguous())
+		if (t.is_cpu() && t.is_contiguous())
 			return t;
 		at::Tensor h = flat(t.numel(), t).view(t.sizes());
 		if (read)
@@ -169,7 +170,8 @@ private:
 		return h;
 	}
 
-	/* Every tensor of an operation on one device: the CPU or one GPU. */
+	/* An operation's tensors on the CPU and at most one GPU, whose
+	 * current stream its copies go on. */
 	void
 	device(const at::Tensor &t)
 	{
@@ -180,26 +182,24 @@ private:
 			throw bad(std::string(name_) + ": a tensor on " +
 			    t.device().str() + "; the mccl backend works on "
 			    "CPU and CUDA tensors");
-		if (!seen_) {
-			seen_ = true;
+		if (!t.is_cuda())
+			return;
+		if (!cuda_) {
+			cuda_ = true;
 			dev_ = t.device();
-			cuda_ = t.is_cuda();
-			if (cuda_) {
-				auto *impl = c10::impl::getDeviceGuardImpl(
-				    at::kCUDA);
-				s_.stream.emplace(impl->getStream(dev_));
-			}
+			auto *impl = c10::impl::getDeviceGuardImpl(at::kCUDA);
+			s_.stream.emplace(impl->getStream(dev_));
 		} else if (t.device() != dev_) {
 			throw bad(std::string(name_) + ": tensors on " +
 			    dev_.str() + " and " + t.device().str() +
-			    " in one operation");
+			    " in one operation (one GPU, and the CPU, at most)");
 		}
 	}
 
 	const char *name_;
 	Staging s_;
-	bool seen_ = false, cuda_ = false, read_ = false;
-	c10::Device dev_{ at::kCPU };
+	bool cuda_ = false, read_ = false;	/* a GPU's tensor in it */
+	c10::Device dev_{ at::kCPU };		/* that GPU */
 };
 
 static const at::Tensor &
@@ -333,7 +333,7 @@ ProcessGroupMCCL::allreduce(std::vector<at::Tensor> &ts,
 	at::Tensor t = only(ts, "all_reduce");
 	mccl_op_t op = op_of(o.reduceOp, t);
 	if (t.is_sparse())
-		return allreduce_sparse(t, op, ts);
+		return sparse_allreduce(t, op, ts);
 	mccl_dtype_t dt = dtype_of(t);
 	Stager s("all_reduce");
 	void *p = s.inout(t).data_ptr();
@@ -359,7 +359,7 @@ ProcessGroupMCCL::check(mccl_result_t rc, const char *what)
  * called before it started.
  */
 c10::intrusive_ptr<c10d::Work>
-ProcessGroupMCCL::allreduce_sparse(at::Tensor &t, mccl_op_t op,
+ProcessGroupMCCL::sparse_allreduce(at::Tensor &t, mccl_op_t op,
     std::vector<at::Tensor> &ts)
 {
 	if (op != MCCL_SUM)
@@ -402,6 +402,15 @@ ProcessGroupMCCL::allreduce_sparse(at::Tensor &t, mccl_op_t op,
 	w->succeeded();
 	return w;
 }
+
+#if TORCH_VERSION_MAJOR >= 2
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupMCCL::allreduce_sparse(std::vector<at::Tensor> &ts,
+    const c10d::AllreduceOptions &o)
+{
+	return allreduce(ts, o);
+}
+#endif
 
 c10::intrusive_ptr<c10d::Work>
 ProcessGroupMCCL::allreduce_coalesced(std::vector<at::Tensor> &ts,

@@ -528,8 +528,13 @@ if [ $VENV_OK = 1 ]; then
 	site=$(cd "$T" && env -u PYTHONPATH "$VENV/bin/python" -c \
 	    'import mccl, os; print(os.path.dirname(mccl.__file__))')
 	[ -x "$site/mcclctl" ] && [ -f "$site/libmccl.so.0" ] &&
-	    ok "the wheel carries libmccl.so.0 and mcclctl" ||
+	    compgen -G "$site/_native*.so" >/dev/null &&
+	    ok "the wheel carries libmccl.so.0, mcclctl and the torch backend in C++" ||
 	    bad "the installed package: $(ls "$site")"
+	out=$(cd "$T" && env -u PYTHONPATH -u MCCL_LIBRARY "$VENV/bin/python" \
+	    -c 'import mccl.torch; print(mccl.torch._native is not None)' 2>&1)
+	[ "$out" = True ] && ok "the venv's mccl.torch takes its C++ backend" ||
+	    bad "the venv's mccl.torch: $out"
 	out=$(cd "$T" && env -u PYTHONPATH -u MCCL_LIBRARY -u MCCLCTL \
 	    MCCL_SOCKET="$T/n0.sock" "$VENV/bin/mcclrun" -n 4 "$VENV/bin/python" \
 	    -c 'import mccl, numpy

@@ -3,7 +3,10 @@
     import mccl.torch                     # registers the backend
     torch.distributed.init_process_group("mccl")   # torchrun, mcclrun
 
-A ProcessGroup written in Python (torch's ProcessGroup, subclassed), one
+The backend is mccl._native's ProcessGroupMCCL, in C++ (libclient/torch),
+where make or pip built it for the torch running; elsewhere, or with
+MCCL_TORCH_NATIVE=0, the ProcessGroup below, written in Python (torch's
+ProcessGroup, subclassed), with the same semantics.  One
 MCCL job per group: the group's rank 0 names the job in the group's store,
 so the default group and every new_group meet in their own job.  Each
 operation returns a Work over a torch Future, whose wait() raises the
