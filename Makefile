@@ -263,6 +263,11 @@ wheel: all
 check-python: all
 	tests/python/run.sh $(B)
 
+# PyTorch's whole distributed suite at world sizes 2 and 4: every test
+# that passes on gloo must pass on mccl (hours; make check runs a part).
+check-torch-suite: all
+	tests/python/suite_compare.sh $(B)
+
 # The soak (tests/soak/soak.sh): three users' verified jobs on three
 # daemons under rank and daemon faults; `make soak` runs it for
 # SOAK_SECONDS, make check for 45.
@@ -435,4 +440,4 @@ clean:
 	rm -rf $(B) build-asan build-tsan build-rdma
 
 .PHONY: all deps unit integration check check-asan check-tsan check-rdma check-python \
-	check-soak soak wheel demo bench clean
+	check-soak check-torch-suite soak wheel demo bench clean

@@ -110,6 +110,7 @@ private:
 	bool complete(std::unique_lock<std::mutex> &lock, int timeout_ms);
 	void finish_locked(std::unique_lock<std::mutex> &lock,
 	    mccl_result_t rc);
+	void done_unlock(std::unique_lock<std::mutex> &lock);
 	void copy_back();
 	void fulfil(const c10::intrusive_ptr<c10::ivalue::Future> &f);
 

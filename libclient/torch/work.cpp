@@ -68,6 +68,14 @@ WorkMCCL::fail(const std::string &why)
 	if (state_ == State::DONE)
 		return;
 	exception_ = std::make_exception_ptr(Error(MCCL_ERR_ABORTED, why));
+	done_unlock(lock);
+}
+
+/* Done: waiters wake, the future (if asked for) completes.  Returns with
+ * lock released. */
+void
+WorkMCCL::done_unlock(std::unique_lock<std::mutex> &lock)
+{
 	state_ = State::DONE;
 	completed_ = true;
 	auto f = future_;
@@ -142,13 +150,7 @@ WorkMCCL::finish_locked(std::unique_lock<std::mutex> &lock,
 		    std::string("mccl: ") + name_ + " failed: " +
 		    mccl_strerror(rc) + ": " + pg_->last_error()));
 	}
-	state_ = State::DONE;
-	completed_ = true;
-	auto f = future_;
-	lock.unlock();
-	cv_.notify_all();
-	if (f)
-		fulfil(f);
+	done_unlock(lock);
 	lock.lock();
 }
 
