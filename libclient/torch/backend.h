@@ -113,8 +113,11 @@ private:
 	void done_unlock(std::unique_lock<std::mutex> &lock);
 	void copy_back();
 	void fulfil(const c10::intrusive_ptr<c10::ivalue::Future> &f);
+	void wake_group();
 
-	ProcessGroupMCCL *pg_;
+	/* weak: a Work may outlive its group (then the group's side of it
+	 * is done: shutdown completed every started Work) */
+	c10::weak_intrusive_ptr<BackendBase> pg_;
 	const char *name_;
 	std::vector<at::Tensor> outputs_;
 	Staging staging_;

@@ -282,7 +282,9 @@ ProcessGroupMCCL::shutdown()
 		if (stopping_)
 			return;
 		stopping_ = true;
-		busy = !pending_.empty() || !starts_.empty();
+		busy = !starts_.empty();
+		for (auto &w : pending_)
+			busy |= !w->done();
 	}
 	/* nobody will complete them: they end now, with an error, on every
 	 * rank */

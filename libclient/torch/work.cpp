@@ -30,7 +30,9 @@ devices_of(const Staging &s)
 
 WorkMCCL::WorkMCCL(ProcessGroupMCCL *pg, c10d::OpType type,
     const char *name, std::vector<at::Tensor> outputs, Staging staging)
-    : c10d::Work(-1, type), pg_(pg), name_(name),
+    : c10d::Work(-1, type),
+      pg_(c10::intrusive_ptr<BackendBase>::unsafe_reclaim_from_nonowning(pg)),
+      name_(name),
       outputs_(std::move(outputs)), staging_(std::move(staging))
 {
 }
@@ -146,9 +148,12 @@ WorkMCCL::finish_locked(std::unique_lock<std::mutex> &lock,
 			    ": copying the result back failed: " + e.what()));
 		}
 	} else {
+		auto pg = pg_.lock();
 		exception_ = std::make_exception_ptr(Error(rc,
 		    std::string("mccl: ") + name_ + " failed: " +
-		    mccl_strerror(rc) + ": " + pg_->last_error()));
+		    mccl_strerror(rc) + ": " + (pg ? static_cast<
+		    ProcessGroupMCCL *>(pg.get())->last_error() :
+		    std::string("its group was destroyed"))));
 	}
 	done_unlock(lock);
 	lock.lock();
@@ -192,6 +197,14 @@ WorkMCCL::fulfil(const c10::intrusive_ptr<c10::ivalue::Future> &f)
 	f->markCompleted(c10::IValue(outputs_));
 }
 
+/* The group's progress thread should look at this Work now. */
+void
+WorkMCCL::wake_group()
+{
+	if (auto pg = pg_.lock())
+		static_cast<ProcessGroupMCCL *>(pg.get())->wake();
+}
+
 bool
 WorkMCCL::done()
 {
@@ -208,7 +221,7 @@ WorkMCCL::isCompleted()
 	if (state_ != State::DONE)
 		urgent_ = true;		/* polled: the caller will not wait */
 	if (urgent_)
-		pg_->wake();
+		wake_group();
 	return state_ == State::DONE;
 }
 
@@ -224,7 +237,8 @@ WorkMCCL::wait(std::chrono::milliseconds timeout)
 		    " ms (Work.wait's timeout; the operation goes on)");
 	std::exception_ptr e = exception_;
 	lock.unlock();
-	pg_->retire();
+	if (auto pg = pg_.lock())
+		static_cast<ProcessGroupMCCL *>(pg.get())->retire();
 	if (e)
 		std::rethrow_exception(e);
 	synchronize();
@@ -285,7 +299,7 @@ WorkMCCL::getFuture()
 	if (done)
 		fulfil(f);
 	else
-		pg_->wake();
+		wake_group();
 	return f;
 }
 

@@ -6,6 +6,7 @@ send/recv and the refusals, each checked against a reference.  Prints
 """
 
 import datetime
+import gc
 import sys
 import time
 import warnings
@@ -203,11 +204,22 @@ if N > 1:
         if hasattr(dist.ProcessGroup, "_set_group_name"):	# torch 2
             check("a group keeps the name torch gives it", g.group_name ==
                   dist.distributed_c10d._world.pg_names[g], g.group_name)
+        late = dist.all_reduce(torch.ones(2), group=g, async_op=True)
         dist.destroy_process_group(g)	# torch 2 calls g.shutdown() ...
         g.shutdown()			# ... torch 1 does not; once is all
         raises("a destroyed group's operations: a clear error",
                mccl.InvalidArgumentError,
                lambda: g.allreduce([torch.ones(1)]).wait(), "destroyed")
+        del g				# the group's last reference
+        gc.collect()
+        try:				# shutdown may have aborted it
+            late.wait()
+            outcome = "completed"
+        except mccl.Error as e:
+            outcome = "raised %s" % e.name
+        check("a Work waited after its group is gone: a result or mccl's "
+              "error, no crash", outcome.startswith(("completed", "raised")),
+              outcome)
     req = dist.isend(torch.ones(2), (R + 1) % N)
     x = torch.zeros(2)
     dist.recv(x, (R - 1) % N)
