@@ -84,7 +84,9 @@ BENCH_PROGS = $(B)/wirebw $(B)/costmodel
 # mccl.torch's backend in C++ (libclient/torch), built against the torch
 # $(PYTHON) runs, beside the package's Python files.
 PY_EXT	     = $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))' 2>/dev/null)
-TORCH_NATIVE = libclient/python/mccl/_native$(PY_EXT)
+# (not in a sanitizer's build: the module loads into an uninstrumented
+# python3, which cannot take an ASan or TSan libmccl)
+TORCH_NATIVE = $(if $(SAN),,libclient/python/mccl/_native$(PY_EXT))
 TORCH_SRCS   = $(wildcard libclient/torch/*.cpp libclient/torch/*.h) \
 	       libclient/torch/build.py libclient/mccl.h
 
