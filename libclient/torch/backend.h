@@ -19,6 +19,7 @@
 #pragma once
 
 #include <torch/version.h>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 #if TORCH_VERSION_MAJOR >= 2
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -33,6 +34,8 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -70,6 +73,50 @@ struct Staging {
 	std::optional<c10::Stream> stream;	/* CUDA: the caller's stream */
 	std::optional<c10::Event> copied_out;	/* CUDA: the copies out */
 	std::optional<c10::Event> copied_back;	/* CUDA: the copies back */
+	/* CUDA: small, and the stream was idle: its copies out end within
+	 * microseconds, so the caller waits for them and starts it itself,
+	 * without the start thread's hand-off */
+	bool quick = false;
+};
+
+/*
+ * A group's host memory for CUDA tensors: segments the daemon shares, so
+ * that the library works on them in place, page-locked for the GPU.  A
+ * buffer is taken for one operation and comes back when its last tensor
+ * goes (after the copies back were queued); taken again, the copies into
+ * it wait on the GPU for those.  Buffers are kept until close(): the pool
+ * holds what the most operations in flight at once needed, and a training
+ * step that needs as many again finds them (making and page-locking one
+ * costs more than the copies it serves).  Where no segment or no CUDA
+ * runtime's cudaHostRegister is to be had: torch's pinned memory, which
+ * the library copies once more (fallback() says why).
+ */
+class HostPool : public std::enable_shared_from_this<HostPool> {
+public:
+	explicit HostPool(mccl_comm_t *comm);
+	~HostPool();
+
+	/* bytes or more, for copies queued on stream */
+	at::Tensor take(size_t bytes, const c10::Stream &stream);
+	void close();		/* before the communicator goes */
+	size_t made() const;	/* segments made so far */
+	std::string fallback() const;
+
+private:
+	struct Free {
+		void *ptr;
+		c10::Event after;	/* its last copies ended */
+	};
+
+	void *make(size_t size);
+	void give(void *ptr, size_t size, const c10::Stream &stream);
+
+	mccl_comm_t *comm_;
+	mutable std::mutex lock_;
+	std::map<size_t, std::vector<Free>> free_;	/* by size */
+	std::vector<void *> made_;
+	std::string fallback_;
+	bool closed_ = false;
 };
 
 /* Starts the operation on libmccl: returns its result code.  The status
@@ -128,6 +175,34 @@ private:
 	c10::intrusive_ptr<c10::ivalue::Future> future_;
 	std::atomic<bool> urgent_{ false };
 };
+
+/* The operations called between startCoalescing and endCoalescing (torch's
+ * _coalescing_manager, batch_isend_irecv) as one Work: done when all are,
+ * their results in order, the first failure its error. */
+class CoalescedWork : public c10d::Work {
+public:
+	explicit CoalescedWork(
+	    std::vector<c10::intrusive_ptr<c10d::Work>> works);
+
+	bool isCompleted() override;
+	bool wait(std::chrono::milliseconds timeout) override;
+	void synchronize() override;
+	std::vector<at::Tensor> result() override;
+	c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+
+private:
+	std::vector<c10::intrusive_ptr<c10d::Work>> works_;
+	c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+#ifdef MCCL_C10D_OPTIONS
+/* A group's options as torch keeps them (split_group copies the parent's
+ * for its sub-groups, so Python can copy these). */
+struct OptionsMCCL : c10d::Backend::Options {
+	OptionsMCCL(std::string name, std::chrono::milliseconds timeout)
+	    : Options(std::move(name), timeout) {}
+};
+#endif
 
 class ProcessGroupMCCL : public BackendBase {
 public:
@@ -196,6 +271,38 @@ public:
 	void setSequenceNumberForGroup() override {}
 	uint64_t getSequenceNumberForGroup() override { return seq_; }
 
+	/* What this torch's c10d::Backend offers beyond 1.13's ProcessGroup
+	 * (build.py finds it in the header: MCCL_C10D_*). */
+#ifdef MCCL_C10D_COALESCING
+	bool supportsCoalescing() const override { return true; }
+	void startCoalescing() override;
+	c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+#endif
+#ifdef MCCL_C10D_TENSOR_COALESCED
+	c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+	    std::vector<at::Tensor> &outs, std::vector<at::Tensor> &ins,
+	    const c10d::AllgatherOptions &o) override;
+	c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+	    std::vector<at::Tensor> &outs, std::vector<at::Tensor> &ins,
+	    const c10d::ReduceScatterOptions &o) override;
+#endif
+#ifdef MCCL_C10D_SPLIT
+	bool supportsSplitting() const override { return true; }
+	c10::intrusive_ptr<c10d::Backend> split(
+	    const c10::intrusive_ptr<c10d::Store> &store,
+	    const std::vector<int> &ranks,
+	    const c10::intrusive_ptr<Options> &opts) override;
+#endif
+#ifdef MCCL_C10D_OPTIONS
+	c10::intrusive_ptr<Options> getBackendOptions() override;
+#endif
+#ifdef MCCL_C10D_EAGER_CONNECT
+	void eagerConnectSingleDevice(at::Device device) override;
+#endif
+#ifdef MCCL_C10D_ABORT
+	void abort() override { abort_all(); }
+#endif
+
 	/* Python's side. */
 	mccl_comm_t *comm() const { return comm_; }
 	void abort_all();	/* every pending operation fails */
@@ -209,6 +316,9 @@ public:
 	void hold_starts(double seconds);
 	size_t queued_starts();
 	int timeout_ms() const { return (int)timeout_.count(); }
+	/* the group's sub-groups by split so far (split_group's names) */
+	uint64_t splits() const { return splits_; }
+	const HostPool &pool() const { return *pool_; }
 
 private:
 	using Start = std::pair<c10::intrusive_ptr<WorkMCCL>, Starter>;
@@ -228,6 +338,14 @@ private:
 	std::string name_;
 	std::chrono::milliseconds timeout_;
 	uint64_t seq_ = 0;
+	std::shared_ptr<HostPool> pool_;	/* CUDA tensors' host memory */
+	uint64_t splits_ = 0;
+	/* split() is asked once per device type of one split_group: the
+	 * second gets the first's sub-group */
+	c10::intrusive_ptr<c10d::Store> last_split_store_;
+	c10::intrusive_ptr<BackendBase> last_split_;
+	bool coalescing_ = false;
+	std::vector<c10::intrusive_ptr<c10d::Work>> coalesced_;
 
 	std::mutex lock_;
 	std::condition_variable starts_cv_, progress_cv_;

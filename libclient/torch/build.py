@@ -7,6 +7,7 @@ libmccl is not linked in: the module takes its functions from the one
 mccl._lib loaded (RTLD_GLOBAL), so that the comm handles it is given are
 that library's."""
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -16,7 +17,47 @@ import torch
 from torch.utils import cpp_extension
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCES = ["work.cpp", "ops.cpp", "module.cpp"]
+SOURCES = ["work.cpp", "ops.cpp", "pool.cpp", "coalesce.cpp", "split.cpp",
+           "module.cpp"]
+
+# What torch 2's c10d::Backend offers, found in its header (the methods
+# came in over several versions; their declarations say it best): one row
+# per feature, the macro and the declaration it needs.
+FEATURES = [
+    ("MCCL_C10D_COALESCING", r"bool supportsCoalescing\(\) const"),
+    ("MCCL_C10D_COALESCING", r"virtual void startCoalescing\(\)"),
+    ("MCCL_C10D_TENSOR_COALESCED", r"allgather_into_tensor_coalesced\("),
+    ("MCCL_C10D_TENSOR_COALESCED", r"reduce_scatter_tensor_coalesced\("),
+    ("MCCL_C10D_SPLIT", r"bool supportsSplitting\(\) const"),
+    ("MCCL_C10D_SPLIT", r"virtual c10::intrusive_ptr<Backend> split\(\s*"
+     r"const c10::intrusive_ptr<Store>&\s*store,\s*"
+     r"const std::vector<int>&\s*ranks,\s*"
+     r"const c10::intrusive_ptr<Options>&\s*opts\)"),
+    ("MCCL_C10D_OPTIONS", r"virtual c10::intrusive_ptr<Options> "
+     r"getBackendOptions\(\)"),
+    ("MCCL_C10D_EAGER_CONNECT", r"virtual void eagerConnectSingleDevice\("
+     r"at::Device device\)"),
+    ("MCCL_C10D_ABORT", r"virtual void abort\(\)"),
+]
+
+
+def features():
+    """The macros whose every declaration torch's Backend.hpp has (none
+    before torch 2, where the backend is a ProcessGroup)."""
+    if int(torch.__version__.split(".")[0]) < 2:
+        return []
+    text = ""
+    for d in cpp_extension.include_paths():
+        p = os.path.join(d, "torch/csrc/distributed/c10d/Backend.hpp")
+        if os.path.exists(p):
+            with open(p) as f:
+                text = f.read()
+            break
+    found = {}
+    for macro, decl in FEATURES:
+        found[macro] = found.get(macro, True) and \
+            re.search(decl, text) is not None
+    return [(m, "1") for m, ok in found.items() if ok]
 
 
 def main():
@@ -27,7 +68,7 @@ def main():
             "_native", [os.path.join(HERE, s) for s in SOURCES],
             include_dirs=[HERE, os.path.join(HERE, "..")],
             define_macros=[("MCCL_BUILT_FOR_TORCH",
-                            '"%s"' % torch.__version__)],
+                            '"%s"' % torch.__version__)] + features(),
             extra_compile_args=["-O2", "-std=c++17", "-Wall",
                                 "-Wno-unused-parameter",
                                 "-Wno-deprecated-declarations"])

@@ -30,8 +30,25 @@ PYBIND11_MODULE(_native, m)
 			PyErr_SetObject(cls.ptr(), exc.ptr());
 		}
 	});
-	py::class_<ProcessGroupMCCL, BackendBase,
-	    c10::intrusive_ptr<ProcessGroupMCCL>>(m, "ProcessGroupMCCL")
+#ifdef MCCL_C10D_OPTIONS
+	using mccl_torch::OptionsMCCL;
+	py::class_<OptionsMCCL, c10d::Backend::Options,
+	    c10::intrusive_ptr<OptionsMCCL>>(m, "Options")
+	    .def("__copy__", [](const OptionsMCCL &o) {
+			return c10::make_intrusive<OptionsMCCL>(o);
+		})
+	    .def("__deepcopy__", [](const OptionsMCCL &o, py::dict) {
+			return c10::make_intrusive<OptionsMCCL>(o);
+		}, py::arg("memo"));
+#endif
+	auto pg = py::class_<ProcessGroupMCCL, BackendBase,
+	    c10::intrusive_ptr<ProcessGroupMCCL>>(m, "ProcessGroupMCCL");
+#ifdef MCCL_C10D_OPTIONS
+	/* split_group reads it (the parent's, for its sub-groups) */
+	pg.def_property_readonly("options",
+	    &ProcessGroupMCCL::getBackendOptions);
+#endif
+	pg
 	    .def(py::init([](uintptr_t comm, bool owns, int rank, int size,
 		double timeout_s, const std::string &name) {
 			return c10::make_intrusive<ProcessGroupMCCL>(
@@ -57,5 +74,15 @@ PYBIND11_MODULE(_native, m)
 		py::call_guard<py::gil_scoped_release>())
 	    .def_property_readonly("_comm_handle", [](ProcessGroupMCCL &pg) {
 			return reinterpret_cast<uintptr_t>(pg.comm());
-		});
+		})
+	    .def("comm_split_count", &ProcessGroupMCCL::splits,
+		"sub-groups split from this one so far (split_group names "
+		"them by it)")
+	    .def("_staging_stats", [](ProcessGroupMCCL &pg) {
+			py::dict d;
+			d["made"] = pg.pool().made();
+			d["fallback"] = pg.pool().fallback();
+			return d;
+		}, "CUDA tensors' host memory: segments made so far, and why "
+		"torch's pinned memory is used instead (empty: it is not)");
 }

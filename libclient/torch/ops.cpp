@@ -105,7 +105,7 @@ op_of(const c10d::ReduceOp &op, const at::Tensor &t)
  */
 class Stager {
 public:
-	explicit Stager(const char *name) : name_(name) {}
+	Stager(const char *name, HostPool &pool) : name_(name), pool_(pool) {}
 
 	at::Tensor in(const at::Tensor &t) { return host(t, true, false); }
 	at::Tensor out(const at::Tensor &t) { return host(t, false, true); }
@@ -116,10 +116,14 @@ public:
 	flat(int64_t n, const at::Tensor &like)
 	{
 		device(like);
-		at::TensorOptions o = like.options().device(at::kCPU);
-		if (cuda_)	/* a GPU's copies go through it */
-			o = o.pinned_memory(true);
-		at::Tensor h = at::empty({ n }, o);
+		at::Tensor h;
+		if (cuda_) {	/* a GPU's copies go through it */
+			int64_t bytes = n * (int64_t)like.element_size();
+			h = pool_.take((size_t)bytes, *s_.stream)
+			    .narrow(0, 0, bytes).view(like.scalar_type());
+		} else {
+			h = at::empty({ n }, like.options().device(at::kCPU));
+		}
 		s_.keep.push_back(h);
 		return h;
 	}
@@ -131,7 +135,10 @@ public:
 		device(user);
 		host.view(user.sizes()).copy_(user,
 		    /*non_blocking=*/user.is_cuda());
-		read_ |= user.is_cuda();
+		if (user.is_cuda()) {
+			read_ = true;
+			read_bytes_ += user.nbytes();
+		}
 		s_.keep.push_back(user);
 	}
 
@@ -151,6 +158,7 @@ public:
 			e.record(*s_.stream);
 			s_.copied_out.emplace(std::move(e));
 		}
+		s_.quick = idle_ && read_bytes_ <= kQuickBytes;
 		return std::move(s_);
 	}
 
@@ -189,6 +197,7 @@ private:
 			dev_ = t.device();
 			auto *impl = c10::impl::getDeviceGuardImpl(at::kCUDA);
 			s_.stream.emplace(impl->getStream(dev_));
+			idle_ = s_.stream->query();	/* before our copies */
 		} else if (t.device() != dev_) {
 			throw bad(std::string(name_) + ": tensors on " +
 			    dev_.str() + " and " + t.device().str() +
@@ -196,9 +205,15 @@ private:
 		}
 	}
 
+	/* copies out this small, on an idle stream, take microseconds */
+	static constexpr size_t kQuickBytes = 1 << 20;
+
 	const char *name_;
+	HostPool &pool_;
 	Staging s_;
 	bool cuda_ = false, read_ = false;	/* a GPU's tensor in it */
+	bool idle_ = false;		/* its stream had nothing queued */
+	size_t read_bytes_ = 0;		/* copied out of the GPU */
 	c10::Device dev_{ at::kCPU };		/* that GPU */
 };
 
@@ -234,7 +249,8 @@ total(const std::vector<at::Tensor> &ts)
 ProcessGroupMCCL::ProcessGroupMCCL(mccl_comm_t *comm, bool owns_comm,
     int rank, int size, std::chrono::milliseconds timeout, std::string name)
     : BackendBase(rank, size), comm_(comm), owns_comm_(owns_comm),
-      name_(std::move(name)), timeout_(timeout)
+      name_(std::move(name)), timeout_(timeout),
+      pool_(std::make_shared<HostPool>(comm))
 {
 	if (comm_ != nullptr && timeout.count() > 0 &&
 	    mccl_comm_set_timeout(comm_, (int)std::min<int64_t>(
@@ -296,10 +312,26 @@ ProcessGroupMCCL::shutdown()
 		start_thread_.join();
 	if (progress_thread_.joinable())
 		progress_thread_.join();
+	pool_->close();
 	/* comm_ stays: a call after this finds the library's destroyed
 	 * communicator, and a clear error */
 	if (owns_comm_ && comm_ != nullptr)
 		mccl_comm_destroy(comm_);
+}
+
+/* A quick operation's copies out ended within 500 us (its stream was
+ * idle: they take microseconds): its caller then starts it itself.  Where
+ * they did not, the start thread waits for them instead. */
+static bool
+copies_ended(const Staging &s)
+{
+	auto deadline = std::chrono::steady_clock::now() +
+	    std::chrono::microseconds(500);
+
+	while (!s.copied_out->query())
+		if (std::chrono::steady_clock::now() > deadline)
+			return false;
+	return true;
 }
 
 c10::intrusive_ptr<c10d::Work>
@@ -314,7 +346,17 @@ ProcessGroupMCCL::run(OpType type, const char *name,
 		throw Error(MCCL_ERR_INVALID_ARGUMENT, std::string("mccl: ") +
 		    name + ": the group was destroyed (shut down)");
 	seq_++;
-	if (w->staging().copied_out || !starts_.empty()) {
+	if (coalescing_)
+		coalesced_.push_back(w);
+	const Staging &st = w->staging();
+	bool direct = starts_.empty() && (!st.copied_out || st.quick);
+	if (direct && st.copied_out) {
+		lock.unlock();
+		direct = copies_ended(st);
+		lock.lock();
+		direct = direct && starts_.empty();
+	}
+	if (!direct) {
 		starts_.emplace_back(w, std::move(starter));
 		starts_cv_.notify_one();
 		return w;
@@ -337,7 +379,7 @@ ProcessGroupMCCL::allreduce(std::vector<at::Tensor> &ts,
 	if (t.is_sparse())
 		return sparse_allreduce(t, op, ts);
 	mccl_dtype_t dt = dtype_of(t);
-	Stager s("all_reduce");
+	Stager s("all_reduce", *pool_);
 	void *p = s.inout(t).data_ptr();
 	size_t n = count_of(t);
 
@@ -424,7 +466,7 @@ ProcessGroupMCCL::allreduce_coalesced(std::vector<at::Tensor> &ts,
 		same_kind(ts[0], t, "all_reduce_coalesced");
 	mccl_op_t op = op_of(o.reduceOp, ts[0]);
 	mccl_dtype_t dt = dtype_of(ts[0]);
-	Stager s("all_reduce_coalesced");
+	Stager s("all_reduce_coalesced", *pool_);
 	at::Tensor flat = s.flat(total(ts), ts[0]);
 	int64_t off = 0;
 
@@ -448,7 +490,7 @@ ProcessGroupMCCL::broadcast(std::vector<at::Tensor> &ts,
 {
 	const at::Tensor &t = only(ts, "broadcast");
 	mccl_dtype_t dt = dtype_of(t);
-	Stager s("broadcast");
+	Stager s("broadcast", *pool_);
 	bool root = o.rootRank == getRank();
 	void *p = (root ? s.in(t) : s.out(t)).data_ptr();
 	size_t n = count_of(t);
@@ -467,7 +509,7 @@ ProcessGroupMCCL::reduce(std::vector<at::Tensor> &ts,
 	const at::Tensor &t = only(ts, "reduce");
 	mccl_op_t op = op_of(o.reduceOp, t);
 	mccl_dtype_t dt = dtype_of(t);
-	Stager s("reduce");
+	Stager s("reduce", *pool_);
 	bool root = o.rootRank == getRank();
 	void *p = (root ? s.inout(t) : s.in(t)).data_ptr();
 	void *out = root ? p : nullptr;
@@ -498,7 +540,7 @@ ProcessGroupMCCL::allgather(std::vector<std::vector<at::Tensor>> &outs,
 		    std::to_string(out[getRank()].numel()) +
 		    " elements, its input " + std::to_string(in.numel()));
 	mccl_dtype_t dt = dtype_of(in);
-	Stager s("all_gather");
+	Stager s("all_gather", *pool_);
 	void *src = s.in(in).data_ptr();
 	at::Tensor flat = s.flat(total(out), in);
 	bool even = true;
@@ -536,7 +578,7 @@ ProcessGroupMCCL::_allgather_base(at::Tensor &out, at::Tensor &in,
 		    std::to_string(in.numel()) + " x " +
 		    std::to_string(getSize()) + " needed");
 	mccl_dtype_t dt = dtype_of(in);
-	Stager s("all_gather_into_tensor");
+	Stager s("all_gather_into_tensor", *pool_);
 	void *src = s.in(in).data_ptr();
 	void *dst = s.out(out).data_ptr();
 	size_t n = count_of(in);
@@ -555,7 +597,7 @@ ProcessGroupMCCL::allgather_coalesced(
 	if (ins.empty() || outs.size() != (size_t)getSize())
 		throw bad("all_gather_coalesced: a list of inputs, and one "
 		    "list of outputs per rank of the group");
-	Stager s("all_gather_coalesced");
+	Stager s("all_gather_coalesced", *pool_);
 	int64_t each = total(ins), off = 0;
 	at::Tensor src = s.flat(each, ins[0]);
 	at::Tensor dst = s.flat(each * getSize(), ins[0]);
@@ -592,6 +634,103 @@ ProcessGroupMCCL::allgather_coalesced(
 		return mccl_allgather(sp, dp, n, dt, comm_, r);
 	    });
 }
+
+#ifdef MCCL_C10D_TENSOR_COALESCED
+/* t's elements in order, as a view (an output must take its results). */
+static at::Tensor
+flat_view(const at::Tensor &t, const char *what)
+{
+	if (!t.is_contiguous())
+		throw bad(std::string(what) + ": the outputs must be "
+		    "contiguous");
+	return t.view({ -1 });
+}
+
+/* all_gather_into_tensor of each pair, as one all_gather of the inputs
+ * laid end to end: out[i] is every rank's ins[i], rank 0's first. */
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupMCCL::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor> &outs, std::vector<at::Tensor> &ins,
+    const c10d::AllgatherOptions &)
+{
+	const char *what = "all_gather_into_tensor_coalesced";
+	if (ins.empty() || outs.size() != ins.size())
+		throw bad(std::string(what) + ": as many outputs as inputs, "
+		    "one or more");
+	Stager s(what, *pool_);
+	int64_t each = total(ins), off = 0, n = getSize();
+	at::Tensor src = s.flat(each, ins[0]);
+	at::Tensor dst = s.flat(each * n, ins[0]);
+
+	for (size_t i = 0; i < ins.size(); i++) {
+		int64_t k = ins[i].numel();
+		same_kind(ins[0], ins[i], what);
+		same_kind(ins[0], outs[i], what);
+		if (outs[i].numel() != k * n)
+			throw bad(std::string(what) + ": output " +
+			    std::to_string(i) + " has " +
+			    std::to_string(outs[i].numel()) + " elements, " +
+			    std::to_string(k) + " x " + std::to_string(n) +
+			    " needed");
+		s.pack(src.narrow(0, off, k), ins[i]);
+		at::Tensor out = flat_view(outs[i], what);
+		for (int64_t r = 0; r < n; r++)
+			s.back(out.narrow(0, r * k, k),
+			    dst.narrow(0, r * each + off, k));
+		off += k;
+	}
+	mccl_dtype_t dt = dtype_of(ins[0]);
+	void *sp = src.data_ptr(), *dp = dst.data_ptr();
+	size_t count = count_of(src);
+	return run(OpType::ALLGATHER_COALESCED, what, outs, s.finish(),
+	    [=](mccl_request_t **r, mccl_status_t *) {
+		return mccl_allgather(sp, dp, count, dt, comm_, r);
+	    });
+}
+
+/* reduce_scatter_tensor of each pair, as one reduce_scatter: rank r's
+ * block holds every input's r-th slice, end to end. */
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupMCCL::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor> &outs, std::vector<at::Tensor> &ins,
+    const c10d::ReduceScatterOptions &o)
+{
+	const char *what = "reduce_scatter_tensor_coalesced";
+	if (outs.empty() || outs.size() != ins.size())
+		throw bad(std::string(what) + ": as many outputs as inputs, "
+		    "one or more");
+	mccl_op_t op = op_of(o.reduceOp, outs[0]);
+	Stager s(what, *pool_);
+	int64_t each = total(outs), off = 0, n = getSize();
+	at::Tensor src = s.flat(each * n, outs[0]);
+	at::Tensor dst = s.flat(each, outs[0]);
+
+	for (size_t i = 0; i < outs.size(); i++) {
+		int64_t k = outs[i].numel();
+		same_kind(outs[0], outs[i], what);
+		same_kind(outs[0], ins[i], what);
+		if (ins[i].numel() != k * n)
+			throw bad(std::string(what) + ": input " +
+			    std::to_string(i) + " has " +
+			    std::to_string(ins[i].numel()) + " elements, " +
+			    std::to_string(k) + " x " + std::to_string(n) +
+			    " needed");
+		at::Tensor in = ins[i].reshape({ -1 });
+		for (int64_t r = 0; r < n; r++)
+			s.pack(src.narrow(0, r * each + off, k),
+			    in.narrow(0, r * k, k));
+		s.back(outs[i], dst.narrow(0, off, k));
+		off += k;
+	}
+	mccl_dtype_t dt = dtype_of(outs[0]);
+	void *sp = src.data_ptr(), *dp = dst.data_ptr();
+	size_t count = count_of(dst);
+	return run(OpType::REDUCE_SCATTER, what, outs, s.finish(),
+	    [=](mccl_request_t **r, mccl_status_t *) {
+		return mccl_reduce_scatter(sp, dp, count, dt, op, comm_, r);
+	    });
+}
+#endif
 
 static void
 check_root(int root, int size, const char *what)
@@ -635,7 +774,7 @@ ProcessGroupMCCL::gather(std::vector<std::vector<at::Tensor>> &outs,
 	if (!is_root && !outs.empty() && !outs[0].empty())
 		throw bad("gather: only the root takes outputs");
 	mccl_dtype_t dt = dtype_of(in);
-	Stager s("gather");
+	Stager s("gather", *pool_);
 	void *src = s.in(in).data_ptr(), *dst = nullptr;
 	std::vector<at::Tensor> results;
 
@@ -668,7 +807,7 @@ ProcessGroupMCCL::scatter(std::vector<at::Tensor> &outs,
 	if (!is_root && !ins.empty() && !ins[0].empty())
 		throw bad("scatter: only the root takes inputs");
 	mccl_dtype_t dt = dtype_of(out);
-	Stager s("scatter");
+	Stager s("scatter", *pool_);
 	void *dst = s.out(out).data_ptr(), *src = nullptr;
 
 	if (is_root) {
@@ -697,7 +836,7 @@ ProcessGroupMCCL::reduce_scatter(std::vector<at::Tensor> &outs,
 	check_list(ins[0], out, getSize(), "reduce_scatter");
 	mccl_op_t op = op_of(o.reduceOp, out);
 	mccl_dtype_t dt = dtype_of(out);
-	Stager s("reduce_scatter");
+	Stager s("reduce_scatter", *pool_);
 	at::Tensor flat = s.flat(out.numel() * getSize(), out);
 
 	for (int r = 0; r < getSize(); r++)
@@ -723,7 +862,7 @@ ProcessGroupMCCL::_reduce_scatter_base(at::Tensor &out, at::Tensor &in,
 		    std::to_string(getSize()) + " needed");
 	mccl_op_t op = op_of(o.reduceOp, out);
 	mccl_dtype_t dt = dtype_of(out);
-	Stager s("reduce_scatter_tensor");
+	Stager s("reduce_scatter_tensor", *pool_);
 	void *src = s.in(in).data_ptr(), *dst = s.out(out).data_ptr();
 	size_t n = count_of(out);
 
@@ -779,7 +918,7 @@ ProcessGroupMCCL::alltoall_base(at::Tensor &out, at::Tensor &in,
 	split_of(in, in_splits, getSize(), *sc, *sd, "all_to_all_single");
 	split_of(out, out_splits, getSize(), *rc, *rd, "all_to_all_single");
 	mccl_dtype_t dt = dtype_of(in);
-	Stager s("all_to_all_single");
+	Stager s("all_to_all_single", *pool_);
 	void *src = s.in(in).data_ptr(), *dst = s.out(out).data_ptr();
 	bool even = in_splits.empty() && out_splits.empty();
 	size_t n = count_of(in) / getSize();
@@ -800,7 +939,7 @@ ProcessGroupMCCL::alltoall(std::vector<at::Tensor> &outs,
 	if ((int)ins.size() != getSize() || (int)outs.size() != getSize())
 		throw bad("all_to_all: a tensor per rank of the group in each "
 		    "list");
-	Stager s("all_to_all");
+	Stager s("all_to_all", *pool_);
 	at::Tensor src = s.flat(total(ins), ins[0]);
 	at::Tensor dst = s.flat(total(outs), ins[0]);
 	auto sc = std::make_shared<std::vector<size_t>>();
@@ -847,7 +986,7 @@ ProcessGroupMCCL::send(std::vector<at::Tensor> &ts, int dst, int tag)
 	const at::Tensor &t = only(ts, "send");
 	check_peer(dst, getRank(), getSize(), "send");
 	mccl_dtype_t dt = dtype_of(t);
-	Stager s("send");
+	Stager s("send", *pool_);
 	void *p = s.in(t).data_ptr();
 	size_t n = count_of(t);
 
@@ -863,7 +1002,7 @@ ProcessGroupMCCL::recv(std::vector<at::Tensor> &ts, int src, int tag)
 	const at::Tensor &t = only(ts, "recv");
 	check_peer(src, getRank(), getSize(), "recv");
 	mccl_dtype_t dt = dtype_of(t);
-	Stager s("recv");
+	Stager s("recv", *pool_);
 	void *p = s.out(t).data_ptr();
 	size_t n = count_of(t);
 
@@ -878,7 +1017,7 @@ ProcessGroupMCCL::recvAnysource(std::vector<at::Tensor> &ts, int tag)
 {
 	const at::Tensor &t = only(ts, "recv");
 	mccl_dtype_t dt = dtype_of(t);
-	Stager s("recv");
+	Stager s("recv", *pool_);
 	void *p = s.out(t).data_ptr();
 	size_t n = count_of(t);
 

@@ -174,6 +174,9 @@ WorkMCCL::copy_back()
 		for (auto &p : staging_.back)
 			p.first.copy_(p.second);
 	}
+	/* the host buffers go back to the pool now (their copies back are
+	 * queued), not when the Work goes */
+	staging_.back.clear();
 	staging_.keep.clear();
 }
 

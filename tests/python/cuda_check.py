@@ -225,21 +225,66 @@ if torch.cuda.device_count() > 1:
 
 # The host buffers of operations in flight at once are kept and found
 # again: rounds of as many make none (DDP's buckets, all of one size).
-pg = dist.distributed_c10d._get_default_group()
-pools = getattr(pg, "_staging", None)
-if pools:
-    before = pools[0].made
-    for _ in range(4):
-        ts = [full((600000,), R + 1) for _ in range(6)]	# 2.4 MB each
-        works = [dist.all_reduce(x, async_op=True) for x in ts]
-        for w in works:
-            w.wait()
-        torch.cuda.synchronize()
-    check("4 rounds of 6 all_reduces in flight make at most 6 host buffers "
-          "of their size", all(bool((x == S).all()) for x in ts) and
-          pools[0].made - before <= 6, (before, pools[0].made))
+# The native backend's buffers are the daemon's segments, page-locked.
+pg = mccl.torch._mccl_group(None)
+if hasattr(pg, "_staging_stats"):
+    def made():
+        return pg._staging_stats()["made"]
+    check("CUDA tensors stage in the daemon's segments, page-locked",
+          pg._staging_stats()["fallback"] == "", pg._staging_stats())
 else:
-    print("host staging: not reachable through this torch's default group")
+    pools = pg._staging
+
+    def made():
+        return pools[0].made
+before = made()
+for _ in range(4):
+    ts = [full((600000,), R + 1) for _ in range(6)]	# 2.4 MB each
+    works = [dist.all_reduce(x, async_op=True) for x in ts]
+    for w in works:
+        w.wait()
+    torch.cuda.synchronize()
+check("4 rounds of 6 all_reduces in flight make at most 6 host buffers "
+      "of their size", all(bool((x == S).all()) for x in ts) and
+      made() - before <= 6, (before, made()))
+
+# torch 2: coalescing on CUDA tensors, sub-groups by split (split_group,
+# and DeviceMesh, which splits where the world is bound to a device)
+if hasattr(pg, "_staging_stats") and hasattr(dist, "split_group"):
+    ts = [full((k,), R + 1) for k in (5, 70000)]
+    with dist._coalescing_manager(device=DEV, async_ops=True) as cm:
+        for t in ts:
+            dist.all_reduce(t)
+    cm.wait()
+    check("_coalescing_manager on CUDA tensors",
+          all(bool((t == S).all()) for t in ts), [t[:2] for t in ts])
+    outs = [full((k * N,), -1) for k in (2, 3)]
+    with dist._coalescing_manager(device=DEV):
+        for o, k in zip(outs, (2, 3)):
+            dist.all_gather_into_tensor(o, full((k,), R))
+    check("all_gather_into_tensor coalesced, on CUDA tensors", all(
+        torch.equal(o.cpu(), torch.arange(N).float().repeat_interleave(k))
+        for o, k in zip(outs, (2, 3))), outs)
+    evens = list(range(0, N, 2))
+    odds = list(range(1, N, 2))
+    sub = dist.split_group(split_ranks=[evens, odds] if odds else [evens])
+    mine = evens if R % 2 == 0 else odds
+    t = full((4,), R + 1)
+    dist.all_reduce(t, group=sub)
+    check("split_group: the even and the odd ranks' groups",
+          sub.size() == len(mine) and bool((t == sum(
+              r + 1 for r in mine)).all()), (sub.size(), t))
+    if N % 2 == 0:
+        from torch.distributed.device_mesh import init_device_mesh
+        mesh = init_device_mesh("cuda", (2, N // 2),
+                                mesh_dim_names=("dp", "tp"))
+        t = full((3,), R + 1)
+        dist.all_reduce(t, group=mesh.get_group("tp"))
+        row = [r for r in range(N) if r // (N // 2) == R // (N // 2)]
+        check("init_device_mesh (2, %d): all_reduce over tp" % (N // 2),
+              bool((t == sum(r + 1 for r in row)).all()), t)
+else:
+    print("coalescing and split_group: need torch 2 and the native backend")
 
 # the package itself: mccl.Comm on CUDA tensors and on any object with
 # __cuda_array_interface__, blocking and not

@@ -338,6 +338,53 @@ check("set_wire_dtype waits for the operations called before it",
       bool((c == S).all()) and bool((d == S).all()), (c[:2], d[:2]))
 dist.barrier()
 
+# torch 2's coalescing (DDP, FSDP, batch_isend_irecv): the operations in a
+# _coalescing_manager as one Work; all_gather_into_tensor and
+# reduce_scatter_tensor in one as one operation each (the "fast path")
+native = not isinstance(mccl.torch._mccl_group(None),
+                        mccl.torch.ProcessGroupMCCL)
+if native and int(torch.__version__.split(".")[0]) >= 2:
+    cpu = torch.device("cpu")
+    ts = [torch.full((k,), R + 1.0) for k in (3, 1000, 5)]
+    with dist._coalescing_manager(device=cpu, async_ops=True) as cm:
+        for t in ts:
+            dist.all_reduce(t)
+    cm.wait()
+    check("_coalescing_manager: three all_reduces, one wait",
+          all(bool((t == S).all()) for t in ts), [t[:2] for t in ts])
+    ins = [torch.full((k,), float(R)) for k in (2, 3)]
+    outs = [torch.full((k * N,), -1.0) for k in (2, 3)]
+    with dist._coalescing_manager(device=cpu):
+        for o, i in zip(outs, ins):
+            dist.all_gather_into_tensor(o, i)
+    check("all_gather_into_tensor, coalesced", all(
+        torch.equal(o, torch.arange(N).float().repeat_interleave(k))
+        for o, k in zip(outs, (2, 3))), outs)
+    ins = [torch.arange(k * N, dtype=torch.float32) + R for k in (2, 3)]
+    outs = [torch.full((k,), -1.0) for k in (2, 3)]
+    with dist._coalescing_manager(device=cpu):
+        for o, i in zip(outs, ins):
+            dist.reduce_scatter_tensor(o, i)
+    check("reduce_scatter_tensor, coalesced", all(
+        torch.equal(o, N * torch.arange(R * k, (R + 1) * k).float() +
+                    N * (N - 1) / 2) for o, k in zip(outs, (2, 3))), outs)
+    if N > 1:
+        send, got = torch.full((4,), float(R)), torch.full((4,), -1.0)
+        works = dist.batch_isend_irecv([
+            dist.P2POp(dist.isend, send, (R + 1) % N),
+            dist.P2POp(dist.irecv, got, (R - 1) % N)])
+        for w in works:
+            w.wait()
+        check("batch_isend_irecv around the ring",
+              bool((got == (R - 1) % N).all()), got)
+    seq = getattr(mccl.torch._mccl_group(None),
+                  "_get_sequence_number_for_group", None)
+    if seq is not None:
+        check("the group's sequence number counts its operations",
+              seq() > 0, seq())
+else:
+    print("coalescing: needs torch 2 and the native backend")
+
 # A group's timeout is its operations' deadline
 if N > 1:
     g = dist.new_group(list(range(N)), timeout=datetime.timedelta(seconds=1))

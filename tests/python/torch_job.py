@@ -1,6 +1,7 @@
 """torch_job.py: under a launcher, the torch world is the launcher's MCCL
 job (mcclrun --job NAME here), and the same world mccl.init() gives the
-script: one job, not two; other groups are jobs of their own.  Prints one
+script: one job, not two; other groups are jobs of their own, named
+NAME.gR.K.  Prints one
 "ok"/"FAIL" line per check of this rank."""
 import sys
 
@@ -37,7 +38,8 @@ check("torch and mccl on the one job", t.tolist() == [n * (n + 1) / 2] * 3
 sub = dist.new_group(list(range(n)))
 u = torch.ones(2)
 dist.all_reduce(u, group=sub)
-check("another group is a job of its own",
-      u.tolist() == [float(n)] * 2 and
-      mccl.torch._mccl_group(sub)._comm.stats()["name"] != want)
+subname = mccl.torch._mccl_group(sub)._comm.stats()["name"]
+check("another group is a job of its own, named after the launcher's "
+      "(by its rank 0, global rank 0: the first group it named)",
+      u.tolist() == [float(n)] * 2 and subname == want + ".g0.1", subname)
 dist.destroy_process_group()

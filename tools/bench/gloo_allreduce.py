@@ -38,7 +38,7 @@ def bench_device():
     if name == "cuda-per-rank":
         rank = int(os.environ.get("RANK", "0"))
         return torch.device("cuda", rank % max(torch.cuda.device_count(), 1))
-    return torch.device(name)
+    return torch.device("cuda", 0) if name == "cuda" else torch.device(name)
 
 
 DEVICE = bench_device()

@@ -63,6 +63,11 @@ if [ "${gpus:-0}" -ge 2 ]; then
 	    "$max" 200
 	two cuda-nccl BENCH_BACKEND=nccl BENCH_DEVICE=cuda-per-rank \
 	    "$PY" "$here/gloo_allreduce.py" 2 1024 "$max" 200
+elif [ "${gpus:-0}" = 1 ]; then
+	# both ranks on the one GPU: MCCL's row; NCCL refuses a shared GPU
+	two cuda-native-shared-gpu MCCL_TORCH_NATIVE=1 BENCH_BACKEND=mccl \
+	    BENCH_DEVICE=cuda "$PY" "$here/gloo_allreduce.py" 2 1024 "$max" 200
+	echo "== (one GPU: no NCCL row, it needs a GPU per rank)"
 else
-	echo "== (no GPU per rank: the CUDA and NCCL rows need two GPUs)"
+	echo "== (no GPU: no CUDA or NCCL rows)"
 fi

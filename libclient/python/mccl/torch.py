@@ -50,6 +50,7 @@ import ctypes
 import os
 import functools
 import inspect
+import itertools
 import queue
 import sys
 import threading
@@ -1059,9 +1060,24 @@ def _join(store, rank, size, timeout):
         return mccl.init()	# the same world mccl.init() gives the script
     key = "mccl_job"
     if rank == 0:
-        store.set(key, "torch-" + uuid.uuid4().hex)
+        store.set(key, _group_job())
     job = store.get(key).decode()
     return mccl.Comm.create(job, rank, size)
+
+
+_groups_made = itertools.count(1)
+
+
+def _group_job():
+    """A new group's job name, chosen by its rank 0: under the launcher's
+    job NAME, NAME.gR.K (R: this process's rank in the world, K: the
+    groups it named so far), so that mcclctl jobs shows it beside its
+    world; else torch-<uuid>.  Unique either way."""
+    world = mccl.init.__globals__.get("_world")
+    if not _launcher_job_taken or world is None or world._destroyed:
+        return "torch-" + uuid.uuid4().hex
+    rank = dist.get_rank() if dist.is_initialized() else world.rank
+    return "%s.g%d.%d" % (world.job, rank, next(_groups_made))
 
 
 def _mccl_group(group):
@@ -1163,9 +1179,22 @@ def _create(store, rank, size, timeout):
 # A native group's communicator as a mccl.Comm (pg._comm, as the Python
 # group has): the world's itself, else one borrowing the group's handle.
 _comms = {}
+
+
+def _comm_of(pg):
+    """pg's communicator as a mccl.Comm; a group torch split from another
+    (split_group) was made in C++: its Comm is made here, once."""
+    handle = pg._comm_handle
+    comm = _comms.get(handle)
+    if comm is None:
+        comm = mccl.Comm._borrow(handle, "")
+        comm.job = comm.stats()["name"]
+        _comms[handle] = comm
+    return comm
+
+
 if _native is not None:
-    _native.ProcessGroupMCCL._comm = property(
-        lambda pg: _comms[pg._comm_handle])
+    _native.ProcessGroupMCCL._comm = property(_comm_of)
 
 
 # The name init_process_group takes: "mccl" where it is free; where another
