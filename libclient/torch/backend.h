@@ -181,8 +181,11 @@ private:
  * their results in order, the first failure its error. */
 class CoalescedWork : public c10d::Work {
 public:
+	/* outputs: what result() and the future give (else the works') */
 	explicit CoalescedWork(
-	    std::vector<c10::intrusive_ptr<c10d::Work>> works);
+	    std::vector<c10::intrusive_ptr<c10d::Work>> works,
+	    c10d::OpType type = c10d::OpType::UNKNOWN,
+	    std::optional<std::vector<at::Tensor>> outputs = std::nullopt);
 
 	bool isCompleted() override;
 	bool wait(std::chrono::milliseconds timeout) override;
@@ -192,6 +195,7 @@ public:
 
 private:
 	std::vector<c10::intrusive_ptr<c10d::Work>> works_;
+	std::optional<std::vector<at::Tensor>> outputs_;
 	c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
@@ -323,6 +327,10 @@ public:
 private:
 	using Start = std::pair<c10::intrusive_ptr<WorkMCCL>, Starter>;
 
+	using OneTensorOp = std::function<c10::intrusive_ptr<c10d::Work>(
+	    std::vector<at::Tensor> &)>;
+	c10::intrusive_ptr<c10d::Work> in_parts(std::vector<at::Tensor> &ts,
+	    c10d::OpType type, const OneTensorOp &op);
 	c10::intrusive_ptr<c10d::Work> sparse_allreduce(at::Tensor &t,
 	    mccl_op_t op, std::vector<at::Tensor> &ts);
 	void check(mccl_result_t rc, const char *what);

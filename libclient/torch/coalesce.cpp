@@ -1,8 +1,9 @@
 /*
- * coalesce.cpp: torch's coalescing (the _coalescing_manager, which DDP,
- * FSDP and batch_isend_irecv use).  The operations called in between
- * start as they are called, in order (the daemon overlaps them anyway);
- * endCoalescing gives one Work for them all.
+ * coalesce.cpp: one Work for several operations: torch's coalescing (the
+ * _coalescing_manager, which DDP, FSDP and batch_isend_irecv use: the
+ * operations called in between start as they are called, in order, and
+ * endCoalescing gives one Work for them all), and a large CUDA tensor's
+ * parts (ops.cpp).
  */
 #include "backend.h"
 
@@ -11,8 +12,10 @@
 namespace mccl_torch {
 
 CoalescedWork::CoalescedWork(
-    std::vector<c10::intrusive_ptr<c10d::Work>> works)
-    : c10d::Work(-1, c10d::OpType::UNKNOWN), works_(std::move(works))
+    std::vector<c10::intrusive_ptr<c10d::Work>> works, c10d::OpType type,
+    std::optional<std::vector<at::Tensor>> outputs)
+    : c10d::Work(-1, type), works_(std::move(works)),
+      outputs_(std::move(outputs))
 {
 }
 
@@ -61,8 +64,9 @@ CoalescedWork::synchronize()
 std::vector<at::Tensor>
 CoalescedWork::result()
 {
+	if (outputs_)
+		return *outputs_;
 	std::vector<at::Tensor> all;
-
 	for (auto &w : works_)
 		for (auto &t : w->result())
 			all.push_back(t);

@@ -370,6 +370,50 @@ ProcessGroupMCCL::run(OpType type, const char *name,
 
 /* ---- the operations ---- */
 
+/* A CUDA tensor goes in parts of this where it has two or more: each
+ * part's copies overlap the other parts' transfers. */
+static constexpr int64_t kPartBytes = 16 << 20;
+
+/* The element ranges of t's parts, the same on every rank (a job's ranks
+ * must run the same operations), or none.  The last part takes the
+ * remainder (one to two parts' worth): a sliver of its own would be an
+ * operation too small to overlap with the ones around it. */
+static std::vector<std::pair<int64_t, int64_t>>
+part_bounds(const at::Tensor &t)
+{
+	std::vector<std::pair<int64_t, int64_t>> parts;
+
+	if (!t.is_cuda() || !t.is_contiguous() ||
+	    (int64_t)t.nbytes() < 2 * kPartBytes)
+		return parts;
+	int64_t step = kPartBytes / (int64_t)t.element_size();
+	int64_t n = t.numel(), k = n / step;
+	for (int64_t i = 0; i < k; i++)
+		parts.emplace_back(i * step, i + 1 < k ? (i + 1) * step : n);
+	return parts;
+}
+
+/*
+ * op on ts[0] part by part, as one Work.  The parts' copies out are all
+ * queued at once, on the caller's stream; each part starts once its own
+ * ended, while the ones before it are on the wire, and is copied back
+ * when it completes.
+ */
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupMCCL::in_parts(std::vector<at::Tensor> &ts, OpType type,
+    const OneTensorOp &op)
+{
+	std::vector<c10::intrusive_ptr<c10d::Work>> works;
+	at::Tensor flat = ts[0].view({ -1 });
+
+	for (auto &b : part_bounds(ts[0])) {
+		std::vector<at::Tensor> part{ flat.narrow(0, b.first,
+		    b.second - b.first) };
+		works.push_back(op(part));
+	}
+	return c10::make_intrusive<CoalescedWork>(std::move(works), type, ts);
+}
+
 c10::intrusive_ptr<c10d::Work>
 ProcessGroupMCCL::allreduce(std::vector<at::Tensor> &ts,
     const c10d::AllreduceOptions &o)
@@ -378,6 +422,9 @@ ProcessGroupMCCL::allreduce(std::vector<at::Tensor> &ts,
 	mccl_op_t op = op_of(o.reduceOp, t);
 	if (t.is_sparse())
 		return sparse_allreduce(t, op, ts);
+	if (!part_bounds(t).empty())
+		return in_parts(ts, OpType::ALLREDUCE,
+		    [&](std::vector<at::Tensor> &p) { return allreduce(p, o); });
 	mccl_dtype_t dt = dtype_of(t);
 	Stager s("all_reduce", *pool_);
 	void *p = s.inout(t).data_ptr();
@@ -489,6 +536,9 @@ ProcessGroupMCCL::broadcast(std::vector<at::Tensor> &ts,
     const c10d::BroadcastOptions &o)
 {
 	const at::Tensor &t = only(ts, "broadcast");
+	if (!part_bounds(t).empty())
+		return in_parts(ts, OpType::BROADCAST,
+		    [&](std::vector<at::Tensor> &p) { return broadcast(p, o); });
 	mccl_dtype_t dt = dtype_of(t);
 	Stager s("broadcast", *pool_);
 	bool root = o.rootRank == getRank();
@@ -507,6 +557,9 @@ ProcessGroupMCCL::reduce(std::vector<at::Tensor> &ts,
     const c10d::ReduceOptions &o)
 {
 	const at::Tensor &t = only(ts, "reduce");
+	if (!part_bounds(t).empty())
+		return in_parts(ts, OpType::REDUCE,
+		    [&](std::vector<at::Tensor> &p) { return reduce(p, o); });
 	mccl_op_t op = op_of(o.reduceOp, t);
 	mccl_dtype_t dt = dtype_of(t);
 	Stager s("reduce", *pool_);
