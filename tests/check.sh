@@ -3,8 +3,8 @@
 # Makefile) in turn, shows its output, and counts its results: a line
 # "ok ..." passes, "FAIL ..." fails, check's "N%: Checks: N, Failures: F,
 # Errors: E" adds N - F - E and F + E, and a part that fails without saying
-# what counts one failure of its own.  Ends with each part's count and one
-# grand total line, "N passed, N failed"; exits 1 if anything failed.
+# what counts one failure of its own.  Ends with each part's count and time,
+# and one grand total line, "N passed, N failed"; exits 1 if anything failed.
 set -u
 MAKE_CMD=${MAKE:-make}
 total_ok=0 total_bad=0
@@ -24,8 +24,10 @@ tally() {	# LOG: "OK BAD" of its lines
 for part in "$@"; do
 	log=$(mktemp "${TMPDIR:-/tmp}/mccl-check.XXXXXX")
 	echo "==== make $part"
+	start=$SECONDS
 	$MAKE_CMD --no-print-directory "$part" 2>&1 | tee "$log"
 	rc=${PIPESTATUS[0]}
+	took=$((SECONDS - start))
 	read -r ok bad <<<"$(tally "$log")"
 	rm -f "$log"
 	if [ "$rc" -ne 0 ] && [ "$bad" -eq 0 ]; then
@@ -34,8 +36,8 @@ for part in "$@"; do
 	fi
 	total_ok=$((total_ok + ok))
 	total_bad=$((total_bad + bad))
-	summary="$summary$(printf '  %-16s %6d passed, %d failed' "$part" \
-	    "$ok" "$bad")
+	summary="$summary$(printf '  %-16s %6d passed, %d failed, %4d s' \
+	    "$part" "$ok" "$bad" "$took")
 "
 done
 echo "==== make check"
