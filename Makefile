@@ -226,6 +226,11 @@ $(B)/mccl-hostile: $(call obj,tests/integration/hostile.c libclient/conn.c \
 $(B)/notify-sink: $(call obj,tests/ops/notify-sink.c)
 	$(CC) $(LDFLAGS) -o $@ $^
 
+# Every program the tests run, built (make -j$(NPROC) test-progs: the
+# test parts build their trees in parallel first, then run serially).
+NPROC := $(shell nproc 2>/dev/null || echo 2)
+test-progs: all $(TEST_PROGS) $(UNIT_TESTS) $(B)/notify-sink
+
 unit: $(UNIT_TESTS)
 	@for t in $(UNIT_TESTS); do echo "== $$t"; CK_DEFAULT_TIMEOUT=120 $$t || exit 1; done
 
@@ -242,19 +247,23 @@ TSAN_FLAGS = -fsanitize=thread
 # The unit tests' deadlines stretched for the sanitizers' slowness
 # (CK_TIMEOUT_MULTIPLIER, check's own): test_conn's 30 s document test
 # takes 29-30 s under ASan alone on 2 cores.
-check-asan:
-	ASAN_OPTIONS=quarantine_size_mb=4 CK_TIMEOUT_MULTIPLIER=4 $(MAKE) B=build-asan OPT="-O1 -g" SAN="$(ASAN_FLAGS)" unit integration
-
-check-tsan:
-	CK_TIMEOUT_MULTIPLIER=4 $(MAKE) B=build-tsan OPT="-O1 -g" SAN="$(TSAN_FLAGS)" \
+ASAN_MAKE = $(MAKE) B=build-asan OPT="-O1 -g" SAN="$(ASAN_FLAGS)"
+TSAN_MAKE = $(MAKE) B=build-tsan OPT="-O1 -g" SAN="$(TSAN_FLAGS)" \
 	    UNIT_TESTS="build-tsan/test_ring build-tsan/test_fakeverbs \
 	    build-tsan/test_rdma build-tsan/test_budget build-tsan/test_engine \
-	    build-tsan/test_crew build-tsan/test_pass" \
-	    SECTIONS="api faults" unit integration
+	    build-tsan/test_crew build-tsan/test_pass"
+check-asan:
+	$(ASAN_MAKE) -j$(NPROC) test-progs
+	ASAN_OPTIONS=quarantine_size_mb=4 CK_TIMEOUT_MULTIPLIER=4 $(ASAN_MAKE) unit integration
+
+check-tsan:
+	$(TSAN_MAKE) -j$(NPROC) test-progs
+	CK_TIMEOUT_MULTIPLIER=4 $(TSAN_MAKE) SECTIONS="api faults" unit integration
 
 # The whole integration suite again with every data link over RDMA: the
 # daemons run on the tests' verbs provider, their transport set to "rdma".
 check-rdma:
+	$(MAKE) -j$(NPROC) B=build-rdma VERBS=fake test-progs
 	MCCL_TEST_TRANSPORT=rdma $(MAKE) B=build-rdma VERBS=fake integration
 
 # The Python package as a wheel that carries libmccl.so.0 and mcclctl
@@ -287,7 +296,8 @@ check-soak: all $(TEST_PROGS)
 CHECK_PARTS = unit integration check-rdma check-python fuzz-regress fuzz \
 	check-ops check-soak check-asan check-tsan
 
-check: all
+check: $(B)/.deps
+	$(MAKE) -j$(NPROC) test-progs
 	MAKE="$(MAKE) -f $(firstword $(MAKEFILE_LIST))" tests/check.sh $(CHECK_PARTS)
 
 demo: all
@@ -445,4 +455,4 @@ clean:
 	rm -rf $(B) build-asan build-tsan build-rdma
 
 .PHONY: all deps unit integration check check-asan check-tsan check-rdma check-python \
-	check-soak check-torch-suite soak wheel demo bench clean
+	check-soak check-torch-suite soak wheel demo bench clean test-progs

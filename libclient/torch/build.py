@@ -12,7 +12,10 @@ import shutil
 import sys
 import tempfile
 
+from multiprocessing.pool import ThreadPool
+
 from setuptools import Extension, setup
+from distutils import ccompiler	# setuptools' own, imported after it
 import torch
 from torch.utils import cpp_extension
 
@@ -60,7 +63,26 @@ def features():
     return [(m, "1") for m, ok in found.items() if ok]
 
 
+def compile_in_parallel(self, sources, output_dir=None, macros=None,
+                        include_dirs=None, debug=0, extra_preargs=None,
+                        extra_postargs=None, depends=None):
+    """distutils' CCompiler.compile, one source per CPU at once (it
+    compiles them one by one; torch's headers make each take half a
+    minute)."""
+    macros, objects, extra_postargs, pp_opts, build = self._setup_compile(
+        output_dir, macros, include_dirs, sources, depends, extra_postargs)
+    cc_args = self._get_cc_args(pp_opts, debug, extra_preargs)
+
+    def one(obj):
+        src, ext = build[obj]
+        self._compile(obj, src, ext, cc_args, extra_postargs, pp_opts)
+    with ThreadPool(os.cpu_count() or 1) as pool:
+        pool.map(one, objects)
+    return objects
+
+
 def main():
+    ccompiler.CCompiler.compile = compile_in_parallel
     out = os.path.abspath(sys.argv[1])
     tmp = tempfile.mkdtemp(prefix="mccl-native-")
     try:

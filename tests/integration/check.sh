@@ -100,9 +100,9 @@ wait "$ck" || bad "the job beside the check failed"
 spawn 2 ckbusy 1 0 hold 4000
 ck=$LAST_PID
 job_ready ckbusy 2 || bad "job ckbusy did not form"
-rx0=$(ctl 2 metrics | awk '$1 ~ /^mccl_peer_bytes_total/ && /direction="rx"/ { s += $2 } END { print s + 0 }')
+rx0=$(ctl 2 metrics | awk '$1 ~ /^mccl_peer_bytes_total/ && /direction="rx"/ { s += $2 } END { printf "%.0f\n", s }')
 out=$(ctl 0 check 2>&1)
-rx1=$(ctl 2 metrics | awk '$1 ~ /^mccl_peer_bytes_total/ && /direction="rx"/ { s += $2 } END { print s + 0 }')
+rx1=$(ctl 2 metrics | awk '$1 ~ /^mccl_peer_bytes_total/ && /direction="rx"/ { s += $2 } END { printf "%.0f\n", s }')
 grep -q '^  n0 <-> n2: not measured: node n2 runs 1 job: not measured (mcclctl check --force measures anyway)' <<<"$out" &&
     grep -q '^  n1 <-> n2: not measured: node n2 runs 1 job' <<<"$out" &&
     grep -qE '^n0 +- +[0-9.]+\*? +X\*$' <<<"$out" &&
