@@ -21,15 +21,11 @@ tally() {	# LOG: "OK BAD" of its lines
 	END { print ok + 0, bad + 0 }' "$1"
 }
 
-for part in "$@"; do
-	log=$(mktemp "${TMPDIR:-/tmp}/mccl-check.XXXXXX")
-	echo "==== make $part"
-	start=$SECONDS
-	$MAKE_CMD --no-print-directory "$part" 2>&1 | tee "$log"
-	rc=${PIPESTATUS[0]}
-	took=$((SECONDS - start))
+# count PART LOG RC TOOK: PART's results from its LOG into the totals and
+# the summary (a part that failed without saying what counts one failure).
+count() {
+	local part=$1 log=$2 rc=$3 took=$4 ok bad
 	read -r ok bad <<<"$(tally "$log")"
-	rm -f "$log"
 	if [ "$rc" -ne 0 ] && [ "$bad" -eq 0 ]; then
 		echo "FAIL make $part exited $rc"
 		bad=1
@@ -39,6 +35,22 @@ for part in "$@"; do
 	summary="$summary$(printf '  %-16s %6d passed, %d failed, %4d s' \
 	    "$part" "$ok" "$bad" "$took")
 "
+}
+
+# run PART: its output as it comes, then its count.
+run() {
+	local log start rc
+	log=$(mktemp "${TMPDIR:-/tmp}/mccl-check.XXXXXX")
+	echo "==== make $1"
+	start=$SECONDS
+	$MAKE_CMD --no-print-directory "$1" 2>&1 | tee "$log"
+	rc=${PIPESTATUS[0]}
+	count "$1" "$log" "$rc" $((SECONDS - start))
+	rm -f "$log"
+}
+
+for part in "$@"; do
+	run "$part"
 done
 echo "==== make check"
 printf '%s' "$summary"
