@@ -146,7 +146,36 @@ losses fall, their weights agree"
 	done
 }
 
-# The GPU tests (cuda_check.py, DDP on CUDA against gloo on CUDA), where
+# ddp_fault.py: the last rank is killed or stopped at step 20, or rank 0
+# aborts the job; the ranks left must print "raised" (and exit 3) within
+# the time the failure takes to be seen, none may crash.
+ddp_fault() {	# MODE RAISERS SECONDS DEVICE [MCCLRUN_ARGS...]: 2 nodes x 2
+	local mode=$1 want=$2 limit=$3 dev=$4 rc raised slow
+	shift 4
+	rm -f "$T/fault.out"
+	timeout 120 "${MCCLRUN[@]}" "${REMOTE[@]}" -N 2 "$@" \
+	    --env PYTHONFAULTHANDLER=1 \
+	    "$PY" "$HERE/ddp_fault.py" "$mode" "$dev" >"$T/fault.out" 2>&1 &
+	CHILD_PIDS+=($!)
+	wait $!
+	rc=$?
+	raised=$(grep -cE "^\[[0-9]\] raised [A-Za-z]+Error after" "$T/fault.out")
+	slow=$(awk -v lim="$limit" '/ raised / { if ($5 + 0 > lim) n++ }
+	    END { print n + 0 }' "$T/fault.out")
+	if [ "$raised" = "$want" ] && [ "$slow" = 0 ] &&
+	    ! grep -qE "Segmentation|Fatal Python|core dumped|exit(ed with)? status 139" \
+	    "$T/fault.out"; then
+		ok "DDP on $dev, $mode: $want ranks raise within $limit s \
+($(grep -m1 -o 'raised [A-Za-z]*Error after [0-9.]* s: .\{0,60\}' "$T/fault.out"))"
+	else
+		bad "DDP on $dev, $mode: $raised of $want raised, $slow too late (mcclrun \
+exit $rc)"
+		tail -n 15 "$T/fault.out"
+	fi
+}
+
+# The GPU tests (cuda_check.py, DDP on CUDA against gloo on CUDA, a rank
+# that fails under DDP on CUDA), where
 # torch sees a GPU; also alone: run.sh BUILD cuda.
 cuda_tests() {
 	local p
@@ -168,6 +197,8 @@ cuda_tests() {
 	[ -s "$T/cddp.out" ] || tail -n 20 "$T/torchrun.$p.out" \
 	    "$T/torchrun.$((p + 1)).out"
 	ddp_example cuda
+	ddp_fault kill 3 5 cuda
+	ddp_fault abort 4 5 cuda
 }
 
 # The torch backend under mcclrun and torchrun, and DDP against gloo's;
@@ -301,36 +332,9 @@ report "DDP on a bfloat16 wire against float32 and bf16_compress_hook" \
 cuda_tests
 
 echo "== a rank that fails under DDP: the others raise, never crash"
-# ddp_fault.py: the last rank is killed or stopped at step 20, or rank 0
-# aborts the job; the ranks left must print "raised" (and exit 3) within
-# the time the failure takes to be seen, none may crash.
-ddp_fault() {	# MODE RAISERS SECONDS [MCCLRUN_ARGS...]: 2 nodes x 2 ranks
-	local mode=$1 want=$2 limit=$3 rc raised slow
-	shift 3
-	rm -f "$T/fault.out"
-	timeout 120 "${MCCLRUN[@]}" "${REMOTE[@]}" -N 2 "$@" \
-	    --env PYTHONFAULTHANDLER=1 \
-	    "$PY" "$HERE/ddp_fault.py" "$mode" >"$T/fault.out" 2>&1 &
-	CHILD_PIDS+=($!)
-	wait $!
-	rc=$?
-	raised=$(grep -cE "^\[[0-9]\] raised [A-Za-z]+Error after" "$T/fault.out")
-	slow=$(awk -v lim="$limit" '/ raised / { if ($5 + 0 > lim) n++ }
-	    END { print n + 0 }' "$T/fault.out")
-	if [ "$raised" = "$want" ] && [ "$slow" = 0 ] &&
-	    ! grep -qE "Segmentation|Fatal Python|core dumped|exit(ed with)? status 139" \
-	    "$T/fault.out"; then
-		ok "DDP, $mode: $want ranks raise within $limit s \
-($(grep -m1 -o 'raised [A-Za-z]*Error after [0-9.]* s: .\{0,60\}' "$T/fault.out"))"
-	else
-		bad "DDP, $mode: $raised of $want raised, $slow too late (mcclrun \
-exit $rc)"
-		tail -n 15 "$T/fault.out"
-	fi
-}
-ddp_fault kill 3 5
-ddp_fault stop 3 6 --env MCCL_OP_TIMEOUT_MS=3000
-ddp_fault abort 4 5
+ddp_fault kill 3 5 cpu
+ddp_fault stop 3 6 cpu --env MCCL_OP_TIMEOUT_MS=3000
+ddp_fault abort 4 5 cpu
 
 echo "== mcclrun's failure paths"
 out=$("${MCCLRUN[@]}" --socket "$T/none.sock" -n 2 true 2>&1)
