@@ -84,9 +84,10 @@ BENCH_PROGS = $(B)/wirebw $(B)/costmodel
 # mccl.torch's backend in C++ (libclient/torch), built against the torch
 # $(PYTHON) runs, beside the package's Python files.
 PY_EXT	     = $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))' 2>/dev/null)
-# (not in a sanitizer's build: the module loads into an uninstrumented
-# python3, which cannot take an ASan or TSan libmccl)
-TORCH_NATIVE = $(if $(SAN),,libclient/python/mccl/_native$(PY_EXT))
+# Built by the default build only: the module is one file in the source
+# tree, and a sanitizer's libmccl cannot load into an uninstrumented
+# python3 (the test trees, build-rdma and the others, leave it alone).
+TORCH_NATIVE = $(if $(and $(filter build,$(B)),$(if $(SAN),,x)),libclient/python/mccl/_native$(PY_EXT))
 TORCH_SRCS   = $(wildcard libclient/torch/*.cpp libclient/torch/*.h) \
 	       libclient/torch/build.py libclient/mccl.h
 
@@ -260,11 +261,16 @@ check-tsan:
 	$(TSAN_MAKE) -j$(NPROC) test-progs
 	CK_TIMEOUT_MULTIPLIER=4 $(TSAN_MAKE) SECTIONS="api faults" unit integration
 
-# The whole integration suite again with every data link over RDMA: the
-# daemons run on the tests' verbs provider, their transport set to "rdma".
+# The integration sections whose data links differ by transport, with
+# every data link over RDMA: the daemons run on the tests' verbs provider,
+# their transport set to "rdma".  The default build's only integration
+# run (the sanitizers' runs are on TCP): the memory checks that a
+# sanitizer's allocator would defeat run here.
+RDMA_SECTIONS = matrix api ctl check hostile faults transport
 check-rdma:
 	$(MAKE) -j$(NPROC) B=build-rdma VERBS=fake test-progs
-	MCCL_TEST_TRANSPORT=rdma $(MAKE) B=build-rdma VERBS=fake integration
+	MCCL_TEST_TRANSPORT=rdma $(MAKE) B=build-rdma VERBS=fake \
+	    SECTIONS="$(RDMA_SECTIONS)" integration
 
 # The Python package as a wheel that carries libmccl.so.0 and mcclctl
 # (libclient/python/setup.py), offline: $(B)/mccl-VERSION-*.whl.
@@ -292,13 +298,19 @@ soak: all $(TEST_PROGS)
 check-soak: all $(TEST_PROGS)
 	tests/soak/soak.sh $(B) 45
 
-# Every part, then one grand total (tests/check.sh).
-CHECK_PARTS = unit integration check-rdma check-python fuzz-regress fuzz \
-	check-ops check-soak check-asan check-tsan
+# Every part, then one grand total (tests/check.sh), CHECK_JOBS parts at
+# once, the longest first.  Each suite runs once per configuration that
+# finds different bugs: the unit tests and the whole integration suite
+# under ASan (not plain as well), TSan on the threaded parts, the
+# transport-dependent sections over emulated RDMA on the default build.
+CHECK_JOBS ?= 2
+CHECK_PARTS = check-asan check-tsan check-rdma check-python check-ops \
+	check-soak fuzz fuzz-regress
 
 check: $(B)/.deps
 	$(MAKE) -j$(NPROC) test-progs
-	MAKE="$(MAKE) -f $(firstword $(MAKEFILE_LIST))" tests/check.sh $(CHECK_PARTS)
+	MAKE="$(MAKE) -f $(firstword $(MAKEFILE_LIST))" \
+	    tests/check.sh -j $(CHECK_JOBS) $(CHECK_PARTS)
 
 demo: all
 	tools/demo.sh $(B)

@@ -230,10 +230,8 @@ fi
 
 # ---- the installed daemon, mcclctl and the program together ----
 
-port=$((10000 + RANDOM % 20000))	# below the ephemeral ports
-while ss -Htln 2>/dev/null | awk '{ print $4 }' | grep -q ":$port\$"; do
-	port=$((10000 + RANDOM % 20000))
-done
+. "$top/tools/ports.sh"
+port=$(free_ports 1)
 sock=$tmp/mccld.sock
 cat >"$tmp/mccld.conf" <<EOF
 { "node": "n0", "socket": "$sock",

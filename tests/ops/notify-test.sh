@@ -13,7 +13,8 @@ PASS=0 FAIL=0
 ok() { PASS=$((PASS + 1)); echo "ok   $*"; }
 bad() { FAIL=$((FAIL + 1)); echo "FAIL $*"; }
 
-port=$((10000 + RANDOM % 20000))	# below the ephemeral ports
+. "$(dirname "$0")/../../tools/ports.sh"
+port=$(free_ports 1)
 cat >"$T/n0.conf" <<EOC
 { "node": "n0", "socket": "$T/n0.sock", "log_level": "warning",
   "nodes": [{ "name": "n0", "address": "127.0.0.1:$port" }] }
