@@ -601,8 +601,9 @@ client_op_done(struct client *c, const struct op *op, uint64_t seq, int code,
 
 /* ---- mcclctl ---- */
 
-/* What a user may know: counts of its own jobs and connections. */
-static json_t *
+/* mcclctl status: what a user may know, counts of its own jobs and
+ * connections. */
+json_t *
 control_status(const struct client *c)
 {
 	int priv = client_privileged(c);
@@ -687,90 +688,6 @@ client_sees(const struct client *c, uid_t uid)
 	return c->uid == uid || client_privileged(c);
 }
 
-/* Commands that change or load the cluster: the privileged only. */
-static int
-ctl_refused(const struct client *c, uint32_t cmd, char *err, size_t errlen)
-{
-	const char *what = cmd == CTL_ABORT ? "abort" : cmd == CTL_RELOAD ?
-	    "reload" : cmd == CTL_METRICS ? "metrics" : cmd == CTL_CHECK ?
-	    "check" : NULL;
-
-	if (what == NULL || client_privileged(c))
-		return 0;
-	snprintf(err, errlen, "%s is for root, the daemon's own user and the "
-	    "admin group (admin_group in mccld.conf); uid %u is none of them",
-	    what, (unsigned)c->uid);
-	return 1;
-}
-
-/* The document answering one mcclctl command; NULL with err set. */
-static json_t *
-control_command(struct client *c, uint32_t cmd, const char *arg, char *err,
-    size_t errlen, uint32_t *code)
-{
-	*code = MCCL_ERR_INVALID_ARGUMENT;
-	if (ctl_refused(c, cmd, err, errlen)) {
-		*code = MCCL_ERR_PERMISSION;
-		return NULL;
-	}
-	switch (cmd) {
-	case CTL_STATUS: return control_status(c);
-	case CTL_PEERS: return peer_ctl_list();
-	case CTL_JOBS: return job_ctl_list(c);
-	case CTL_FAILED: return job_ctl_failed(c);
-	case CTL_ABORT: return job_ctl_abort(c, arg, err, errlen);
-	case CTL_RELOAD: return mccld_reload(err, errlen);
-	case CTL_METRICS: return metrics_ctl();
-	}
-	snprintf(err, errlen, "unknown control command %u", cmd);
-	return NULL;
-}
-
-static void
-client_ctl(struct client *c, const struct ipc_ctl *m, const uint8_t *trailer,
-    size_t tlen)
-{
-	char arg[JOB_NAME_MAX], err[ERR_MAX];
-	uint32_t code;
-	json_t *doc;
-	char *text;
-
-	snprintf(arg, sizeof(arg), "%.*s", (int)tlen, (const char *)trailer);
-	if (m->cmd == CTL_MONITOR) {
-		c->monitor = 1;
-		monitor_event("monitoring", &c->uid, json_object());
-		return;
-	}
-	/* A check is answered once every pair of nodes is measured. */
-	if (m->cmd == CTL_CHECK) {
-		if (ctl_refused(c, m->cmd, err, sizeof(err)))
-			client_error(c, MCCL_ERR_PERMISSION, IPC_CTL, err);
-		else if (check_ctl_start(c, arg, err, sizeof(err)) == -1)
-			client_error(c, MCCL_ERR_INVALID_ARGUMENT, IPC_CTL, err);
-		return;
-	}
-	/* A job here asks the other nodes first: answered later.  One that
-	   has ended may be among the failed jobs kept. */
-	if (m->cmd == CTL_JOB && job_ctl_query(c, arg, err, sizeof(err)) == 0)
-		return;
-	code = MCCL_ERR_INVALID_ARGUMENT;
-	if (m->cmd == CTL_JOB)
-		doc = job_ctl_ended(c, arg, err, sizeof(err));
-	else
-		doc = control_command(c, m->cmd, arg, err, sizeof(err), &code);
-	if (doc == NULL) {
-		client_error(c, code, IPC_CTL, err);
-		return;
-	}
-	text = json_dumps(doc, JSON_COMPACT);
-	json_decref(doc);
-	if (text == NULL)
-		client_error(c, MCCL_ERR_NO_MEMORY, IPC_CTL, "out of memory");
-	else
-		client_reply(c, text);
-	free(text);
-}
-
 /* ---- input ---- */
 
 static void
@@ -815,7 +732,7 @@ client_dispatch(struct client *c, uint16_t type, const void *msg, int fd,
 	case IPC_LEAVE: job_client_gone(c, 1); break;
 	case IPC_ABORT: job_client_abort(c); break;
 	case IPC_OP: job_client_op(c, msg); break;
-	case IPC_CTL: client_ctl(c, msg, trailer, tlen); break;
+	case IPC_CTL: control_command(c, msg, trailer, tlen); break;
 	default: client_close(c, "message type not accepted from clients");
 	}
 }

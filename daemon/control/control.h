@@ -55,6 +55,12 @@ void		client_op_done(struct client *, const struct op *, uint64_t,
 void		monitor_event(const char *, const uid_t *, json_t *);
 int		client_privileged(const struct client *);
 int		client_sees(const struct client *, uid_t);
+json_t		*control_status(const struct client *);
+
+/* ---- command.c: mcclctl's commands, one row each ---- */
+
+void		control_command(struct client *, const struct ipc_ctl *,
+		    const uint8_t *, size_t);
 
 /* ---- peer.c: control connections to the other daemons ---- */
 
