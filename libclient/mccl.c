@@ -113,6 +113,9 @@ static _Thread_local char init_error[ERRLEN];
 static const size_t dtype_sizes[MCCL_NUM_DTYPES] = { 1, 1, 4, 4, 8, 8, 2, 2,
     4, 8 };
 
+_Static_assert(MCCL_NUM_RESULTS == PROTO_NUM_RESULTS,
+    "the wire carries every mccl_result_t");
+
 const char *
 mccl_strerror(mccl_result_t r)
 {

@@ -328,6 +328,9 @@ int	proto_vec_bytes(int, uint64_t, size_t, uint32_t, uint32_t,
 	    const uint64_t *, uint64_t *, uint64_t *, char *, size_t);
 uint32_t proto_vec_digest(const uint64_t *, size_t);
 const char *proto_coll_name(int);
+/* The result codes the wire carries: mccl_result_t's (mccl.h, whose users
+ * check that the two agree). */
+#define PROTO_NUM_RESULTS	11
 const char *proto_result_name(int);
 const char *proto_algo_name(int);
 int	proto_algo_parse(const char *);

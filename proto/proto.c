@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include "ipc.h"
-#include "mccl.h"
 #include "peer.h"
 
 static void
@@ -532,12 +531,12 @@ static const char *const result_names[] = {
 	"out of memory", "protocol error", "internal error"
 };
 _Static_assert(sizeof(result_names) / sizeof(result_names[0]) ==
-    MCCL_NUM_RESULTS, "a name for every result");
+    PROTO_NUM_RESULTS, "a name for every result");
 
 const char *
 proto_result_name(int r)
 {
-	return r >= 0 && r < MCCL_NUM_RESULTS ? result_names[r] :
+	return r >= 0 && r < PROTO_NUM_RESULTS ? result_names[r] :
 	    "unknown result code";
 }
 
