@@ -51,7 +51,8 @@ PROTO_SRCS  = proto/proto.c proto/spin.c
 LINK_SRCS   = daemon/transport/tcp.c daemon/transport/linkerr.c
 CORE_SRCS   = daemon/log.c daemon/config.c daemon/engine/reduce.c \
 	      daemon/engine/ring.c daemon/engine/allreduce.c daemon/engine/duplex.c daemon/engine/crew.c daemon/engine/algo.c daemon/engine/bigmem.c $(LINK_SRCS)
-CONTROL_SRCS = daemon/control/control.c daemon/control/peer.c \
+CONTROL_SRCS = daemon/control/control.c daemon/control/command.c \
+	      daemon/control/peer.c \
 	      daemon/control/job.c daemon/control/form.c \
 	      daemon/control/jobctl.c daemon/control/check.c \
 	      daemon/control/metrics.c daemon/control/scrape.c \
@@ -145,9 +146,14 @@ $(B)/$(SONAME): $(call obj,$(LIB_SRCS))
 $(B)/libmccl.so: $(B)/$(SONAME)
 	ln -sf $(SONAME) $@
 
+# One object whose hidden symbols are made local: a program linked with
+# libmccl.a sees mccl_* and nothing of the library's insides (conn_*,
+# proto_*, wire_*), as with libmccl.so.
 $(B)/libmccl.a: $(call obj,$(LIB_SRCS))
 	rm -f $@
-	ar rcs $@ $^
+	$(CC) $(LDFLAGS) -r -nostdlib -o $(B)/obj/libmccl.o $^
+	objcopy --localize-hidden $(B)/obj/libmccl.o
+	ar rcs $@ $(B)/obj/libmccl.o
 
 $(B)/mcclctl: $(call obj,$(CTL_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(JSON_LIBS)
