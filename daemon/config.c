@@ -55,6 +55,12 @@ enum conf_reload {
 				   threads read it as they run */
 	RELOAD_OWN,		/* the daemon's reload handles it (nodes) */
 };
+/* A row's reload is its kind, and the hook (mccld.h, enum conf_hook) the
+ * daemon runs once after a reload that changed the key:
+ * RELOAD_APPLY | THEN(CONF_HOOK_HEARTBEAT). */
+#define THEN(hook)	((unsigned)(hook) << 4)
+#define RELOAD_KIND(r)	((r) & 0xfu)
+#define RELOAD_HOOK(r)	((r) >> 4)
 
 /*
  * One row per key, all there is to know of a setting: its parser (numbers:
@@ -74,7 +80,7 @@ struct conf_key {
 	size_t		 size;		/* 0: none of its own (nodes) */
 	uint64_t	 min, max;	/* numbers: inclusive bounds */
 	int64_t		 dflt;		/* numbers and enums: the default */
-	enum conf_reload reload;
+	unsigned	 reload;	/* enum conf_reload | THEN(hook) */
 	const char	*dflt_doc;	/* NULL: dflt, as a number */
 	const char	*doc;
 };
@@ -1066,7 +1072,8 @@ static const struct conf_key conf_keys[] = {
 	    "this node's address", "\"host:port\" or \"[v6]:port\" addresses "
 	    "to accept peer daemons on, 1 to 8"),
 	SPECIAL("log_level", "string", log_level, log_level, LOG_INFO,
-	    RELOAD_APPLY, "info", "error, warning, info or debug"),
+	    RELOAD_APPLY | THEN(CONF_HOOK_LOG_LEVEL), "info",
+	    "error, warning, info or debug"),
 	{ "nodes", "array of objects", conf_nodes, show_nodes, 0, 0, 0, 0, 0,
 	    RELOAD_OWN, "one node, 127.0.0.1:7470", "the cluster in order, "
 	    "{\"name\": string, \"address\": \"host:port\", \"rdma\": {\"other "
@@ -1084,14 +1091,15 @@ static const struct conf_key conf_keys[] = {
 	    RELOAD_ATOMIC, "TCP connect and data-link set-up (RDMA queue "
 	    "pairs included) to a peer"),
 	NUM("heartbeat_interval_ms", heartbeat_interval_ms, 1, UINT32_MAX,
-	    1000, RELOAD_APPLY, "interval between pings to each peer"),
+	    1000, RELOAD_APPLY | THEN(CONF_HOOK_HEARTBEAT),
+	    "interval between pings to each peer"),
 	NUM("heartbeat_timeout_ms", heartbeat_timeout_ms, 1, UINT32_MAX, 5000,
-	    RELOAD_APPLY, "silence after which a peer is dead; must exceed "
-	    "heartbeat_interval_ms"),
+	    RELOAD_APPLY | THEN(CONF_HOOK_HEARTBEAT), "silence after which a "
+	    "peer is dead; must exceed heartbeat_interval_ms"),
 	NUM("heartbeat_mesh_max_nodes", heartbeat_mesh_max_nodes, 1, 1024, 64,
-	    RELOAD_APPLY, "largest cluster in which every node heartbeats "
-	    "every other; in a larger one each node heartbeats those at ring "
-	    "distances 1, 2, 4, ... (2 log2 N of them) and the nodes of its "
+	    RELOAD_APPLY | THEN(CONF_HOOK_HEARTBEAT), "largest cluster in "
+	    "which every node heartbeats every other; in a larger one each "
+	    "node heartbeats those at ring distances 1, 2, 4, ... (2 log2 N of them) and the nodes of its "
 	    "jobs, and the others on a report that one is silent"),
 	SPECIAL("algo", "string", algo, algo, ALGO_AUTO, RELOAD_ATOMIC, "auto",
 	    "allreduce algorithm when the client asks for none: auto (by a "
@@ -1152,19 +1160,22 @@ static const struct conf_key conf_keys[] = {
 	    "connections of one user id may leave unread (>= 65536); past it "
 	    "the daemon stops reading from the connection"),
 	NUM("max_unreceived_bytes_per_uid", max_unreceived_bytes_per_uid, 1,
-	    INT64_MAX, 4294967296, RELOAD_APPLY, "bytes of point-to-point "
-	    "messages sent, not yet received, kept for one user id's jobs; a "
-	    "send past it fails"),
+	    INT64_MAX, 4294967296, RELOAD_APPLY | THEN(CONF_HOOK_P2P_LIMITS),
+	    "bytes of point-to-point messages sent, not yet received, kept "
+	    "for one user id's jobs; a send past it fails"),
 	NUM("max_unreceived_bytes", max_unreceived_bytes, 1, INT64_MAX,
-	    17179869184, RELOAD_APPLY, "the same for all users together"),
+	    17179869184, RELOAD_APPLY | THEN(CONF_HOOK_P2P_LIMITS),
+	    "the same for all users together"),
 	NUM("max_scratch_bytes_per_uid", max_scratch_bytes_per_uid, 1,
-	    INT64_MAX, 4294967296, RELOAD_APPLY, "bytes of the engines' "
-	    "working buffers (a reduce's partial result on a node without the "
+	    INT64_MAX, 4294967296, RELOAD_APPLY |
+	    THEN(CONF_HOOK_SCRATCH_LIMITS), "bytes of the engines' working "
+	    "buffers (a reduce's partial result on a node without the "
 	    "root, allgather's and reduce_scatter's node buffers, alltoall's "
 	    "packing) held for one user id's jobs; an operation past it fails "
 	    "with MCCL_ERR_NO_MEMORY; given back after a second idle"),
 	NUM("max_scratch_bytes", max_scratch_bytes, 1, INT64_MAX, 17179869184,
-	    RELOAD_APPLY, "the same for all users together"),
+	    RELOAD_APPLY | THEN(CONF_HOOK_SCRATCH_LIMITS),
+	    "the same for all users together"),
 	SPECIAL("key_file", "string", key_file, key_file, 0, RELOAD_RESTART,
 	    "(none)", "the cluster's shared secret (>= 32 bytes, the daemon "
 	    "user's or root's, mode 0600); without it, peers authenticate "
@@ -1243,7 +1254,7 @@ conf_apply_one(const struct conf_key *k, struct config *run,
 	uint32_t u32;
 	uint64_t u64;
 
-	if (k->reload == RELOAD_APPLY)
+	if (RELOAD_KIND(k->reload) == RELOAD_APPLY)
 		memcpy(to, from, k->size);
 	else if (k->size == sizeof(u32)) {
 		memcpy(&u32, from, sizeof(u32));
@@ -1257,24 +1268,31 @@ conf_apply_one(const struct conf_key *k, struct config *run,
 /*
  * A reload: apply to run, the daemon's configuration, every key of nc that
  * changed and that a reload applies; name, through restart(), each that
- * changed and needs a restart.  The node list is the caller's.
+ * changed and needs a restart.  The node list is the caller's.  Returns
+ * the hooks of the keys applied, a bit each (1 << enum conf_hook).
  */
-void
+unsigned
 config_apply(struct config *run, const struct config *nc,
     void (*restart)(const char *))
 {
+	unsigned hooks = 0;
+
 	for (size_t i = 0; i < NKEYS; i++) {
 		const struct conf_key *k = &conf_keys[i];
 
-		if (k->size == 0 || k->reload == RELOAD_OWN ||
+		if (k->size == 0 || RELOAD_KIND(k->reload) == RELOAD_OWN ||
 		    memcmp((const uint8_t *)run + k->offset,
 		    (const uint8_t *)nc + k->offset, k->size) == 0)
 			continue;
-		if (k->reload == RELOAD_RESTART)
+		if (RELOAD_KIND(k->reload) == RELOAD_RESTART) {
 			restart(k->name);
-		else
-			conf_apply_one(k, run, nc);
+			continue;
+		}
+		conf_apply_one(k, run, nc);
+		if (RELOAD_HOOK(k->reload) != CONF_HOOK_NONE)
+			hooks |= 1u << RELOAD_HOOK(k->reload);
 	}
+	return hooks;
 }
 
 static void

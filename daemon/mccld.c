@@ -185,6 +185,34 @@ reload_node_list(struct config *nc)
 		    "list");
 }
 
+static void
+reload_log_level(void)
+{
+	log_setlevel(md.verbose ? LOG_DEBUG : md.conf.log_level);
+}
+
+static void
+reload_p2p_limits(void)
+{
+	p2p_limits(md.conf.max_unreceived_bytes_per_uid,
+	    md.conf.max_unreceived_bytes);
+}
+
+static void
+reload_scratch_limits(void)
+{
+	budget_limits(&scratch_budget, md.conf.max_scratch_bytes_per_uid,
+	    md.conf.max_scratch_bytes);
+}
+
+/* What a reload does besides storing a key, by the hook its row names. */
+static void (*const reload_hooks[CONF_HOOK_MAX])(void) = {
+	[CONF_HOOK_LOG_LEVEL] = reload_log_level,
+	[CONF_HOOK_HEARTBEAT] = peer_heartbeat_reset,
+	[CONF_HOOK_P2P_LIMITS] = reload_p2p_limits,
+	[CONF_HOOK_SCRATCH_LIMITS] = reload_scratch_limits,
+};
+
 /*
  * SIGHUP: re-read the configuration; if it is valid, apply every key that
  * can change under running jobs (the log level, timeouts, heartbeats,
@@ -196,9 +224,7 @@ static int
 reload(char *err, size_t errlen)
 {
 	struct config nc;
-	uint32_t hb_interval = md.conf.heartbeat_interval_ms;
-	uint32_t hb_timeout = md.conf.heartbeat_timeout_ms;
-	uint32_t hb_mesh = md.conf.heartbeat_mesh_max_nodes;
+	unsigned hooks;
 
 	if (config_load(md.conf_path, md.conf_explicit, &nc, err,
 	    errlen) == -1) {
@@ -206,17 +232,11 @@ reload(char *err, size_t errlen)
 		return -1;
 	}
 	reload_node_list(&nc);
-	config_apply(&md.conf, &nc, reload_restart);
-	log_setlevel(md.verbose ? LOG_DEBUG : md.conf.log_level);
+	hooks = config_apply(&md.conf, &nc, reload_restart);
 	config_free(&nc);
-	p2p_limits(md.conf.max_unreceived_bytes_per_uid,
-	    md.conf.max_unreceived_bytes);
-	budget_limits(&scratch_budget, md.conf.max_scratch_bytes_per_uid,
-	    md.conf.max_scratch_bytes);
-	if (hb_interval != md.conf.heartbeat_interval_ms ||
-	    hb_timeout != md.conf.heartbeat_timeout_ms ||
-	    hb_mesh != md.conf.heartbeat_mesh_max_nodes)
-		peer_heartbeat_reset();
+	for (int h = CONF_HOOK_NONE + 1; h < CONF_HOOK_MAX; h++)
+		if (hooks & (1u << h))
+			reload_hooks[h]();
 	config_warnings(&md.conf);
 	log_info("reload: configuration applied (log level %s, heartbeat "
 	    "%u/%u ms, max_jobs_per_uid %u, max_connections_per_uid %u)",
@@ -357,12 +377,10 @@ load_config(const char *socket_path, int verbose)
 		    sizeof(md.conf.socket_path));
 	}
 	md.verbose = verbose;
-	log_setlevel(verbose ? LOG_DEBUG : md.conf.log_level);
+	reload_log_level();
 	config_warnings(&md.conf);
-	p2p_limits(md.conf.max_unreceived_bytes_per_uid,
-	    md.conf.max_unreceived_bytes);
-	budget_limits(&scratch_budget, md.conf.max_scratch_bytes_per_uid,
-	    md.conf.max_scratch_bytes);
+	reload_p2p_limits();		/* the heartbeats start with the peers */
+	reload_scratch_limits();
 }
 
 /*

@@ -106,7 +106,17 @@ uint64_t	config_cluster_hash(const struct config *);
 int		config_parse_addr(const char *, struct conf_addr *, char *, size_t);
 void		default_socket_path(char *, size_t);
 void		config_warnings(const struct config *);
-void		config_apply(struct config *, const struct config *,
+/* What else a reload does when a key changed (the key's row names it;
+ * mccld.c runs it once per reload). */
+enum conf_hook {
+	CONF_HOOK_NONE,
+	CONF_HOOK_LOG_LEVEL,		/* the log's level */
+	CONF_HOOK_HEARTBEAT,		/* the peers' heartbeat timers */
+	CONF_HOOK_P2P_LIMITS,		/* send/recv's memory caps */
+	CONF_HOOK_SCRATCH_LIMITS,	/* the engines' scratch caps */
+	CONF_HOOK_MAX
+};
+unsigned	config_apply(struct config *, const struct config *,
 		    void (*)(const char *));
 void		config_show(const struct config *, FILE *);
 void		config_keys_file(FILE *);

@@ -726,7 +726,7 @@ note_restart(const char *key)
 /* A reload applies what it may from the table, names the rest. */
 START_TEST(test_apply)
 {
-	struct config run, nc;
+	struct config run, nc, nc2;
 
 	parse_ok("{\"op_timeout_ms\": 100, \"chunk_bytes\": 65536, "
 	    "\"log_level\": \"info\", \"spin_us\": 5}", &run);
@@ -735,7 +735,9 @@ START_TEST(test_apply)
 	    "\"admin_group\": \"wheel\", \"key_file\": \"/k\", "
 	    "\"max_scratch_bytes\": 7}", &nc);
 	restart_keys[0] = '\0';
-	config_apply(&run, &nc, note_restart);
+	/* log_level and max_scratch_bytes changed: their rows' hooks */
+	ck_assert_uint_eq(config_apply(&run, &nc, note_restart),
+	    1u << CONF_HOOK_LOG_LEVEL | 1u << CONF_HOOK_SCRATCH_LIMITS);
 	ck_assert_uint_eq(run.op_timeout_ms, 200);
 	ck_assert_int_eq(run.log_level, LOG_DEBUG);
 	ck_assert_int_eq(run.spin_us, SPIN_AUTO);
@@ -745,8 +747,17 @@ START_TEST(test_apply)
 	ck_assert_str_eq(run.key_file, "");		/* kept */
 	ck_assert_str_eq(restart_keys, "chunk_bytes key_file ");
 	restart_keys[0] = '\0';
-	config_apply(&run, &run, note_restart);		/* nothing changed */
-	ck_assert_str_eq(restart_keys, "");
+	ck_assert_uint_eq(config_apply(&run, &run, note_restart), 0);
+	ck_assert_str_eq(restart_keys, "");		/* nothing changed */
+	/* run as it is now, but for two keys of two other hooks */
+	parse_ok("{\"op_timeout_ms\": 200, \"chunk_bytes\": 65536, "
+	    "\"log_level\": \"debug\", \"spin_us\": \"auto\", "
+	    "\"admin_group\": \"wheel\", \"max_scratch_bytes\": 7, "
+	    "\"heartbeat_mesh_max_nodes\": 4, "
+	    "\"max_unreceived_bytes\": 1048576}", &nc2);
+	ck_assert_uint_eq(config_apply(&run, &nc2, note_restart),
+	    1u << CONF_HOOK_HEARTBEAT | 1u << CONF_HOOK_P2P_LIMITS);
+	config_free(&nc2);
 	config_free(&run);
 	config_free(&nc);
 }
