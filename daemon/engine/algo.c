@@ -46,40 +46,17 @@
 #define SEND_COST		(7.0 / 12.0)	/* of alpha, per extra message */
 #define LAST_SHOWN_BYTES	((size_t)1 << 30) /* the open range's example */
 
-static const int allreduce_algos[] = { ALGO_RING, ALGO_DOUBLING,
-    ALGO_RABENSEIFNER, ALGO_DIRECT, 0 };
-static const int broadcast_algos[] = { ALGO_RING, ALGO_TREE, 0 };
-
-/* The candidates of a collective, in the order that breaks ties; or NULL. */
-static const int *
-candidates(int coll)
-{
-	switch (coll) {
-	case COLL_ALLREDUCE:
-	case COLL_REDUCE:
-		return allreduce_algos;
-	case COLL_BROADCAST:
-		return broadcast_algos;
-	default:
-		return NULL;
-	}
-}
-
-/* Whether coll can run algo between nodes. */
-int
-algo_runs_for(int coll, int algo)
-{
-	const int *c = candidates(coll);
-
-	for (; c != NULL && *c != 0; c++)
-		if (*c == algo)
-			return 1;
-	return 0;
-}
+#define COLLS_REDUCING	(1u << COLL_ALLREDUCE | 1u << COLL_REDUCE)
 
 struct shape {
 	double	p, q, r, f;	/* nodes, power of two, its log2, folded */
 	double	d;		/* ceil(log2 p) */
+};
+
+/* The job's link cost in nanoseconds: a per message; per byte b, ring_b
+ * the ring allreduce's, g reduced. */
+struct rates {
+	double	a, b, ring_b, g;
 };
 
 static struct shape
@@ -94,59 +71,138 @@ shape_of(uint32_t n)
 	return (struct shape){ n, q, r, n > q, r + (n > q) };
 }
 
+/* Each algorithm's predicted time for n bytes (the model above). */
+static double
+ring_ns(int coll, const struct shape *s, double n, int narrowed,
+    const struct rates *t)
+{
+	double chunk = n < PIPE_CHUNK_BYTES ? n : PIPE_CHUNK_BYTES;
+
+	if (coll == COLL_BROADCAST)
+		return (s->p - 1) * t->a + (s->p - 2) * chunk * t->b +
+		    n * t->b + 2 * (s->p - 2) * SEND_COST * t->a;
+	return 2 * (s->p - 1) * t->a + 2 * (s->p - 1) / s->p * n * t->ring_b *
+	    (narrowed ? 0.5 : 1);
+}
+
+static double
+doubling_ns(int coll, const struct shape *s, double n, int narrowed,
+    const struct rates *t)
+{
+	(void)coll, (void)narrowed;
+	return (s->r + 2 * s->f) * (t->a + n * t->b) + (s->r + s->f) * n * t->g;
+}
+
+static double
+rabenseifner_ns(int coll, const struct shape *s, double n, int narrowed,
+    const struct rates *t)
+{
+	(void)coll, (void)narrowed;
+	return 2 * (s->r + s->f) * t->a +
+	    (2 * (s->q - 1) / s->q + 2 * s->f) * n * t->b +
+	    ((s->q - 1) / s->q + s->f) * n * t->g;
+}
+
+static double
+direct_ns(int coll, const struct shape *s, double n, int narrowed,
+    const struct rates *t)
+{
+	double rounds = (double)(((uint32_t)s->p - 1 + PEER_LANES_MAX - 1) /
+	    PEER_LANES_MAX);
+
+	(void)coll, (void)narrowed;
+	return rounds * t->a + (s->p - 1) * SEND_COST * t->a +
+	    (s->p - 1) * n * (t->b + t->g);
+}
+
+static double
+tree_ns(int coll, const struct shape *s, double n, int narrowed,
+    const struct rates *t)
+{
+	(void)coll, (void)narrowed;
+	return s->d * (t->a + n * t->b) + 2 * s->d * t->a;
+}
+
+/*
+ * One row per algorithm between nodes: the collectives it serves and its
+ * predicted time.  The order breaks ties between equal predictions.
+ */
+static const struct algo_row {
+	int		 algo;		/* enum algo_type (ipc.h) */
+	unsigned	 colls;		/* 1 << COLL_* it runs */
+	double		(*predict_ns)(int, const struct shape *, double, int,
+			    const struct rates *);
+} algos[] = {
+	{ ALGO_RING,		COLLS_REDUCING | 1u << COLL_BROADCAST, ring_ns },
+	{ ALGO_DOUBLING,	COLLS_REDUCING,	doubling_ns },
+	{ ALGO_RABENSEIFNER,	COLLS_REDUCING,	rabenseifner_ns },
+	{ ALGO_DIRECT,		COLLS_REDUCING,	direct_ns },
+	{ ALGO_TREE,		1u << COLL_BROADCAST, tree_ns },
+};
+#define NALGOS	(sizeof(algos) / sizeof(algos[0]))
+_Static_assert(NALGOS == ALGO_MAX, "a row for every algorithm but AUTO");
+
+static const struct algo_row *
+algo_row(int coll, int algo)
+{
+	for (size_t i = 0; i < NALGOS; i++)
+		if (algos[i].algo == algo && coll >= 0 && coll < 32 &&
+		    (algos[i].colls & 1u << coll))
+			return &algos[i];
+	return NULL;
+}
+
+/* Whether coll can run algo between nodes. */
+int
+algo_runs_for(int coll, int algo)
+{
+	return algo_row(coll, algo) != NULL;
+}
+
+/* Whether coll has algorithms to choose from. */
+static int
+has_choices(int coll)
+{
+	for (size_t i = 0; i < NALGOS; i++)
+		if (coll >= 0 && coll < 32 && (algos[i].colls & 1u << coll))
+			return 1;
+	return 0;
+}
+
 double
 algo_predict_ns(int coll, int algo, uint32_t nnodes, size_t bytes,
     int narrowed, const struct link_cost *c)
 {
+	const struct algo_row *row = algo_row(coll, algo);
 	struct shape s = shape_of(nnodes);
-	double a = c->alpha_ns, ring_b = c->beta_ps / 1e3, g = c->gamma_ps / 1e3;
-	double b = c->beta_pair_ps > 0 ? c->beta_pair_ps / 1e3 : ring_b;
-	double n = (double)bytes, p = s.p, rounds, chunk;
+	struct rates t = { c->alpha_ns, c->beta_ps / 1e3, c->beta_ps / 1e3,
+	    c->gamma_ps / 1e3 };
 
-	if (nnodes < 2 || !algo_runs_for(coll, algo))
+	if (nnodes < 2 || row == NULL)
 		return 0;
-	switch (algo) {
-	case ALGO_RING:
-		if (coll == COLL_BROADCAST) {
-			chunk = n < PIPE_CHUNK_BYTES ? n : PIPE_CHUNK_BYTES;
-			return (p - 1) * a + (p - 2) * chunk * b + n * b +
-			    2 * (p - 2) * SEND_COST * a;
-		}
-		return 2 * (p - 1) * a + 2 * (p - 1) / p * n * ring_b *
-		    (narrowed ? 0.5 : 1);
-	case ALGO_DOUBLING:
-		return (s.r + 2 * s.f) * (a + n * b) + (s.r + s.f) * n * g;
-	case ALGO_RABENSEIFNER:
-		return 2 * (s.r + s.f) * a +
-		    (2 * (s.q - 1) / s.q + 2 * s.f) * n * b +
-		    ((s.q - 1) / s.q + s.f) * n * g;
-	case ALGO_DIRECT:
-		rounds = (nnodes - 1 + PEER_LANES_MAX - 1) / PEER_LANES_MAX;
-		return rounds * a + (p - 1) * SEND_COST * a +
-		    (p - 1) * n * (b + g);
-	case ALGO_TREE:
-		return s.d * (a + n * b) + 2 * s.d * a;
-	default:
-		return 0;
-	}
+	if (c->beta_pair_ps > 0)
+		t.b = c->beta_pair_ps / 1e3;
+	return row->predict_ns(coll, &s, (double)bytes, narrowed, &t);
 }
 
 int
 algo_choose(int coll, int requested, uint32_t nnodes, size_t bytes,
     int narrowed, const struct link_cost *c)
 {
-	const int *cand = candidates(coll);
 	int best = ALGO_AUTO;
 	double best_ns = 0;
 
-	if (algo_runs_for(coll, requested) || cand == NULL)
+	if (algo_runs_for(coll, requested) || !has_choices(coll))
 		return requested;
-	for (; *cand != 0; cand++) {
-		double t = algo_predict_ns(coll, *cand, nnodes, bytes, narrowed,
-		    c);
+	for (size_t i = 0; i < NALGOS; i++) {
+		double t;
 
+		if (!algo_runs_for(coll, algos[i].algo))
+			continue;
+		t = algo_predict_ns(coll, algos[i].algo, nnodes, bytes,
+		    narrowed, c);
 		if (best == ALGO_AUTO || t < best_ns) {
-			best = *cand;
+			best = algos[i].algo;
 			best_ns = t;
 		}
 	}
@@ -195,7 +251,7 @@ algo_auto_ranges(int coll, uint32_t nnodes, const struct link_cost *c,
 {
 	size_t n = 0, lo = 0, end;
 
-	if (nnodes < 2 || candidates(coll) == NULL)
+	if (nnodes < 2 || !has_choices(coll))
 		return 0;
 	while (n < max) {
 		int a = algo_choose(coll, ALGO_AUTO, nnodes, lo, 0, c);
