@@ -647,6 +647,29 @@ ring_allreduce_wire(struct xfer *x, const void *src, void *buf, size_t count,
 	return ring_allreduce(x, src, buf, count, dtype, op);
 }
 
+static int
+doubling_run(struct xfer *x, struct plan *p)
+{
+	return fold_run(x, p, doubling_core);
+}
+
+static int
+rabenseifner_run(struct xfer *x, struct plan *p)
+{
+	return fold_run(x, p, rabenseifner_core);
+}
+
+/* The algorithms that run in place on the frame engine, one row each (the
+ * ring, which pipelines through its own buffers, runs before them). */
+static const struct {
+	int	 algo;
+	int	(*run)(struct xfer *, struct plan *);
+} inplace_runs[] = {
+	{ ALGO_DOUBLING,	doubling_run },
+	{ ALGO_RABENSEIFNER,	rabenseifner_run },
+	{ ALGO_DIRECT,		direct_run },
+};
+
 /*
  * The inter-node allreduce, by the algorithm x->algo names (AUTO: by cost).
  * The one run goes in the operation header, so a node that chose another
@@ -683,12 +706,10 @@ node_allreduce(struct xfer *x, const void *src, void *buf, size_t count,
 	p.total = count;
 	p.dtype = dtype;
 	p.op = op;
-	if (x->hdr.algo == ALGO_RABENSEIFNER)
-		return fold_run(x, &p, rabenseifner_core);
-	if (x->hdr.algo == ALGO_DOUBLING)
-		return fold_run(x, &p, doubling_core);
-	if (x->hdr.algo == ALGO_DIRECT)
-		return direct_run(x, &p);
+	for (size_t i = 0; i < sizeof(inplace_runs) / sizeof(inplace_runs[0]);
+	    i++)
+		if (inplace_runs[i].algo == x->hdr.algo)
+			return inplace_runs[i].run(x, &p);
 	return duplex_fail(x, MCCL_ERR_INVALID_ARGUMENT, "unknown allreduce "
 	    "algorithm %u", x->hdr.algo);
 }
