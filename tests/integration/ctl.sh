@@ -528,7 +528,8 @@ grow_up 0 2 && grow_up 1 2 && grow_up 2 2 &&
     ok "reload: a third node joined the running cluster" ||
     { bad "reload: the third node did not join"; tail -n 5 "$T"/m*.log; }
 wait "$g0" && wait "$g1" && ok "reload: a job running across it went on" ||
-    { bad "reload: the running job failed"; cat "$T"/across.r*.out; }
+    { bad "reload: the running job failed"; cat "$T"/across.r*.out;
+      tail -n 15 "$T"/m0.log "$T"/m1.log; }
 pids=()
 for i in 0 1 2; do
 	MCCL_SOCKET="$T/m$i.sock" MCCL_JOB=grown MCCL_NRANKS=3 MCCL_RANK=$i \
