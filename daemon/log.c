@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "mccld.h"
+#include "log.h"
 
 static int		 log_level = LOG_INFO;
 static const char	*log_procname = "mccld";

@@ -1,6 +1,6 @@
 /*
- * mccld.h: the process (mccld.c, config.c, log.c): its settings, its log
- * and the state of the whole daemon, which every layer below may read.
+ * mccld.h: the process (mccld.c, config.c): its settings and the state of
+ * the whole daemon, which every layer below may read; the log is log.h's.
  * Each layer has its own header: control/control.h (the main thread's
  * control plane), engine/engine.h (a job's data plane), transport/
  * transport.h (the links under it); each includes the ones below it.
@@ -20,6 +20,7 @@
 #include "mccl.h"
 #include "ipc.h"
 #include "peer.h"
+#include "log.h"
 
 #define MCCLD_VERSION		"0.1.0"
 #define MCCLD_DEFAULT_CONF	"/etc/mccl/mccld.conf"
@@ -123,27 +124,6 @@ void		config_keys_file(FILE *);
 const char	*conf_transport_name(int);
 #define STREAMS_AUTO	0		/* streams_per_peer: by the cores */
 uint32_t	conf_lanes(const struct config *);
-
-/* ---- log.c: the log, and the clock ---- */
-
-#define LOG_ERR		3
-#define LOG_WARNING	4
-#define LOG_INFO	6
-#define LOG_DEBUG	7
-
-void		log_init(int, const char *);
-void		log_setlevel(int);
-int		log_getlevel(void);
-int		log_level_parse(const char *);
-const char	*log_level_name(int);
-void		log_warn(const char *, ...) __attribute__((format(printf, 1, 2)));
-void		log_warnx(const char *, ...) __attribute__((format(printf, 1, 2)));
-void		log_info(const char *, ...) __attribute__((format(printf, 1, 2)));
-void		log_debug(const char *, ...) __attribute__((format(printf, 1, 2)));
-void		fatal(const char *, ...) __attribute__((format(printf, 1, 2), noreturn));
-void		fatalx(const char *, ...) __attribute__((format(printf, 1, 2), noreturn));
-
-uint64_t	now_ns(void);		/* CLOCK_MONOTONIC, in ns (log.c) */
 
 /* ---- mccld.c: process-wide state (main thread) ---- */
 
