@@ -149,8 +149,6 @@ struct mccld_state {
 	struct coord_list	 coords;	/* jobs forming with us as coordinator */
 	struct job_list		 dying;		/* freed, waiting for their threads */
 	int			 shutting_down;
-	uint64_t		*data_tx;	/* bytes on data links, by node; */
-	uint64_t		*data_rx;	/* any thread adds (atomically) */
 };
 
 extern struct mccld_state md;

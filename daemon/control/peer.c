@@ -1095,9 +1095,7 @@ peer_init(char *err, size_t errlen)
 {
 	struct timeval tv;
 
-	if ((peers = calloc(CONF_NODES_MAX, sizeof(*peers))) == NULL ||
-	    (md.data_tx = calloc(CONF_NODES_MAX, sizeof(uint64_t))) == NULL ||
-	    (md.data_rx = calloc(CONF_NODES_MAX, sizeof(uint64_t))) == NULL) {
+	if ((peers = calloc(CONF_NODES_MAX, sizeof(*peers))) == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
@@ -1132,9 +1130,6 @@ peer_close(void)
 	}
 	free(peers);
 	peers = NULL;
-	free(md.data_tx);
-	free(md.data_rx);
-	md.data_tx = md.data_rx = NULL;
 	for (size_t i = 0; i < nlisten; i++) {
 		event_free(listen_evs[i]);
 		close(listen_fds[i]);
@@ -1190,13 +1185,14 @@ peer_metrics(json_t *list)
 	}
 	for (uint32_t i = 0; i < md.conf.nnodes; i++) {
 		const uint64_t ctl[] = { peers[i]->tx_bytes, peers[i]->rx_bytes };
-		const uint64_t *data[] = { &md.data_tx[i], &md.data_rx[i] };
+		const uint64_t data[] = { data_bytes(i, DATA_SENT),
+		    data_bytes(i, DATA_RECEIVED) };
 
 		for (int d = 0; d < 2 && i != self; d++) {
 			peer_bytes(list, peers[i]->node->name, dir[d], "control",
 			    (double)ctl[d]);
 			peer_bytes(list, peers[i]->node->name, dir[d], "data",
-			    (double)__atomic_load_n(data[d], __ATOMIC_RELAXED));
+			    (double)data[d]);
 		}
 	}
 }
@@ -1227,9 +1223,9 @@ peer_ctl_list(void)
 		    "rtt_us", (json_int_t)(p->rtt_ns / 1000),
 		    "heartbeats", !self && p->watched,
 		    "tx_bytes", (json_int_t)(p->tx_bytes + (self ? 0 :
-		    __atomic_load_n(&md.data_tx[i], __ATOMIC_RELAXED))),
+		    data_bytes(i, DATA_SENT))),
 		    "rx_bytes", (json_int_t)(p->rx_bytes + (self ? 0 :
-		    __atomic_load_n(&md.data_rx[i], __ATOMIC_RELAXED))),
+		    data_bytes(i, DATA_RECEIVED))),
 		    "last_error", p->last_error, "transport", tp,
 		    "device", dev));
 	}

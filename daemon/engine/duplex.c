@@ -31,12 +31,24 @@
 /* A receive is one frame's payload plus the next header: under IO_MAX. */
 _Static_assert(PEER_DATA_MAX + WIRE_HDR_LEN <= IO_MAX, "frame over IO_MAX");
 
-/* Add n bytes to the counter of the node at position pos (any thread). */
+/* The bytes each node's data links carried, by way (DATA_SENT, ...). */
+static uint64_t data_carried[2][CONF_NODES_MAX];
+
+/* Add n bytes carried one way to the node at position pos (any thread). */
 void
-count_bytes(uint64_t *ctr, const uint32_t *node_index, uint32_t pos, size_t n)
+count_bytes(int way, const uint32_t *node_index, uint32_t pos, size_t n)
 {
-	if (ctr != NULL && node_index != NULL)
-		__atomic_fetch_add(&ctr[node_index[pos]], n, __ATOMIC_RELAXED);
+	if (node_index != NULL)
+		__atomic_fetch_add(&data_carried[way][node_index[pos]], n,
+		    __ATOMIC_RELAXED);
+}
+
+/* The bytes node's data links carried one way, for the control plane. */
+uint64_t
+data_bytes(uint32_t node, int way)
+{
+	return node < CONF_NODES_MAX ?
+	    __atomic_load_n(&data_carried[way][node], __ATOMIC_RELAXED) : 0;
 }
 
 int
@@ -212,7 +224,7 @@ tx_step(struct xfer *x, struct tx *tx, const struct plan *p,
 	if ((n = link_send(tx->link, iov, (int)tx_iov(tx, iov))) == -1)
 		return io_again(errno) ? 0 : link_error(x, tx->peer, tx->link,
 		    errno);
-	count_bytes(x->tx_ctr, x->node_index, tx->peer, (size_t)n);
+	count_bytes(DATA_SENT, x->node_index, tx->peer, (size_t)n);
 	tx_consume(tx, (size_t)n);
 	tx->last_ns = now_ns();
 	*moved = 1;
@@ -496,7 +508,7 @@ rx_step(struct xfer *x, struct rx *rx, const struct plan *p, int *moved)
 		return 0;
 	if (rx->has_cur && !rx_slot_busy(rx)) {
 		if ((n = rx_recv(rx)) > 0) {
-			count_bytes(x->rx_ctr, x->node_index, rx->peer,
+			count_bytes(DATA_RECEIVED, x->node_index, rx->peer,
 			    (size_t)n);
 			*moved = 1;
 			rx->last_ns = now_ns();

@@ -410,8 +410,6 @@ engine_run(struct job *j, struct op *op, uint8_t *scratch)
 	x.scratch = scratch;
 	x.crew = j->eng->crew;
 	x.node_index = j->node_index;
-	x.tx_ctr = md.data_tx;
-	x.rx_ctr = md.data_rx;
 	x.waiting = &op->wait_pos;
 	x.blame = NO_POS;
 	x.wire = op->desc.wire;

@@ -109,8 +109,6 @@ struct xfer {
 	int		  pair_bytes;	/* hdr.count: the bytes of each pair, */
 	uint64_t	  rx_bytes;	/* expected from the node we receive from */
 	const uint32_t	 *node_index;	/* cluster index of each position */
-	uint64_t	 *tx_ctr;	/* bytes sent, by cluster index; or NULL */
-	uint64_t	 *rx_ctr;	/* bytes received, alike */
 	uint32_t	 *waiting;	/* the position waited on, published
 					   before each sleep; or NULL */
 	uint32_t	  blame;	/* timed out waiting on it; NO_POS */
@@ -141,8 +139,11 @@ int		ring_gather(struct xfer *, void *, const size_t *,
 int		ring_scatter(struct xfer *, void *, const size_t *,
 		    const size_t *, uint32_t, void *);
 
-/* duplex.c: add n bytes to ctr[node_index[pos]] (the peers' byte counts) */
-void		count_bytes(uint64_t *, const uint32_t *, uint32_t, size_t);
+/* duplex.c: the bytes each node's data links carried, both ways; the
+ * engine threads that move them count them, the control plane reads them */
+enum { DATA_SENT, DATA_RECEIVED };
+void		count_bytes(int, const uint32_t *, uint32_t, size_t);
+uint64_t	data_bytes(uint32_t, int);
 
 /* ---- seg.c: clients' segments (any thread, under one lock) ---- */
 

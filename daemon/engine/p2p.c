@@ -431,7 +431,7 @@ tx_step(struct p2p *p, struct p2p_link *l)
 	}
 	if ((n = link_send(l->to, iov, niov)) < 0)
 		return errno == EAGAIN || errno == EINTR ? 0 : -1;
-	count_bytes(md.data_tx, p->job->node_index, (uint32_t)(l - p->links),
+	count_bytes(DATA_SENT, p->job->node_index, (uint32_t)(l - p->links),
 	    (size_t)n);
 	l->txoff += (uint64_t)n;
 	if (l->txoff == total) {
@@ -536,7 +536,7 @@ rx_step(struct p2p *p, struct p2p_link *l, uint32_t pos, char *err,
 		    sizeof(why)));
 		return -1;
 	}
-	count_bytes(md.data_rx, p->job->node_index, pos, (size_t)n);
+	count_bytes(DATA_RECEIVED, p->job->node_index, pos, (size_t)n);
 	if (l->rxhdr_got < P2P_HDR_LEN) {
 		if ((l->rxhdr_got += (size_t)n) < P2P_HDR_LEN)
 			return 1;
