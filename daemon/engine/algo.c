@@ -142,12 +142,18 @@ static const struct algo_row {
 #define NALGOS	(sizeof(algos) / sizeof(algos[0]))
 _Static_assert(NALGOS == ALGO_MAX, "a row for every algorithm but AUTO");
 
+/* Whether row's algorithm runs coll. */
+static int
+serves(const struct algo_row *row, int coll)
+{
+	return coll >= 0 && coll < 32 && (row->colls & 1u << coll) != 0;
+}
+
 static const struct algo_row *
 algo_row(int coll, int algo)
 {
 	for (size_t i = 0; i < NALGOS; i++)
-		if (algos[i].algo == algo && coll >= 0 && coll < 32 &&
-		    (algos[i].colls & 1u << coll))
+		if (algos[i].algo == algo && serves(&algos[i], coll))
 			return &algos[i];
 	return NULL;
 }
@@ -164,9 +170,25 @@ static int
 has_choices(int coll)
 {
 	for (size_t i = 0; i < NALGOS; i++)
-		if (coll >= 0 && coll < 32 && (algos[i].colls & 1u << coll))
+		if (serves(&algos[i], coll))
 			return 1;
 	return 0;
+}
+
+/* row's time for coll of bytes on nnodes nodes; 0 on one node. */
+static double
+row_predict_ns(const struct algo_row *row, int coll, uint32_t nnodes,
+    size_t bytes, int narrowed, const struct link_cost *c)
+{
+	struct shape s = shape_of(nnodes);
+	struct rates t = { c->alpha_ns, c->beta_ps / 1e3, c->beta_ps / 1e3,
+	    c->gamma_ps / 1e3 };
+
+	if (nnodes < 2)
+		return 0;
+	if (c->beta_pair_ps > 0)
+		t.b = c->beta_pair_ps / 1e3;
+	return row->predict_ns(coll, &s, (double)bytes, narrowed, &t);
 }
 
 double
@@ -174,22 +196,16 @@ algo_predict_ns(int coll, int algo, uint32_t nnodes, size_t bytes,
     int narrowed, const struct link_cost *c)
 {
 	const struct algo_row *row = algo_row(coll, algo);
-	struct shape s = shape_of(nnodes);
-	struct rates t = { c->alpha_ns, c->beta_ps / 1e3, c->beta_ps / 1e3,
-	    c->gamma_ps / 1e3 };
 
-	if (nnodes < 2 || row == NULL)
-		return 0;
-	if (c->beta_pair_ps > 0)
-		t.b = c->beta_pair_ps / 1e3;
-	return row->predict_ns(coll, &s, (double)bytes, narrowed, &t);
+	return row != NULL ? row_predict_ns(row, coll, nnodes, bytes,
+	    narrowed, c) : 0;
 }
 
 int
 algo_choose(int coll, int requested, uint32_t nnodes, size_t bytes,
     int narrowed, const struct link_cost *c)
 {
-	int best = ALGO_AUTO;
+	const struct algo_row *best = NULL;
 	double best_ns = 0;
 
 	if (algo_runs_for(coll, requested) || !has_choices(coll))
@@ -197,16 +213,15 @@ algo_choose(int coll, int requested, uint32_t nnodes, size_t bytes,
 	for (size_t i = 0; i < NALGOS; i++) {
 		double t;
 
-		if (!algo_runs_for(coll, algos[i].algo))
+		if (!serves(&algos[i], coll))
 			continue;
-		t = algo_predict_ns(coll, algos[i].algo, nnodes, bytes,
-		    narrowed, c);
-		if (best == ALGO_AUTO || t < best_ns) {
-			best = algos[i].algo;
+		t = row_predict_ns(&algos[i], coll, nnodes, bytes, narrowed, c);
+		if (best == NULL || t < best_ns) {
+			best = &algos[i];
 			best_ns = t;
 		}
 	}
-	return best;
+	return best->algo;
 }
 
 /*
