@@ -74,25 +74,12 @@ ctl_metrics(struct client *c, const char *arg, char *err, size_t errlen)
 	return metrics_ctl();
 }
 
-/* A job that runs here asks the other nodes first; one that has ended may
- * be among the failed jobs kept (ctl_job_ended). */
-static int
-ctl_job(struct client *c, const char *arg, char *err, size_t errlen)
-{
-	return job_ctl_query(c, arg, err, errlen);
-}
-
+/* A job that runs here asks the other nodes first (job_ctl_query); one
+ * that has ended may be among the failed jobs kept. */
 static json_t *
 ctl_job_ended(struct client *c, const char *arg, char *err, size_t errlen)
 {
 	return job_ctl_ended(c, arg, err, errlen);
-}
-
-/* Answered once every pair of nodes is measured. */
-static int
-ctl_check(struct client *c, const char *arg, char *err, size_t errlen)
-{
-	return check_ctl_start(c, arg, err, errlen);
 }
 
 /* A reply per event until the client leaves (monitor_event). */
@@ -112,10 +99,10 @@ static const struct ctl_command commands[] = {
 	{ CTL_ABORT,	"abort",	1, NULL,	ctl_abort },
 	{ CTL_RELOAD,	"reload",	1, NULL,	ctl_reload },
 	{ CTL_METRICS,	"metrics",	1, NULL,	ctl_metrics },
-	{ CTL_JOB,	"job",		0, ctl_job,	ctl_job_ended },
+	{ CTL_JOB,	"job",		0, job_ctl_query, ctl_job_ended },
 	{ CTL_MONITOR,	"monitor",	0, ctl_monitor,	NULL },
 	{ CTL_FAILED,	"failed",	0, NULL,	ctl_failed },
-	{ CTL_CHECK,	"check",	1, ctl_check,	NULL },
+	{ CTL_CHECK,	"check",	1, check_ctl_start, NULL },
 };
 _Static_assert(sizeof(commands) / sizeof(commands[0]) == CTL_MAX,
     "a row for every mcclctl command");
