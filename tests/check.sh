@@ -18,6 +18,9 @@ if [ "${1:-}" = -j ]; then
 fi
 [[ $JOBS =~ ^[1-9][0-9]*$ ]] || { echo "check.sh: -j wants a count" >&2; exit 2; }
 PORT_LO=10000 PORT_SPAN=$(( (32000 - 10000) / JOBS ))
+# The parts share the source tree, and some check that it stays as it was:
+# no part leaves Python's byte code in it.
+export PYTHONDONTWRITEBYTECODE=1
 LOGDIR=$(mktemp -d "${TMPDIR:-/tmp}/mccl-check.XXXXXX")
 # Each part in a process group of its own (set -m): stopped whole, with
 # what it started, if check.sh is.
