@@ -50,9 +50,8 @@ struct pctx {
 /* What a reload does with a key that changed. */
 enum conf_reload {
 	RELOAD_RESTART,		/* nothing: the log says a restart applies it */
-	RELOAD_APPLY,		/* applies it (the main thread reads it) */
-	RELOAD_ATOMIC,		/* applies it by an atomic store: the engine
-				   threads read it as they run */
+	RELOAD_APPLY,		/* applies it (the main thread reads it; the
+				   engines take theirs by a hook) */
 	RELOAD_OWN,		/* the daemon's reload handles it (nodes) */
 };
 /* A row's reload is its kind, and the hook (mccld.h, enum conf_hook) the
@@ -800,7 +799,7 @@ conf_dev_ok(const char *s)
 	char *end;
 	unsigned long port;
 
-	if (n == 0 || strlen(s) >= CONF_DEV_MAX)
+	if (n == 0 || strlen(s) >= LINK_DEV_MAX)
 		return 0;
 	if (s[n] == '\0')
 		return 1;
@@ -855,7 +854,7 @@ conf_rdma(struct pctx *p, struct config *c)
 				conf_err(p, "node \"%s\": \"rdma\": \"%s\": "
 				    "expected a device name, \"mlx5_0\" or "
 				    "\"mlx5_0:1\" (port), of under %d bytes",
-				    c->nodes[i].name, peer, CONF_DEV_MAX);
+				    c->nodes[i].name, peer, LINK_DEV_MAX);
 				return -1;
 			}
 			if (strcmp(c->nodes[i].name, me) == 0)
@@ -872,7 +871,7 @@ static const char *const transport_names[] = { "auto", "tcp", "rdma" };
 const char *
 conf_transport_name(int t)
 {
-	return t >= 0 && t <= CONF_TRANSPORT_RDMA ? transport_names[t] :
+	return t >= 0 && t <= LINK_RDMA ? transport_names[t] :
 	    "unknown";
 }
 
@@ -884,7 +883,7 @@ conf_transport(struct pctx *p, const struct conf_key *k, json_t *v,
 
 	if ((s = conf_string(p, k->name, v)) == NULL)
 		return -1;
-	for (int i = 0; i <= CONF_TRANSPORT_RDMA; i++)
+	for (int i = 0; i <= LINK_RDMA; i++)
 		if (strcmp(s, transport_names[i]) == 0) {
 			c->transport = i;
 			return 0;
@@ -1085,11 +1084,11 @@ static const struct conf_key conf_keys[] = {
 	NUM("init_timeout_ms", init_timeout_ms, 1, UINT32_MAX, 30000,
 	    RELOAD_APPLY, "job formation timeout when the client gives none"),
 	NUM("op_timeout_ms", op_timeout_ms, 1, UINT32_MAX, 60000,
-	    RELOAD_ATOMIC, "one operation's timeout when the client gives "
-	    "none"),
+	    RELOAD_APPLY | THEN(CONF_HOOK_ENGINES), "one operation's timeout "
+	    "when the client gives none"),
 	NUM("connect_timeout_ms", connect_timeout_ms, 1, UINT32_MAX, 5000,
-	    RELOAD_ATOMIC, "TCP connect and data-link set-up (RDMA queue "
-	    "pairs included) to a peer"),
+	    RELOAD_APPLY | THEN(CONF_HOOK_ENGINES), "TCP connect and "
+	    "data-link set-up (RDMA queue pairs included) to a peer"),
 	NUM("heartbeat_interval_ms", heartbeat_interval_ms, 1, UINT32_MAX,
 	    1000, RELOAD_APPLY | THEN(CONF_HOOK_HEARTBEAT),
 	    "interval between pings to each peer"),
@@ -1101,18 +1100,20 @@ static const struct conf_key conf_keys[] = {
 	    "which every node heartbeats every other; in a larger one each "
 	    "node heartbeats those at ring distances 1, 2, 4, ... (2 log2 N of them) and the nodes of its "
 	    "jobs, and the others on a report that one is silent"),
-	SPECIAL("algo", "string", algo, algo, ALGO_AUTO, RELOAD_ATOMIC, "auto",
+	SPECIAL("algo", "string", algo, algo, ALGO_AUTO,
+	    RELOAD_APPLY | THEN(CONF_HOOK_ENGINES), "auto",
 	    "allreduce algorithm when the client asks for none: auto (by a "
 	    "cost model of size and node count), ring, doubling, rabenseifner "
 	    "or direct"),
-	SPECIAL("transport", "string", transport, transport, CONF_TRANSPORT_AUTO,
-	    RELOAD_ATOMIC, "auto", "what carries a job's data between nodes: "
-	    "auto (RDMA where both nodes have a device for each other, else "
-	    "TCP), tcp or rdma (RDMA or the job fails)"),
+	SPECIAL("transport", "string", transport, transport, LINK_ANY,
+	    RELOAD_APPLY | THEN(CONF_HOOK_ENGINES), "auto", "what carries a "
+	    "job's data between nodes: auto (RDMA where both nodes have a "
+	    "device for each other, else TCP), tcp or rdma (RDMA or the job "
+	    "fails)"),
 	SPECIAL("spin_us", "integer or string", spin, spin_us, SPIN_AUTO,
-	    RELOAD_ATOMIC, "auto", "microseconds an engine spins for its next "
-	    "operation and on its links before it sleeps, 0 to 100000, or "
-	    "auto (up to 50 while a CPU is idle)"),
+	    RELOAD_APPLY | THEN(CONF_HOOK_ENGINES), "auto", "microseconds an "
+	    "engine spins for its next operation and on its links before it "
+	    "sleeps, 0 to 100000, or auto (up to 50 while a CPU is idle)"),
 	SPECIAL("streams_per_peer", "integer or string", streams,
 	    streams_per_peer, STREAMS_AUTO, RELOAD_APPLY, "auto", "data links "
 	    "(TCP connections or RDMA queue pairs) between two neighbours of a "
@@ -1249,20 +1250,8 @@ static void
 conf_apply_one(const struct conf_key *k, struct config *run,
     const struct config *nc)
 {
-	uint8_t *to = (uint8_t *)run + k->offset;
-	const uint8_t *from = (const uint8_t *)nc + k->offset;
-	uint32_t u32;
-	uint64_t u64;
-
-	if (RELOAD_KIND(k->reload) == RELOAD_APPLY)
-		memcpy(to, from, k->size);
-	else if (k->size == sizeof(u32)) {
-		memcpy(&u32, from, sizeof(u32));
-		__atomic_store_n((uint32_t *)(void *)to, u32, __ATOMIC_RELAXED);
-	} else {
-		memcpy(&u64, from, sizeof(u64));
-		__atomic_store_n((uint64_t *)(void *)to, u64, __ATOMIC_RELAXED);
-	}
+	memcpy((uint8_t *)run + k->offset, (const uint8_t *)nc + k->offset,
+	    k->size);
 }
 
 /*

@@ -197,3 +197,10 @@ now_ns(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
+
+/* A deadline ms milliseconds from now. */
+uint64_t
+ms_from_now(uint64_t ms)
+{
+	return now_ns() + ms * 1000000;
+}

@@ -26,5 +26,6 @@ void		fatal(const char *, ...) __attribute__((format(printf, 1, 2), noreturn));
 void		fatalx(const char *, ...) __attribute__((format(printf, 1, 2), noreturn));
 
 uint64_t	now_ns(void);		/* CLOCK_MONOTONIC, in ns (log.c) */
+uint64_t	ms_from_now(uint64_t);	/* now_ns() that many ms on */
 
 #endif

@@ -211,6 +211,7 @@ static void (*const reload_hooks[CONF_HOOK_MAX])(void) = {
 	[CONF_HOOK_HEARTBEAT] = peer_heartbeat_reset,
 	[CONF_HOOK_P2P_LIMITS] = reload_p2p_limits,
 	[CONF_HOOK_SCRATCH_LIMITS] = reload_scratch_limits,
+	[CONF_HOOK_ENGINES] = job_retune_all,
 };
 
 /*
@@ -381,6 +382,7 @@ load_config(const char *socket_path, int verbose)
 	config_warnings(&md.conf);
 	reload_p2p_limits();		/* the heartbeats start with the peers */
 	reload_scratch_limits();
+	dial_set_data_cc(md.conf.data_cc);	/* a restart changes it */
 }
 
 /*

@@ -21,35 +21,25 @@
 #include "ipc.h"
 #include "peer.h"
 #include "log.h"
+#include "transport/transport.h"	/* conf_addr, link_choice */
 
 #define MCCLD_VERSION		"0.1.0"
 #define MCCLD_DEFAULT_CONF	"/etc/mccl/mccld.conf"
 #define MCCLD_DEFAULT_PORT	PEER_PORT_DEFAULT
 #define CONF_LISTEN_MAX		8
-#define CONF_NODES_MAX		1024
-#define CONF_HOST_MAX		256
+#define CONF_NODES_MAX		LINK_NODES_MAX
 #define ERR_MAX			256
 #define NO_POS			UINT32_MAX	/* no node position */
 
 /* ---- config.c ---- */
 
-struct conf_addr {
-	char		host[CONF_HOST_MAX];	/* numeric address or name */
-	uint16_t	port;
-};
-
-#define CONF_DEV_MAX		32	/* "mlx5_0" or "mlx5_0:2" */
-
 struct conf_node {
 	char		 name[NODE_NAME_MAX];
 	struct conf_addr addr;
-	char		 rdma_dev[CONF_DEV_MAX];	/* this node's RDMA device
+	char		 rdma_dev[LINK_DEV_MAX];	/* this node's RDMA device
 					   (and port) to reach it, from this
 					   node's "rdma"; "": any that works */
 };
-
-enum conf_transport { CONF_TRANSPORT_AUTO, CONF_TRANSPORT_TCP,
-    CONF_TRANSPORT_RDMA };
 
 struct config {
 	char		 node_name[NODE_NAME_MAX];
@@ -68,7 +58,7 @@ struct config {
 	uint32_t	 heartbeat_mesh_max_nodes; /* larger: the sparse overlay */
 	uint64_t	 chunk_bytes;		/* pipeline chunk */
 	int		 algo;			/* enum algo_type for allreduce */
-	int		 transport;		/* enum conf_transport */
+	int		 transport;		/* enum link_choice */
 	int32_t		 spin_us;		/* engine's spin; SPIN_AUTO */
 	uint32_t	 streams_per_peer;	/* collective lanes of new jobs;
 						   STREAMS_AUTO: conf_lanes */
@@ -115,6 +105,7 @@ enum conf_hook {
 	CONF_HOOK_HEARTBEAT,		/* the peers' heartbeat timers */
 	CONF_HOOK_P2P_LIMITS,		/* send/recv's memory caps */
 	CONF_HOOK_SCRATCH_LIMITS,	/* the engines' scratch caps */
+	CONF_HOOK_ENGINES,		/* running jobs' engine settings */
 	CONF_HOOK_MAX
 };
 unsigned	config_apply(struct config *, const struct config *,

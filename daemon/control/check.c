@@ -402,6 +402,20 @@ measuring_done_cb(int fd, short events, void *arg)
 	measuring_free();
 }
 
+/* Cluster node `node`, for the engine's end of a check link to it. */
+void
+check_peer_of(uint32_t node, struct check_peer *p)
+{
+	const struct conf_node *n = &md.conf.nodes[node];
+
+	*p = (struct check_peer){ .node = node, .addr = n->addr,
+	    .me_index = md.conf.node_index, .choice = md.conf.transport,
+	    .connect_timeout_ms = md.conf.connect_timeout_ms };
+	wire_strlcpy(p->name, n->name, sizeof(p->name));
+	wire_strlcpy(p->rdma_dev, n->rdma_dev, sizeof(p->rdma_dev));
+	wire_strlcpy(p->me, md.conf.node_name, sizeof(p->me));
+}
+
 static void
 check_recv_run(uint32_t from, const struct peer_check_run *m)
 {
@@ -435,10 +449,11 @@ check_recv_run(uint32_t from, const struct peer_check_run *m)
 		measuring->from = from;
 		measuring->check_id = m->check_id;
 		measuring->pair = m->pair;
-		measuring->m = (struct check_measure){ .peer = m->to,
+		measuring->m = (struct check_measure){
 		    .link_id = PEER_CHECK_JOB | (m->force ? PEER_CHECK_FORCE :
 		    0) | m->check_id, .lanes = m->lanes,
 		    .ms = m->ms };
+		check_peer_of(m->to, &measuring->m.peer);
 		if ((measuring->m.done_fd = eventfd(0, EFD_CLOEXEC |
 		    EFD_NONBLOCK)) != -1 && (measuring->ev_done = event_new(
 		    md.base, measuring->m.done_fd, EV_READ, measuring_done_cb,

@@ -107,6 +107,8 @@ int		job_peer_msg(uint32_t, uint16_t, const void *, const uint8_t *,
 void		job_peer_up(uint32_t);
 void		job_peer_down(uint32_t, const char *);
 void		job_nodes_mark(uint8_t *, uint32_t);
+void		job_tunables(struct engine_tunables *);
+void		job_retune_all(void);
 void		job_data_link(int, const struct peer_data_hello *);
 void		job_collect(struct job *);
 void		job_collect_all(void);
@@ -131,6 +133,8 @@ void		check_ctl_forget(const struct client *);
 int		check_peer_msg(uint32_t, uint16_t, const void *, const uint8_t *,
 		    size_t);
 void		check_close(void);
+struct check_peer;
+void		check_peer_of(uint32_t, struct check_peer *);
 void		utc_time(time_t, char *, size_t);
 int		job_count(const struct client *);
 

@@ -551,18 +551,25 @@ job_topology(struct job *j, const uint32_t *rank_node)
 	j->nnodes = n;
 	j->node_index = calloc(n, sizeof(uint32_t));
 	j->names = calloc(n, sizeof(char *));
+	j->conf.nodes = calloc(n, sizeof(struct conf_node));
 	j->rank_pos = calloc(j->nranks, sizeof(uint32_t));
 	j->local_ranks = calloc(j->nlocal + 1, sizeof(uint32_t));
-	if (j->node_index == NULL || j->names == NULL || j->rank_pos == NULL ||
-	    j->local_ranks == NULL) {
+	if (j->node_index == NULL || j->names == NULL || j->conf.nodes ==
+	    NULL || j->rank_pos == NULL || j->local_ranks == NULL) {
 		free(pos_of);
 		return -1;
 	}
 	for (uint32_t i = 0; i < md.conf.nnodes; i++)
 		if (pos_of[i] != NONE) {
 			j->node_index[pos_of[i]] = i;
-			j->names[pos_of[i]] = md.conf.nodes[i].name;
+			j->conf.nodes[pos_of[i]] = md.conf.nodes[i];
+			j->names[pos_of[i]] = j->conf.nodes[pos_of[i]].name;
 		}
+	job_tunables(&j->conf.tun);
+	j->conf.chunk_bytes = md.conf.chunk_bytes;
+	j->conf.node_index = md.conf.node_index;
+	wire_strlcpy(j->conf.node_name, md.conf.node_name,
+	    sizeof(j->conf.node_name));
 	j->me = pos_of[md.conf.node_index];
 	for (uint32_t r = 0; r < j->nranks; r++) {
 		j->rank_pos[r] = pos_of[rank_node[r]];
@@ -789,12 +796,13 @@ job_data_link(int fd, const struct peer_data_hello *m)
 		return;
 	}
 	if (m->job_id & PEER_CHECK_JOB) {	/* mcclctl check measures */
-		char err[ERR_MAX];
-
 		uint32_t busy = m->job_id & PEER_CHECK_FORCE ? 0 :
 		    (uint32_t)job_count(NULL);
+		struct check_peer peer;
+		char err[ERR_MAX];
 
-		if (check_serve(fd, m->node, busy, err, sizeof(err)) == -1)
+		check_peer_of(m->node, &peer);
+		if (check_serve(fd, &peer, busy, err, sizeof(err)) == -1)
 			log_warnx("check: a link from node %s: %s",
 			    peer_name(m->node), err);
 		return;

@@ -115,6 +115,27 @@ job_nodes_mark(uint8_t *mark, uint32_t nnodes)
 	}
 }
 
+/* The settings a job's engine runs by, as they are now (engine.h). */
+void
+job_tunables(struct engine_tunables *t)
+{
+	*t = (struct engine_tunables){ md.conf.spin_us, md.conf.algo,
+	    md.conf.op_timeout_ms, md.conf.connect_timeout_ms,
+	    md.conf.transport };
+}
+
+/* A reload: every running engine takes the settings as they are now. */
+void
+job_retune_all(void)
+{
+	struct engine_tunables t;
+	struct job *j;
+
+	job_tunables(&t);
+	TAILQ_FOREACH(j, &md.jobs, entry)
+		engine_retune(j, &t);
+}
+
 int
 job_peer_msg(uint32_t from, uint16_t type, const void *msg,
     const uint8_t *trailer, size_t tlen)
@@ -566,6 +587,7 @@ job_destroy(struct job *j)
 	free(j->local_ranks);
 	free(j->node_index);
 	free(j->names);
+	free(j->conf.nodes);
 	free(j->rank_pos);
 	free(j->rank_slot);
 	free(j->pos_first);

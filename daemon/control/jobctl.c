@@ -521,7 +521,7 @@ job_ctl_query(struct client *c, const char *name, char *err, size_t errlen)
 	    "s:i, s:i, s:i}}", "name", j->name, "nranks", (int)j->nranks,
 	    "nnodes", (int)j->nnodes, "lanes", (int)j->nlanes, "state",
 	    job_state_names[j->state], "algo",
-	    proto_algo_name(__atomic_load_n(&md.conf.algo, __ATOMIC_RELAXED)),
+	    proto_algo_name(md.conf.algo),
 	    "allreduce_auto", auto_ranges(COLL_ALLREDUCE, j),
 	    "broadcast_auto", auto_ranges(COLL_BROADCAST, j), "link_cost",
 	    "alpha_ns", (int)j->cost.alpha_ns, "beta_ps", (int)j->cost.beta_ps,

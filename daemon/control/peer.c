@@ -1175,7 +1175,7 @@ peer_metrics(json_t *list)
 			    json_pack("{s:s}", "peer", peers[i]->node->name),
 			    peers[i]->rtt_ns / 1e9);
 	for (uint32_t i = 0; i < md.conf.nnodes; i++) {
-		char tp[16], dev[CONF_DEV_MAX];
+		char tp[16], dev[LINK_DEV_MAX];
 
 		link_peer_info(i, tp, sizeof(tp), dev, sizeof(dev));
 		if (i != self && tp[0] != '\0')
@@ -1203,12 +1203,12 @@ json_t *
 peer_ctl_list(void)
 {
 	json_t *list = json_array();
-	char addr[CONF_HOST_MAX + 8];
+	char addr[LINK_HOST_MAX + 8];
 
 	for (uint32_t i = 0; i < md.conf.nnodes; i++) {
 		const struct peer *p = peers[i];
 		int self = i == md.conf.node_index;
-		char tp[16], dev[CONF_DEV_MAX];
+		char tp[16], dev[LINK_DEV_MAX];
 
 		snprintf(addr, sizeof(addr), "%s:%u", p->node->addr.host,
 		    p->node->addr.port);

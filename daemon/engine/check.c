@@ -53,12 +53,6 @@ struct io {
 	size_t		 errlen;
 };
 
-static uint64_t
-ms_from_now(uint64_t ms)
-{
-	return now_ns() + ms * 1000000;
-}
-
 /*
  * The peer hung up, seen on a pollfd armed for it alone (a transport whose
  * data arrives apart from its connection: its calls would only say EAGAIN
@@ -314,7 +308,7 @@ round_trips(struct check_measure *m, struct link *l)
 			m->code = MCCL_ERR_PERMISSION;
 			snprintf(m->err, sizeof(m->err), "node %s runs %llu "
 			    "job%s: not measured (mcclctl check --force "
-			    "measures anyway)", md.conf.nodes[m->peer].name,
+			    "measures anyway)", m->peer.name,
 			    (unsigned long long)echo.a, echo.a == 1 ? "" : "s");
 			return -1;
 		}
@@ -328,21 +322,28 @@ round_trips(struct check_measure *m, struct link *l)
 	return 0;
 }
 
+/* A link's set-up to or from the peer: its strings are the peer's. */
+static struct link_setup
+peer_setup(const struct check_peer *p, int fd)
+{
+	return (struct link_setup){ .fd = fd, .node = p->node, .want = {
+	    p->me, p->name, p->rdma_dev, p->choice } };
+}
+
 static int
 measure(struct check_measure *m, struct lane_run *runs)
 {
-	uint64_t deadline = ms_from_now(__atomic_load_n(
-	    &md.conf.connect_timeout_ms, __ATOMIC_RELAXED));
+	uint64_t deadline = ms_from_now(m->peer.connect_timeout_ms);
 	char why[ERR_MAX] = "";
 
 	for (uint32_t k = 0; k < m->lanes; k++) {
-		struct link_setup s = { .fd = -1, .node = m->peer };
+		struct link_setup s = peer_setup(&m->peer, -1);
 
-		if ((s.fd = dial_data_link(&md.conf.nodes[m->peer].addr,
-		    md.conf.node_index, m->peer, m->link_id, k, m->abort_fd,
-		    deadline, why, sizeof(why))) == -1 ||
-		    (runs[k].link = link_make(&s, m->abort_fd, why,
-		    sizeof(why))) == NULL) {
+		if ((s.fd = dial_data_link(&m->peer.addr, m->peer.me_index,
+		    m->peer.node, m->link_id, k, m->abort_fd, deadline, why,
+		    sizeof(why))) == -1 ||
+		    (runs[k].link = link_make(&s, m->abort_fd, ms_from_now(
+		    m->peer.connect_timeout_ms), why, sizeof(why))) == NULL) {
 			m->code = MCCL_ERR_CONNECT;
 			snprintf(m->err, sizeof(m->err), "data link %u: %s", k,
 			    why);
@@ -422,6 +423,7 @@ check_measure_end(struct check_measure *m)
 /* ---- serving the links another node measures over ---- */
 
 struct server {
+	struct check_peer	 peer;		/* the setup's strings */
 	struct link_setup	 setup;
 	pthread_t		 thread;
 	uint32_t		 busy;		/* jobs here: answer CK_BUSY */
@@ -482,14 +484,14 @@ server_main(void *arg)
 
 	if (payload == NULL)
 		link_setup_drop(&s->setup);
-	else if ((l = link_make(&s->setup, servers_quit_fd, err,
-	    sizeof(err))) != NULL) {
+	else if ((l = link_make(&s->setup, servers_quit_fd, ms_from_now(
+	    s->peer.connect_timeout_ms), err, sizeof(err))) != NULL) {
 		memset(payload, 0, RECORD_BYTES);
 		serve(l, s->busy, payload, err, sizeof(err));
 		link_close(l);
 	}
 	if (err[0] != '\0' && strcmp(err, "aborted") != 0)
-		log_debug("check: a link from node %u ends: %s", s->setup.node,
+		log_debug("check: a link from node %s ends: %s", s->peer.name,
 		    err);
 	free(payload);
 	pthread_mutex_lock(&servers_mtx);
@@ -521,7 +523,8 @@ servers_reap(void)
  * (jobs running here, the check not forced), answer that and end.
  */
 int
-check_serve(int fd, uint32_t node, uint32_t busy, char *err, size_t errlen)
+check_serve(int fd, const struct check_peer *peer, uint32_t busy, char *err,
+    size_t errlen)
 {
 	struct server *s = NULL;
 	int slot, rc = -1;
@@ -536,8 +539,8 @@ check_serve(int fd, uint32_t node, uint32_t busy, char *err, size_t errlen)
 	else if ((s = calloc(1, sizeof(*s))) == NULL)
 		snprintf(err, errlen, "out of memory");
 	else {
-		s->setup.fd = fd;
-		s->setup.node = node;
+		s->peer = *peer;
+		s->setup = peer_setup(&s->peer, fd);
 		s->busy = busy;
 		if ((errno = pthread_create(&s->thread, NULL, server_main,
 		    s)) != 0)

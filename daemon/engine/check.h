@@ -14,9 +14,21 @@
 #include "mccld.h"
 
 /* One measurement, this node to `peer`; filled in by its own thread. */
+/* The node at a check link's other end, as the control plane knows it. */
+struct check_peer {
+	uint32_t	 node;		/* its cluster index */
+	char		 name[NODE_NAME_MAX];
+	struct conf_addr addr;		/* where it listens */
+	char		 rdma_dev[LINK_DEV_MAX];	/* this node's device to it */
+	char		 me[NODE_NAME_MAX];	/* this node's name */
+	uint32_t	 me_index;	/* and its cluster index */
+	int		 choice;	/* enum link_choice */
+	uint32_t	 connect_timeout_ms;
+};
+
 struct check_measure {
 	/* in */
-	uint32_t	 peer;		/* cluster index, above ours */
+	struct check_peer peer;		/* above ours */
 	uint64_t	 link_id;	/* DATA_HELLO job id: PEER_CHECK_JOB | n */
 	uint32_t	 lanes;		/* data links, 1..PEER_LANES_MAX */
 	uint32_t	 ms;		/* each way */
@@ -34,7 +46,7 @@ struct check_measure {
 
 int	check_measure_start(struct check_measure *, char *, size_t);
 void	check_measure_end(struct check_measure *);
-int	check_serve(int, uint32_t, uint32_t, char *, size_t);
+int	check_serve(int, const struct check_peer *, uint32_t, char *, size_t);
 void	check_shutdown(void);
 
 #endif

@@ -92,6 +92,17 @@ start_link(const struct job *j, uint32_t k, uint32_t p)
 }
 
 /* Connect to the nodes after us that we want links to, offer on each. */
+/* The set-up of a link to the node at pos, as the job's settings say. */
+void
+engine_link_setup(const struct job *j, uint32_t pos, int choice,
+    struct link_setup *s)
+{
+	const struct conf_node *n = &j->conf.nodes[pos];
+
+	*s = (struct link_setup){ .fd = -1, .node = j->node_index[pos],
+	    .want = { j->conf.node_name, n->name, n->rdma_dev, choice } };
+}
+
 static int
 engine_connect_links(struct job *j, const uint8_t *want,
     struct link_setup *su, char *err, size_t errlen)
@@ -104,10 +115,10 @@ engine_connect_links(struct job *j, const uint8_t *want,
 
 			if (!want[k * j->nnodes + p])
 				continue;
-			if ((s->fd = dial_data_link(&md.conf.nodes[node].addr,
-			    md.conf.node_index, node, j->id, PEER_STREAM_LANE(k),
-			    j->eng->abort_fd, link_deadline(), why,
-			    sizeof(why))) == -1 ||
+			if ((s->fd = dial_data_link(&j->conf.nodes[p].addr,
+			    j->conf.node_index, node, j->id, PEER_STREAM_LANE(k),
+			    j->eng->abort_fd, ms_from_now(j->eng->tun.
+			    connect_timeout_ms), why, sizeof(why))) == -1 ||
 			    link_offer(s, why, sizeof(why)) == -1) {
 				snprintf(err, errlen, "cannot open a data link "
 				    "to node %s: %s", j->names[p], why);
@@ -157,8 +168,7 @@ static int
 engine_await_links(struct job *j, const uint8_t *want, uint64_t until_ns,
     char *err, size_t errlen)
 {
-	uint32_t ms = __atomic_load_n(&md.conf.connect_timeout_ms,
-	    __ATOMIC_RELAXED), have, had = UINT32_MAX;
+	uint32_t ms = j->eng->tun.connect_timeout_ms, have, had = UINT32_MAX;
 	struct timespec ts;
 	int missing, timed_out = 0;
 
@@ -228,7 +238,8 @@ engine_complete_links(struct job *j, const uint8_t *want, uint64_t until_ns,
 		for (uint32_t i = 0; i < n; i++) {
 			if (!want[i])
 				continue;
-			deadline = until_ns != 0 ? until_ns : link_deadline();
+			deadline = until_ns != 0 ? until_ns :
+			    ms_from_now(j->eng->tun.connect_timeout_ms);
 			if ((step == 0 ? link_answer(&su[i], j->eng->abort_fd,
 			    deadline, why, sizeof(why)) : link_ready(&su[i],
 			    j->eng->abort_fd, deadline, why, sizeof(why))) ==
@@ -264,10 +275,9 @@ engine_make_links(struct job *j, const uint8_t *want, uint64_t until_ns,
 		snprintf(err, errlen, "out of memory for data links");
 		return -1;
 	}
-	for (uint32_t i = 0; i < n; i++) {
-		su[i].fd = -1;
-		su[i].node = j->node_index[i % j->nnodes];
-	}
+	for (uint32_t i = 0; i < n; i++)
+		engine_link_setup(j, i % j->nnodes, j->eng->tun.link_choice,
+		    &su[i]);
 	rc = engine_connect_links(j, want, su, err, errlen) == 0 &&
 	    engine_accepted_links(j, want, until_ns, su, err, errlen) == 0 &&
 	    engine_complete_links(j, want, until_ns, su, err, errlen) == 0 ?
@@ -402,11 +412,10 @@ engine_run(struct job *j, struct op *op, uint8_t *scratch)
 	x.abort_fd = j->eng->abort_fd;
 	x.aborted = &j->eng->aborted;
 	x.deadline_ns = op->deadline_ns;
-	x.chunk = md.conf.chunk_bytes;
+	x.chunk = j->conf.chunk_bytes;
 	x.algo = op->desc.algo;
 	x.cost = j->cost;
-	x.spin_ns = spin_budget_ns(__atomic_load_n(&md.conf.spin_us,
-	    __ATOMIC_RELAXED));
+	x.spin_ns = spin_budget_ns(j->eng->tun.spin_us);
 	x.scratch = scratch;
 	x.crew = j->eng->crew;
 	x.node_index = j->node_index;
@@ -437,8 +446,7 @@ engine_spin(struct job *j, uint32_t kicks)
 {
 	uint64_t budget, until;
 
-	if ((budget = spin_budget_ns(__atomic_load_n(&md.conf.spin_us,
-	    __ATOMIC_RELAXED))) == 0)
+	if ((budget = spin_budget_ns(j->eng->tun.spin_us)) == 0)
 		return 0;
 	until = now_ns() + budget;
 	do {
@@ -523,6 +531,10 @@ engine_next(struct job *j)
 	for (;;) {
 		kicks = __atomic_load_n(&j->eng->kicks, __ATOMIC_ACQUIRE);
 		pthread_mutex_lock(&j->eng->mtx);
+		if (j->eng->tun_pending) {	/* a reload's, between ops */
+			j->eng->tun = j->eng->tun_next;
+			j->eng->tun_pending = 0;
+		}
 		quit = j->eng->quit;
 		take = !j->eng->aborted;
 		if ((op = subq_next_ahead(j, quit || !take)) != NULL) {
@@ -613,7 +625,7 @@ static void *
 engine_main(void *arg)
 {
 	struct job *j = arg;
-	size_t scratch_len = 2 * md.conf.chunk_bytes * j->nlanes;
+	size_t scratch_len = 2 * j->conf.chunk_bytes * j->nlanes;
 	uint8_t *scratch;
 	struct op *op;
 	int ok = 0;
@@ -679,7 +691,8 @@ engine_new(struct job *j, const struct engine_rank *ranks, char *err,
 	TAILQ_INIT(&e->out);
 	e->op_ended = engine_done;
 	e->abort_fd = -1;
-	e->tmp = (struct scratch){ NULL, 0, j->uid, md.conf.node_name };
+	e->tmp = (struct scratch){ NULL, 0, j->uid, j->conf.node_name };
+	e->tun = j->conf.tun;
 	e->tmp_alt = e->tmp;
 	if ((e->fds = malloc(nlinks * sizeof(int))) == NULL ||
 	    (e->links = calloc(nlinks, sizeof(*e->links))) == NULL) {
@@ -721,6 +734,23 @@ engine_start(struct job *j, const struct engine_rank *ranks, char *err,
 	}
 	j->eng->running = 1;
 	return 0;
+}
+
+/*
+ * Settings a reload changed: the engine takes them before its next
+ * operation (engine_next), so an operation runs by one set throughout.
+ */
+void
+engine_retune(struct job *j, const struct engine_tunables *t)
+{
+	struct engine *e = engine_running(j);
+
+	if (e == NULL)
+		return;
+	pthread_mutex_lock(&e->mtx);
+	e->tun_next = *t;
+	e->tun_pending = 1;
+	pthread_mutex_unlock(&e->mtx);
 }
 
 /* Hand an accepted link of a lane, from the node at position pos, over. */
@@ -881,13 +911,14 @@ linger_cb(int fd, short events, void *arg)
  * links close, or they would report a dead peer instead of the reason.
  */
 static void
-engine_linger(struct link **links, uint32_t n)
+engine_linger(const struct job *j, struct link **links, uint32_t n)
 {
 	struct timeval tv = { LINGER_MS / 1000, (LINGER_MS % 1000) * 1000 };
-	struct lingering_links *l;
+	struct lingering_links *l = NULL;
 
-	if ((l = calloc(1, sizeof(*l))) == NULL ||
-	    (l->ev = evtimer_new(md.base, linger_cb, l)) == NULL) {
+	if (j->ev_engine == NULL || (l = calloc(1, sizeof(*l))) == NULL ||
+	    (l->ev = evtimer_new(event_get_base(j->ev_engine), linger_cb,
+	    l)) == NULL) {
 		free(l);
 		links_close(links, n);
 		return;
@@ -961,7 +992,7 @@ engine_finish(struct job *j)
 			close(e->fds[p]);
 	free(e->fds);
 	if (e->links != NULL && e->aborted)
-		engine_linger(e->links, nlinks);
+		engine_linger(j, e->links, nlinks);
 	else if (e->links != NULL)
 		links_close(e->links, nlinks);
 	if (e->abort_fd != -1)

@@ -267,6 +267,29 @@ struct op {
 };
 TAILQ_HEAD(op_list, op);
 
+/*
+ * What a job's threads read of the daemon's settings: control/ copies
+ * them when the job forms and never changes the copy while the threads
+ * run.  A reload reaches a running engine as engine_retune, which its
+ * thread applies between operations; send/recv keeps the job's start.
+ */
+struct engine_tunables {
+	int32_t		 spin_us;	/* SPIN_AUTO, or microseconds */
+	int		 algo;		/* enum algo_type, for an op asking AUTO */
+	uint32_t	 op_timeout_ms;	/* an op whose client gives none */
+	uint32_t	 connect_timeout_ms;	/* a data link's set-up */
+	int		 link_choice;	/* enum link_choice */
+};
+
+struct engine_conf {
+	struct engine_tunables tun;	/* as the job started */
+	uint64_t	 chunk_bytes;	/* the pipeline's (a restart changes it) */
+	char		 node_name[NODE_NAME_MAX];	/* this node's */
+	uint32_t	 node_index;	/* this node's in the cluster */
+	struct conf_node *nodes;	/* of each position: name, address, the
+					   device that reaches it (the job's) */
+};
+
 struct job {
 	TAILQ_ENTRY(job) entry;
 	uint64_t	 id;		/* 0 until formed */
@@ -293,6 +316,7 @@ struct job {
 	uint32_t	*pos_count;	/* ranks of each position */
 	int		 slots_are_ranks; /* node order == rank order */
 	const char	**names;	/* node name of each position */
+	struct engine_conf conf;	/* what its threads read of the settings */
 
 	/* operations */
 	uint64_t	 ops_completed;
@@ -386,6 +410,7 @@ int		engine_current(struct job *, struct op_now *);
 int		engine_stopped(struct job *);
 void		engine_abort(struct job *);
 void		engine_wake(struct job *);
+void		engine_retune(struct job *, const struct engine_tunables *);
 void		engine_notify(struct job *);
 void		engine_op_done(struct job *, struct op *);
 void		engine_quit(struct job *);

@@ -35,6 +35,10 @@ struct engine {
 	uint32_t	 kicks;		/* bumped by engine_wake and engine_quit
 					   (atomic): the sleeping engine's
 					   signal from the main thread */
+	struct engine_tunables tun;	/* the settings it runs by (engine
+					   thread) */
+	struct engine_tunables tun_next;	/* a reload's, under mtx, */
+	int		 tun_pending;	/* for it to take between ops */
 
 	/* the submission rings (subq.c) */
 	struct subq	*sq;		/* each local rank's, by local index */
@@ -77,6 +81,9 @@ struct engine {
 
 /* an op on this node (coll.c), the one before it ended (pipeline.c), the
    node buffer given back (local.c): coll.h has the layers */
+struct link_setup;
+void		engine_link_setup(const struct job *, uint32_t, int,
+		    struct link_setup *);
 int		coll_run(struct job *, struct op *, struct xfer *);
 void		coll_end_before(struct job *, struct op *);
 void		coll_tmp_release(struct job *);

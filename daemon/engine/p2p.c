@@ -168,7 +168,7 @@ kept_reserve(struct p2p *p, uint64_t bytes, char *err, size_t errlen)
 		    P2P_UNEXPECTED_MAX);
 		return -1;
 	}
-	if (budget_take(&kept_budget, p->job->uid, bytes, md.conf.node_name,
+	if (budget_take(&kept_budget, p->job->uid, bytes, p->job->conf.node_name,
 	    err, errlen) == -1)
 		return -1;
 	p->unexpected_bytes += bytes;
@@ -681,15 +681,17 @@ static struct link *
 dial_link(struct p2p *p, uint32_t pos, char *err, size_t errlen)
 {
 	const struct job *j = p->job;
-	uint32_t node = j->node_index[pos];
-	struct link_setup s = { .fd = -1, .node = node };
+	uint32_t ms = j->conf.tun.connect_timeout_ms;
+	struct link_setup s;
 	struct link *l = NULL;
 	char why[ERR_MAX] = "";
 
-	if ((s.fd = dial_data_link(&md.conf.nodes[node].addr,
-	    md.conf.node_index, node, j->id, PEER_STREAM_P2P, p->stop_fd,
-	    link_deadline(), why, sizeof(why))) == -1 ||
-	    (l = link_make(&s, p->stop_fd, why, sizeof(why))) == NULL)
+	engine_link_setup(j, pos, j->conf.tun.link_choice, &s);
+	if ((s.fd = dial_data_link(&j->conf.nodes[pos].addr,
+	    j->conf.node_index, s.node, j->id, PEER_STREAM_P2P, p->stop_fd,
+	    ms_from_now(ms), why, sizeof(why))) == -1 ||
+	    (l = link_make(&s, p->stop_fd, ms_from_now(ms), why,
+	    sizeof(why))) == NULL)
 		snprintf(err, errlen, "cannot open a send/recv link to node "
 		    "%s: %s", j->names[pos], why);
 	return l;
@@ -728,8 +730,11 @@ take_arrival(struct p2p *p, struct arrival *a)
 {
 	const struct job *j = p->job;
 	struct p2p_link *l = &p->links[a->pos];
-	struct link_setup s = { .fd = a->fd, .node = j->node_index[a->pos] };
+	struct link_setup s;
 	char why[ERR_MAX] = "", err[ERR_MAX];
+
+	engine_link_setup(j, a->pos, j->conf.tun.link_choice, &s);
+	s.fd = a->fd;
 
 	if (a->fd == -1) {
 		l->dialing = 0;
@@ -744,8 +749,8 @@ take_arrival(struct p2p *p, struct arrival *a)
 			log_warnx("job %s: a second send/recv link from node "
 			    "%s: closed", j->name, j->names[a->pos]);
 		close(a->fd);
-	} else if ((a->link = link_make(&s, p->stop_fd, why, sizeof(why))) ==
-	    NULL) {
+	} else if ((a->link = link_make(&s, p->stop_fd, ms_from_now(
+	    j->conf.tun.connect_timeout_ms), why, sizeof(why))) == NULL) {
 		snprintf(err, sizeof(err), "send/recv link from node %s: %s",
 		    j->names[a->pos], why);
 		link_fail(p, a->pos, err);

@@ -152,12 +152,11 @@ subq_completed(struct job *j, const struct op *op)
 	}
 }
 
-/* An op's deadline, its own or the daemon's (reloadable). */
+/* An op's deadline, its own or the job's setting. */
 static uint32_t
-op_timeout_ms(uint32_t ms)
+op_timeout_ms(const struct job *j, uint32_t ms)
 {
-	return ms ? ms : __atomic_load_n(&md.conf.op_timeout_ms,
-	    __ATOMIC_RELAXED);
+	return ms ? ms : j->eng->tun.op_timeout_ms;
 }
 
 static void
@@ -206,20 +205,20 @@ desc_check(struct job *j, struct op *op, uint32_t i, const struct ipc_op *d)
 	    o->count != d->count)
 		snprintf(err, sizeof(err), "its allgatherv recvcounts sum to "
 		    "%llu, those of another rank on node %s to %llu",
-		    (unsigned long long)d->count, md.conf.node_name,
+		    (unsigned long long)d->count, j->conf.node_name,
 		    (unsigned long long)o->count);
 	else if (i > 0 && o->wire != d->wire)
 		snprintf(err, sizeof(err), "it asks for a %s wire, another rank "
 		    "on node %s for a %s one, as collective %llu",
 		    d->wire ? dtype_name(d->wire) : "float32",
-		    md.conf.node_name, o->wire ? dtype_name(o->wire) : "float32",
+		    j->conf.node_name, o->wire ? dtype_name(o->wire) : "float32",
 		    (unsigned long long)j->eng->ncoll + 1);
 	else if (i > 0 && !desc_same(o, d))
 		snprintf(err, sizeof(err), "it is %s count %llu by %s, but "
 		    "another rank on node %s issued %s count %llu by %s as "
 		    "collective %llu", proto_coll_name(d->coll),
 		    (unsigned long long)d->count, proto_algo_name(d->algo),
-		    md.conf.node_name, proto_coll_name(o->coll),
+		    j->conf.node_name, proto_coll_name(o->coll),
 		    (unsigned long long)o->count, proto_algo_name(o->algo),
 		    (unsigned long long)j->eng->ncoll + 1);
 	else
@@ -243,7 +242,7 @@ part_attach(struct job *j, struct op *op, uint32_t i, const struct ipc_op *d)
 	    op->parts[0].vec, j->nranks * sizeof(uint64_t)) != 0) {
 		snprintf(err, sizeof(err), "its allgatherv recvcounts differ "
 		    "from those of rank %u on node %s", j->eng->sq[0].rank,
-		    md.conf.node_name);
+		    j->conf.node_name);
 		goto fail;
 	}
 	return 0;
@@ -288,7 +287,7 @@ sq_overdue(struct job *j, uint32_t missing, uint64_t now, uint64_t *until)
 		return NULL;
 	}
 	d = &j->eng->sq[first].db->sq[j->eng->sq[first].tail % IPC_SQ_SLOTS];
-	ms = op_timeout_ms(__atomic_load_n(&d->timeout_ms, __ATOMIC_RELAXED));
+	ms = op_timeout_ms(j, __atomic_load_n(&d->timeout_ms, __ATOMIC_RELAXED));
 	if (j->eng->sq_since_ns == 0)
 		__atomic_store_n(&j->eng->sq_since_ns, now, __ATOMIC_RELAXED);
 	/* A rank that has left will never submit: fail now, naming it. */
@@ -307,11 +306,11 @@ sq_overdue(struct job *j, uint32_t missing, uint64_t now, uint64_t *until)
 	memcpy(&op->desc, d, sizeof(op->desc));
 	if (left)
 		op_failed(j, op, MCCL_ERR_PEER_FAILED, "rank %u on node %s has "
-		    "left the job", j->eng->sq[missing].rank, md.conf.node_name);
+		    "left the job", j->eng->sq[missing].rank, j->conf.node_name);
 	else
 		op_failed(j, op, MCCL_ERR_TIMEOUT, "timeout waiting for rank %u "
 		    "on node %s: it has not submitted the op within %u ms",
-		    j->eng->sq[missing].rank, md.conf.node_name, ms);
+		    j->eng->sq[missing].rank, j->conf.node_name, ms);
 	op->desc.seq = j->eng->ncoll + 1;
 	return op;
 }
@@ -356,9 +355,8 @@ subq_take(struct job *j, uint64_t *until)
 			return op;
 	op->desc.seq = __atomic_add_fetch(&j->eng->ncoll, 1, __ATOMIC_RELAXED);
 	if (op->desc.algo == ALGO_AUTO)		/* itself maybe AUTO */
-		op->desc.algo = (uint8_t)__atomic_load_n(&md.conf.algo,
-		    __ATOMIC_RELAXED);
-	ms = op_timeout_ms(op->desc.timeout_ms);
+		op->desc.algo = (uint8_t)j->eng->tun.algo;
+	ms = op_timeout_ms(j, op->desc.timeout_ms);
 	now = now_ns();
 	op->ready_ns = now;
 	op->deadline_ns = now + (uint64_t)ms * 1000000;

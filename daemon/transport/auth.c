@@ -16,7 +16,7 @@
 
 #include <sodium.h>
 
-#include "mccld.h"
+#include "log.h"
 #include "transport/transport.h"
 
 static uint8_t	auth_key[crypto_auth_hmacsha256_KEYBYTES];

@@ -20,7 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "mccld.h"
+#include "log.h"
 #include "transport/transport.h"
 
 #define FRAME_MAX	256	/* bytes of a set-up frame's body */
@@ -57,6 +57,15 @@ dial_tune(int fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+/* The data links' congestion control, "" for the system's: set at start. */
+static char data_cc[16];
+
+void
+dial_set_data_cc(const char *cc)
+{
+	wire_strlcpy(data_cc, cc, sizeof(data_cc));
+}
+
 /*
  * A data link also takes the configured congestion control, if any.  It
  * was tried at start, so a failure means the host changed since: said
@@ -66,7 +75,7 @@ void
 dial_tune_data(int fd)
 {
 	static int warned;
-	const char *cc = md.conf.data_cc;
+	const char *cc = data_cc;
 
 	dial_tune(fd);
 	if (*cc != '\0' && setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc,

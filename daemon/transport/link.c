@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "mccld.h"
+#include "log.h"
 #include "transport.h"
 
 /* Most preferred first; TCP, last, every node has. */
@@ -36,11 +36,9 @@ rank_of(uint32_t wire)
 }
 
 static const struct transport *
-configured(void)
+chosen(const struct link_want *w)
 {
-	int t = __atomic_load_n(&md.conf.transport, __ATOMIC_RELAXED);
-
-	return t == CONF_TRANSPORT_AUTO ? NULL : t == CONF_TRANSPORT_RDMA ?
+	return w->choice == LINK_ANY ? NULL : w->choice == LINK_RDMA ?
 	    &rdma_transport : &tcp_transport;
 }
 
@@ -48,7 +46,7 @@ configured(void)
 int
 link_offer(struct link_setup *s, char *err, size_t errlen)
 {
-	const struct transport *want = configured();
+	const struct transport *want = chosen(&s->want);
 
 	s->tp = NULL;
 	s->half = NULL;
@@ -58,11 +56,11 @@ link_offer(struct link_setup *s, char *err, size_t errlen)
 		if (want != NULL && transports[i] != want)
 			continue;
 		s->tp = transports[i];
-		s->half = s->tp->offer(s->node, &s->mine, s->why,
+		s->half = s->tp->offer(&s->want, &s->mine, s->why,
 		    sizeof(s->why));
 		if (s->half == NULL)
 			log_debug("data link to node %s: no %s: %s",
-			    md.conf.nodes[s->node].name, s->tp->name, s->why);
+			    s->want.peer, s->tp->name, s->why);
 	}
 	if (s->half == NULL)		/* the peer learns it below */
 		memset(&s->mine, 0, sizeof(s->mine));
@@ -85,7 +83,7 @@ agree(const struct link_setup *s, const struct peer_data_link *theirs,
 {
 	size_t mine = rank_of(s->mine.transport), other = rank_of(
 	    theirs->transport), pick = mine > other ? mine : other;
-	const char *peer = md.conf.nodes[s->node].name, *me = md.conf.node_name;
+	const char *peer = s->want.peer, *me = s->want.me;
 
 	if (mine >= NTRANSPORTS)
 		snprintf(err, errlen, "node %s is set to transport %s and has "
@@ -125,7 +123,8 @@ link_answer(struct link_setup *s, int abort_fd, uint64_t deadline_ns,
 	if (tp != s->tp) {
 		s->tp->drop(s->half);
 		s->tp = tp;
-		s->half = half = tp->offer(s->node, &s->mine, why, sizeof(why));
+		s->half = half = tp->offer(&s->want, &s->mine, why,
+		    sizeof(why));
 	}
 	s->half = NULL;			/* join owns it, and fd, from here */
 	if (half == NULL || (s->link = tp->join(half, s->fd, &theirs, why,
@@ -138,6 +137,7 @@ link_answer(struct link_setup *s, int abort_fd, uint64_t deadline_ns,
 	}
 	s->fd = -1;
 	s->link->node = s->node;
+	wire_strlcpy(s->link->peer, s->want.peer, sizeof(s->link->peer));
 	if (dial_frame_send(s->link->fd, PEER_DATA_READY, NULL) == -1) {
 		snprintf(err, errlen, "sending DATA_READY: %s", strerror(errno));
 		return -1;
@@ -153,7 +153,7 @@ struct peer_info {
 };
 
 static pthread_mutex_t	 info_mtx = PTHREAD_MUTEX_INITIALIZER;
-static struct peer_info	 info[CONF_NODES_MAX];
+static struct peer_info	 info[LINK_NODES_MAX];
 
 /* Said once in the log, when the first link or a change tells it. */
 static void
@@ -169,9 +169,8 @@ peer_info_set(uint32_t node, const struct link *l)
 	wire_strlcpy(i->device, l->device, sizeof(i->device));
 	pthread_mutex_unlock(&info_mtx);
 	if (changed)
-		log_info("node %s: data links over %s%s%s", md.conf.nodes[
-		    node].name, l->tp->name, l->device[0] != '\0' ? " on " :
-		    "", l->device);
+		log_info("node %s: data links over %s%s%s", l->peer,
+		    l->tp->name, l->device[0] != '\0' ? " on " : "", l->device);
 }
 
 /* The transport and device of the node's latest link; "" before any. */
@@ -197,23 +196,15 @@ link_ready(struct link_setup *s, int abort_fd, uint64_t deadline_ns,
 	return 0;
 }
 
-/* When a set-up step begun now must be over: connect_timeout_ms. */
-uint64_t
-link_deadline(void)
-{
-	return now_ns() + (uint64_t)__atomic_load_n(&md.conf.connect_timeout_ms,
-	    __ATOMIC_RELAXED) * 1000000;
-}
-
 /*
- * One link alone, all three steps by connect_timeout_ms: for a thread that
- * sets up one link at a time (send/recv's, mcclctl check's), whose peer
- * is in the set-up too.  Returns the link, or NULL with err; s is spent.
+ * One link alone, all three steps by the deadline: for a thread that sets
+ * up one link at a time (send/recv's, mcclctl check's), whose peer is in
+ * the set-up too.  Returns the link, or NULL with err; s is spent.
  */
 struct link *
-link_make(struct link_setup *s, int abort_fd, char *err, size_t errlen)
+link_make(struct link_setup *s, int abort_fd, uint64_t deadline,
+    char *err, size_t errlen)
 {
-	uint64_t deadline = link_deadline();
 	struct link *l = NULL;
 
 	if (link_offer(s, err, errlen) == 0 && link_answer(s, abort_fd,

@@ -39,7 +39,7 @@
 #include <infiniband/verbs.h>
 #include <sodium.h>
 
-#include "mccld.h"
+#include "log.h"
 #include "transport.h"
 
 #define SLOT_BYTES	((uint32_t)64 << 10)
@@ -69,7 +69,7 @@ struct mr_ent {
 };
 
 struct rdma_dev {
-	char		 name[CONF_DEV_MAX];	/* "mlx5_0:1" */
+	char		 name[LINK_DEV_MAX];	/* "mlx5_0:1" */
 	struct ibv_context *ctx;
 	struct ibv_pd	*pd;
 	uint8_t		 port;
@@ -215,7 +215,7 @@ dev_get(const char *spec, char *why, size_t len)
 {
 	struct ibv_device **list;
 	struct rdma_dev *d;
-	char name[CONF_DEV_MAX];
+	char name[LINK_DEV_MAX];
 	uint8_t port;
 	int n, slot;
 
@@ -494,7 +494,8 @@ ring_alloc(struct rdma_link *r, uint8_t **p, struct ibv_mr **mr, int access,
 }
 
 static void *
-rdma_offer(uint32_t node, struct peer_data_link *m, char *why, size_t len)
+rdma_offer(const struct link_want *w, struct peer_data_link *m, char *why,
+    size_t len)
 {
 	struct rdma_link *r;
 	int fl;
@@ -505,7 +506,7 @@ rdma_offer(uint32_t node, struct peer_data_link *m, char *why, size_t len)
 	}
 	r->l.tp = &rdma_transport;
 	r->l.fd = -1;
-	if ((r->dev = dev_get(md.conf.nodes[node].rdma_dev, why, len)) == NULL ||
+	if ((r->dev = dev_get(w->rdma_dev, why, len)) == NULL ||
 	    ring_alloc(r, &r->ring, &r->ring_mr, IBV_ACCESS_LOCAL_WRITE |
 	    IBV_ACCESS_REMOTE_WRITE, why, len) == -1 ||
 	    ring_alloc(r, &r->stage, &r->stage_mr, IBV_ACCESS_LOCAL_WRITE,
@@ -633,7 +634,7 @@ took_credit(struct rdma_link *r, uint32_t n)
 {
 	if (n > r->slots_sent - r->slots_freed)
 		return link_failed(r, "node %s returned %u slots, %llu were "
-		    "out", md.conf.nodes[r->l.node].name, n, (unsigned long
+		    "out", r->l.peer, n, (unsigned long
 		    long)(r->slots_sent - r->slots_freed));
 	r->slots_freed += n;
 	return 0;
@@ -645,7 +646,7 @@ took_write(struct rdma_link *r, uint32_t imm, uint32_t bytes)
 	if (imm != bytes || bytes == 0 || bytes > SLOT_BYTES ||
 	    r->slots_in - r->slots_read >= NSLOTS)
 		return link_failed(r, "node %s wrote %u bytes past its "
-		    "credits (slot length %u)", md.conf.nodes[r->l.node].name,
+		    "credits (slot length %u)", r->l.peer,
 		    bytes, imm);
 	r->slot_len[r->slots_in++ % NSLOTS] = bytes;
 	return 0;
@@ -670,7 +671,7 @@ completion(struct rdma_link *r, const struct ibv_wc *wc, int *reposts)
 	if (wc->opcode != IBV_WC_RECV_RDMA_WITH_IMM || !(wc->wc_flags &
 	    IBV_WC_WITH_IMM))
 		return link_failed(r, "node %s sent an unexpected request "
-		    "(opcode %d)", md.conf.nodes[r->l.node].name, wc->opcode);
+		    "(opcode %d)", r->l.peer, wc->opcode);
 	imm = ntohl(wc->imm_data);
 	return imm & CREDIT ? took_credit(r, imm & ~CREDIT) :
 	    took_write(r, imm, wc->byte_len);

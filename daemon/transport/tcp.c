@@ -16,9 +16,10 @@
 static int tcp_half;	/* nothing to prepare: any half will do */
 
 static void *
-tcp_offer(uint32_t node, struct peer_data_link *m, char *why, size_t len)
+tcp_offer(const struct link_want *w, struct peer_data_link *m, char *why,
+    size_t len)
 {
-	(void)node;
+	(void)w;
 	(void)why;
 	(void)len;
 	memset(m, 0, sizeof(*m));

@@ -26,6 +26,31 @@
 
 #include "peer.h"
 
+#define LINK_NODES_MAX	1024	/* nodes of a cluster */
+#define LINK_HOST_MAX	256	/* an address or host name, with its NUL */
+#define LINK_DEV_MAX	32	/* an RDMA device (and port): "mlx5_0:2" */
+
+/* Where a node listens: a numeric address or a name, and a port. */
+struct conf_addr {
+	char		host[LINK_HOST_MAX];
+	uint16_t	port;
+};
+
+/* What may carry a link: the caller's setting ("transport"). */
+enum link_choice { LINK_ANY, LINK_TCP, LINK_RDMA };
+
+/*
+ * Whom a link goes to and what it may use, from the caller's settings (a
+ * job's, the check's): the set-up reads it, and the names go into its
+ * messages.  The strings are the caller's and outlive the set-up.
+ */
+struct link_want {
+	const char	*me;		/* this node's name */
+	const char	*peer;		/* the peer's */
+	const char	*rdma_dev;	/* this node's device to the peer; "": any */
+	int		 choice;	/* enum link_choice */
+};
+
 #define LINK_WHY_MAX	192
 
 struct link;
@@ -35,13 +60,13 @@ struct transport {
 	uint32_t	 wire;		/* its PEER_LINK_* in PEER_DATA_LINK */
 
 	/*
-	 * Set-up.  offer: get ready to reach cluster node `node`, describe
+	 * Set-up.  offer: get ready to reach the node wanted, describe
 	 * this end in *m; returns the half-made end, or NULL with why (then
 	 * the peer is offered TCP instead).  join: with the peer's message,
 	 * finish the link over the connected socket fd (the link owns fd
 	 * from then on, also on failure).  drop: give a half-made end back.
 	 */
-	void		*(*offer)(uint32_t node, struct peer_data_link *m,
+	void		*(*offer)(const struct link_want *, struct peer_data_link *m,
 			    char *why, size_t);
 	struct link	*(*join)(void *half, int fd, const struct peer_data_link *,
 			    char *why, size_t);
@@ -82,7 +107,8 @@ struct link {
 	const struct transport *tp;
 	int		 fd;		/* the data connection (see above) */
 	uint32_t	 node;		/* the peer's cluster index */
-	char		 device[32];	/* where it leaves this node: "mlx5_0:1" */
+	char		 peer[NODE_NAME_MAX];	/* its name, for messages */
+	char		 device[LINK_DEV_MAX];	/* where it leaves this node: "mlx5_0:1" */
 	char		 why[LINK_WHY_MAX];	/* a transport's own words for its
 					   last failure (errno EIO), or "" */
 };
@@ -118,6 +144,7 @@ link_close(struct link *l)
 struct link_setup {
 	int		 fd;		/* connected and past DATA_HELLO */
 	uint32_t	 node;		/* the peer's cluster index */
+	struct link_want want;
 	const struct transport *tp;	/* offered: rdma when it could */
 	void		*half;
 	struct peer_data_link mine;
@@ -129,8 +156,8 @@ int		 link_offer(struct link_setup *, char *, size_t);
 int		 link_answer(struct link_setup *, int, uint64_t, char *, size_t);
 int		 link_ready(struct link_setup *, int, uint64_t, char *, size_t);
 void		 link_setup_drop(struct link_setup *);
-struct link	*link_make(struct link_setup *, int, char *, size_t);
-uint64_t	 link_deadline(void);
+struct link	*link_make(struct link_setup *, int, uint64_t, char *,
+		    size_t);
 void		 link_peer_info(uint32_t, char *, size_t, char *, size_t);
 void		 link_mem_add(const void *, void *, size_t);
 void		 link_mem_forget(const void *);
@@ -148,12 +175,12 @@ extern const struct transport tcp_transport;
 extern const struct transport rdma_transport;
 
 /* dial.c: the TCP connection under a data link, any thread */
-struct conf_addr;
 struct sockaddr_storage;
 int		 dial_resolve(const struct conf_addr *, int,
 		    struct sockaddr_storage *, socklen_t *, char *, size_t);
 void		 dial_tune(int);
 void		 dial_tune_data(int);
+void		 dial_set_data_cc(const char *);
 int		 dial_frame_send(int, uint16_t, const void *);
 int		 dial_frame_read(int, uint16_t, void *, int, uint64_t, char *,
 		    size_t);

@@ -225,7 +225,7 @@ static void
 fuzz_addr(const uint8_t *data, size_t size)
 {
 	struct conf_addr a, b;
-	char err[ERR_MAX] = "", again[CONF_HOST_MAX + 16];
+	char err[ERR_MAX] = "", again[LINK_HOST_MAX + 16];
 	char *s;
 
 	if (size > ADDR_INPUT_MAX || (s = malloc(size + 1)) == NULL)

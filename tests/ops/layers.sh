@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # layers.sh BUILD_DIR: the daemon's calls go down only.  The layers, top
-# down: control/, engine/, transport/.  No object of a layer uses a symbol
-# that an object of a layer above it defines, and no source of it includes
-# a header of a layer above; and struct engine is the engine's own: no
-# source outside engine/ includes engine/engine_state.h.
+# down: the process (daemon/*.c: mccld.c, config.c; log.c serves all),
+# control/, engine/, transport/.  No object of a layer uses a symbol that
+# an object of a layer above it defines, and no source of it includes a
+# header of a layer above; struct engine is the engine's own: no source
+# outside engine/ includes engine/engine_state.h.  control/ still reads
+# the process's state (md): only engine/ and transport/ are held to the
+# process layer yet.
 set -u
 B=$(cd "${1:-build}" && pwd)
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -18,6 +21,24 @@ defined() {
 		nm --defined-only "$o" | awk '$2 ~ /^[TDBRC]$/ { print $3 }'
 	done | sort -u
 }
+
+# The process layer: what mccld.c and config.c define (md, the settings'
+# functions), which engine/ and transport/ get as arguments instead.
+process=$(for o in "$obj/mccld.o" "$obj/config.o"; do
+	nm --defined-only "$o" | awk '$2 ~ /^[TDBRC]$/ { print $3 }'
+done | sort -u)
+[ -n "$process" ] || { echo "FAIL layers: no mccld.o in $obj"; exit 1; }
+for layer in engine transport; do
+	for f in "$top/daemon/$layer"/*.c; do
+		o=$obj/$layer/$(basename "${f%.c}").o
+		calls=$(nm -u "$o" | awk '{ print $2 }' | grep -Fx "$process" |
+		    tr '\n' ' ')
+		if [ -n "$calls" ]; then
+			echo "FAIL $layer/$(basename "$f") uses the process's $calls"
+			fail=1
+		fi
+	done
+done
 
 above=""
 n=0
@@ -49,5 +70,5 @@ if [ -n "$outside" ]; then
 	echo "FAIL struct engine seen outside engine/: $outside"
 	fail=1
 fi
-[ $fail = 0 ] && echo "ok   the $n files of control/, engine/ and transport/ call down only, and struct engine is engine/'s own"
+[ $fail = 0 ] && echo "ok   the $n files of control/, engine/ and transport/ call down only, engine/ and transport/ use nothing of the process's, and struct engine is engine/'s own"
 exit $fail

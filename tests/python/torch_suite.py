@@ -6,8 +6,9 @@ tests/python/torch_suite.sh, which starts the daemons).
 Environment: BACKEND (mccl, or gloo to compare), WORLD_SIZE, TEMP_DIR
 (torch's), MCCL_SOCKETS (the daemons' sockets, comma-separated: the ranks
 are spread over them in order), OPEN_GATES=1 to run the tests whose gate
-names gloo too (the gates are read when the module is imported).  CUDA is
-hidden: these are the CPU-tensor tests.
+names gloo too (the gates are read when the module is imported),
+SUITE_SHARD=I/N to run the I-th of N parts (every N-th test by name, from
+the I-th; 0 <= I < N).  CUDA is hidden: these are the CPU-tensor tests.
 """
 
 import logging
@@ -25,7 +26,9 @@ if os.environ.get("OPEN_GATES") == "1":
     os.environ["BACKEND"] = "gloo"	# the gates see gloo ...
 
 import mccl.torch  # noqa: E402,F401 (registers the backend)
-from torch.testing._internal.common_utils import run_tests  # noqa: E402
+import unittest  # noqa: E402
+
+from torch.testing._internal import common_utils  # noqa: E402
 from torch.testing._internal.distributed import \
     distributed_test as dt  # noqa: E402
 
@@ -48,5 +51,25 @@ class TestDistBackendWithSpawn(dt.TestDistBackend,
         super()._run(rank, *args, **kwargs)
 
 
+def shard_names():
+    """The tests of SUITE_SHARD's part, as unittest names them; [] if
+    no SUITE_SHARD (then unittest's own arguments choose)."""
+    shard = os.environ.get("SUITE_SHARD", "")
+    if not shard:
+        return []
+    i, n = (int(x) for x in shard.split("/"))
+    if not 0 <= i < n:
+        sys.exit(f"SUITE_SHARD={shard}: want I/N with 0 <= I < N")
+    names = unittest.TestLoader().getTestCaseNames(TestDistBackendWithSpawn)
+    return [f"TestDistBackendWithSpawn.{t}" for t in sorted(names)[i::n]]
+
+
 if __name__ == "__main__":
-    sys.exit(run_tests())
+    # torch reads the test names from sys.argv: torch 1.x at import (into
+    # UNITTEST_ARGS, run_tests' default), torch 2 in run_tests itself.
+    names = shard_names()
+    sys.argv += names
+    parsed = getattr(common_utils, "UNITTEST_ARGS", None)
+    if isinstance(parsed, list) and parsed and parsed is not sys.argv:
+        parsed += names
+    sys.exit(common_utils.run_tests())

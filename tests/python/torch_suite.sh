@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # torch_suite.sh BUILD_DIR BACKEND WORLD_SIZE [-g] [-k PATTERN]...: PyTorch's
 # own distributed tests (torch_suite.py) on 2 daemons on loopback, ranks
-# spread over them.  -g opens the gates that name gloo.  Prints a line per
+# spread over them.  -g opens the gates that name gloo; SUITE_SHARD=I/N
+# runs every N-th test from the I-th (torch_suite.py).  Prints a line per
 # test ("ok", "FAIL", "skip" and its name; a skip, its reason), then "N
 # passed, N failed, N skipped"; exits 1 if one failed.  SUITE_TIMEOUT
 # (seconds, default 3000) bounds the run; the tests that ended by then are

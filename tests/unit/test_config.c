@@ -378,13 +378,13 @@ START_TEST(test_transport)
 	struct config c;
 
 	parse_ok("{}", &c);
-	ck_assert_int_eq(c.transport, CONF_TRANSPORT_AUTO);
+	ck_assert_int_eq(c.transport, LINK_ANY);
 	config_free(&c);
 	parse_ok("{\"transport\": \"rdma\"}", &c);
-	ck_assert_int_eq(c.transport, CONF_TRANSPORT_RDMA);
+	ck_assert_int_eq(c.transport, LINK_RDMA);
 	config_free(&c);
 	parse_ok("{\"transport\": \"tcp\"}", &c);
-	ck_assert_int_eq(c.transport, CONF_TRANSPORT_TCP);
+	ck_assert_int_eq(c.transport, LINK_TCP);
 	config_free(&c);
 	parse_err("{\"transport\": \"ib\"}", "key \"transport\": unknown "
 	    "transport \"ib\" (expected auto, tcp or rdma)");
@@ -628,7 +628,7 @@ END_TEST
 START_TEST(test_good_addr)
 {
 	struct conf_addr a;
-	char err[ERR_MAX] = "", longhost[CONF_HOST_MAX + 8];
+	char err[ERR_MAX] = "", longhost[LINK_HOST_MAX + 8];
 
 	ck_assert_int_eq(config_parse_addr("[::1]:5", &a, err, sizeof(err)), 0);
 	ck_assert_str_eq(a.host, "::1");
@@ -641,13 +641,13 @@ START_TEST(test_good_addr)
 	    sizeof(err)), 0);
 	ck_assert_uint_eq(a.port, 1);
 
-	/* The host must fit in CONF_HOST_MAX with its NUL. */
-	memset(longhost, 'h', CONF_HOST_MAX - 1);
-	strcpy(longhost + CONF_HOST_MAX - 1, ":1");
+	/* The host must fit in LINK_HOST_MAX with its NUL. */
+	memset(longhost, 'h', LINK_HOST_MAX - 1);
+	strcpy(longhost + LINK_HOST_MAX - 1, ":1");
 	ck_assert_int_eq(config_parse_addr(longhost, &a, err, sizeof(err)), 0);
-	ck_assert_uint_eq(strlen(a.host), CONF_HOST_MAX - 1);
-	memset(longhost, 'h', CONF_HOST_MAX);
-	strcpy(longhost + CONF_HOST_MAX, ":1");
+	ck_assert_uint_eq(strlen(a.host), LINK_HOST_MAX - 1);
+	memset(longhost, 'h', LINK_HOST_MAX);
+	strcpy(longhost + LINK_HOST_MAX, ":1");
 	ck_assert_int_eq(config_parse_addr(longhost, &a, err, sizeof(err)), -1);
 }
 END_TEST
@@ -735,9 +735,11 @@ START_TEST(test_apply)
 	    "\"admin_group\": \"wheel\", \"key_file\": \"/k\", "
 	    "\"max_scratch_bytes\": 7}", &nc);
 	restart_keys[0] = '\0';
-	/* log_level and max_scratch_bytes changed: their rows' hooks */
+	/* log_level, max_scratch_bytes, op_timeout_ms and spin_us changed:
+	   their rows' hooks, the running engines' once for both */
 	ck_assert_uint_eq(config_apply(&run, &nc, note_restart),
-	    1u << CONF_HOOK_LOG_LEVEL | 1u << CONF_HOOK_SCRATCH_LIMITS);
+	    1u << CONF_HOOK_LOG_LEVEL | 1u << CONF_HOOK_SCRATCH_LIMITS |
+	    1u << CONF_HOOK_ENGINES);
 	ck_assert_uint_eq(run.op_timeout_ms, 200);
 	ck_assert_int_eq(run.log_level, LOG_DEBUG);
 	ck_assert_int_eq(run.spin_us, SPIN_AUTO);

@@ -34,9 +34,11 @@
 #include "engine/engine.h"
 #include "engine/algo.h"
 #include "transport/transport.h"
+#include "spin.h"
 #include "testlib.h"
 
-struct mccld_state md;
+static struct event_base *base;
+static struct engine_conf job_conf;	/* each job's, from setup */
 
 #define NLANES		3
 #define ROWS		NLANES		/* a row of links per lane */
@@ -127,6 +129,7 @@ peer_links(struct peer *p)
 	for (int k = 0; k < ROWS; k++) {
 		su[k].fd = p->fd[k];
 		su[k].node = 1;
+		su[k].want = (struct link_want){ "n0", "n1", "", LINK_ANY };
 		p->fd[k] = -1;			/* the set-up's now */
 		if (rc == 0)
 			rc = link_offer(&su[k], p->err, sizeof(p->err));
@@ -155,11 +158,11 @@ peer_xfer(struct peer *p, struct xfer *x, uint64_t seq, size_t count)
 	x->names = names;
 	x->abort_fd = p->abort_fd;
 	x->deadline_ns = now_ns() + 20 * SEC;
-	x->chunk = md.conf.chunk_bytes;
+	x->chunk = job_conf.chunk_bytes;
 	x->algo = ALGO_AUTO;
 	x->cost = (struct link_cost){ LINK_ALPHA_NS_DEFAULT,
 	    LINK_BETA_PS_DEFAULT, LINK_GAMMA_PS_DEFAULT, 0 };
-	x->scratch = malloc(2 * md.conf.chunk_bytes * NLANES);
+	x->scratch = malloc(2 * job_conf.chunk_bytes * NLANES);
 	x->node_index = node_index;
 	x->blame = NO_POS;
 	x->hdr = (struct peer_ophdr){ seq, COLL_ALLREDUCE, MCCL_FLOAT32,
@@ -314,7 +317,8 @@ job_make(void)
 	j->slots_are_ranks = 1;
 	j->names = names;
 	j->nlanes = NLANES;
-	j->ev_engine = event_new(md.base, -1, 0, engine_event_cb, j);
+	j->conf = job_conf;
+	j->ev_engine = event_new(base, -1, 0, engine_event_cb, j);
 	ck_assert_ptr_nonnull(j->ev_engine);
 	return j;
 }
@@ -552,6 +556,28 @@ START_TEST(an_abort_reaches_an_engine_waiting_for_a_rank)
 	engine_abort(f.j);
 	ck_assert(wait_until(engine_stopped, 10000));
 	ck_assert_uint_eq(f.db[0]->done_seq, 0);
+}
+END_TEST
+
+/*
+ * A reload reaches a running engine before its next op: the op_timeout_ms
+ * it gives bounds an op that one rank never submits.
+ */
+START_TEST(a_retune_applies_to_the_next_op)
+{
+	struct engine_tunables t = job_conf.tun;
+	struct ipc_op d = allreduce(1);
+	struct op *op;
+
+	start(PEER_RUN);
+	t.op_timeout_ms = 200;
+	engine_retune(f.j, &t);
+	submit(0, &d);			/* rank 2 never submits */
+	op = collect_one();
+	ck_assert_int_eq(op->code, MCCL_ERR_TIMEOUT);
+	ck_assert_msg(strstr(op->err, "rank 2 on node n1: it has not "
+	    "submitted the op within 200 ms") != NULL, "%s", op->err);
+	op_free(op);
 }
 END_TEST
 
@@ -958,7 +984,7 @@ START_TEST(links_that_come_in_turn_come_up)
 	struct op *op;
 	int code = 0;
 
-	md.conf.connect_timeout_ms = 400;
+	job_conf.tun.connect_timeout_ms = 400;
 	start_slowly(PEER_RUN, 250, ROWS);
 	ck_assert_msg(links_reported(&code, err, sizeof(err)) == 1, "%s", err);
 	submit(0, &d);
@@ -977,7 +1003,7 @@ START_TEST(a_link_that_never_comes_fails_naming_the_node)
 	uint64_t t0 = now_ns(), took;
 	int code = 0;
 
-	md.conf.connect_timeout_ms = 300;
+	job_conf.tun.connect_timeout_ms = 300;
 	start_slowly(PEER_RUN, 100, ROWS - 1);
 	ck_assert_int_eq(links_reported(&code, err, sizeof(err)), -1);
 	took = (now_ns() - t0) / 1000000;
@@ -1003,15 +1029,12 @@ END_TEST
 static void
 setup(void)
 {
-	memset(&md, 0, sizeof(md));
-	config_defaults(&md.conf);
-	config_free(&md.conf);		/* the default cluster of one */
-	strcpy(md.conf.node_name, "n1");
-	md.conf.node_index = 1;
-	md.conf.nodes = conf_nodes;
-	md.conf.nnodes = 2;
-	md.base = event_base_new();
-	ck_assert_ptr_nonnull(md.base);
+	/* The daemon's defaults, as control/ copies them for a job. */
+	job_conf = (struct engine_conf){ .tun = { SPIN_AUTO, ALGO_AUTO,
+	    60000, 5000, LINK_ANY }, .chunk_bytes = 1048576, .node_name =
+	    "n1", .node_index = 1, .nodes = conf_nodes };
+	base = event_base_new();
+	ck_assert_ptr_nonnull(base);
 	p2p_limits(UINT64_MAX, UINT64_MAX);
 	memset(&f, 0, sizeof(f));
 }
@@ -1020,7 +1043,7 @@ static void
 fixture_down(void)
 {
 	teardown();
-	event_base_free(md.base);
+	event_base_free(base);
 }
 
 /* Unchecked, in check's own process: the fake devices' directory. */
@@ -1056,6 +1079,7 @@ tcase(const char *name)
 	tcase_add_test(tc, an_allreduce_from_the_rings_to_the_doorbells_and_back);
 	tcase_add_test(tc, a_peer_that_hangs_up_fails_the_op_naming_it);
 	tcase_add_test(tc, an_abort_reaches_an_engine_waiting_for_a_rank);
+	tcase_add_test(tc, a_retune_applies_to_the_next_op);
 	tcase_add_test(tc, quit_ends_the_thread_and_finish_frees_it);
 	tcase_add_test(tc, links_that_come_in_turn_come_up);
 	tcase_add_test(tc, a_link_that_never_comes_fails_naming_the_node);

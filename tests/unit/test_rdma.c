@@ -21,10 +21,19 @@
 #define RING		((size_t)1 << 20)	/* the peer's ring: 16 slots */
 #define BIG		(3 * RING)
 
-struct mccld_state md;
-
 static char dir[] = "/tmp/test_rdma.XXXXXX";
 static struct conf_node nodes[2] = { { .name = "a" }, { .name = "b" } };
+
+/* What node 1 - node's link to node asks of the transport. */
+static const struct link_want *
+want_to(uint32_t node)
+{
+	static struct link_want w[2];
+
+	w[node] = (struct link_want){ nodes[1 - node].name, nodes[node].name,
+	    nodes[node].rdma_dev, LINK_ANY };
+	return &w[node];
+}
 
 static void
 setup(void)
@@ -34,8 +43,6 @@ setup(void)
 		exit(1);
 	}
 	setenv("MCCL_FAKEVERBS_DIR", dir, 1);
-	md.conf.nodes = nodes;
-	md.conf.nnodes = 2;
 	log_init(LOG_ERR, "test_rdma");
 }
 
@@ -73,7 +80,7 @@ pair_open(struct link *l[2])
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0,
 	    fds), 0);
 	for (int i = 0; i < 2; i++) {
-		half[i] = tp->offer((uint32_t)(1 - i), &m[i], why, sizeof(why));
+		half[i] = tp->offer(want_to((uint32_t)(1 - i)), &m[i], why, sizeof(why));
 		ck_assert_msg(half[i] != NULL, "offer: %s", why);
 		ck_assert_uint_eq(m[i].transport, PEER_LINK_RDMA);
 	}
@@ -543,7 +550,7 @@ START_TEST(test_join_refuses)
 	int fds[2];
 
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
-	ck_assert_ptr_nonnull(half = rdma_transport.offer(1, &m, why,
+	ck_assert_ptr_nonnull(half = rdma_transport.offer(want_to(1), &m, why,
 	    sizeof(why)));
 	bad = m;
 	bad.ring_bytes = 4096;
@@ -562,10 +569,10 @@ START_TEST(test_no_device)
 	char why[LINK_WHY_MAX] = "";
 
 	strcpy(nodes[1].rdma_dev, "mlx5_7");
-	ck_assert_ptr_null(rdma_transport.offer(1, &m, why, sizeof(why)));
+	ck_assert_ptr_null(rdma_transport.offer(want_to(1), &m, why, sizeof(why)));
 	ck_assert_str_eq(why, "no RDMA device \"mlx5_7\" on this node");
 	strcpy(nodes[1].rdma_dev, "fake0:2");
-	ck_assert_ptr_null(rdma_transport.offer(1, &m, why, sizeof(why)));
+	ck_assert_ptr_null(rdma_transport.offer(want_to(1), &m, why, sizeof(why)));
 	ck_assert_msg(strstr(why, "port 2") != NULL, "%s", why);
 	nodes[1].rdma_dev[0] = '\0';
 }
@@ -578,7 +585,7 @@ START_TEST(test_no_device_at_all)
 	char why[LINK_WHY_MAX] = "";
 
 	unsetenv("MCCL_FAKEVERBS_DIR");
-	ck_assert_ptr_null(rdma_transport.offer(1, &m, why, sizeof(why)));
+	ck_assert_ptr_null(rdma_transport.offer(want_to(1), &m, why, sizeof(why)));
 	ck_assert_str_eq(why, "no RDMA device on this node");
 }
 END_TEST

@@ -47,7 +47,6 @@ struct mesh {
 static int over_rdma;
 static int with_crew;	/* each node's lanes on a crew of threads */
 static int crewless = -1;	/* with_crew: but this node's lanes on one */
-struct mccld_state md;		/* rdma.c reads the nodes' names, devices */
 static char verbs_dir[] = "/tmp/test_ring.XXXXXX";
 static struct conf_node conf_nodes[MAXN];
 
@@ -126,14 +125,18 @@ rdma_pair(struct mesh *m, int k, int i, int j)
 	char why[LINK_WHY_MAX];
 	void *half[2];
 
-	for (int e = 0; e < 2; e++)
-		if ((half[e] = tp->offer((uint32_t)end[1 - e], &msg[e], why,
+	for (int e = 0; e < 2; e++) {
+		struct link_want w = { conf_nodes[end[e]].name,
+		    conf_nodes[end[1 - e]].name, "", LINK_ANY };
+
+		if ((half[e] = tp->offer(&w, &msg[e], why,
 		    sizeof(why))) == NULL) {
 			if (e == 1)
 				tp->drop(half[0]);
 			fprintf(stderr, "test_ring: rdma offer: %s\n", why);
 			return -1;
 		}
+	}
 	for (int e = 0; e < 2; e++) {
 		struct link *l = tp->join(half[e], *fd[e], &msg[1 - e], why,
 		    sizeof(why));
@@ -1836,8 +1839,6 @@ rdma_setup(void)
 	for (int i = 0; i < MAXN; i++)
 		snprintf(conf_nodes[i].name, sizeof(conf_nodes[i].name), "%s",
 		    names[i]);
-	md.conf.nodes = conf_nodes;
-	md.conf.nnodes = MAXN;
 	log_init(LOG_ERR, "test_ring");
 	over_rdma = 1;
 }

@@ -18,7 +18,6 @@
 #include "transport/transport.h"
 #include "testlib.h"
 
-struct mccld_state md;		/* subq.c reads the node's name and defaults */
 
 /*
  * The transports' cache of registered memory (transport/link.c), which
@@ -58,15 +57,15 @@ fixture_up(struct fixture *f)
 	char err[ERR_MAX] = "";
 
 	memset(f, 0, sizeof(*f));
-	strcpy(md.conf.node_name, "n0");
-	md.conf.op_timeout_ms = 60000;
-	md.conf.algo = ALGO_RING;
 	f->j = calloc(1, sizeof(*f->j));
 	ck_assert_ptr_nonnull(f->j);
+	strcpy(f->j->conf.node_name, "n0");
 	f->j->nranks = 8;
 	f->j->nlocal = NLOCAL;
 	f->j->eng = calloc(1, sizeof(*f->j->eng));
 	ck_assert_ptr_nonnull(f->j->eng);
+	f->j->eng->tun = (struct engine_tunables){ .op_timeout_ms = 60000,
+	    .algo = ALGO_RING };
 	for (uint32_t i = 0; i < NLOCAL; i++) {
 		f->segs[i] = segtab_new();
 		f->db[i] = map(IPC_BELL_SIZE);
