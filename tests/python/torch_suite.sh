@@ -47,6 +47,6 @@ if [ $rc -ne 0 ] && ! grep -q "^FAIL " "$T/summary"; then
 	tail -n 30 "$T/suite.out"
 	exit 1
 fi
-grep -q "^FAIL " "$T/summary" && { grep -B2 -A25 "^ERROR: \|^FAIL: " \
+grep -q "^FAIL " "$T/summary" && { grep -B2 -A60 "^ERROR: \|^FAIL: " \
     "$T/suite.out" | head -n 120; exit 1; }
 exit 0
