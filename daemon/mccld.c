@@ -104,19 +104,11 @@ watchdog_start(void)
 	return ev;
 }
 
-/*
- * Node tables replaced by a reload: running jobs and peers still point
- * into them, so they are freed only at exit.
- */
-static struct conf_node	*retired[64];
-static size_t		 nretired;
-
 /* nc lists every node of old, unchanged and in order, then new ones. */
 static int
 nodes_appended(const struct config *old, const struct config *nc)
 {
-	if (nc->nnodes <= old->nnodes || nc->node_index != old->node_index ||
-	    nretired == sizeof(retired) / sizeof(retired[0]))
+	if (nc->nnodes <= old->nnodes || nc->node_index != old->node_index)
 		return 0;
 	for (size_t i = 0; i < old->nnodes; i++)
 		if (strcmp(old->nodes[i].name, nc->nodes[i].name) != 0 ||
@@ -126,7 +118,11 @@ nodes_appended(const struct config *old, const struct config *nc)
 	return 1;
 }
 
-/* New nodes at the end of the list join without disturbing anything. */
+/*
+ * New nodes at the end of the list join without disturbing anything.  The
+ * old table goes at once: only the main thread reads it (a job's threads
+ * have their copy, engine_conf), and the peers are pointed at the new one.
+ */
 static void
 reload_nodes(struct config *nc)
 {
@@ -136,7 +132,7 @@ reload_nodes(struct config *nc)
 	for (uint32_t i = 0; i < old_n; i++)	/* "rdma" waits for a restart */
 		memcpy(nc->nodes[i].rdma_dev, md.conf.nodes[i].rdma_dev,
 		    sizeof(nc->nodes[i].rdma_dev));
-	retired[nretired++] = md.conf.nodes;
+	free(md.conf.nodes);
 	md.conf.nodes = nc->nodes;
 	md.conf.nnodes = nc->nnodes;
 	nc->nodes = NULL;
@@ -495,8 +491,6 @@ main(int argc, char **argv)
 		event_free(ev_watchdog);
 	event_base_free(md.base);
 	config_free(&md.conf);
-	while (nretired > 0)
-		free(retired[--nretired]);
 	log_info("stopped");
 	return 0;
 }
