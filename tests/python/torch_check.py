@@ -410,6 +410,15 @@ if N > 1 and R < 2:
     else:
         raises("an operation's error is raised by Work.wait()", Exception,
                lambda: dist.recv(torch.zeros(3), src=0, tag=77), "bytes")
+# Every rank stays in the job until rank 1 has its error: one that left
+# first would fail the job with "has left the job" instead.  The store is
+# the launcher's, which outlives the failed job.
+if N > 1:
+    store = dist.distributed_c10d._get_default_store()
+    if R == 1:
+        store.set("torch_check.error_seen", "1")
+    else:
+        store.wait(["torch_check.error_seen"], datetime.timedelta(seconds=120))
 
 print("rank %d: %d checks failed" % (R, checklib.failed))
 dist.destroy_process_group()
