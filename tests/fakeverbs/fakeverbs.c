@@ -1107,14 +1107,26 @@ link_ready(struct fv_ctx *c, struct fv_qp *q, int fd)
 	struct fv_msg m;
 	ssize_t n;
 
+	/*
+	 * ECONNRESET: the peer closed with our requests unread, and the
+	 * kernel says so before what is still queued here (answers it sent
+	 * first); reading it cleared the error, so the next call reads on.
+	 */
 	n = recv(fd, q->buf, sizeof(m) + FV_FRAG, MSG_DONTWAIT);
-	if (n == -1 && (errno == EAGAIN || errno == EINTR))
+	if (n == -1 && (errno == EAGAIN || errno == EINTR ||
+	    errno == ECONNRESET))
 		return;
 	if (n < (ssize_t)sizeof(m)) {	/* the peer is gone */
-		if (q->sq_count == 0)
-			q->peer_gone = 1;	/* its links are polled no more */
-		else
+		/*
+		 * Our requests' fate is in their answers, which come on
+		 * out_fd ahead of its EOF: only that EOF fails the ones
+		 * left.  The peer's requests' link (in_fd) may close first,
+		 * with answers still unread on out_fd.
+		 */
+		if (fd == q->out_fd && q->sq_count > 0)
 			qp_error(q, IBV_WC_RETRY_EXC_ERR);
+		else if (q->sq_count == 0)
+			q->peer_gone = 1;	/* its links are polled no more */
 		return;
 	}
 	memcpy(&m, q->buf, sizeof(m));
