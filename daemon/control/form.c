@@ -565,11 +565,6 @@ job_topology(struct job *j, const uint32_t *rank_node)
 			j->conf.nodes[pos_of[i]] = md.conf.nodes[i];
 			j->names[pos_of[i]] = j->conf.nodes[pos_of[i]].name;
 		}
-	job_tunables(&j->conf.tun);
-	j->conf.chunk_bytes = md.conf.chunk_bytes;
-	j->conf.node_index = md.conf.node_index;
-	wire_strlcpy(j->conf.node_name, md.conf.node_name,
-	    sizeof(j->conf.node_name));
 	j->me = pos_of[md.conf.node_index];
 	for (uint32_t r = 0; r < j->nranks; r++) {
 		j->rank_pos[r] = pos_of[rank_node[r]];
@@ -607,6 +602,20 @@ job_adopt_early_links(struct job *j)
 		    e->node, e->stream });
 		early_link_free(e, 0);
 	}
+}
+
+/*
+ * What the job's threads read of the settings, as they are now: their
+ * copy, before any starts (the job's nodes are job_topology's).
+ */
+static void
+job_settings(struct job *j)
+{
+	job_tunables(&j->conf.tun);
+	j->conf.chunk_bytes = md.conf.chunk_bytes;
+	j->conf.node_index = md.conf.node_index;
+	wire_strlcpy(j->conf.node_name, md.conf.node_name,
+	    sizeof(j->conf.node_name));
 }
 
 /* The engine, on the local ranks' rings and segments. */
@@ -678,6 +687,7 @@ job_formed(const struct peer_formed *m, const uint32_t *rank_node)
 		    "the job formed)", j->name, md.conf.node_name);
 		return;
 	}
+	job_settings(j);
 	log_info("job %s: formed, id %016llx, %u ranks on %u nodes, %u here",
 	    j->name, (unsigned long long)j->id, j->nranks, j->nnodes,
 	    j->nlocal);

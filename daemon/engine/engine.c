@@ -91,7 +91,6 @@ start_link(const struct job *j, uint32_t k, uint32_t p)
 	    (k == 0 && ring_pairs_with(j->me, p, j->nnodes));
 }
 
-/* Connect to the nodes after us that we want links to, offer on each. */
 /* The set-up of a link to the node at pos, as the job's settings say. */
 void
 engine_link_setup(const struct job *j, uint32_t pos, int choice,
@@ -103,6 +102,7 @@ engine_link_setup(const struct job *j, uint32_t pos, int choice,
 	    .want = { j->conf.node_name, n->name, n->rdma_dev, choice } };
 }
 
+/* Connect to the nodes after us that we want links to, offer on each. */
 static int
 engine_connect_links(struct job *j, const uint8_t *want,
     struct link_setup *su, char *err, size_t errlen)
