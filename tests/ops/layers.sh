@@ -14,47 +14,48 @@ obj=$B/obj/daemon
 layers="control engine transport"
 fail=0
 
-# The global symbols the objects of a layer define.
-defined() {
-	for f in "$top/daemon/$1"/*.c; do
-		o=$obj/$1/$(basename "${f%.c}").o
+# The global symbols objects define (the objects of daemon/SUBDIR/*.c, or
+# files named).
+defined_by() {
+	for o in "$@"; do
 		nm --defined-only "$o" | awk '$2 ~ /^[TDBRC]$/ { print $3 }'
 	done | sort -u
+}
+objects() {
+	for f in "$top/daemon/$1"/*.c; do
+		echo "$obj/$1/$(basename "${f%.c}").o"
+	done
+}
+
+# uses LAYER SYMS WHAT: each object of LAYER that uses one of SYMS fails,
+# named with WHAT.
+uses() {
+	local o calls
+	for o in $(objects "$1"); do
+		calls=$(nm -u "$o" | awk '{ print $2 }' | grep -Fx "$2" |
+		    tr '\n' ' ')
+		if [ -n "$calls" ]; then
+			echo "FAIL $1/$(basename "${o%.o}").c $3: $calls"
+			fail=1
+		fi
+	done
 }
 
 # The process layer: what mccld.c and config.c define (md, the settings'
 # functions), which engine/ and transport/ get as arguments instead.
-process=$(for o in "$obj/mccld.o" "$obj/config.o"; do
-	nm --defined-only "$o" | awk '$2 ~ /^[TDBRC]$/ { print $3 }'
-done | sort -u)
+process=$(defined_by "$obj/mccld.o" "$obj/config.o")
 [ -n "$process" ] || { echo "FAIL layers: no mccld.o in $obj"; exit 1; }
 for layer in engine transport; do
-	for f in "$top/daemon/$layer"/*.c; do
-		o=$obj/$layer/$(basename "${f%.c}").o
-		calls=$(nm -u "$o" | awk '{ print $2 }' | grep -Fx "$process" |
-		    tr '\n' ' ')
-		if [ -n "$calls" ]; then
-			echo "FAIL $layer/$(basename "$f") uses the process's $calls"
-			fail=1
-		fi
-	done
+	uses "$layer" "$process" "uses the process's"
 done
 
 above=""
 n=0
 for layer in $layers; do
 	for up in $above; do
-		syms=$(defined "$up")
+		syms=$(defined_by $(objects "$up"))
 		[ -n "$syms" ] || { echo "FAIL layers: no $up/ object in $obj"; exit 1; }
-		for f in "$top/daemon/$layer"/*.c; do
-			o=$obj/$layer/$(basename "${f%.c}").o
-			calls=$(nm -u "$o" | awk '{ print $2 }' | grep -Fx "$syms" |
-			    tr '\n' ' ')
-			if [ -n "$calls" ]; then
-				echo "FAIL $layer/$(basename "$f") calls up into $up/: $calls"
-				fail=1
-			fi
-		done
+		uses "$layer" "$syms" "calls up into $up/"
 		for f in $(grep -l "#include \"$up/" "$top/daemon/$layer"/*.[ch]); do
 			echo "FAIL $layer/$(basename "$f") includes a header of $up/"
 			fail=1
