@@ -13,6 +13,8 @@
 #define LOG_INFO	6
 #define LOG_DEBUG	7
 
+#define ERR_MAX		256	/* an error message handed up, with its NUL */
+
 void		log_init(int, const char *);
 void		log_setlevel(int);
 int		log_getlevel(void);

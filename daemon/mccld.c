@@ -21,6 +21,7 @@
 
 #include "mccld.h"
 #include "control/control.h"
+#include "engine/reduce.h"
 #include "transport/transport.h"
 
 struct mccld_state md;

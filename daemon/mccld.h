@@ -21,25 +21,15 @@
 #include "ipc.h"
 #include "peer.h"
 #include "log.h"
-#include "transport/transport.h"	/* conf_addr, link_choice */
+#include "transport/transport.h"	/* conf_node, link_choice */
 
 #define MCCLD_VERSION		"0.1.0"
 #define MCCLD_DEFAULT_CONF	"/etc/mccl/mccld.conf"
 #define MCCLD_DEFAULT_PORT	PEER_PORT_DEFAULT
 #define CONF_LISTEN_MAX		8
 #define CONF_NODES_MAX		LINK_NODES_MAX
-#define ERR_MAX			256
-#define NO_POS			UINT32_MAX	/* no node position */
 
 /* ---- config.c ---- */
-
-struct conf_node {
-	char		 name[NODE_NAME_MAX];
-	struct conf_addr addr;
-	char		 rdma_dev[LINK_DEV_MAX];	/* this node's RDMA device
-					   (and port) to reach it, from this
-					   node's "rdma"; "": any that works */
-};
 
 struct config {
 	char		 node_name[NODE_NAME_MAX];

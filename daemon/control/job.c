@@ -25,6 +25,7 @@
 
 #include "mccld.h"
 #include "control/control.h"
+#include "engine/reduce.h"
 #include "control/job.h"
 
 static void	job_fail_clients(struct job *, enum job_state);

@@ -47,6 +47,7 @@
 
 #include "mccld.h"
 #include "control/control.h"
+#include "engine/reduce.h"
 
 #define ALPHA_MAX_BYTES		((size_t)4096)		/* fit alpha to these, */
 #define BETA_MIN_BYTES		((size_t)1 << 20)	/* beta to these */

@@ -13,6 +13,8 @@
 #include "engine/engine.h"
 #include "engine/duplex.h"
 #include "engine/algo.h"
+#include "engine/xfer.h"
+#include "engine/reduce.h"
 
 #define LANE_MIN_BYTES	((size_t)1 << 18)	/* an allreduce's part per lane */
 

@@ -11,7 +11,8 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "mccld.h"
+#include "log.h"
+#include "transport/transport.h"
 
 /* One measurement, this node to `peer`; filled in by its own thread. */
 /* The node at a check link's other end, as the control plane knows it. */

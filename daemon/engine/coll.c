@@ -13,6 +13,8 @@
 #include <stdlib.h>
 
 #include "engine/coll.h"
+#include "engine/xfer.h"
+#include "engine/reduce.h"
 
 /* All ranks on this node: one pass from the send buffers to the results. */
 static int

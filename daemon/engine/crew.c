@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
+#include "engine/crew.h"
 
 struct crew {
 	pthread_mutex_t	 mtx;

@@ -22,6 +22,9 @@
 
 #include "engine/engine.h"
 #include "engine/duplex.h"
+#include "engine/xfer.h"
+#include "engine/crew.h"
+#include "engine/reduce.h"
 #include "spin.h"
 #include "transport/transport.h"
 
@@ -32,7 +35,7 @@
 _Static_assert(PEER_DATA_MAX + WIRE_HDR_LEN <= IO_MAX, "frame over IO_MAX");
 
 /* The bytes each node's data links carried, by way (DATA_SENT, ...). */
-static uint64_t data_carried[2][CONF_NODES_MAX];
+static uint64_t data_carried[2][LINK_NODES_MAX];
 
 /* Add n bytes carried one way to the node at position pos (any thread). */
 void
@@ -47,7 +50,7 @@ count_bytes(int way, const uint32_t *node_index, uint32_t pos, size_t n)
 uint64_t
 data_bytes(uint32_t node, int way)
 {
-	return node < CONF_NODES_MAX ?
+	return node < LINK_NODES_MAX ?
 	    __atomic_load_n(&data_carried[way][node], __ATOMIC_RELAXED) : 0;
 }
 

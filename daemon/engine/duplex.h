@@ -10,7 +10,7 @@
 #ifndef MCCL_DUPLEX_H
 #define MCCL_DUPLEX_H
 
-#include "engine/engine.h"
+#include "engine/xfer.h"
 
 #define TXQ		8			/* frames one sendmsg may carry */
 #define OPHDR_LEN	25			/* body of PEER_DATA_OPHDR */

@@ -27,6 +27,8 @@
 #include "engine/engine_state.h"
 #include "spin.h"
 #include "engine/algo.h"
+#include "engine/xfer.h"
+#include "engine/crew.h"
 #include "transport/transport.h"
 
 #define LINGER_MS	3000	/* a failed job's links, before closing */

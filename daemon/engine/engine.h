@@ -1,11 +1,14 @@
 /*
- * engine.h: the data plane (engine/), for the control plane above it and
- * for its own files: a job's engine thread (engine.c) and what it runs on,
- * the submission rings (subq.c), operations (op.c), segments (seg.c), the
- * inter-node algorithms (ring.c), send/recv (p2p.c), the reduction kernels
- * (reduce.c).  Nothing here calls up into control/: what goes up is an op
- * on the engine's completion queue and a wake-up of the main loop
- * (engine_notify); the control plane takes both with engine_collect.
+ * engine.h: the data plane's interface (engine/), the calls the control
+ * plane makes and what they take: a job as its threads see it, its
+ * operations (op.c), its engine thread (engine.c), the submission rings
+ * (subq.c), send/recv (p2p.c).  The rest of engine/ has its own headers:
+ * reduce.h (kernels), crew.h (helper threads), seg.h (clients' memory),
+ * xfer.h (an op between nodes, the algorithms), coll.h (an op on this
+ * node), algo.h (the cost model), budget.h (memory caps), check.h
+ * (mcclctl check's links).  Nothing here calls up into control/: what goes
+ * up is an op on the engine's completion queue and a wake-up of the main
+ * loop (engine_notify); the control plane takes both with engine_collect.
  */
 #ifndef MCCL_ENGINE_H
 #define MCCL_ENGINE_H
@@ -17,184 +20,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "mccld.h"
+#include "mccl.h"
+#include "ipc.h"
+#include "peer.h"
+#include "log.h"
+#include "transport/transport.h"	/* conf_node, link_choice */
 #include "engine/algo.h"
 #include "engine/budget.h"
-
-struct link;
-
-/* ---- reduce.c: element-wise kernels (any thread) ---- */
-
-size_t		dtype_size(int);
-const char	*dtype_name(int);
-const char	*redop_name(int);
-int		reduce_supported(int dtype, int op);
-void		reduce_into(void *dst, const void *src, size_t count, int dtype,
-		    int op);
-void		reduce_many(void *dst, const void *const *srcs, size_t nsrcs,
-		    size_t count, int dtype, int op);
-void		reduce_fan(void *const *dsts, size_t ndsts,
-		    const void *const *srcs, size_t nsrcs, size_t count,
-		    int dtype, int op, uint32_t avg_div);
-void		reduce_scale_avg(void *buf, size_t count, int dtype,
-		    uint32_t nranks);
-void		wire_narrow(void *, const float *, size_t, int);
-void		wire_widen(float *, const void *, size_t, int);
-void		wire_add_narrow(float *, const float *, const void *, void *,
-		    size_t, int, int);
-const char	*reduce_isa(void);
-int		reduce_force_isa(const char *);	/* tests: NULL = best */
-
-/* ---- crew.c: a job's helper threads, one task's parts at once (engine thread) ---- */
-#define CREW_MAX	7		/* threads besides the caller */
-struct crew;
-struct crew	*crew_new(void);
-void		 crew_free(struct crew *);
-int		 crew_start(struct crew *, unsigned,
-		    void (*)(void *, unsigned), void *);
-void		 crew_wait(struct crew *);
-int		 crew_run(struct crew *, unsigned, void (*)(void *, unsigned),
-		    void *);
-void		 crew_stop(struct crew *);
-int		 crew_stopped(const struct crew *);
-int		 crew_stop_fd(const struct crew *);
-unsigned	 crew_size(struct crew *);
-/* ---- ring.c and allreduce.c, on duplex.c: algorithms between nodes
-   (engine thread) ---- */
-
-/*
- * How long an op waits, once a link hung up or the job was aborted, for
- * what may still come (the last frames, the failure's reason) before it
- * calls the event its own failure (duplex.c, engine.c).
- */
-#define LINK_GRACE_NS	(250 * 1000000ULL)
-
-struct xfer {
-	uint32_t	  nnodes;	/* nodes of the job, in ring order */
-	uint32_t	  me;		/* this node's position in that order */
-	struct link *const *links;	/* data link to each position, lane by
-					   lane (nlanes * nnodes); NULL at me,
-					   and where not made yet */
-	/* makes lane 0's links to the positions given, or fails as the op
-	   (code, err); NULL: every link the op needs is made */
-	int		(*link_on_use)(struct xfer *, const uint32_t *,
-			    uint32_t);
-	void		 *link_arg;
-	uint32_t	  nlanes;	/* allreduce: rings run side by side */
-	const char *const *names;	/* node name of each position, for messages */
-	int		  abort_fd;	/* readable once the job is aborted */
-	const int	 *aborted;	/* set then too (atomic); or NULL */
-	uint64_t	  deadline_ns;	/* CLOCK_MONOTONIC; 0: none */
-	size_t		  chunk;	/* pipeline chunk in bytes */
-	int		  algo;		/* allreduce: enum algo_type asked for */
-	int		  wire;		/* float32 sum: MCCL_BFLOAT16 or
-					   MCCL_FLOAT16 on the wire, where the
-					   ring runs; 0 none */
-	uint64_t	  wire_saved;	/* bytes that wire did not send */
-	uint8_t		  wire_run;	/* the wire the data crossed on (the
-					   ring's float32 sums), else 0 */
-	uint64_t	  lane_ns;	/* lanes on threads of their own: from
-					   their start to the last one's end,
-					   summed over the lanes */
-	uint64_t	  lane_wait_ns;	/* of it, lanes ended, waiting for the
-					   last one */
-	struct link_cost  cost;		/* the job's, for AUTO (algo.c) */
-	uint64_t	  spin_ns;	/* spin on the links before sleeping */
-	uint8_t		 *scratch;	/* at least 2 * chunk * nlanes bytes */
-	struct crew	 *crew;		/* runs a large allreduce's lanes on
-					   threads of their own; or NULL */
-	struct crew	 *stop_by;	/* a lane's copy: its crew, to stop the
-					   other lanes with and be stopped by */
-	struct peer_ophdr hdr;		/* this operation, checked against the peers' */
-	int		  pair_bytes;	/* hdr.count: the bytes of each pair, */
-	uint64_t	  rx_bytes;	/* expected from the node we receive from */
-	const uint32_t	 *node_index;	/* cluster index of each position */
-	uint32_t	 *waiting;	/* the position waited on, published
-					   before each sleep; or NULL */
-	uint32_t	  blame;	/* timed out waiting on it; NO_POS */
-	uint64_t	  hup_ns;	/* a link we send on hung up then, */
-	uint64_t	  abort_ns;	/* the job was aborted then: this op */
-	int		  code;		/* mccl_result_t, on failure */
-	char		  err[ERR_MAX];
-};
-
-int		ring_allreduce(struct xfer *, const void *, void *, size_t, int,
-		    int);
-int		node_allreduce(struct xfer *, const void *, void *, size_t, int,
-		    int);
-int		ring_allreduce_wire(struct xfer *, const void *, void *, size_t,
-		    int, int);
-int		node_broadcast(struct xfer *, void *, size_t, uint32_t);
-int		ring_pairs_with(uint32_t, uint32_t, uint32_t);
-int		ring_broadcast(struct xfer *, void *, size_t, uint32_t);
-int		tree_broadcast(struct xfer *, void *, size_t, uint32_t);
-int		ring_allgather(struct xfer *, void *, const size_t *, const size_t *);
-int		ring_barrier(struct xfer *);
-int		xfer_exchange(struct xfer *, uint32_t, const void *, size_t,
-		    uint32_t, void *, size_t);
-int		xfer_exchange_sized(struct xfer *, uint32_t, const void *,
-		    size_t, uint32_t, void *, size_t);
-int		ring_gather(struct xfer *, void *, const size_t *,
-		    const size_t *, uint32_t, void *);
-int		ring_scatter(struct xfer *, void *, const size_t *,
-		    const size_t *, uint32_t, void *);
+#include "engine/seg.h"
 
 /* duplex.c: the bytes each node's data links carried, both ways; the
  * engine threads that move them count them, the control plane reads them */
 enum { DATA_SENT, DATA_RECEIVED };
-void		count_bytes(int, const uint32_t *, uint32_t, size_t);
 uint64_t	data_bytes(uint32_t, int);
 
-/* ---- seg.c: clients' segments (any thread, under one lock) ---- */
-
-struct seg {
-	TAILQ_ENTRY(seg) entry;
-	uint32_t	 id;
-	uint8_t		*base;
-	uint64_t	 size;
-	int		 refs;		/* its table's, plus one per op using
-					   it, plus a doorbell's */
-};
-TAILQ_HEAD(seg_list, seg);
-
-/* xmem.c: a client's own memory, where the kernel lets the daemon in */
-struct xmem {
-	pid_t		 pid;		/* 0: closed */
-	int		 pidfd;
-	uint32_t	 inflight;	/* calls into the kernel now (atomic) */
-	uint64_t	 moved_ns;	/* the last one's start or end (atomic) */
-	int		 refused;	/* no more calls (atomic): xmem_refuse */
-};
-
-int		xmem_open(struct xmem *, pid_t, uid_t, uint64_t, uint64_t,
-		    char *, size_t);
-void		xmem_close(struct xmem *);
-int		xmem_read(struct xmem *, void *, uint64_t, size_t);
-uint64_t	xmem_stuck_ns(struct xmem *);
-void		xmem_refuse(struct xmem *);
-int		xmem_write(struct xmem *, uint64_t, const void *, size_t);
-
-struct segtab {				/* one connection's segments */
-	struct seg_list	 segs;
-	struct xmem	 xm;		/* and its own memory: set at HELLO,
-					   before any job reads the table */
-	uint32_t	 nsegs;		/* main thread */
-	uint64_t	 bytes;		/* main thread */
-	int		 refs;		/* the connection's, its engine's */
-};
-
-struct segtab	*segtab_new(void);
-void		segtab_ref(struct segtab *);
-void		segtab_unref(struct segtab *);
-void		segtab_clear(struct segtab *);
-struct seg	*segtab_find(struct segtab *, uint32_t);
-int		segtab_add(struct segtab *, uint32_t, uint8_t *, uint64_t);
-void		segtab_del(struct segtab *, uint32_t);
-void		seg_ref(struct seg *);
-void		seg_unref(struct seg *);
-struct seg	*seg_resolve(struct segtab *, uint32_t, uint64_t, uint64_t,
-		    uint8_t **, char *, size_t);
-void		bell_ring(struct seg *, uint64_t);
+#define NO_POS		UINT32_MAX	/* no node position */
 
 /* ---- a job and its operations, as both planes see them ----
  *
@@ -420,3 +260,4 @@ void		engine_shutdown(void);
 uint64_t	engine_links_open(void);
 
 #endif
+

@@ -10,6 +10,9 @@
 
 #include "engine/engine.h"
 
+struct crew;
+struct xfer;
+
 struct subq {				/* a local rank's ring, by local index */
 	struct seg	*bell;		/* the doorbell segment (a reference) */
 	struct ipc_doorbell *db;	/* in it */

@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "engine/coll.h"
+#include "engine/xfer.h"
+#include "engine/reduce.h"
 
 /* Each position's block of a buffer in node order, blk bytes per rank. */
 static int

@@ -11,6 +11,8 @@
 
 #include "engine/coll.h"
 #include "engine/pass.h"
+#include "engine/xfer.h"
+#include "engine/reduce.h"
 #include "transport/transport.h"
 
 uint32_t

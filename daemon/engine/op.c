@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "engine/reduce.h"
 
 /* An op of job j, with a part per local rank. */
 struct op *

@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,8 @@
 
 #include "engine/bigmem.h"
 #include "engine/engine_state.h"
+#include "engine/xfer.h"
+#include "engine/reduce.h"
 #include "transport/transport.h"
 
 #define P2P_UNEXPECTED_MAX	((uint64_t)1 << 30)

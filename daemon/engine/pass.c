@@ -20,6 +20,8 @@
 #include <unistd.h>
 
 #include "engine/pass.h"
+#include "engine/crew.h"
+#include "engine/reduce.h"
 
 #define PASS_SPLIT_BYTES	(4u << 20)	/* smaller: one thread */
 #define XMEM_CHUNK_BYTES	(256u << 10)	/* a part's bounce buffer */

@@ -6,6 +6,7 @@
 #define MCCL_PASS_H
 
 #include "engine/engine.h"
+#include "engine/crew.h"
 
 #define PASS_PARTS_MAX		(CREW_MAX + 1)
 

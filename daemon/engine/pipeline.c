@@ -9,6 +9,9 @@
 
 #include "engine/coll.h"
 #include "engine/pass.h"
+#include "engine/xfer.h"
+#include "engine/crew.h"
+#include "engine/reduce.h"
 
 /*
  * A large allreduce of a job where some node has several ranks runs in

@@ -32,6 +32,7 @@
 #endif
 
 #include "engine/engine.h"
+#include "engine/reduce.h"
 
 #define REDUCE_BLOCK	8192		/* dst bytes kept in L1 */
 #define REDUCE_STREAM	(8u << 20)	/* bigger results: no cache */

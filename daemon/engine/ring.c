@@ -14,6 +14,7 @@
 
 #include "engine/engine.h"
 #include "engine/duplex.h"
+#include "engine/xfer.h"
 
 /* ---- how each algorithm cuts its buffer into blocks ---- */
 

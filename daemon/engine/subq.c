@@ -16,6 +16,7 @@
 #include <linux/futex.h>
 
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@
 #include <unistd.h>
 
 #include "engine/engine_state.h"
+#include "engine/reduce.h"
 
 #define SLEEP_MAX_NS	1000000000ULL	/* longest nap without a deadline */
 

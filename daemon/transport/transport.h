@@ -36,6 +36,15 @@ struct conf_addr {
 	uint16_t	port;
 };
 
+/* A node of the cluster as links reach it (a row of the settings' nodes). */
+struct conf_node {
+	char		 name[NODE_NAME_MAX];
+	struct conf_addr addr;
+	char		 rdma_dev[LINK_DEV_MAX];	/* this node's RDMA device
+					   (and port) to reach it, from this
+					   node's "rdma"; "": any that works */
+};
+
 /* What may carry a link: the caller's setting ("transport"). */
 enum link_choice { LINK_ANY, LINK_TCP, LINK_RDMA };
 

@@ -10,7 +10,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "engine/engine.h"
+#include "engine/crew.h"
 
 struct task {
 	pthread_mutex_t	 mtx;

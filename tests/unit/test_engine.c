@@ -32,6 +32,8 @@
 #include <event2/thread.h>
 
 #include "engine/engine.h"
+#include "engine/xfer.h"
+#include "engine/reduce.h"
 #include "engine/algo.h"
 #include "transport/transport.h"
 #include "spin.h"

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "mccld.h"
+#include "log.h"
 
 /*
  * What one log call writes to stderr, as the journal's stream (its

@@ -12,7 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/engine.h"
+#include "engine/reduce.h"
+#include "log.h"
 
 #define MAXSRCS		5
 #define NELEMS(a)	(sizeof(a) / sizeof((a)[0]))

@@ -11,13 +11,16 @@
 #include <check.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/engine.h"
+#include "engine/xfer.h"
+#include "engine/crew.h"
+#include "engine/reduce.h"
 #include "engine/algo.h"
 #include "transport/transport.h"
 #include "testlib.h"

@@ -12,12 +12,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/engine.h"
+#include "engine/reduce.h"
 
 #define COUNT	(16u << 20)		/* 64 MiB of float32 */
 #define REPS	7
-
-struct mccld_state md;			/* log.c's */
 
 static double
 now_s(void)
