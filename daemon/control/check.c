@@ -21,6 +21,7 @@
 
 #include "mccld.h"
 #include "control/control.h"
+#include "control/job.h"
 #include "engine/check.h"
 
 #define CHECK_MS	500	/* each way, each pair */

@@ -85,29 +85,29 @@ job_send_join(struct job *j)
 	uint8_t *trailer;
 	uint32_t n = 0;
 
-	ranks = calloc(j->nlocal + 1, sizeof(*ranks));
-	trailer = calloc(j->nlocal + 1, 4);
+	ranks = calloc(j->comm.nlocal + 1, sizeof(*ranks));
+	trailer = calloc(j->comm.nlocal + 1, 4);
 	if (ranks == NULL || trailer == NULL)
 		goto out;
-	for (uint32_t r = 0; j->state == JOB_FORMING && r < j->nranks &&
-	    n < j->nlocal; r++)
+	for (uint32_t r = 0; j->state == JOB_FORMING && r < j->comm.nranks &&
+	    n < j->comm.nlocal; r++)
 		if (j->clients[r] != NULL)
 			ranks[n++] = r;
 	memset(&m, 0, sizeof(m));
-	m.uid = (uint32_t)j->uid;
-	m.nranks = j->nranks;
+	m.uid = (uint32_t)j->comm.uid;
+	m.nranks = j->comm.nranks;
 	m.node = md.conf.node_index;
 	m.nlocal = n;
 	m.timeout_ms = j->timeout_ms;
-	wire_strlcpy(m.job, j->name, sizeof(m.job));
-	linkcost_mine(j->uid, &cost);
+	wire_strlcpy(m.job, j->comm.name, sizeof(m.job));
+	linkcost_mine(j->comm.uid, &cost);
 	m.alpha_ns = cost.alpha_ns;
 	m.beta_ps = cost.beta_ps;
 	m.gamma_ps = cost.gamma_ps;
 	m.beta_pair_ps = cost.beta_pair_ps;
 	wire_put_u32s(trailer, ranks, n);
 	if (peer_send(j->coordinator, PEER_JOIN, &m, trailer, 4 * n) == -1)
-		log_debug("job %s: coordinator %s not reachable yet", j->name,
+		log_debug("job %s: coordinator %s not reachable yet", j->comm.name,
 		    peer_name(j->coordinator));
 out:
 	free(ranks);
@@ -122,7 +122,7 @@ job_form_timeout_cb(int fd, short events, void *arg)
 	(void)fd;
 	(void)events;
 	job_fail(j, MCCL_ERR_TIMEOUT, "job %s: no rank map from coordinator "
-	    "node %s within %u ms (%s)", j->name, peer_name(j->coordinator),
+	    "node %s within %u ms (%s)", j->comm.name, peer_name(j->coordinator),
 	    j->timeout_ms, peer_is_up(j->coordinator) ? "it is up" :
 	    "it is unreachable");
 }
@@ -138,12 +138,12 @@ job_new(const struct client *c, const struct ipc_join *m)
 		free(j);
 		return NULL;
 	}
-	j->uid = c->uid;
-	wire_strlcpy(j->name, m->job, sizeof(j->name));
-	j->nranks = m->nranks;
+	j->comm.uid = c->uid;
+	wire_strlcpy(j->comm.name, m->job, sizeof(j->comm.name));
+	j->comm.nranks = m->nranks;
 	j->state = JOB_FORMING;
 	j->timeout_ms = form_timeout(m->timeout_ms);
-	j->coordinator = coordinator_of(j->uid, j->name);
+	j->coordinator = coordinator_of(j->comm.uid, j->comm.name);
 	j->ev_timeout = evtimer_new(md.base, job_form_timeout_cb, j);
 	ms_to_tv(j->timeout_ms > UINT32_MAX - FORM_GRACE_MS ? UINT32_MAX :
 	    j->timeout_ms + FORM_GRACE_MS, &tv);
@@ -151,7 +151,7 @@ job_new(const struct client *c, const struct ipc_join *m)
 	TAILQ_INSERT_TAIL(&md.jobs, j, entry);
 	job_watch_start();
 	log_debug("job %s (uid %u): forming, %u ranks, coordinator %s",
-	    j->name, (unsigned)j->uid, j->nranks, peer_name(j->coordinator));
+	    j->comm.name, (unsigned)j->comm.uid, j->comm.nranks, peer_name(j->coordinator));
 	return j;
 }
 
@@ -161,7 +161,7 @@ join_check(const struct client *c, const struct ipc_join *m, const struct job *j
 {
 	if (c->job != NULL)
 		snprintf(err, errlen, "this connection is already rank %u of "
-		    "job %s", c->rank, c->job->name);
+		    "job %s", c->rank, c->job->comm.name);
 	else if (c->joined)
 		snprintf(err, errlen, "this connection was in a job: a "
 		    "connection joins one job");
@@ -175,10 +175,10 @@ join_check(const struct client *c, const struct ipc_join *m, const struct job *j
 	else if (m->rank >= m->nranks)
 		snprintf(err, errlen, "job %s: rank %u is out of range for "
 		    "nranks %u", m->job, m->rank, m->nranks);
-	else if (j != NULL && j->nranks != m->nranks)
+	else if (j != NULL && j->comm.nranks != m->nranks)
 		snprintf(err, errlen, "job %s: rank %u says nranks is %u, but "
 		    "ranks already joined said %u", m->job, m->rank, m->nranks,
-		    j->nranks);
+		    j->comm.nranks);
 	else if (j != NULL && j->clients[m->rank] != NULL)
 		snprintf(err, errlen, "job %s: rank %u is already held by "
 		    "process %d on node %s", m->job, m->rank,
@@ -198,7 +198,7 @@ uid_jobs(uid_t uid)
 	uint32_t n = 0;
 
 	TAILQ_FOREACH(j, &md.jobs, entry)
-		n += j->uid == uid;
+		n += j->comm.uid == uid;
 	return n;
 }
 
@@ -228,12 +228,12 @@ job_client_join(struct client *c, const struct ipc_join *m)
 	if (form_timeout(m->timeout_ms) > j->timeout_ms)
 		j->timeout_ms = form_timeout(m->timeout_ms);
 	j->clients[m->rank] = c;
-	j->nlocal++;
+	j->comm.nlocal++;
 	c->job = j;
 	c->joined = 1;
 	c->rank = m->rank;
-	log_info("job %s: rank %u of %u joined (%s)", j->name, m->rank,
-	    j->nranks, c->desc);
+	log_info("job %s: rank %u of %u joined (%s)", j->comm.name, m->rank,
+	    j->comm.nranks, c->desc);
 	job_send_join(j);
 }
 
@@ -514,24 +514,24 @@ job_slots(struct job *j)
 {
 	uint32_t slot = 0;
 
-	j->rank_slot = calloc(j->nranks, sizeof(uint32_t));
-	j->pos_first = calloc(j->nnodes, sizeof(uint32_t));
-	j->pos_count = calloc(j->nnodes, sizeof(uint32_t));
-	if (j->rank_slot == NULL || j->pos_first == NULL || j->pos_count == NULL)
+	j->comm.rank_slot = calloc(j->comm.nranks, sizeof(uint32_t));
+	j->comm.pos_first = calloc(j->comm.nnodes, sizeof(uint32_t));
+	j->comm.pos_count = calloc(j->comm.nnodes, sizeof(uint32_t));
+	if (j->comm.rank_slot == NULL || j->comm.pos_first == NULL || j->comm.pos_count == NULL)
 		return -1;
-	for (uint32_t r = 0; r < j->nranks; r++)
-		j->pos_count[j->rank_pos[r]]++;
-	for (uint32_t p = 0; p < j->nnodes; p++) {
-		j->pos_first[p] = slot;
-		slot += j->pos_count[p];
+	for (uint32_t r = 0; r < j->comm.nranks; r++)
+		j->comm.pos_count[j->comm.rank_pos[r]]++;
+	for (uint32_t p = 0; p < j->comm.nnodes; p++) {
+		j->comm.pos_first[p] = slot;
+		slot += j->comm.pos_count[p];
 	}
-	j->slots_are_ranks = 1;
-	memset(j->pos_count, 0, j->nnodes * sizeof(uint32_t));
-	for (uint32_t r = 0; r < j->nranks; r++) {
-		uint32_t p = j->rank_pos[r];
+	j->comm.slots_are_ranks = 1;
+	memset(j->comm.pos_count, 0, j->comm.nnodes * sizeof(uint32_t));
+	for (uint32_t r = 0; r < j->comm.nranks; r++) {
+		uint32_t p = j->comm.rank_pos[r];
 
-		j->rank_slot[r] = j->pos_first[p] + j->pos_count[p]++;
-		j->slots_are_ranks &= j->rank_slot[r] == r;
+		j->comm.rank_slot[r] = j->comm.pos_first[p] + j->comm.pos_count[p]++;
+		j->comm.slots_are_ranks &= j->comm.rank_slot[r] == r;
 	}
 	return 0;
 }
@@ -544,37 +544,37 @@ job_topology(struct job *j, const uint32_t *rank_node)
 
 	if (pos_of == NULL)
 		return -1;
-	for (uint32_t r = 0; r < j->nranks; r++)
+	for (uint32_t r = 0; r < j->comm.nranks; r++)
 		pos_of[rank_node[r]] = 1;
 	for (uint32_t i = 0; i < md.conf.nnodes; i++)
 		pos_of[i] = pos_of[i] ? n++ : NONE;
-	j->nnodes = n;
-	j->node_index = calloc(n, sizeof(uint32_t));
-	j->names = calloc(n, sizeof(char *));
-	j->conf.nodes = calloc(n, sizeof(struct conf_node));
-	j->rank_pos = calloc(j->nranks, sizeof(uint32_t));
-	j->local_ranks = calloc(j->nlocal + 1, sizeof(uint32_t));
-	if (j->node_index == NULL || j->names == NULL || j->conf.nodes ==
-	    NULL || j->rank_pos == NULL || j->local_ranks == NULL) {
+	j->comm.nnodes = n;
+	j->comm.node_index = calloc(n, sizeof(uint32_t));
+	j->comm.names = calloc(n, sizeof(char *));
+	j->comm.conf.nodes = calloc(n, sizeof(struct conf_node));
+	j->comm.rank_pos = calloc(j->comm.nranks, sizeof(uint32_t));
+	j->comm.local_ranks = calloc(j->comm.nlocal + 1, sizeof(uint32_t));
+	if (j->comm.node_index == NULL || j->comm.names == NULL || j->comm.conf.nodes ==
+	    NULL || j->comm.rank_pos == NULL || j->comm.local_ranks == NULL) {
 		free(pos_of);
 		return -1;
 	}
 	for (uint32_t i = 0; i < md.conf.nnodes; i++)
 		if (pos_of[i] != NONE) {
-			j->node_index[pos_of[i]] = i;
-			j->conf.nodes[pos_of[i]] = md.conf.nodes[i];
-			j->names[pos_of[i]] = j->conf.nodes[pos_of[i]].name;
+			j->comm.node_index[pos_of[i]] = i;
+			j->comm.conf.nodes[pos_of[i]] = md.conf.nodes[i];
+			j->comm.names[pos_of[i]] = j->comm.conf.nodes[pos_of[i]].name;
 		}
-	j->me = pos_of[md.conf.node_index];
-	for (uint32_t r = 0; r < j->nranks; r++) {
-		j->rank_pos[r] = pos_of[rank_node[r]];
+	j->comm.me = pos_of[md.conf.node_index];
+	for (uint32_t r = 0; r < j->comm.nranks; r++) {
+		j->comm.rank_pos[r] = pos_of[rank_node[r]];
 		if (rank_node[r] == md.conf.node_index && j->clients[r] != NULL) {
 			j->clients[r]->local_index = l;
-			j->local_ranks[l++] = r;
+			j->comm.local_ranks[l++] = r;
 		}
 	}
 	free(pos_of);
-	if (l != j->nlocal)
+	if (l != j->comm.nlocal)
 		return -1;
 	return job_slots(j);
 }
@@ -596,7 +596,7 @@ job_adopt_early_links(struct job *j)
 
 	for (e = TAILQ_FIRST(&early_links); e != NULL; e = next) {
 		next = TAILQ_NEXT(e, entry);
-		if (e->job_id != j->id)
+		if (e->job_id != j->comm.id)
 			continue;
 		job_data_link(e->fd, &(struct peer_data_hello){ e->job_id,
 		    e->node, e->stream });
@@ -611,11 +611,11 @@ job_adopt_early_links(struct job *j)
 static void
 job_settings(struct job *j)
 {
-	job_tunables(&j->conf.tun);
-	j->conf.chunk_bytes = md.conf.chunk_bytes;
-	j->conf.node_index = md.conf.node_index;
-	wire_strlcpy(j->conf.node_name, md.conf.node_name,
-	    sizeof(j->conf.node_name));
+	job_tunables(&j->comm.conf.tun);
+	j->comm.conf.chunk_bytes = md.conf.chunk_bytes;
+	j->comm.conf.node_index = md.conf.node_index;
+	wire_strlcpy(j->comm.conf.node_name, md.conf.node_name,
+	    sizeof(j->comm.conf.node_name));
 }
 
 /* The engine, on the local ranks' rings and segments. */
@@ -625,22 +625,22 @@ job_engine_start(struct job *j, char *err, size_t errlen)
 	struct engine_rank *ranks;
 	int rc;
 
-	if ((ranks = calloc(j->nlocal, sizeof(*ranks))) == NULL) {
+	if ((ranks = calloc(j->comm.nlocal, sizeof(*ranks))) == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	for (uint32_t i = 0; i < j->nlocal; i++) {
-		const struct client *c = j->clients[j->local_ranks[i]];
+	for (uint32_t i = 0; i < j->comm.nlocal; i++) {
+		const struct client *c = j->clients[j->comm.local_ranks[i]];
 
 		if (c == NULL) {
 			snprintf(err, errlen, "rank %u has gone",
-			    j->local_ranks[i]);
+			    j->comm.local_ranks[i]);
 			free(ranks);
 			return -1;
 		}
 		ranks[i] = (struct engine_rank){ c->rank, c->bell, c->segs };
 	}
-	rc = engine_start(j, ranks, err, errlen);
+	rc = engine_start(&j->comm, ranks, err, errlen);
 	free(ranks);
 	return rc;
 }
@@ -650,7 +650,7 @@ static void
 log_auto(const struct job *j, int coll)
 {
 	struct algo_range r[ALGO_RANGES_MAX];
-	size_t n = algo_auto_ranges(coll, j->nnodes, &j->cost, r,
+	size_t n = algo_auto_ranges(coll, j->comm.nnodes, &j->comm.cost, r,
 	    ALGO_RANGES_MAX), off = 0;
 	char line[512] = "";
 
@@ -661,7 +661,7 @@ log_auto(const struct job *j, int coll)
 		    sizeof(line) - off, "%s%s to %zu B", i ? ", " : "",
 		    proto_algo_name(r[i].algo), r[i].up_to));
 	if (n > 0)
-		log_debug("job %s: %s between nodes: %s", j->name,
+		log_debug("job %s: %s between nodes: %s", j->comm.name,
 		    proto_coll_name(coll), line);
 }
 
@@ -671,40 +671,40 @@ job_formed(const struct peer_formed *m, const uint32_t *rank_node)
 	struct job *j = job_find_forming(m->uid, m->job);
 	char err[ERR_MAX];
 
-	if (j == NULL || j->nranks != m->nranks) {
+	if (j == NULL || j->comm.nranks != m->nranks) {
 		log_info("job %s: rank map for a job no longer here", m->job);
 		return;
 	}
 	evtimer_del(j->ev_timeout);
-	j->id = m->job_id;
-	j->nlanes = m->lanes;
-	j->cost = (struct link_cost){ m->alpha_ns, m->beta_ps, m->gamma_ps,
+	j->comm.id = m->job_id;
+	j->comm.nlanes = m->lanes;
+	j->comm.cost = (struct link_cost){ m->alpha_ns, m->beta_ps, m->gamma_ps,
 	    m->beta_pair_ps };
 	j->state = JOB_LINKING;
 	if (job_topology(j, rank_node) == -1) {
 		job_fail(j, MCCL_ERR_PEER_FAILED, "job %s: the rank map does "
 		    "not match the ranks on node %s (one disconnected while "
-		    "the job formed)", j->name, md.conf.node_name);
+		    "the job formed)", j->comm.name, md.conf.node_name);
 		return;
 	}
 	job_settings(j);
 	log_info("job %s: formed, id %016llx, %u ranks on %u nodes, %u here",
-	    j->name, (unsigned long long)j->id, j->nranks, j->nnodes,
-	    j->nlocal);
+	    j->comm.name, (unsigned long long)j->comm.id, j->comm.nranks, j->comm.nnodes,
+	    j->comm.nlocal);
 	log_debug("job %s: link cost %u ns a message, %u ps a byte sent by "
-	    "the ring, %u by the others, %u reduced", j->name,
-	    j->cost.alpha_ns, j->cost.beta_ps, j->cost.beta_pair_ps,
-	    j->cost.gamma_ps);
+	    "the ring, %u by the others, %u reduced", j->comm.name,
+	    j->comm.cost.alpha_ns, j->comm.cost.beta_ps, j->comm.cost.beta_pair_ps,
+	    j->comm.cost.gamma_ps);
 	log_auto(j, COLL_ALLREDUCE);
 	log_auto(j, COLL_BROADCAST);
 	/* The engine and p2p threads tell the main loop through ev_engine. */
-	if ((j->ev_engine = event_new(md.base, -1, 0, job_engine_cb, j)) ==
+	if ((j->comm.ev_engine = event_new(md.base, -1, 0, job_engine_cb, j)) ==
 	    NULL)
 		snprintf(err, sizeof(err), "out of memory");
-	if (j->ev_engine == NULL || p2p_init(j, err, sizeof(err)) == -1 ||
+	if (j->comm.ev_engine == NULL || p2p_init(&j->comm, err, sizeof(err)) == -1 ||
 	    job_engine_start(j, err, sizeof(err)) == -1 ||
-	    p2p_start(j, err, sizeof(err)) == -1) {
-		job_fail(j, MCCL_ERR_INTERNAL, "job %s: %s", j->name, err);
+	    p2p_start(&j->comm, err, sizeof(err)) == -1) {
+		job_fail(j, MCCL_ERR_INTERNAL, "job %s: %s", j->comm.name, err);
 		return;
 	}
 	job_adopt_early_links(j);
@@ -747,14 +747,14 @@ job_recv_join_fail(const struct peer_join_fail *m, const char *msg)
 		job_fail(j, (int)m->code, "%s", msg);
 		return;
 	}
-	if (m->rank >= j->nranks || (c = j->clients[m->rank]) == NULL)
+	if (m->rank >= j->comm.nranks || (c = j->clients[m->rank]) == NULL)
 		return;
-	log_info("job %s: %s", j->name, msg);
+	log_info("job %s: %s", j->comm.name, msg);
 	client_error(c, m->code, IPC_JOIN, msg);
 	j->clients[m->rank] = NULL;
-	j->nlocal--;
+	j->comm.nlocal--;
 	c->job = NULL;
-	if (j->nlocal == 0)
+	if (j->comm.nlocal == 0)
 		job_free(j);
 }
 
@@ -818,14 +818,14 @@ job_data_link(int fd, const struct peer_data_hello *m)
 		return;
 	}
 	if (j != NULL) {
-		for (uint32_t p = 0; p < j->nnodes; p++)
-			if (j->node_index[p] == m->node &&
+		for (uint32_t p = 0; p < j->comm.nnodes; p++)
+			if (j->comm.node_index[p] == m->node &&
 			    (m->stream == PEER_STREAM_P2P ?
-			    p2p_adopt_link(j, p, fd) :
-			    engine_adopt_link(j, p, PEER_LANE_OF(m->stream),
+			    p2p_adopt_link(&j->comm, p, fd) :
+			    engine_adopt_link(&j->comm, p, PEER_LANE_OF(m->stream),
 			    fd)) == 0)
 				return;
-		log_warnx("job %s: unexpected data link from node %s", j->name,
+		log_warnx("job %s: unexpected data link from node %s", j->comm.name,
 		    peer_name(m->node));
 		close(fd);
 		return;

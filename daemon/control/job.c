@@ -60,7 +60,7 @@ job_count(const struct client *c)
 	int n = 0;
 
 	TAILQ_FOREACH(j, &md.jobs, entry)
-		n += c == NULL || client_sees(c, j->uid);
+		n += c == NULL || client_sees(c, j->comm.uid);
 	return n;
 }
 
@@ -70,8 +70,8 @@ job_find_forming(uid_t uid, const char *name)
 	struct job *j;
 
 	TAILQ_FOREACH(j, &md.jobs, entry)
-		if (j->state == JOB_FORMING && j->uid == uid &&
-		    strcmp(j->name, name) == 0)
+		if (j->state == JOB_FORMING && j->comm.uid == uid &&
+		    strcmp(j->comm.name, name) == 0)
 			return j;
 	return NULL;
 }
@@ -82,7 +82,7 @@ job_find_id(uint64_t id)
 	struct job *j;
 
 	TAILQ_FOREACH(j, &md.jobs, entry)
-		if (j->id == id && id != 0)
+		if (j->comm.id == id && id != 0)
 			return j;
 	return NULL;
 }
@@ -90,8 +90,8 @@ job_find_id(uint64_t id)
 int
 job_spans(const struct job *j, uint32_t node)
 {
-	for (uint32_t p = 0; p < j->nnodes; p++)
-		if (j->node_index[p] == node)
+	for (uint32_t p = 0; p < j->comm.nnodes; p++)
+		if (j->comm.node_index[p] == node)
 			return 1;
 	return 0;
 }
@@ -108,9 +108,9 @@ job_nodes_mark(uint8_t *mark, uint32_t nnodes)
 	TAILQ_FOREACH(j, &md.jobs, entry) {
 		if (j->state == JOB_FAILED)
 			continue;
-		for (uint32_t p = 0; p < j->nnodes; p++)
-			if (j->node_index[p] < nnodes)
-				mark[j->node_index[p]] = 1;
+		for (uint32_t p = 0; p < j->comm.nnodes; p++)
+			if (j->comm.node_index[p] < nnodes)
+				mark[j->comm.node_index[p]] = 1;
 		if (j->state == JOB_FORMING && j->coordinator < nnodes)
 			mark[j->coordinator] = 1;
 	}
@@ -134,7 +134,7 @@ job_retune_all(void)
 
 	job_tunables(&t);
 	TAILQ_FOREACH(j, &md.jobs, entry)
-		engine_retune(j, &t);
+		engine_retune(&j->comm, &t);
 }
 
 int
@@ -197,13 +197,13 @@ job_peer_down(uint32_t node, const char *why)
 		if (j->state != JOB_FORMING && j->state != JOB_FAILED &&
 		    job_spans(j, node))
 			job_fail(j, MCCL_ERR_PEER_FAILED, "job %s: node %s is "
-			    "down: %s", j->name, peer_name(node), why);
+			    "down: %s", j->comm.name, peer_name(node), why);
 		/* Its claims died with it: waiting out the init timeout
 		   would only delay the same failure. */
 		else if (j->state == JOB_FORMING && j->coordinator == node)
 			job_fail(j, MCCL_ERR_PEER_FAILED, "job %s: node %s, "
 			    "which coordinates its formation, is down: %s",
-			    j->name, peer_name(node), why);
+			    j->comm.name, peer_name(node), why);
 	}
 	coord_node_down(node);
 }
@@ -241,7 +241,7 @@ op_trace(const struct op *op, int code)
 		return;
 	log_debug("job %s: op %llu %s of %zu bytes (%s): taken at %.3f ms, "
 	    "started %.3f ms later, ran %.3f ms (between nodes %.3f ms, lanes "
-	    "waiting %.3f ms of %.3f)%s%s", op->job->name,
+	    "waiting %.3f ms of %.3f)%s%s", op->comm->name,
 	    (unsigned long long)op->desc.seq, proto_coll_name(op->desc.coll),
 	    (size_t)op->desc.count * dtype_size(op->desc.dtype),
 	    proto_algo_name(op->algo_run), ms_of(op->ready_ns),
@@ -259,12 +259,12 @@ op_trace(const struct op *op, int code)
 void
 op_finish(struct op *op, int code, const char *err)
 {
-	struct job *j = op->job;
+	struct job *j = job_of(op->comm);
 
 	if (proto_coll_p2p(op->desc.coll)) {
 		struct client *c = j->clients[op->p2p_rank];
 
-		for (uint32_t i = 0; i < j->nlocal; i++)
+		for (uint32_t i = 0; i < j->comm.nlocal; i++)
 			if (op->parts[i].submitted && c != NULL)
 				client_op_done(c, op, op->parts[i].req, code, err);
 	}
@@ -283,9 +283,9 @@ op_finish(struct op *op, int code, const char *err)
 		metrics_lanes(op->lane_ns, op->lane_wait_ns);
 	if (code == 0 && op->wire_run == 0 && op->node_ns > 0 &&
 	    (op->desc.coll == COLL_ALLREDUCE || op->desc.coll == COLL_REDUCE))
-		linkcost_observe(j->uid, op->algo_run, j->nnodes, (size_t)
+		linkcost_observe(j->comm.uid, op->algo_run, j->comm.nnodes, (size_t)
 		    op->desc.count * dtype_size(op->desc.dtype), op->node_ns,
-		    &j->cost);
+		    &j->comm.cost);
 	op_trace(op, code);
 	if (op->ready_ns != 0)
 		metrics_op_done(op->desc.coll, op->algo_run, code,
@@ -299,7 +299,7 @@ op_reject(struct client *c, const struct ipc_op *m, int code, const char *why)
 {
 	struct job *j = c->job;
 
-	job_fail(j, code, "job %s: rank %u: op %llu (%s): %s", j->name, c->rank,
+	job_fail(j, code, "job %s: rank %u: op %llu (%s): %s", j->comm.name, c->rank,
 	    (unsigned long long)m->seq, proto_coll_name(m->coll), why);
 	client_op_done(c, NULL, m->seq, j->code, j->err);
 }
@@ -318,7 +318,7 @@ job_p2p(struct client *c, const struct ipc_op *m)
 		    "not MCCL_ANY_TAG");
 		return;
 	}
-	if ((op = op_new(j)) == NULL) {
+	if ((op = op_new(&j->comm)) == NULL) {
 		op_reject(c, m, MCCL_ERR_NO_MEMORY, "out of memory");
 		return;
 	}
@@ -332,7 +332,7 @@ job_p2p(struct client *c, const struct ipc_op *m)
 	}
 	op->ready_ns = now_ns();
 	op->deadline_ns = op->ready_ns + (uint64_t)ms * 1000000;
-	p2p_submit(j, op);
+	p2p_submit(&j->comm, op);
 }
 
 /* Every IPC_OP gets exactly one IPC_OP_DONE, whatever happens. */
@@ -370,7 +370,7 @@ job_client_op(struct client *c, const struct ipc_op *m)
 	} else if (j->nleft > 0)
 		op_reject(c, m, MCCL_ERR_PEER_FAILED, "a rank on this node has "
 		    "left the job");
-	else if (op_check(j->nranks, m, err, sizeof(err)) != NULL)
+	else if (op_check(j->comm.nranks, m, err, sizeof(err)) != NULL)
 		op_reject(c, m, MCCL_ERR_INVALID_ARGUMENT, err);
 	else if (!proto_coll_p2p(m->coll))
 		op_reject(c, m, MCCL_ERR_PROTOCOL, "a collective in an IPC_OP "
@@ -387,25 +387,25 @@ job_links_reported(struct job *j, int ok, int code, const char *err)
 	struct ipc_joined m;
 
 	if (!ok) {
-		job_fail(j, code, "job %s: %s", j->name, err);
+		job_fail(j, code, "job %s: %s", j->comm.name, err);
 		return;
 	}
 	if (j->state != JOB_LINKING)
 		return;
 	j->state = JOB_READY;
-	for (uint32_t i = 0; i < j->nlocal; i++) {
-		struct client *c = j->clients[j->local_ranks[i]];
+	for (uint32_t i = 0; i < j->comm.nlocal; i++) {
+		struct client *c = j->clients[j->comm.local_ranks[i]];
 
 		if (c == NULL)
 			continue;
-		m = (struct ipc_joined){ j->id, j->nranks, c->rank, j->nnodes,
-		    j->nlocal };
+		m = (struct ipc_joined){ j->comm.id, j->comm.nranks, c->rank, j->comm.nnodes,
+		    j->comm.nlocal };
 		client_send(c, IPC_JOINED, &m, NULL, 0);
 	}
-	log_info("job %s: ready", j->name);
-	monitor_event("job_formed", &j->uid, json_pack("{s:s, s:i, s:i, s:i}",
-	    "job", j->name, "uid", (int)j->uid, "nranks", (int)j->nranks,
-	    "nnodes", (int)j->nnodes));
+	log_info("job %s: ready", j->comm.name);
+	monitor_event("job_formed", &j->comm.uid, json_pack("{s:s, s:i, s:i, s:i}",
+	    "job", j->comm.name, "uid", (int)j->comm.uid, "nranks", (int)j->comm.nranks,
+	    "nnodes", (int)j->comm.nnodes));
 	mccld_status_update();
 }
 
@@ -440,7 +440,7 @@ job_engine_cb(int fd, short events, void *arg)
 		job_reap(j);
 		return;
 	}
-	if ((links = engine_collect(j, &done, &code, err, sizeof(err))) != 0)
+	if ((links = engine_collect(&j->comm, &done, &code, err, sizeof(err))) != 0)
 		job_links_reported(j, links == 1, code, err);
 	/*
 	 * An op that ended well did, even if the job failed since: a send
@@ -451,8 +451,8 @@ job_engine_cb(int fd, short events, void *arg)
 		TAILQ_REMOVE(&done, op, entry);
 		job_op_timed(j, op);
 		/* The node it waited on may know who held it up: ask. */
-		if (op->code == MCCL_ERR_TIMEOUT && op->blame_pos < j->nnodes &&
-		    op->blame_pos != j->me && j->state != JOB_FAILED &&
+		if (op->code == MCCL_ERR_TIMEOUT && op->blame_pos < j->comm.nnodes &&
+		    op->blame_pos != j->comm.me && j->state != JOB_FAILED &&
 		    job_blame(j, op) == 0)
 			continue;
 		if (op->code != 0)
@@ -470,7 +470,7 @@ job_engine_cb(int fd, short events, void *arg)
 void
 job_collect(struct job *j)
 {
-	if (j->ev_engine != NULL)
+	if (j->comm.ev_engine != NULL)
 		job_engine_cb(-1, 0, j);
 }
 
@@ -488,11 +488,11 @@ job_collect_all(void)
 static void
 job_tell_peers(struct job *j)
 {
-	struct peer_abort a = { j->id, (uint32_t)j->code, md.conf.node_index };
+	struct peer_abort a = { j->comm.id, (uint32_t)j->code, md.conf.node_index };
 
-	for (uint32_t p = 0; p < j->nnodes; p++)
-		if (p != j->me)
-			peer_send(j->node_index[p], PEER_ABORT, &a, j->err,
+	for (uint32_t p = 0; p < j->comm.nnodes; p++)
+		if (p != j->comm.me)
+			peer_send(j->comm.node_index[p], PEER_ABORT, &a, j->err,
 			    strlen(j->err));
 }
 
@@ -509,11 +509,11 @@ job_fail_clients(struct job *j, enum job_state was)
 {
 	struct ipc_job_failed f = { (uint32_t)j->code };
 
-	if ((was != JOB_FORMING && was != JOB_LINKING && !engine_stopped(j) &&
+	if ((was != JOB_FORMING && was != JOB_LINKING && !engine_stopped(&j->comm) &&
 	    !j->stuck) || j->fail_told)
 		return;
 	j->fail_told = 1;
-	for (uint32_t r = 0; r < j->nranks; r++) {
+	for (uint32_t r = 0; r < j->comm.nranks; r++) {
 		if (j->clients[r] == NULL)
 			continue;
 		if (was == JOB_FORMING || was == JOB_LINKING)
@@ -541,14 +541,14 @@ job_fail(struct job *j, int code, const char *fmt, ...)
 	vsnprintf(j->err, sizeof(j->err), fmt, ap);
 	va_end(ap);
 	log_warnx("%s", j->err);
-	monitor_event("job_failed", &j->uid, json_pack("{s:s, s:i, s:s}",
-	    "job", j->name, "uid", (int)j->uid, "reason", j->err));
+	monitor_event("job_failed", &j->comm.uid, json_pack("{s:s, s:i, s:s}",
+	    "job", j->comm.name, "uid", (int)j->comm.uid, "reason", j->err));
 	evtimer_del(j->ev_timeout);
 	if (was == JOB_FORMING)
 		job_send_join(j);	/* withdraws our ranks */
-	if (j->id != 0)
+	if (j->comm.id != 0)
 		job_tell_peers(j);
-	engine_abort(j);
+	engine_abort(&j->comm);
 	job_fail_clients(j, was);
 	mccld_status_update();
 }
@@ -561,7 +561,7 @@ job_fail_op(struct job *j, const struct op *op, int code, const char *why)
 		return;
 	j->fail_seq = op->desc.seq;
 	j->fail_coll = op->desc.coll;
-	job_fail(j, code, "job %s: op %llu (%s): %s", j->name,
+	job_fail(j, code, "job %s: op %llu (%s): %s", j->comm.name,
 	    (unsigned long long)op->desc.seq, proto_coll_name(op->desc.coll),
 	    why);
 }
@@ -571,7 +571,7 @@ job_client_abort(struct client *c)
 {
 	if (c->job != NULL)
 		job_fail(c->job, MCCL_ERR_ABORTED, "job %s: aborted by rank %u "
-		    "(%s) on node %s", c->job->name, c->rank, c->desc,
+		    "(%s) on node %s", c->job->comm.name, c->rank, c->desc,
 		    md.conf.node_name);
 }
 
@@ -579,20 +579,20 @@ job_client_abort(struct client *c)
 static void
 job_destroy(struct job *j)
 {
-	p2p_finish(j);
-	engine_finish(j);
-	if (j->ev_engine != NULL)	/* none if the job never formed */
-		event_free(j->ev_engine);
+	p2p_finish(&j->comm);
+	engine_finish(&j->comm);
+	if (j->comm.ev_engine != NULL)	/* none if the job never formed */
+		event_free(j->comm.ev_engine);
 	event_free(j->ev_timeout);
 	free(j->clients);
-	free(j->local_ranks);
-	free(j->node_index);
-	free(j->names);
-	free(j->conf.nodes);
-	free(j->rank_pos);
-	free(j->rank_slot);
-	free(j->pos_first);
-	free(j->pos_count);
+	free(j->comm.local_ranks);
+	free(j->comm.node_index);
+	free(j->comm.names);
+	free(j->comm.conf.nodes);
+	free(j->comm.rank_pos);
+	free(j->comm.rank_slot);
+	free(j->comm.pos_first);
+	free(j->comm.pos_count);
 	free(j);
 }
 
@@ -646,7 +646,7 @@ job_trim_later(void)
 static void
 job_reap(struct job *j)
 {
-	if (!p2p_exited(j) || !engine_exited(j))
+	if (!p2p_exited(&j->comm) || !engine_exited(&j->comm))
 		return;
 	TAILQ_REMOVE(&md.dying, j, entry);
 	job_destroy(j);
@@ -670,9 +670,9 @@ job_reap_all(void)
 	watch_ev = NULL;
 	while ((j = TAILQ_FIRST(&md.dying)) != NULL) {
 		TAILQ_REMOVE(&md.dying, j, entry);
-		if (j->stuck && !engine_exited(j)) {
+		if (j->stuck && !engine_exited(&j->comm)) {
 			log_warnx("job %s: not waiting for its threads: one is "
-			    "stuck in a client's memory", j->name);
+			    "stuck in a client's memory", j->comm.name);
 			left++;
 		} else
 			job_destroy(j);
@@ -689,7 +689,7 @@ job_stuck_rank(struct job *j, uint64_t *ns)
 {
 	uint64_t limit = (uint64_t)md.conf.op_timeout_ms * 1000000;
 
-	for (uint32_t r = 0; r < j->nranks; r++) {
+	for (uint32_t r = 0; r < j->comm.nranks; r++) {
 		struct client *c = j->clients[r];
 
 		if (c != NULL && c->segs != NULL &&
@@ -720,14 +720,14 @@ job_watch_cb(int fd, short events, void *arg)
 		next = TAILQ_NEXT(j, entry);
 		if (j->state != JOB_READY || (c = job_stuck_rank(j, &ns)) == NULL)
 			continue;
-		for (uint32_t r = 0; r < j->nranks; r++)
+		for (uint32_t r = 0; r < j->comm.nranks; r++)
 			if (j->clients[r] != NULL && j->clients[r]->segs != NULL)
 				xmem_refuse(&j->clients[r]->segs->xm);
 		j->stuck = 1;
 		job_fail(j, MCCL_ERR_TIMEOUT, "job %s: rank %u (%s): the "
 		    "daemon's copy of its memory has not returned for %llu ms "
 		    "(pages nobody serves, as userfaultfd's can be): the job "
-		    "fails", j->name, c->rank, c->desc,
+		    "fails", j->comm.name, c->rank, c->desc,
 		    (unsigned long long)(ns / 1000000));
 	}
 }
@@ -751,10 +751,10 @@ void
 job_free(struct job *j)
 {
 	if (j->state == JOB_READY)
-		monitor_event("job_finished", &j->uid, json_pack("{s:s, s:i, "
-		    "s:I}", "job", j->name, "uid", (int)j->uid, "ops_completed",
+		monitor_event("job_finished", &j->comm.uid, json_pack("{s:s, s:i, "
+		    "s:I}", "job", j->comm.name, "uid", (int)j->comm.uid, "ops_completed",
 		    (json_int_t)j->ops_completed));
-	for (uint32_t r = 0; r < j->nranks; r++)
+	for (uint32_t r = 0; r < j->comm.nranks; r++)
 		if (j->clients[r] != NULL)
 			j->clients[r]->job = NULL;
 	if (j->state == JOB_FAILED)
@@ -764,8 +764,8 @@ job_free(struct job *j)
 	job_blame_cancel(j);
 	j->dying = 1;
 	TAILQ_INSERT_TAIL(&md.dying, j, entry);
-	p2p_quit(j);
-	engine_quit(j);
+	p2p_quit(&j->comm);
+	engine_quit(&j->comm);
 	job_reap(j);
 	mccld_status_update();
 }
@@ -782,23 +782,23 @@ job_client_gone(struct client *c, int orderly)
 	c->job = NULL;
 	j->clients[c->rank] = NULL;
 	if (j->state == JOB_FORMING) {
-		log_info("job %s: rank %u left before the job formed", j->name,
+		log_info("job %s: rank %u left before the job formed", j->comm.name,
 		    c->rank);
-		j->nlocal--;
+		j->comm.nlocal--;
 		job_send_join(j);
-		if (j->nlocal == 0)
+		if (j->comm.nlocal == 0)
 			job_free(j);
 		return;
 	}
-	subq_leave(j, c->local_index);	/* the engine stops waiting for it */
-	engine_wake(j);
-	if (!orderly || c->inflight > 0 || subq_pending(j, c->local_index))
+	subq_leave(&j->comm, c->local_index);	/* the engine stops waiting for it */
+	engine_wake(&j->comm);
+	if (!orderly || c->inflight > 0 || subq_pending(&j->comm, c->local_index))
 		job_fail(j, MCCL_ERR_PEER_FAILED, "job %s: rank %u (%s) on node "
-		    "%s %s", j->name, c->rank, c->desc, md.conf.node_name,
+		    "%s %s", j->comm.name, c->rank, c->desc, md.conf.node_name,
 		    orderly ? "left with operations pending" :
 		    "disconnected (process died?)");
-	log_info("job %s: rank %u left", j->name, c->rank);
-	if (++j->nleft == j->nlocal)
+	log_info("job %s: rank %u left", j->comm.name, c->rank);
+	if (++j->nleft == j->comm.nlocal)
 		job_free(j);
 }
 
@@ -828,6 +828,6 @@ job_shutdown(const char *why)
 	for (j = TAILQ_FIRST(&md.jobs); j != NULL; j = next) {
 		next = TAILQ_NEXT(j, entry);
 		job_fail(j, MCCL_ERR_ABORTED, "job %s: mccld on node %s is "
-		    "shutting down (%s)", j->name, md.conf.node_name, why);
+		    "shutting down (%s)", j->comm.name, md.conf.node_name, why);
 	}
 }

@@ -6,11 +6,65 @@
 #ifndef MCCL_CONTROL_JOB_H
 #define MCCL_CONTROL_JOB_H
 
-#include <stdint.h>
+#include <sys/queue.h>
 #include <sys/time.h>
 #include <sys/types.h>
 
-struct job;
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "engine/engine.h"
+
+enum job_state { JOB_FORMING, JOB_LINKING, JOB_READY, JOB_FAILED };
+
+/*
+ * A job on this node, as the main thread keeps it: its formation, its
+ * local ranks' connections, its failure, and what mcclctl shows of its
+ * operations.  What its threads read is comm, filled in by formation
+ * (form.c) before the engine starts.
+ */
+struct job {
+	TAILQ_ENTRY(job) entry;
+	struct comm	 comm;		/* id, name, ranks, nodes, settings,
+					   the data plane's state */
+	enum job_state	 state;
+	uint32_t	 timeout_ms;	/* formation */
+	struct event	*ev_timeout;
+	struct client	**clients;	/* by rank; NULL if not on this node */
+	uint32_t	 nleft;		/* local ranks that have gone */
+	uint32_t	 coordinator;	/* cluster node index */
+
+	/* operations */
+	uint64_t	 ops_completed;
+	uint64_t	 op_slow_ns[2];	/* the slowest collective of the last
+					   64, and of the 64 before (main
+					   thread: mcclctl's "behind") */
+	uint32_t	 op_slow_n;	/* collectives in this window */
+	uint64_t	 wire_ops;	/* collectives on a 16-bit wire, */
+	uint64_t	 wire_saved;	/* and the bytes it did not send */
+
+	/* its failure */
+	int		 code;		/* once failed */
+	char		 err[ERR_MAX];
+	time_t		 failed_at;
+	uint64_t	 fail_seq;	/* the op that failed it here, if one */
+	uint8_t		 fail_coll;	/* did (0: none) */
+	int		 fail_told;	/* the ranks have IPC_JOB_FAILED */
+
+	/* its end */
+	int		 dying;		/* job_free: waiting for its threads */
+	int		 stuck;		/* a thread of it is stuck in a client's
+					   memory: the exit does not wait */
+};
+
+/* The job that holds a comm (an op's, say). */
+static inline struct job *
+job_of(struct comm *cm)
+{
+	return (struct job *)(void *)((char *)cm - offsetof(struct job, comm));
+}
+
 struct op;
 struct peer_formed;
 struct peer_join;

@@ -39,7 +39,7 @@ inflight_json(struct job *j)
 	struct op_now op;
 	uint64_t now;
 
-	if (!engine_current(j, &op))
+	if (!engine_current(&j->comm, &op))
 		return json_null();
 	if ((now = now_ns()) < op.ready_ns)
 		now = op.ready_ns;
@@ -48,8 +48,8 @@ inflight_json(struct job *j)
 	    (json_int_t)op.count, "age_ms",
 	    (json_int_t)((now - op.ready_ns) / 1000000), "timeout_in_ms",
 	    (json_int_t)(op.deadline_ns > now ? (op.deadline_ns - now) /
-	    1000000 : 0), "waiting_for", op.wait_pos < j->nnodes &&
-	    op.wait_pos != j->me ? j->names[op.wait_pos] : NULL);
+	    1000000 : 0), "waiting_for", op.wait_pos < j->comm.nnodes &&
+	    op.wait_pos != j->comm.me ? j->comm.names[op.wait_pos] : NULL);
 }
 
 /* The next collective, when some local ranks submitted it and others not. */
@@ -59,13 +59,13 @@ waiting_json(struct job *j)
 	uint64_t seq, since, now = now_ns();
 	json_t *missing;
 
-	if ((since = subq_waiting_since(j, &seq)) == 0 || since > now)
+	if ((since = subq_waiting_since(&j->comm, &seq)) == 0 || since > now)
 		return json_null();
 	missing = json_array();
-	for (uint32_t i = 0; i < j->nlocal; i++)
-		if (subq_submitted(j, i) < seq)
+	for (uint32_t i = 0; i < j->comm.nlocal; i++)
+		if (subq_submitted(&j->comm, i) < seq)
 			json_array_append_new(missing,
-			    json_integer(j->local_ranks[i]));
+			    json_integer(j->comm.local_ranks[i]));
 	return json_pack("{s:I, s:I, s:o}", "seq", (json_int_t)seq, "for_ms",
 	    (json_int_t)((now - since) / 1000000), "ranks", missing);
 }
@@ -77,12 +77,12 @@ job_snapshot(struct job *j)
 	json_t *ranks = json_array();
 
 	job_collect(j);
-	for (uint32_t i = 0; i < j->nlocal; i++) {
-		uint32_t r = j->local_ranks[i];
+	for (uint32_t i = 0; i < j->comm.nlocal; i++) {
+		uint32_t r = j->comm.local_ranks[i];
 		struct client *c = j->clients[r];
 
 		json_array_append_new(ranks, json_pack("{s:i, s:I, s:I, s:b}",
-		    "rank", (int)r, "submitted", (json_int_t)subq_submitted(j, i),
+		    "rank", (int)r, "submitted", (json_int_t)subq_submitted(&j->comm, i),
 		    "completed", (json_int_t)j->ops_completed, "connected",
 		    c != NULL));
 	}
@@ -197,18 +197,18 @@ query_start(struct job *j, uint32_t from, uint32_t to)
 	if ((q = calloc(1, sizeof(*q))) == NULL)
 		return NULL;
 	q->qid = ++next_qid;
-	q->job_id = j->id;
+	q->job_id = j->comm.id;
 	q->nodes = json_array();
-	m = (struct peer_job_query){ j->id, q->qid };
-	for (uint32_t p = 0; p < j->nnodes; p++) {
+	m = (struct peer_job_query){ j->comm.id, q->qid };
+	for (uint32_t p = 0; p < j->comm.nnodes; p++) {
 		if (p < from || p >= to)
 			json_array_append_new(q->nodes, json_null());
-		else if (p == j->me)
+		else if (p == j->comm.me)
 			json_array_append_new(q->nodes, job_snapshot(j));
 		else {
 			json_array_append_new(q->nodes, json_pack("{s:s}",
-			    "node", j->names[p]));
-			if (peer_send(j->node_index[p], PEER_JOB_QUERY, &m, NULL,
+			    "node", j->comm.names[p]));
+			if (peer_send(j->comm.node_index[p], PEER_JOB_QUERY, &m, NULL,
 			    0) == 0)
 				q->waiting++;
 		}
@@ -252,8 +252,8 @@ job_recv_info(uint32_t from, const struct peer_job_query *m,
 	if ((snap = json_loadb((const char *)trailer, tlen, 0, NULL)) == NULL ||
 	    !json_is_object(snap))
 		return -1;
-	for (uint32_t p = 0; p < j->nnodes; p++)
-		if (j->node_index[p] == from)
+	for (uint32_t p = 0; p < j->comm.nnodes; p++)
+		if (j->comm.node_index[p] == from)
 			json_array_set_new(q->nodes, p, json_incref(snap));
 	json_decref(snap);
 	if (q->waiting > 0 && --q->waiting == 0)
@@ -285,8 +285,8 @@ static void
 blame_done(struct query *q)
 {
 	struct op *op = q->blame;
-	struct job *j = op->job;
-	const char *node = j->names[op->blame_pos];
+	struct job *j = job_of(op->comm);
+	const char *node = j->comm.names[op->blame_pos];
 	char why[ERR_MAX], msg[ERR_MAX];
 
 	why_node(json_array_get(q->nodes, op->blame_pos), node, op->desc.seq,
@@ -306,7 +306,7 @@ job_blame_cancel(struct job *j)
 
 	for (q = TAILQ_FIRST(&queries); q != NULL; q = next) {
 		next = TAILQ_NEXT(q, entry);
-		if (q->blame != NULL && q->blame->job == j) {
+		if (q->blame != NULL && q->blame->comm == &j->comm) {
 			op_free(q->blame);
 			query_free(q);
 		}
@@ -483,7 +483,7 @@ static json_t *
 auto_ranges(int coll, const struct job *j)
 {
 	struct algo_range r[ALGO_RANGES_MAX];
-	size_t n = algo_auto_ranges(coll, j->nnodes, &j->cost, r,
+	size_t n = algo_auto_ranges(coll, j->comm.nnodes, &j->comm.cost, r,
 	    ALGO_RANGES_MAX);
 	json_t *list = json_array();
 
@@ -504,31 +504,31 @@ job_ctl_query(struct client *c, const char *name, char *err, size_t errlen)
 	struct job *j;
 
 	TAILQ_FOREACH(j, &md.jobs, entry)
-		if (strcmp(j->name, name) == 0 && j->id != 0 &&
-		    client_sees(c, j->uid))
+		if (strcmp(j->comm.name, name) == 0 && j->comm.id != 0 &&
+		    client_sees(c, j->comm.uid))
 			break;
 	if (j == NULL) {
 		snprintf(err, errlen, "no formed job named \"%s\" on node %s",
 		    name, md.conf.node_name);
 		return -1;
 	}
-	if ((q = query_start(j, 0, j->nnodes)) == NULL) {
+	if ((q = query_start(j, 0, j->comm.nnodes)) == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
 	q->client = c;
 	q->job = json_pack("{s:s, s:i, s:i, s:i, s:s, s:s, s:o, s:o, s:{s:i, "
-	    "s:i, s:i, s:i}}", "name", j->name, "nranks", (int)j->nranks,
-	    "nnodes", (int)j->nnodes, "lanes", (int)j->nlanes, "state",
+	    "s:i, s:i, s:i}}", "name", j->comm.name, "nranks", (int)j->comm.nranks,
+	    "nnodes", (int)j->comm.nnodes, "lanes", (int)j->comm.nlanes, "state",
 	    job_state_names[j->state], "algo",
 	    proto_algo_name(md.conf.algo),
 	    "allreduce_auto", auto_ranges(COLL_ALLREDUCE, j),
 	    "broadcast_auto", auto_ranges(COLL_BROADCAST, j), "link_cost",
-	    "alpha_ns", (int)j->cost.alpha_ns, "beta_ps", (int)j->cost.beta_ps,
-	    "beta_pair_ps", (int)j->cost.beta_pair_ps, "gamma_ps",
-	    (int)j->cost.gamma_ps);
+	    "alpha_ns", (int)j->comm.cost.alpha_ns, "beta_ps", (int)j->comm.cost.beta_ps,
+	    "beta_pair_ps", (int)j->comm.cost.beta_pair_ps, "gamma_ps",
+	    (int)j->comm.cost.gamma_ps);
 	json_object_set_new(q->job, "id", json_sprintf("%016llx",
-	    (unsigned long long)j->id));
+	    (unsigned long long)j->comm.id));
 	if (q->waiting == 0)
 		query_answer(q);
 	return 0;
@@ -557,16 +557,16 @@ job_ctl_one(struct job *j)
 	char id[20];
 
 	job_collect(j);
-	snprintf(id, sizeof(id), "%016llx", (unsigned long long)j->id);
-	for (uint32_t r = 0; r < j->nranks; r++)
+	snprintf(id, sizeof(id), "%016llx", (unsigned long long)j->comm.id);
+	for (uint32_t r = 0; r < j->comm.nranks; r++)
 		if (j->clients[r] != NULL)
 			json_array_append_new(ranks, json_integer(r));
 	return json_pack("{s:s, s:s, s:i, s:s, s:i, s:o, s:i, s:i, s:I, s:o, "
 	    "s:s?}",
-	    "name", j->name, "id", id, "uid", (int)j->uid,
-	    "state", job_state_names[j->state], "nranks", (int)j->nranks,
-	    "local_ranks", ranks, "nlocal", (int)(j->nlocal - j->nleft),
-	    "nnodes", (int)j->nnodes, "ops_completed",
+	    "name", j->comm.name, "id", id, "uid", (int)j->comm.uid,
+	    "state", job_state_names[j->state], "nranks", (int)j->comm.nranks,
+	    "local_ranks", ranks, "nlocal", (int)(j->comm.nlocal - j->nleft),
+	    "nnodes", (int)j->comm.nnodes, "ops_completed",
 	    (json_int_t)j->ops_completed, "op_in_flight", inflight_json(j),
 	    "error", j->state == JOB_FAILED ? j->err : NULL);
 }
@@ -581,10 +581,10 @@ job_ctl_abort(const struct client *c, const char *name, char *err,
 
 	for (j = TAILQ_FIRST(&md.jobs); j != NULL; j = next) {
 		next = TAILQ_NEXT(j, entry);
-		if (strcmp(j->name, name) != 0 || j->state == JOB_FAILED)
+		if (strcmp(j->comm.name, name) != 0 || j->state == JOB_FAILED)
 			continue;
 		job_fail(j, MCCL_ERR_ABORTED, "job %s: aborted by mcclctl "
-		    "(uid %u) on node %s", j->name, (unsigned)c->uid,
+		    "(uid %u) on node %s", j->comm.name, (unsigned)c->uid,
 		    md.conf.node_name);
 		n++;
 	}
@@ -603,7 +603,7 @@ job_ctl_list(const struct client *c)
 	struct job *j;
 
 	TAILQ_FOREACH(j, &md.jobs, entry)
-		if (client_sees(c, j->uid))
+		if (client_sees(c, j->comm.uid))
 			json_array_append_new(list, job_ctl_one(j));
 	return json_pack("{s:o}", "jobs", list);
 }
@@ -777,13 +777,13 @@ job_ctl_remember(const struct job *j)
 	if (md.conf.failed_jobs_kept == 0 || (f = calloc(1, sizeof(*f))) ==
 	    NULL)
 		return;
-	f->uid = j->uid;
-	wire_strlcpy(f->name, j->name, sizeof(f->name));
+	f->uid = j->comm.uid;
+	wire_strlcpy(f->name, j->comm.name, sizeof(f->name));
 	utc_time(j->failed_at, when, sizeof(when));
 	f->doc = json_pack("{s:s, s:n, s:i, s:i, s:i, s:i, s:I, s:s, s:s, "
-	    "s:s, s:o}", "name", j->name, "id", "uid", (int)j->uid,
-	    "nranks", (int)j->nranks, "nnodes", (int)j->nnodes, "nlocal",
-	    (int)j->nlocal, "ops_completed", (json_int_t)j->ops_completed,
+	    "s:s, s:o}", "name", j->comm.name, "id", "uid", (int)j->comm.uid,
+	    "nranks", (int)j->comm.nranks, "nnodes", (int)j->comm.nnodes, "nlocal",
+	    (int)j->comm.nlocal, "ops_completed", (json_int_t)j->ops_completed,
 	    "failed_at", when, "code", proto_result_name(j->code), "error",
 	    j->err, "op", j->fail_coll != 0 ? json_pack("{s:I, s:s}", "seq",
 	    (json_int_t)j->fail_seq, "coll", proto_coll_name(j->fail_coll)) :
@@ -792,10 +792,10 @@ job_ctl_remember(const struct job *j)
 		free(f);
 		return;
 	}
-	json_object_set_new(f->doc, "id", j->id != 0 ? json_sprintf("%016llx",
-	    (unsigned long long)j->id) : json_null());
+	json_object_set_new(f->doc, "id", j->comm.id != 0 ? json_sprintf("%016llx",
+	    (unsigned long long)j->comm.id) : json_null());
 	TAILQ_INSERT_TAIL(&failed_jobs, f, entry);
-	failed_trim(j->uid);
+	failed_trim(j->comm.uid);
 	failed_save();
 }
 

@@ -18,19 +18,19 @@
 
 /* All ranks on this node: one pass from the send buffers to the results. */
 static int
-coll_local_allreduce(struct job *j, struct op *op, struct xfer *x)
+coll_local_allreduce(struct comm *cm, struct op *op, struct xfer *x)
 {
 	const struct ipc_op *d = &op->desc;
-	uint32_t n = j->nlocal, avg = d->redop == MCCL_AVG ? j->nranks : 0;
+	uint32_t n = cm->nlocal, avg = d->redop == MCCL_AVG ? cm->nranks : 0;
 	void **dsts;
 	const void **srcs;
 	uint8_t *buf;
 	int rc;
 
-	if (op_in_xmem(j, op))		/* in the engine's buffer, between */
-		return (buf = coll_node_buf(j, op, x)) == NULL ? -1 :
-		    coll_combine(j, op, buf, 0, d->count, x) == -1 ? -1 :
-		    coll_fan_out(j, op, buf, 0, d->count, avg, x);
+	if (op_in_xmem(cm, op))		/* in the engine's buffer, between */
+		return (buf = coll_node_buf(cm, op, x)) == NULL ? -1 :
+		    coll_combine(cm, op, buf, 0, d->count, x) == -1 ? -1 :
+		    coll_fan_out(cm, op, buf, 0, d->count, avg, x);
 	dsts = calloc(n, sizeof(*dsts));
 	srcs = calloc(n, sizeof(*srcs));
 	if (srcs == NULL || dsts == NULL) {
@@ -42,7 +42,7 @@ coll_local_allreduce(struct job *j, struct op *op, struct xfer *x)
 		srcs[i] = op->parts[i].send;
 		dsts[i] = op->parts[i].recv;
 	}
-	rc = coll_pass(j, op, dsts, NULL, n, srcs, NULL, n, d->count, avg,
+	rc = coll_pass(cm, op, dsts, NULL, n, srcs, NULL, n, d->count, avg,
 	    x);
 	free(srcs);
 	free(dsts);
@@ -55,15 +55,15 @@ coll_local_allreduce(struct job *j, struct op *op, struct xfer *x)
  * out-of-place op costs no copy), else the local ranks' combined into dst.
  */
 static int
-coll_contribution(struct job *j, const struct op *op, uint8_t *dst,
+coll_contribution(struct comm *cm, const struct op *op, uint8_t *dst,
     const uint8_t **src, struct xfer *x)
 {
-	if (j->nlocal == 1 && op->parts[0].xm == NULL) {
+	if (cm->nlocal == 1 && op->parts[0].xm == NULL) {
 		*src = op->parts[0].send;
 		return 0;
 	}
 	*src = dst;
-	return coll_combine(j, op, dst, 0, op->desc.count, x);
+	return coll_combine(cm, op, dst, 0, op->desc.count, x);
 }
 
 /* The inter-node part, timed: the control plane fits the link cost to it. */
@@ -81,85 +81,85 @@ coll_node_allreduce(struct op *op, struct xfer *x, const void *src,
 
 /* Bytes the op read and wrote in its ranks' own memory. */
 static uint64_t
-coll_xmem_bytes(const struct job *j, const struct op *op)
+coll_xmem_bytes(const struct comm *cm, const struct op *op)
 {
 	uint64_t n = 0;
 
-	for (uint32_t i = 0; i < j->nlocal; i++)
+	for (uint32_t i = 0; i < cm->nlocal; i++)
 		if (op->parts[i].xm != NULL)
 			n += 2 * op_bytes(op);
 	return n;
 }
 
 static int
-coll_allreduce(struct job *j, struct op *op, struct xfer *x)
+coll_allreduce(struct comm *cm, struct op *op, struct xfer *x)
 {
 	const struct ipc_op *d = &op->desc;
 	uint8_t *dst;
 	const uint8_t *src;
 	int rc;
 
-	if (j->nnodes == 1)
-		rc = coll_local_allreduce(j, op, x);
-	else if (coll_segmented(j, op_bytes(op)))
-		rc = coll_segments(j, op, x);
-	else if ((dst = coll_node_buf(j, op, x)) == NULL ||
-	    coll_contribution(j, op, dst, &src, x) == -1 ||
+	if (cm->nnodes == 1)
+		rc = coll_local_allreduce(cm, op, x);
+	else if (coll_segmented(cm, op_bytes(op)))
+		rc = coll_segments(cm, op, x);
+	else if ((dst = coll_node_buf(cm, op, x)) == NULL ||
+	    coll_contribution(cm, op, dst, &src, x) == -1 ||
 	    coll_node_allreduce(op, x, src, dst) == -1)
 		rc = -1;
 	else
-		rc = coll_fan_out(j, op, dst, 0, d->count,
-		    d->redop == MCCL_AVG ? j->nranks : 0, x);
+		rc = coll_fan_out(cm, op, dst, 0, d->count,
+		    d->redop == MCCL_AVG ? cm->nranks : 0, x);
 	if (rc == 0)
-		op->xmem_bytes = coll_xmem_bytes(j, op);
+		op->xmem_bytes = coll_xmem_bytes(cm, op);
 	return rc;
 }
 
 static int
-coll_reduce(struct job *j, struct op *op, struct xfer *x)
+coll_reduce(struct comm *cm, struct op *op, struct xfer *x)
 {
 	const struct ipc_op *d = &op->desc;
-	uint32_t root = local_index_of(j, d->root);
+	uint32_t root = local_index_of(cm, d->root);
 	size_t bytes = op_bytes(op);
 	uint8_t *dst = root != UINT32_MAX ? op->parts[root].recv :
-	    coll_tmp(j, bytes, x);
+	    coll_tmp(cm, bytes, x);
 	const uint8_t *src;
 
 	if (dst == NULL && bytes > 0)
 		return -1;
-	if (coll_contribution(j, op, dst, &src, x) == -1 ||
+	if (coll_contribution(cm, op, dst, &src, x) == -1 ||
 	    coll_node_allreduce(op, x, src, dst) == -1)
 		return -1;
 	if (d->redop == MCCL_AVG && bytes > 0 && root != UINT32_MAX)
-		reduce_scale_avg(dst, d->count, d->dtype, j->nranks);
+		reduce_scale_avg(dst, d->count, d->dtype, cm->nranks);
 	return 0;
 }
 
 static int
-coll_broadcast(struct job *j, struct op *op, struct xfer *x)
+coll_broadcast(struct comm *cm, struct op *op, struct xfer *x)
 {
 	const struct ipc_op *d = &op->desc;
-	uint32_t root_pos = j->rank_pos[d->root];
+	uint32_t root_pos = cm->rank_pos[d->root];
 	size_t bytes = op_bytes(op);
 	uint8_t *buf = op->parts[0].recv;
 
-	if (root_pos == j->me)
-		buf = op->parts[local_index_of(j, d->root)].recv;
+	if (root_pos == cm->me)
+		buf = op->parts[local_index_of(cm, d->root)].recv;
 	if (node_broadcast(x, buf, bytes, root_pos) == -1)
 		return -1;
-	return coll_fan_out(j, op, buf, 0, d->count, 0, x);
+	return coll_fan_out(cm, op, buf, 0, d->count, 0, x);
 }
 
 static int
-coll_barrier(struct job *j, struct op *op, struct xfer *x)
+coll_barrier(struct comm *cm, struct op *op, struct xfer *x)
 {
-	(void)j;
+	(void)cm;
 	(void)op;
 	return ring_barrier(x);
 }
 
 /* Each collective of the engine, by enum coll_type (send/recv: p2p.c). */
-static int (*const coll_table[])(struct job *, struct op *, struct xfer *) = {
+static int (*const coll_table[])(struct comm *, struct op *, struct xfer *) = {
 	[COLL_ALLREDUCE] = coll_allreduce,
 	[COLL_BROADCAST] = coll_broadcast,
 	[COLL_BARRIER] = coll_barrier,
@@ -175,7 +175,7 @@ static int (*const coll_table[])(struct job *, struct op *, struct xfer *) = {
 
 /* Run op on this node, x set up by the engine: 0, or -1 with x's error. */
 int
-coll_run(struct job *j, struct op *op, struct xfer *x)
+coll_run(struct comm *cm, struct op *op, struct xfer *x)
 {
 	uint32_t c = op->desc.coll;
 
@@ -186,5 +186,5 @@ coll_run(struct job *j, struct op *op, struct xfer *x)
 		    "engine", c);
 		return -1;
 	}
-	return coll_table[c](j, op, x);
+	return coll_table[c](cm, op, x);
 }

@@ -36,19 +36,19 @@
 #define QUIET_BATCH	32	/* engine_lazy */
 #define IDLE_NS		1000000000	/* scratch kept while idle: engine_idle */
 
-static void	engine_report_links(struct job *, int, int, const char *);
+static void	engine_report_links(struct comm *, int, int, const char *);
 
 /* Any thread: wake the main thread for this job (job_engine_cb). */
 void
-engine_notify(struct job *j)
+engine_notify(struct comm *cm)
 {
-	event_active(j->ev_engine, EV_READ, 0);
+	event_active(cm->ev_engine, EV_READ, 0);
 }
 
 /* ---- data links ---- */
 
 #define FD_TAKEN	(-2)	/* fds: an accepted link the engine took */
-#define ROWS(j)		((j)->nlanes)	/* a row of links per lane */
+#define ROWS(cm)		((cm)->nlanes)	/* a row of links per lane */
 
 static uint64_t links_open;	/* lanes' links of every job (metrics) */
 
@@ -60,11 +60,11 @@ engine_links_open(void)
 }
 
 static int
-ring_neighbour(const struct job *j, uint32_t p)
+ring_neighbour(const struct comm *cm, uint32_t p)
 {
-	uint32_t n = j->nnodes;
+	uint32_t n = cm->nnodes;
 
-	return p != j->me && (p == (j->me + 1) % n || p == (j->me + n - 1) % n);
+	return p != cm->me && (p == (cm->me + 1) % n || p == (cm->me + n - 1) % n);
 }
 
 /*
@@ -73,9 +73,9 @@ ring_neighbour(const struct job *j, uint32_t p)
  * carry only a large ring allreduce's other rings, between neighbours.
  */
 static int
-row_allowed(const struct job *j, uint32_t k, uint32_t p)
+row_allowed(const struct comm *cm, uint32_t k, uint32_t p)
 {
-	return k == 0 || ring_neighbour(j, p);
+	return k == 0 || ring_neighbour(cm, p);
 }
 
 /*
@@ -87,43 +87,43 @@ row_allowed(const struct job *j, uint32_t k, uint32_t p)
  * the direct exchange's.  Send/recv's links are p2p.c's.
  */
 static int
-start_link(const struct job *j, uint32_t k, uint32_t p)
+start_link(const struct comm *cm, uint32_t k, uint32_t p)
 {
-	return ring_neighbour(j, p) ||
-	    (k == 0 && ring_pairs_with(j->me, p, j->nnodes));
+	return ring_neighbour(cm, p) ||
+	    (k == 0 && ring_pairs_with(cm->me, p, cm->nnodes));
 }
 
 /* The set-up of a link to the node at pos, as the job's settings say. */
 void
-engine_link_setup(const struct job *j, uint32_t pos, int choice,
+engine_link_setup(const struct comm *cm, uint32_t pos, int choice,
     struct link_setup *s)
 {
-	const struct conf_node *n = &j->conf.nodes[pos];
+	const struct conf_node *n = &cm->conf.nodes[pos];
 
-	*s = (struct link_setup){ .fd = -1, .node = j->node_index[pos],
-	    .want = { j->conf.node_name, n->name, n->rdma_dev, choice } };
+	*s = (struct link_setup){ .fd = -1, .node = cm->node_index[pos],
+	    .want = { cm->conf.node_name, n->name, n->rdma_dev, choice } };
 }
 
 /* Connect to the nodes after us that we want links to, offer on each. */
 static int
-engine_connect_links(struct job *j, const uint8_t *want,
+engine_connect_links(struct comm *cm, const uint8_t *want,
     struct link_setup *su, char *err, size_t errlen)
 {
-	for (uint32_t p = j->me + 1; p < j->nnodes; p++)
-		for (uint32_t k = 0; k < ROWS(j); k++) {
-			struct link_setup *s = &su[k * j->nnodes + p];
+	for (uint32_t p = cm->me + 1; p < cm->nnodes; p++)
+		for (uint32_t k = 0; k < ROWS(cm); k++) {
+			struct link_setup *s = &su[k * cm->nnodes + p];
 			char why[ERR_MAX] = "";
-			uint32_t node = j->node_index[p];
+			uint32_t node = cm->node_index[p];
 
-			if (!want[k * j->nnodes + p])
+			if (!want[k * cm->nnodes + p])
 				continue;
-			if ((s->fd = dial_data_link(&j->conf.nodes[p].addr,
-			    j->conf.node_index, node, j->id, PEER_STREAM_LANE(k),
-			    j->eng->abort_fd, ms_from_now(j->eng->tun.
+			if ((s->fd = dial_data_link(&cm->conf.nodes[p].addr,
+			    cm->conf.node_index, node, cm->id, PEER_STREAM_LANE(k),
+			    cm->eng->abort_fd, ms_from_now(cm->eng->tun.
 			    connect_timeout_ms), why, sizeof(why))) == -1 ||
 			    link_offer(s, why, sizeof(why)) == -1) {
 				snprintf(err, errlen, "cannot open a data link "
-				    "to node %s: %s", j->names[p], why);
+				    "to node %s: %s", cm->names[p], why);
 				return -1;
 			}
 		}
@@ -133,17 +133,17 @@ engine_connect_links(struct job *j, const uint8_t *want,
 /* The first node before us whose wanted link has not come (-1: none), and
    in *have how many have. */
 static int
-engine_links_missing(const struct job *j, const uint8_t *want,
+engine_links_missing(const struct comm *cm, const uint8_t *want,
     uint32_t *have)
 {
 	int first = -1;
 
 	*have = 0;
-	for (uint32_t p = 0; p < j->me; p++)
-		for (uint32_t k = 0; k < ROWS(j); k++) {
-			if (!want[k * j->nnodes + p])
+	for (uint32_t p = 0; p < cm->me; p++)
+		for (uint32_t k = 0; k < ROWS(cm); k++) {
+			if (!want[k * cm->nnodes + p])
 				continue;
-			if (j->eng->fds[k * j->nnodes + p] != -1)
+			if (cm->eng->fds[k * cm->nnodes + p] != -1)
 				(*have)++;
 			else if (first == -1)
 				first = (int)p;
@@ -167,71 +167,71 @@ timespec_at_ns(struct timespec *ts, uint64_t ns)
  * deadline: the peer may still be in an earlier op.
  */
 static int
-engine_await_links(struct job *j, const uint8_t *want, uint64_t until_ns,
+engine_await_links(struct comm *cm, const uint8_t *want, uint64_t until_ns,
     char *err, size_t errlen)
 {
-	uint32_t ms = j->eng->tun.connect_timeout_ms, have, had = UINT32_MAX;
+	uint32_t ms = cm->eng->tun.connect_timeout_ms, have, had = UINT32_MAX;
 	struct timespec ts;
 	int missing, timed_out = 0;
 
 	if (until_ns != 0)
 		timespec_at_ns(&ts, until_ns);
-	while ((missing = engine_links_missing(j, want, &have)) != -1 &&
-	    !j->eng->quit && !j->eng->aborted) {
+	while ((missing = engine_links_missing(cm, want, &have)) != -1 &&
+	    !cm->eng->quit && !cm->eng->aborted) {
 		if (until_ns == 0 && have != had) {	/* progress */
 			had = have;
 			timespec_at_ns(&ts, now_ns() + (uint64_t)ms * 1000000);
 		} else if (timed_out)
 			break;
-		timed_out = pthread_cond_timedwait(&j->eng->cond,
-		    &j->eng->mtx, &ts) == ETIMEDOUT;
+		timed_out = pthread_cond_timedwait(&cm->eng->cond,
+		    &cm->eng->mtx, &ts) == ETIMEDOUT;
 	}
 	if (missing == -1)
 		return 0;
 	if (until_ns == 0)
 		snprintf(err, errlen, "node %s did not open its data link "
-		    "within %u ms", j->names[missing], ms);
+		    "within %u ms", cm->names[missing], ms);
 	else
 		snprintf(err, errlen, "node %s did not open its data link "
-		    "by the operation's deadline", j->names[missing]);
+		    "by the operation's deadline", cm->names[missing]);
 	return -1;
 }
 
 /* Take the wanted links the nodes before us opened, and offer on each. */
 static int
-engine_accepted_links(struct job *j, const uint8_t *want, uint64_t until_ns,
+engine_accepted_links(struct comm *cm, const uint8_t *want, uint64_t until_ns,
     struct link_setup *su, char *err, size_t errlen)
 {
 	int rc;
 
-	pthread_mutex_lock(&j->eng->mtx);
-	if ((rc = engine_await_links(j, want, until_ns, err, errlen)) == 0)
-		for (uint32_t p = 0; p < j->me; p++)
-			for (uint32_t k = 0; k < ROWS(j); k++) {
-				uint32_t i = k * j->nnodes + p;
+	pthread_mutex_lock(&cm->eng->mtx);
+	if ((rc = engine_await_links(cm, want, until_ns, err, errlen)) == 0)
+		for (uint32_t p = 0; p < cm->me; p++)
+			for (uint32_t k = 0; k < ROWS(cm); k++) {
+				uint32_t i = k * cm->nnodes + p;
 
 				if (!want[i])
 					continue;
-				su[i].fd = j->eng->fds[i];
-				j->eng->fds[i] = FD_TAKEN;
+				su[i].fd = cm->eng->fds[i];
+				cm->eng->fds[i] = FD_TAKEN;
 			}
-	pthread_mutex_unlock(&j->eng->mtx);
-	for (uint32_t p = 0; rc == 0 && p < j->me; p++)
-		for (uint32_t k = 0; rc == 0 && k < ROWS(j); k++)
-			if (want[k * j->nnodes + p] && (rc = link_offer(
-			    &su[k * j->nnodes + p], err, errlen)) == -1)
+	pthread_mutex_unlock(&cm->eng->mtx);
+	for (uint32_t p = 0; rc == 0 && p < cm->me; p++)
+		for (uint32_t k = 0; rc == 0 && k < ROWS(cm); k++)
+			if (want[k * cm->nnodes + p] && (rc = link_offer(
+			    &su[k * cm->nnodes + p], err, errlen)) == -1)
 				snprintf(err, errlen, "data link from node %s: "
-				    "sending its set-up failed", j->names[p]);
+				    "sending its set-up failed", cm->names[p]);
 	return rc;
 }
 
 /* Set-up's last two steps on every wanted link, each on all before the
    next. */
 static int
-engine_complete_links(struct job *j, const uint8_t *want, uint64_t until_ns,
+engine_complete_links(struct comm *cm, const uint8_t *want, uint64_t until_ns,
     struct link_setup *su, char *err, size_t errlen)
 {
-	uint32_t n = ROWS(j) * j->nnodes;
+	uint32_t n = ROWS(cm) * cm->nnodes;
 	char why[ERR_MAX] = "";
 	uint64_t deadline;
 
@@ -241,22 +241,22 @@ engine_complete_links(struct job *j, const uint8_t *want, uint64_t until_ns,
 			if (!want[i])
 				continue;
 			deadline = until_ns != 0 ? until_ns :
-			    ms_from_now(j->eng->tun.connect_timeout_ms);
-			if ((step == 0 ? link_answer(&su[i], j->eng->abort_fd,
+			    ms_from_now(cm->eng->tun.connect_timeout_ms);
+			if ((step == 0 ? link_answer(&su[i], cm->eng->abort_fd,
 			    deadline, why, sizeof(why)) : link_ready(&su[i],
-			    j->eng->abort_fd, deadline, why, sizeof(why))) ==
+			    cm->eng->abort_fd, deadline, why, sizeof(why))) ==
 			    -1) {
 				snprintf(err, errlen, "data link between nodes "
-				    "%s and %s: %s", j->names[j->me],
-				    j->names[i % j->nnodes], why);
+				    "%s and %s: %s", cm->names[cm->me],
+				    cm->names[i % cm->nnodes], why);
 				return -1;
 			}
-			if (j->eng->links[i] == NULL)
+			if (cm->eng->links[i] == NULL)
 				__atomic_add_fetch(&links_open, 1,
 				    __ATOMIC_RELAXED);
-			j->eng->links[i] = su[i].link;
+			cm->eng->links[i] = su[i].link;
 			if (su[i].link->tp->mem_add != NULL)
-				j->eng->registers = 1;
+				cm->eng->registers = 1;
 		}
 	return 0;
 }
@@ -266,10 +266,10 @@ engine_complete_links(struct job *j, const uint8_t *want, uint64_t until_ns,
  * once: the end before dials.  until_ns: as engine_await_links says.
  */
 static int
-engine_make_links(struct job *j, const uint8_t *want, uint64_t until_ns,
+engine_make_links(struct comm *cm, const uint8_t *want, uint64_t until_ns,
     char *err, size_t errlen)
 {
-	uint32_t n = ROWS(j) * j->nnodes;
+	uint32_t n = ROWS(cm) * cm->nnodes;
 	struct link_setup *su;
 	int rc;
 
@@ -278,11 +278,11 @@ engine_make_links(struct job *j, const uint8_t *want, uint64_t until_ns,
 		return -1;
 	}
 	for (uint32_t i = 0; i < n; i++)
-		engine_link_setup(j, i % j->nnodes, j->eng->tun.link_choice,
+		engine_link_setup(cm, i % cm->nnodes, cm->eng->tun.link_choice,
 		    &su[i]);
-	rc = engine_connect_links(j, want, su, err, errlen) == 0 &&
-	    engine_accepted_links(j, want, until_ns, su, err, errlen) == 0 &&
-	    engine_complete_links(j, want, until_ns, su, err, errlen) == 0 ?
+	rc = engine_connect_links(cm, want, su, err, errlen) == 0 &&
+	    engine_accepted_links(cm, want, until_ns, su, err, errlen) == 0 &&
+	    engine_complete_links(cm, want, until_ns, su, err, errlen) == 0 ?
 	    0 : -1;
 	for (uint32_t i = 0; i < n; i++)
 		link_setup_drop(&su[i]);
@@ -292,9 +292,9 @@ engine_make_links(struct job *j, const uint8_t *want, uint64_t until_ns,
 
 /* At the job's start: start_link's. */
 static int
-engine_links(struct job *j)
+engine_links(struct comm *cm)
 {
-	uint32_t n = ROWS(j) * j->nnodes;
+	uint32_t n = ROWS(cm) * cm->nnodes;
 	char err[ERR_MAX] = "";
 	uint8_t *want;
 	int rc = -1;
@@ -303,12 +303,12 @@ engine_links(struct job *j)
 		snprintf(err, sizeof(err), "out of memory for data links");
 	else {
 		for (uint32_t i = 0; i < n; i++)
-			want[i] = (uint8_t)start_link(j, i / j->nnodes,
-			    i % j->nnodes);
-		rc = engine_make_links(j, want, 0, err, sizeof(err));
+			want[i] = (uint8_t)start_link(cm, i / cm->nnodes,
+			    i % cm->nnodes);
+		rc = engine_make_links(cm, want, 0, err, sizeof(err));
 		free(want);
 	}
-	engine_report_links(j, rc == 0, MCCL_ERR_PEER_FAILED, err);
+	engine_report_links(cm, rc == 0, MCCL_ERR_PEER_FAILED, err);
 	return rc;
 }
 
@@ -320,19 +320,19 @@ engine_links(struct job *j)
  * to come before the link's failure is called the op's.  1: it came.
  */
 static int
-engine_abort_within_grace(struct job *j, uint64_t deadline_ns)
+engine_abort_within_grace(struct comm *cm, uint64_t deadline_ns)
 {
 	uint64_t now = now_ns(), end = now + LINK_GRACE_NS;
-	struct pollfd pfd = { j->eng->abort_fd, POLLIN, 0 };
+	struct pollfd pfd = { cm->eng->abort_fd, POLLIN, 0 };
 
 	if (deadline_ns != 0 && end > deadline_ns)
 		end = deadline_ns;
 	/* readable: aborted, or told to quit (then no reason will come) */
-	while (!__atomic_load_n(&j->eng->aborted, __ATOMIC_ACQUIRE) &&
+	while (!__atomic_load_n(&cm->eng->aborted, __ATOMIC_ACQUIRE) &&
 	    (now = now_ns()) < end)
 		if (poll(&pfd, 1, (int)((end - now + 999999) / 1000000)) == 1)
 			break;
-	return __atomic_load_n(&j->eng->aborted, __ATOMIC_ACQUIRE);
+	return __atomic_load_n(&cm->eng->aborted, __ATOMIC_ACQUIRE);
 }
 
 /*
@@ -346,24 +346,24 @@ engine_abort_within_grace(struct job *j, uint64_t deadline_ns)
 static int
 engine_links_on_use(struct xfer *x, const uint32_t *pos, uint32_t npos)
 {
-	struct job *j = x->link_arg;
+	struct comm *cm = x->link_arg;
 	uint8_t *want;
 	int rc = -1;
 
-	if ((want = calloc((size_t)ROWS(j) * j->nnodes, 1)) == NULL) {
+	if ((want = calloc((size_t)ROWS(cm) * cm->nnodes, 1)) == NULL) {
 		x->code = MCCL_ERR_NO_MEMORY;
 		snprintf(x->err, sizeof(x->err), "out of memory for data links");
 		return -1;
 	}
 	for (uint32_t i = 0; i < npos; i++)
-		want[pos[i]] = pos[i] < j->nnodes && pos[i] != j->me &&
-		    j->eng->links[pos[i]] == NULL;
-	if ((rc = engine_make_links(j, want, x->deadline_ns, x->err,
+		want[pos[i]] = pos[i] < cm->nnodes && pos[i] != cm->me &&
+		    cm->eng->links[pos[i]] == NULL;
+	if ((rc = engine_make_links(cm, want, x->deadline_ns, x->err,
 	    sizeof(x->err))) == -1)
-		x->code = engine_abort_within_grace(j, x->deadline_ns) ?
+		x->code = engine_abort_within_grace(cm, x->deadline_ns) ?
 		    MCCL_ERR_ABORTED : MCCL_ERR_PEER_FAILED;
 	else
-		log_debug("job %s: %u data links made on first use", j->name,
+		log_debug("job %s: %u data links made on first use", cm->name,
 		    npos);
 	free(want);
 	return rc;
@@ -377,9 +377,9 @@ engine_links_on_use(struct xfer *x, const uint32_t *pos, uint32_t npos)
  * engine's node buffer.
  */
 static void
-engine_register(struct job *j, const struct op *op)
+engine_register(struct comm *cm, const struct op *op)
 {
-	for (uint32_t i = 0; i < j->nlocal; i++) {
+	for (uint32_t i = 0; i < cm->nlocal; i++) {
 		const struct seg *s[2] = { op->parts[i].send_seg,
 		    op->parts[i].recv_seg };
 
@@ -387,47 +387,47 @@ engine_register(struct job *j, const struct op *op)
 			if (s[k] != NULL && (k == 0 || s[1] != s[0]))
 				link_mem_add(s[k], s[k]->base, s[k]->size);
 	}
-	if (j->eng->tmp.buf != NULL)
-		link_mem_add(&j->eng->tmp, j->eng->tmp.buf, j->eng->tmp.len);
-	if (j->eng->tmp_alt.buf != NULL)
-		link_mem_add(&j->eng->tmp_alt, j->eng->tmp_alt.buf,
-		    j->eng->tmp_alt.len);
+	if (cm->eng->tmp.buf != NULL)
+		link_mem_add(&cm->eng->tmp, cm->eng->tmp.buf, cm->eng->tmp.len);
+	if (cm->eng->tmp_alt.buf != NULL)
+		link_mem_add(&cm->eng->tmp_alt, cm->eng->tmp_alt.buf,
+		    cm->eng->tmp_alt.len);
 }
 
 static void
-engine_run(struct job *j, struct op *op, uint8_t *scratch)
+engine_run(struct comm *cm, struct op *op, uint8_t *scratch)
 {
 	struct xfer x;
 	int rc;
 
 	op->start_ns = now_ns();
-	if (j->eng->registers)
-		engine_register(j, op);
+	if (cm->eng->registers)
+		engine_register(cm, op);
 	memset(&x, 0, sizeof(x));
-	x.nnodes = j->nnodes;
-	x.me = j->me;
-	x.links = j->eng->links;
+	x.nnodes = cm->nnodes;
+	x.me = cm->me;
+	x.links = cm->eng->links;
 	x.link_on_use = engine_links_on_use;
-	x.link_arg = j;
-	x.nlanes = j->nlanes;
-	x.names = j->names;
-	x.abort_fd = j->eng->abort_fd;
-	x.aborted = &j->eng->aborted;
+	x.link_arg = cm;
+	x.nlanes = cm->nlanes;
+	x.names = cm->names;
+	x.abort_fd = cm->eng->abort_fd;
+	x.aborted = &cm->eng->aborted;
 	x.deadline_ns = op->deadline_ns;
-	x.chunk = j->conf.chunk_bytes;
+	x.chunk = cm->conf.chunk_bytes;
 	x.algo = op->desc.algo;
-	x.cost = j->cost;
-	x.spin_ns = spin_budget_ns(j->eng->tun.spin_us);
+	x.cost = cm->cost;
+	x.spin_ns = spin_budget_ns(cm->eng->tun.spin_us);
 	x.scratch = scratch;
-	x.crew = j->eng->crew;
-	x.node_index = j->node_index;
+	x.crew = cm->eng->crew;
+	x.node_index = cm->node_index;
 	x.waiting = &op->wait_pos;
 	x.blame = NO_POS;
 	x.wire = op->desc.wire;
 	x.hdr = (struct peer_ophdr){ op->desc.seq, op->desc.coll,
 	    op->desc.dtype, op->desc.redop, 0, op->desc.root, op->desc.count,
 	    op->desc.wire };
-	rc = coll_run(j, op, &x);
+	rc = coll_run(cm, op, &x);
 	op->code = rc == 0 ? 0 : x.code;
 	op->blame_pos = x.blame;
 	op->algo_run = x.hdr.algo;
@@ -444,16 +444,16 @@ engine_run(struct job *j, struct op *op, uint8_t *scratch)
  * thread kicked us (its kicks moved past `kicks`).
  */
 static int
-engine_spin(struct job *j, uint32_t kicks)
+engine_spin(struct comm *cm, uint32_t kicks)
 {
 	uint64_t budget, until;
 
-	if ((budget = spin_budget_ns(j->eng->tun.spin_us)) == 0)
+	if ((budget = spin_budget_ns(cm->eng->tun.spin_us)) == 0)
 		return 0;
 	until = now_ns() + budget;
 	do {
 		for (int k = 0; k < 16; k++) {
-			if (subq_ready(j) || __atomic_load_n(&j->eng->kicks,
+			if (subq_ready(cm) || __atomic_load_n(&cm->eng->kicks,
 			    __ATOMIC_ACQUIRE) != kicks)
 				return 1;
 			spin_pause();
@@ -469,24 +469,24 @@ engine_spin(struct job *j, uint32_t kicks)
  * collectives costs it a wake-up per batch, not per op.
  */
 static uint64_t
-engine_lazy(struct job *j, uint64_t lazy)
+engine_lazy(struct comm *cm, uint64_t lazy)
 {
 	uint64_t now = now_ns();
 	int notify = 0;
 
-	pthread_mutex_lock(&j->eng->mtx);
-	if (j->eng->out_quiet == 0)
+	pthread_mutex_lock(&cm->eng->mtx);
+	if (cm->eng->out_quiet == 0)
 		lazy = 0;
 	else if (lazy == 0)
 		lazy = now + LAZY_NS;
 	else if (now >= lazy) {
-		j->eng->out_quiet = 0;
+		cm->eng->out_quiet = 0;
 		notify = 1;
 		lazy = 0;
 	}
-	pthread_mutex_unlock(&j->eng->mtx);
+	pthread_mutex_unlock(&cm->eng->mtx);
 	if (notify)
-		engine_notify(j);
+		engine_notify(cm);
 	return lazy;
 }
 
@@ -496,18 +496,18 @@ engine_lazy(struct job *j, uint64_t lazy)
  * idle job holds none.  The time to wake at, or 0.
  */
 static uint64_t
-engine_idle(struct job *j, uint64_t idle)
+engine_idle(struct comm *cm, uint64_t idle)
 {
 	uint64_t now;
 
-	if (j->eng->tmp.buf == NULL && j->eng->tmp_alt.buf == NULL)
+	if (cm->eng->tmp.buf == NULL && cm->eng->tmp_alt.buf == NULL)
 		return 0;
 	now = now_ns();
 	if (idle == 0)
 		return now + IDLE_NS;
 	if (now < idle)
 		return idle;
-	coll_tmp_release(j);
+	coll_tmp_release(cm);
 	return 0;
 }
 
@@ -523,7 +523,7 @@ earliest(uint64_t a, uint64_t b)
  * aborted job takes no more, and an op it took ahead fails unrun.
  */
 static struct op *
-engine_next(struct job *j)
+engine_next(struct comm *cm)
 {
 	uint64_t until, lazy = 0, idle = 0;
 	uint32_t kicks;
@@ -531,38 +531,38 @@ engine_next(struct job *j)
 	int quit, take;
 
 	for (;;) {
-		kicks = __atomic_load_n(&j->eng->kicks, __ATOMIC_ACQUIRE);
-		pthread_mutex_lock(&j->eng->mtx);
-		if (j->eng->tun_pending) {	/* a reload's, between ops */
-			j->eng->tun = j->eng->tun_next;
-			j->eng->tun_pending = 0;
+		kicks = __atomic_load_n(&cm->eng->kicks, __ATOMIC_ACQUIRE);
+		pthread_mutex_lock(&cm->eng->mtx);
+		if (cm->eng->tun_pending) {	/* a reload's, between ops */
+			cm->eng->tun = cm->eng->tun_next;
+			cm->eng->tun_pending = 0;
 		}
-		quit = j->eng->quit;
-		take = !j->eng->aborted;
-		if ((op = subq_next_ahead(j, quit || !take)) != NULL) {
-			j->eng->current = op;
-			pthread_mutex_unlock(&j->eng->mtx);
+		quit = cm->eng->quit;
+		take = !cm->eng->aborted;
+		if ((op = subq_next_ahead(cm, quit || !take)) != NULL) {
+			cm->eng->current = op;
+			pthread_mutex_unlock(&cm->eng->mtx);
 			return op;
 		}
-		if (!take && !j->eng->stopped) {	/* see job_fail_clients */
-			j->eng->stopped = 1;
-			engine_notify(j);
+		if (!take && !cm->eng->stopped) {	/* see job_fail_clients */
+			cm->eng->stopped = 1;
+			engine_notify(cm);
 		}
-		pthread_mutex_unlock(&j->eng->mtx);
+		pthread_mutex_unlock(&cm->eng->mtx);
 		if (quit)
 			return NULL;
 		until = 0;
-		if (take && (op = subq_take(j, &until)) != NULL) {
-			pthread_mutex_lock(&j->eng->mtx);
-			j->eng->current = op;
-			pthread_mutex_unlock(&j->eng->mtx);
+		if (take && (op = subq_take(cm, &until)) != NULL) {
+			pthread_mutex_lock(&cm->eng->mtx);
+			cm->eng->current = op;
+			pthread_mutex_unlock(&cm->eng->mtx);
 			return op;
 		}
-		if (engine_spin(j, kicks))
+		if (engine_spin(cm, kicks))
 			continue;
-		lazy = engine_lazy(j, lazy);
-		idle = engine_idle(j, idle);
-		subq_sleep(j, kicks, earliest(earliest(until, lazy), idle));
+		lazy = engine_lazy(cm, lazy);
+		idle = engine_idle(cm, idle);
+		subq_sleep(cm, kicks, earliest(earliest(until, lazy), idle));
 	}
 }
 
@@ -576,89 +576,89 @@ engine_next(struct job *j)
  * segment the next op handed out (coll_segments).
  */
 static void
-engine_done(struct job *j, struct op *op)
+engine_done(struct comm *cm, struct op *op)
 {
 	int notify = 1;
 
 	op->done_ns = now_ns();
-	pthread_mutex_lock(&j->eng->mtx);
-	if (j->eng->current == op)	/* not the next, which ends it */
-		j->eng->current = NULL;
-	TAILQ_INSERT_TAIL(&j->eng->out, op, entry);
-	subq_completed(j, op);
+	pthread_mutex_lock(&cm->eng->mtx);
+	if (cm->eng->current == op)	/* not the next, which ends it */
+		cm->eng->current = NULL;
+	TAILQ_INSERT_TAIL(&cm->eng->out, op, entry);
+	subq_completed(cm, op);
 	if (op->code == 0) {
-		for (uint32_t i = 0; i < j->nlocal; i++)
-			bell_ring(j->eng->sq[i].bell, op->parts[i].req);
-		if ((notify = ++j->eng->out_quiet >= QUIET_BATCH))
-			j->eng->out_quiet = 0;
+		for (uint32_t i = 0; i < cm->nlocal; i++)
+			bell_ring(cm->eng->sq[i].bell, op->parts[i].req);
+		if ((notify = ++cm->eng->out_quiet >= QUIET_BATCH))
+			cm->eng->out_quiet = 0;
 	} else		/* atomic: ring_start reads it unlocked */
-		__atomic_store_n(&j->eng->aborted, 1, __ATOMIC_RELEASE);
-	pthread_mutex_unlock(&j->eng->mtx);
+		__atomic_store_n(&cm->eng->aborted, 1, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&cm->eng->mtx);
 	if (notify)
-		engine_notify(j);
+		engine_notify(cm);
 }
 
 /* Any thread: hand a finished op back to the main thread. */
 void
-engine_op_done(struct job *j, struct op *op)
+engine_op_done(struct comm *cm, struct op *op)
 {
-	if (j->eng == NULL) {	/* no engine_start: no op was ever taken */
+	if (cm->eng == NULL) {	/* no engine_start: no op was ever taken */
 		op_free(op);
 		return;
 	}
-	pthread_mutex_lock(&j->eng->mtx);
-	TAILQ_INSERT_TAIL(&j->eng->out, op, entry);
-	pthread_mutex_unlock(&j->eng->mtx);
-	engine_notify(j);
+	pthread_mutex_lock(&cm->eng->mtx);
+	TAILQ_INSERT_TAIL(&cm->eng->out, op, entry);
+	pthread_mutex_unlock(&cm->eng->mtx);
+	engine_notify(cm);
 }
 
 static void
-engine_report_links(struct job *j, int ok, int code, const char *err)
+engine_report_links(struct comm *cm, int ok, int code, const char *err)
 {
-	pthread_mutex_lock(&j->eng->mtx);
-	j->eng->link_state = ok ? 1 : -1;
-	j->eng->link_code = code;
-	wire_strlcpy(j->eng->link_err, err, sizeof(j->eng->link_err));
-	pthread_mutex_unlock(&j->eng->mtx);
-	engine_notify(j);
+	pthread_mutex_lock(&cm->eng->mtx);
+	cm->eng->link_state = ok ? 1 : -1;
+	cm->eng->link_code = code;
+	wire_strlcpy(cm->eng->link_err, err, sizeof(cm->eng->link_err));
+	pthread_mutex_unlock(&cm->eng->mtx);
+	engine_notify(cm);
 }
 
 static void *
 engine_main(void *arg)
 {
-	struct job *j = arg;
-	size_t scratch_len = 2 * j->conf.chunk_bytes * j->nlanes;
+	struct comm *cm = arg;
+	size_t scratch_len = 2 * cm->conf.chunk_bytes * cm->nlanes;
 	uint8_t *scratch;
 	struct op *op;
 	int ok = 0;
 
 	if ((scratch = bigmem_alloc(scratch_len)) == NULL)
-		engine_report_links(j, 0, MCCL_ERR_NO_MEMORY,
+		engine_report_links(cm, 0, MCCL_ERR_NO_MEMORY,
 		    "out of memory for the pipeline");
 	else
-		ok = engine_links(j) == 0;
-	if (ok && j->eng->registers)
+		ok = engine_links(cm) == 0;
+	if (ok && cm->eng->registers)
 		link_mem_add(scratch, scratch, scratch_len);
-	while ((op = engine_next(j)) != NULL) {
+	while ((op = engine_next(cm)) != NULL) {
 		if (op->code == 0 && ok)
-			engine_run(j, op, scratch);
+			engine_run(cm, op, scratch);
 		else if (op->code == 0) {
-			op->code = j->eng->link_code;
-			wire_strlcpy(op->err, j->eng->link_err, sizeof(op->err));
+			op->code = cm->eng->link_code;
+			wire_strlcpy(op->err, cm->eng->link_err, sizeof(op->err));
 		}
-		coll_end_before(j, op);
+		coll_end_before(cm, op);
 		if (!op->handed_on)	/* else the next op ends it */
-			engine_done(j, op);
+			engine_done(cm, op);
 	}
-	if (j->eng->registers)
+	if (cm->eng->registers)
 		link_mem_forget(scratch);
 	bigmem_free(scratch, scratch_len);
-	coll_tmp_release(j);
+	coll_tmp_release(cm);
 	/* Under the lock: the main thread frees the event only after it. */
-	pthread_mutex_lock(&j->eng->mtx);
-	j->eng->exited = 1;
-	engine_notify(j);
-	pthread_mutex_unlock(&j->eng->mtx);
+	pthread_mutex_lock(&cm->eng->mtx);
+	cm->eng->exited = 1;
+	engine_notify(cm);
+	pthread_mutex_unlock(&cm->eng->mtx);
 	return NULL;
 }
 
@@ -666,17 +666,17 @@ engine_main(void *arg)
 
 /* The job's engine, if its thread runs. */
 static struct engine *
-engine_running(const struct job *j)
+engine_running(const struct comm *cm)
 {
-	return j->eng != NULL && j->eng->running ? j->eng : NULL;
+	return cm->eng != NULL && cm->eng->running ? cm->eng : NULL;
 }
 
 /* Everything but the thread; engine_finish frees what this made. */
 static int
-engine_new(struct job *j, const struct engine_rank *ranks, char *err,
+engine_new(struct comm *cm, const struct engine_rank *ranks, char *err,
     size_t errlen)
 {
-	size_t nlinks = (size_t)ROWS(j) * j->nnodes;
+	size_t nlinks = (size_t)ROWS(cm) * cm->nnodes;
 	pthread_condattr_t ca;
 	struct engine *e;
 
@@ -684,7 +684,7 @@ engine_new(struct job *j, const struct engine_rank *ranks, char *err,
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	j->eng = e;
+	cm->eng = e;
 	pthread_mutex_init(&e->mtx, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);	/* deadlines are */
@@ -693,8 +693,8 @@ engine_new(struct job *j, const struct engine_rank *ranks, char *err,
 	TAILQ_INIT(&e->out);
 	e->op_ended = engine_done;
 	e->abort_fd = -1;
-	e->tmp = (struct scratch){ NULL, 0, j->uid, j->conf.node_name };
-	e->tun = j->conf.tun;
+	e->tmp = (struct scratch){ NULL, 0, cm->uid, cm->conf.node_name };
+	e->tun = cm->conf.tun;
 	e->tmp_alt = e->tmp;
 	if ((e->fds = malloc(nlinks * sizeof(int))) == NULL ||
 	    (e->links = calloc(nlinks, sizeof(*e->links))) == NULL) {
@@ -703,7 +703,7 @@ engine_new(struct job *j, const struct engine_rank *ranks, char *err,
 	}
 	for (size_t p = 0; p < nlinks; p++)
 		e->fds[p] = -1;
-	if (subq_attach(j, ranks, err, errlen) == -1)
+	if (subq_attach(cm, ranks, err, errlen) == -1)
 		return -1;
 	if ((e->abort_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) == -1) {
 		snprintf(err, errlen, "eventfd: %s", strerror(errno));
@@ -723,18 +723,18 @@ engine_new(struct job *j, const struct engine_rank *ranks, char *err,
  * engine_finish.
  */
 int
-engine_start(struct job *j, const struct engine_rank *ranks, char *err,
+engine_start(struct comm *cm, const struct engine_rank *ranks, char *err,
     size_t errlen)
 {
-	if (engine_new(j, ranks, err, errlen) == -1)
+	if (engine_new(cm, ranks, err, errlen) == -1)
 		return -1;
-	if ((errno = pthread_create(&j->eng->thread, NULL, engine_main, j)) !=
+	if ((errno = pthread_create(&cm->eng->thread, NULL, engine_main, cm)) !=
 	    0) {
 		snprintf(err, errlen, "cannot start the engine thread: %s",
 		    strerror(errno));
 		return -1;
 	}
-	j->eng->running = 1;
+	cm->eng->running = 1;
 	return 0;
 }
 
@@ -743,9 +743,9 @@ engine_start(struct job *j, const struct engine_rank *ranks, char *err,
  * operation (engine_next), so an operation runs by one set throughout.
  */
 void
-engine_retune(struct job *j, const struct engine_tunables *t)
+engine_retune(struct comm *cm, const struct engine_tunables *t)
 {
-	struct engine *e = engine_running(j);
+	struct engine *e = engine_running(cm);
 
 	if (e == NULL)
 		return;
@@ -757,15 +757,15 @@ engine_retune(struct job *j, const struct engine_tunables *t)
 
 /* Hand an accepted link of a lane, from the node at position pos, over. */
 int
-engine_adopt_link(struct job *j, uint32_t pos, uint32_t lane, int fd)
+engine_adopt_link(struct comm *cm, uint32_t pos, uint32_t lane, int fd)
 {
-	struct engine *e = engine_running(j);
+	struct engine *e = engine_running(cm);
 	int rc = -1, *slot;
 
-	if (e == NULL || pos >= j->me || lane >= ROWS(j) ||
-	    !row_allowed(j, lane, pos))
+	if (e == NULL || pos >= cm->me || lane >= ROWS(cm) ||
+	    !row_allowed(cm, lane, pos))
 		return -1;
-	slot = &e->fds[lane * j->nnodes + pos];
+	slot = &e->fds[lane * cm->nnodes + pos];
 	pthread_mutex_lock(&e->mtx);
 	if (*slot == -1) {
 		*slot = fd;
@@ -782,10 +782,10 @@ engine_adopt_link(struct job *j, uint32_t pos, uint32_t lane, int fd)
  * failed (code and err say why), 0 nothing new.
  */
 int
-engine_collect(struct job *j, struct op_list *done, int *code, char *err,
+engine_collect(struct comm *cm, struct op_list *done, int *code, char *err,
     size_t errlen)
 {
-	struct engine *e = j->eng;
+	struct engine *e = cm->eng;
 	int links = 0;
 
 	if (e == NULL)
@@ -804,9 +804,9 @@ engine_collect(struct job *j, struct op_list *done, int *code, char *err,
 
 /* The collective the engine runs now, if one: 1 and *now filled, or 0. */
 int
-engine_current(struct job *j, struct op_now *now)
+engine_current(struct comm *cm, struct op_now *now)
 {
-	struct engine *e = engine_running(j);
+	struct engine *e = engine_running(cm);
 	const struct op *op;
 
 	if (e == NULL)
@@ -822,9 +822,9 @@ engine_current(struct job *j, struct op_now *now)
 
 /* No op runs or will: the engine was aborted and ended its last, or is gone. */
 int
-engine_stopped(struct job *j)
+engine_stopped(struct comm *cm)
 {
-	struct engine *e = engine_running(j);
+	struct engine *e = engine_running(cm);
 	int stopped;
 
 	if (e == NULL)
@@ -841,31 +841,31 @@ engine_stopped(struct job *j)
  * through a wake-up of the main loop.
  */
 void
-engine_abort(struct job *j)
+engine_abort(struct comm *cm)
 {
-	struct engine *e = engine_running(j);
+	struct engine *e = engine_running(cm);
 	uint64_t one = 1;
 
 	if (e == NULL)
 		return;
 	pthread_mutex_lock(&e->mtx);
 	__atomic_store_n(&e->aborted, 1, __ATOMIC_RELEASE);
-	subq_wake(j);
+	subq_wake(cm);
 	pthread_mutex_unlock(&e->mtx);
 	if (write(e->abort_fd, &one, sizeof(one)) == -1)
-		log_warn("job %s: waking the engine", j->name);
+		log_warn("job %s: waking the engine", cm->name);
 }
 
 /* Wake the engine to look again (a rank left, say). */
 void
-engine_wake(struct job *j)
+engine_wake(struct comm *cm)
 {
-	struct engine *e = engine_running(j);
+	struct engine *e = engine_running(cm);
 
 	if (e == NULL)
 		return;
 	pthread_mutex_lock(&e->mtx);
-	subq_wake(j);
+	subq_wake(cm);
 	pthread_mutex_unlock(&e->mtx);
 }
 
@@ -913,13 +913,13 @@ linger_cb(int fd, short events, void *arg)
  * links close, or they would report a dead peer instead of the reason.
  */
 static void
-engine_linger(const struct job *j, struct link **links, uint32_t n)
+engine_linger(const struct comm *cm, struct link **links, uint32_t n)
 {
 	struct timeval tv = { LINGER_MS / 1000, (LINGER_MS % 1000) * 1000 };
 	struct lingering_links *l = NULL;
 
-	if (j->ev_engine == NULL || (l = calloc(1, sizeof(*l))) == NULL ||
-	    (l->ev = evtimer_new(event_get_base(j->ev_engine), linger_cb,
+	if (cm->ev_engine == NULL || (l = calloc(1, sizeof(*l))) == NULL ||
+	    (l->ev = evtimer_new(event_get_base(cm->ev_engine), linger_cb,
 	    l)) == NULL) {
 		free(l);
 		links_close(links, n);
@@ -941,27 +941,27 @@ engine_shutdown(void)
 
 /* Tell the thread to stop; it wakes the main thread when it has. */
 void
-engine_quit(struct job *j)
+engine_quit(struct comm *cm)
 {
-	struct engine *e = engine_running(j);
+	struct engine *e = engine_running(cm);
 	uint64_t one = 1;
 
 	if (e == NULL)
 		return;
 	pthread_mutex_lock(&e->mtx);
 	e->quit = 1;
-	subq_wake(j);
+	subq_wake(cm);
 	pthread_mutex_unlock(&e->mtx);
 	/* Also gives up a data link being connected (dial_data_link). */
 	if (write(e->abort_fd, &one, sizeof(one)) == -1)
-		log_warn("job %s: stopping the engine", j->name);
+		log_warn("job %s: stopping the engine", cm->name);
 }
 
 /* The thread has returned, or never ran: engine_finish won't block. */
 int
-engine_exited(struct job *j)
+engine_exited(struct comm *cm)
 {
-	struct engine *e = engine_running(j);
+	struct engine *e = engine_running(cm);
 	int exited;
 
 	if (e == NULL)
@@ -979,10 +979,10 @@ engine_exited(struct job *j)
  * exit path sooner.  Also frees what a failed engine_start made.
  */
 void
-engine_finish(struct job *j)
+engine_finish(struct comm *cm)
 {
-	size_t nlinks = (size_t)ROWS(j) * j->nnodes;
-	struct engine *e = j->eng;
+	size_t nlinks = (size_t)ROWS(cm) * cm->nnodes;
+	struct engine *e = cm->eng;
 	struct op *op;
 
 	if (e == NULL)
@@ -994,14 +994,14 @@ engine_finish(struct job *j)
 			close(e->fds[p]);
 	free(e->fds);
 	if (e->links != NULL && e->aborted)
-		engine_linger(j, e->links, nlinks);
+		engine_linger(cm, e->links, nlinks);
 	else if (e->links != NULL)
 		links_close(e->links, nlinks);
 	if (e->abort_fd != -1)
 		close(e->abort_fd);
 	crew_free(e->crew);
 	crew_free(e->side);
-	subq_detach(j);
+	subq_detach(cm);
 	while ((op = TAILQ_FIRST(&e->out)) != NULL) {
 		TAILQ_REMOVE(&e->out, op, entry);
 		op_free(op);
@@ -1009,5 +1009,5 @@ engine_finish(struct job *j)
 	pthread_mutex_destroy(&e->mtx);
 	pthread_cond_destroy(&e->cond);
 	free(e);
-	j->eng = NULL;
+	cm->eng = NULL;
 }

@@ -38,14 +38,9 @@ uint64_t	data_bytes(uint32_t, int);
 
 /* ---- a job and its operations, as both planes see them ----
  *
- * The control plane (control/) makes a job, forms it and fails it: every
- * field here is its own, set before the engine starts and fixed while it
- * runs, except eng, whose state the engine's files alone see (struct
- * engine, engine_state.h), and p2p (p2p.c), alike.  An op is the engine's
- * while it runs, the main thread's once handed back (engine_collect).
+ * An op is the engine's while it runs, the main thread's once handed back
+ * (engine_collect).
  */
-
-enum job_state { JOB_FORMING, JOB_LINKING, JOB_READY, JOB_FAILED };
 
 struct op_part {			/* one local rank's buffers */
 	int		 submitted;
@@ -67,7 +62,7 @@ struct op_part {			/* one local rank's buffers */
 
 struct op {
 	TAILQ_ENTRY(op)	 entry;
-	struct job	*job;
+	struct comm	*comm;
 	struct ipc_op	 desc;		/* as the first local rank sent it; for
 					   collectives desc.seq is the job's
 					   collective number, the same on every
@@ -130,20 +125,19 @@ struct engine_conf {
 					   device that reaches it (the job's) */
 };
 
-struct job {
-	TAILQ_ENTRY(job) entry;
+/*
+ * A job as its threads see it: who it is, its ranks and nodes, what it
+ * runs by, and the data plane's own state.  The control plane fills it in
+ * when the job forms (control/job.h keeps it in the job, with the job's
+ * life) and changes none of it while the threads run.
+ */
+struct comm {
 	uint64_t	 id;		/* 0 until formed */
 	uid_t		 uid;
 	char		 name[JOB_NAME_MAX];
 	uint32_t	 nranks;
-	enum job_state	 state;
-	uint32_t	 timeout_ms;	/* formation */
-	struct event	*ev_timeout;
-	struct client	**clients;	/* by rank; NULL if not on this node */
-	uint32_t	 nlocal;
-	uint32_t	 nleft;		/* local ranks that have gone */
+	uint32_t	 nlocal;	/* ranks on this node */
 	uint32_t	*local_ranks;	/* sorted, once formed */
-	uint32_t	 coordinator;	/* cluster node index */
 
 	/* topology, fixed once formed */
 	uint32_t	 nnodes;
@@ -156,43 +150,23 @@ struct job {
 	uint32_t	*pos_count;	/* ranks of each position */
 	int		 slots_are_ranks; /* node order == rank order */
 	const char	**names;	/* node name of each position */
-	struct engine_conf conf;	/* what its threads read of the settings */
-
-	/* operations */
-	uint64_t	 ops_completed;
-	uint64_t	 op_slow_ns[2];	/* the slowest collective of the last
-					   64, and of the 64 before (main
-					   thread: mcclctl's "behind") */
-	uint32_t	 op_slow_n;	/* collectives in this window */
-	uint64_t	 bytes_done;
-	uint64_t	 wire_ops;	/* collectives on a 16-bit wire, */
-	uint64_t	 wire_saved;	/* and the bytes it did not send */
-	int		 code;		/* the job's failure, once failed */
-	char		 err[ERR_MAX];
-	time_t		 failed_at;
-	uint64_t	 fail_seq;	/* the op that failed it here, if one */
-	uint8_t		 fail_coll;	/* did (0: none) */
-
-	/* the data plane (engine/): its state is its own */
-	struct engine	*eng;		/* engine.c, from engine_start */
-	int		 fail_told;	/* the ranks have IPC_JOB_FAILED */
 	uint32_t	 nlanes;	/* collective links per pair of nodes */
 	struct link_cost cost;		/* agreed at formation: what AUTO
 					   predicts from (algo.c) */
+	struct engine_conf conf;	/* what its threads read of the settings */
 
-	/* p2p: the send/recv thread and its links (p2p.c) */
-	struct p2p	*p2p;
-	struct event	*ev_engine;	/* activated by the engine and p2p
-					   threads, also when they exit */
-	int		 dying;		/* job_free: waiting for its threads */
-	int		 stuck;		/* a thread of it is stuck in a client's
-					   memory: the exit does not wait */
+	/* the data plane's state, its own (engine_state.h, p2p.c) */
+	struct engine	*eng;		/* engine.c, from engine_start */
+	struct p2p	*p2p;		/* the send/recv thread and its links */
+	struct event	*ev_engine;	/* the main loop's: activated by the
+					   engine and p2p threads, also when
+					   they exit */
 };
 
 
 /* ---- engine/op.c: an operation's life (any thread) ---- */
 
-struct op	*op_new(struct job *);
+struct op	*op_new(struct comm *);
 void		 op_free(struct op *);
 const char	*op_check(uint32_t, const struct ipc_op *, char *, size_t);
 int		 op_attach(struct op *, uint32_t, struct segtab *, uint32_t,
@@ -201,28 +175,28 @@ int		 op_attach(struct op *, uint32_t, struct segtab *, uint32_t,
 /* ---- p2p.c: a job's point-to-point messages (their own thread) ---- */
 
 struct p2p;
-int		p2p_init(struct job *, char *, size_t);
-int		p2p_start(struct job *, char *, size_t);
-void		p2p_submit(struct job *, struct op *);
-int		p2p_adopt_link(struct job *, uint32_t, int);
-void		p2p_quit(struct job *);
-int		p2p_exited(struct job *);
-void		p2p_finish(struct job *);
+int		p2p_init(struct comm *, char *, size_t);
+int		p2p_start(struct comm *, char *, size_t);
+void		p2p_submit(struct comm *, struct op *);
+int		p2p_adopt_link(struct comm *, uint32_t, int);
+void		p2p_quit(struct comm *);
+int		p2p_exited(struct comm *);
+void		p2p_finish(struct comm *);
 void		p2p_limits(uint64_t, uint64_t);
 uint64_t	p2p_kept_bytes(void);
 uint64_t	p2p_links_open(void);
 
 /* ---- subq.c: submission rings, the engine's side ---- */
 
-struct op	*subq_take(struct job *, uint64_t *);
-int		subq_ready(struct job *);
-struct op	*subq_take_ahead(struct job *);
-struct op	*subq_next_ahead(struct job *, int);
-void		subq_completed(struct job *, const struct op *);
-void		subq_leave(struct job *, uint32_t);
-uint64_t	subq_submitted(const struct job *, uint32_t);
-uint64_t	subq_waiting_since(const struct job *, uint64_t *);
-int		subq_pending(const struct job *, uint32_t);
+struct op	*subq_take(struct comm *, uint64_t *);
+int		subq_ready(struct comm *);
+struct op	*subq_take_ahead(struct comm *);
+struct op	*subq_next_ahead(struct comm *, int);
+void		subq_completed(struct comm *, const struct op *);
+void		subq_leave(struct comm *, uint32_t);
+uint64_t	subq_submitted(const struct comm *, uint32_t);
+uint64_t	subq_waiting_since(const struct comm *, uint64_t *);
+int		subq_pending(const struct comm *, uint32_t);
 
 /* ---- engine.c: a job's data plane thread ---- */
 
@@ -241,21 +215,21 @@ struct op_now {			/* the op an engine runs, at one moment */
 	uint32_t	 wait_pos;	/* the node position it waits on */
 };
 
-int		engine_start(struct job *, const struct engine_rank *, char *,
+int		engine_start(struct comm *, const struct engine_rank *, char *,
 		    size_t);
-int		engine_adopt_link(struct job *, uint32_t, uint32_t, int);
-int		engine_collect(struct job *, struct op_list *, int *, char *,
+int		engine_adopt_link(struct comm *, uint32_t, uint32_t, int);
+int		engine_collect(struct comm *, struct op_list *, int *, char *,
 		    size_t);
-int		engine_current(struct job *, struct op_now *);
-int		engine_stopped(struct job *);
-void		engine_abort(struct job *);
-void		engine_wake(struct job *);
-void		engine_retune(struct job *, const struct engine_tunables *);
-void		engine_notify(struct job *);
-void		engine_op_done(struct job *, struct op *);
-void		engine_quit(struct job *);
-int		engine_exited(struct job *);
-void		engine_finish(struct job *);
+int		engine_current(struct comm *, struct op_now *);
+int		engine_stopped(struct comm *);
+void		engine_abort(struct comm *);
+void		engine_wake(struct comm *);
+void		engine_retune(struct comm *, const struct engine_tunables *);
+void		engine_notify(struct comm *);
+void		engine_op_done(struct comm *, struct op *);
+void		engine_quit(struct comm *);
+int		engine_exited(struct comm *);
+void		engine_finish(struct comm *);
 void		engine_shutdown(void);
 uint64_t	engine_links_open(void);
 

@@ -77,7 +77,7 @@ struct engine {
 					   parts beside this one (crew.c) */
 	struct crew	*side;		/* a node's memory passes beside the
 					   network (coll_segments) */
-	void		(*op_ended)(struct job *, struct op *);
+	void		(*op_ended)(struct comm *, struct op *);
 					/* engine.c's end of an op, for one
 					   that ends on the side crew */
 };
@@ -85,17 +85,17 @@ struct engine {
 /* an op on this node (coll.c), the one before it ended (pipeline.c), the
    node buffer given back (local.c): coll.h has the layers */
 struct link_setup;
-void		engine_link_setup(const struct job *, uint32_t, int,
+void		engine_link_setup(const struct comm *, uint32_t, int,
 		    struct link_setup *);
-int		coll_run(struct job *, struct op *, struct xfer *);
-void		coll_end_before(struct job *, struct op *);
-void		coll_tmp_release(struct job *);
+int		coll_run(struct comm *, struct op *, struct xfer *);
+void		coll_end_before(struct comm *, struct op *);
+void		coll_tmp_release(struct comm *);
 
 /* subq.c */
-int		subq_attach(struct job *, const struct engine_rank *, char *,
+int		subq_attach(struct comm *, const struct engine_rank *, char *,
 		    size_t);
-void		subq_detach(struct job *);
-void		subq_sleep(struct job *, uint32_t, uint64_t);
-void		subq_wake(struct job *);
+void		subq_detach(struct comm *);
+void		subq_sleep(struct comm *, uint32_t, uint64_t);
+void		subq_wake(struct comm *);
 
 #endif

@@ -16,10 +16,10 @@
 #include "transport/transport.h"
 
 uint32_t
-local_index_of(const struct job *j, uint32_t rank)
+local_index_of(const struct comm *cm, uint32_t rank)
 {
-	for (uint32_t i = 0; i < j->nlocal; i++)
-		if (j->local_ranks[i] == rank)
+	for (uint32_t i = 0; i < cm->nlocal; i++)
+		if (cm->local_ranks[i] == rank)
 			return i;
 	return UINT32_MAX;
 }
@@ -48,19 +48,19 @@ node_scratch(struct scratch *s, size_t bytes, struct xfer *x)
 }
 
 uint8_t *
-coll_tmp(struct job *j, size_t bytes, struct xfer *x)
+coll_tmp(struct comm *cm, size_t bytes, struct xfer *x)
 {
-	return node_scratch(&j->eng->tmp, bytes, x);
+	return node_scratch(&cm->eng->tmp, bytes, x);
 }
 
 /* Forget the node buffers' registration before their pages go. */
 void
-coll_tmp_release(struct job *j)
+coll_tmp_release(struct comm *cm)
 {
-	struct scratch *s[2] = { &j->eng->tmp, &j->eng->tmp_alt };
+	struct scratch *s[2] = { &cm->eng->tmp, &cm->eng->tmp_alt };
 
 	for (int k = 0; k < 2; k++) {
-		if (j->eng->registers && s[k]->buf != NULL)
+		if (cm->eng->registers && s[k]->buf != NULL)
 			link_mem_forget(s[k]);
 		scratch_release(s[k]);
 	}
@@ -73,22 +73,22 @@ coll_tmp_release(struct job *j)
  * went away failed as a rank that dies does.
  */
 void
-coll_pass_fault(const struct job *j, const struct op *op,
+coll_pass_fault(const struct comm *cm, const struct op *op,
     const struct pass_fault *f, struct xfer *x)
 {
-	coll_pass_fault_into(j, op, f, &x->code, x->err, sizeof(x->err));
+	coll_pass_fault_into(cm, op, f, &x->code, x->err, sizeof(x->err));
 }
 
 /* The same into code and err: an op's own, where it ends elsewhere. */
 void
-coll_pass_fault_into(const struct job *j, const struct op *op,
+coll_pass_fault_into(const struct comm *cm, const struct op *op,
     const struct pass_fault *f, int *code, char *err, size_t errlen)
 {
 	uint32_t rank = UINT32_MAX;
 
-	for (uint32_t i = 0; i < j->nlocal; i++)
+	for (uint32_t i = 0; i < cm->nlocal; i++)
 		if (op->parts[i].xm == f->xm)
-			rank = j->local_ranks[i];
+			rank = cm->local_ranks[i];
 	*code = f->err == ESRCH ? MCCL_ERR_PEER_FAILED :
 	    MCCL_ERR_INVALID_ARGUMENT;
 	snprintf(err, errlen, "rank %u's %s buffer: the daemon "
@@ -102,7 +102,7 @@ coll_pass_fault_into(const struct job *j, const struct op *op,
 
 /* One pass over the op's local buffers (pass.c), on the job's crew. */
 int
-coll_pass(struct job *j, const struct op *op, void *const *dsts,
+coll_pass(struct comm *cm, const struct op *op, void *const *dsts,
     struct xmem *const *dxm, uint32_t ndsts, const void *const *srcs,
     struct xmem *const *sxm, uint32_t nsrcs, size_t count,
     uint32_t avg_div, struct xfer *x)
@@ -116,8 +116,8 @@ coll_pass(struct job *j, const struct op *op, void *const *dsts,
 		pass_free(&p);
 		return coll_nomem(x);
 	}
-	if (pass_run(&p, j->eng->crew) == -1) {
-		coll_pass_fault(j, op, &p.fault, x);
+	if (pass_run(&p, cm->eng->crew) == -1) {
+		coll_pass_fault(cm, op, &p.fault, x);
 		rc = -1;
 	}
 	pass_free(&p);
@@ -133,9 +133,9 @@ op_bytes(const struct op *op)
 
 /* 1 if some local rank's buffers are in its own memory (IPC_OP_XMEM). */
 int
-op_in_xmem(const struct job *j, const struct op *op)
+op_in_xmem(const struct comm *cm, const struct op *op)
 {
-	for (uint32_t i = 0; i < j->nlocal; i++)
+	for (uint32_t i = 0; i < cm->nlocal; i++)
 		if (op->parts[i].xm != NULL)
 			return 1;
 	return 0;
@@ -148,13 +148,13 @@ op_in_xmem(const struct job *j, const struct op *op)
  * aliases the daemon's.
  */
 uint32_t
-combine_srcs(const struct job *j, const struct op *op, const uint8_t *dst,
+combine_srcs(const struct comm *cm, const struct op *op, const uint8_t *dst,
     size_t off, const void **srcs, struct xmem **sxm)
 {
 	uint32_t n = 0;
 
 	for (int first = 1; first >= 0; first--)
-		for (uint32_t i = 0; i < j->nlocal; i++) {
+		for (uint32_t i = 0; i < cm->nlocal; i++) {
 			const struct op_part *pt = &op->parts[i];
 			int alias = pt->xm == NULL && pt->send + off == dst;
 
@@ -172,7 +172,7 @@ combine_srcs(const struct job *j, const struct op *op, const uint8_t *dst,
  * divided on the way; dxm as combine_srcs' sxm.  Their number.
  */
 uint32_t
-fan_dsts(const struct job *j, const struct op *op, uint8_t *src, size_t off,
+fan_dsts(const struct comm *cm, const struct op *op, uint8_t *src, size_t off,
     uint32_t avg_div, void **dsts, struct xmem **dxm)
 {
 	uint32_t n = 0;
@@ -181,7 +181,7 @@ fan_dsts(const struct job *j, const struct op *op, uint8_t *src, size_t off,
 		dxm[n] = NULL;
 		dsts[n++] = src;
 	}
-	for (uint32_t i = 0; i < j->nlocal; i++) {
+	for (uint32_t i = 0; i < cm->nlocal; i++) {
 		const struct op_part *pt = &op->parts[i];
 
 		if (pt->xm != NULL || pt->recv + off != src) {
@@ -194,21 +194,21 @@ fan_dsts(const struct job *j, const struct op *op, uint8_t *src, size_t off,
 
 /* Combine the local ranks' send buffers, each at byte offset off, into dst. */
 int
-coll_combine(struct job *j, const struct op *op, uint8_t *dst, size_t off,
+coll_combine(struct comm *cm, const struct op *op, uint8_t *dst, size_t off,
     size_t count, struct xfer *x)
 {
 	/* one allocation: a small op's time is mostly such calls */
-	void *both = calloc(j->nlocal, sizeof(void *) + sizeof(void *));
+	void *both = calloc(cm->nlocal, sizeof(void *) + sizeof(void *));
 	const void **srcs = both;
-	struct xmem **sxm = (struct xmem **)both + j->nlocal;
+	struct xmem **sxm = (struct xmem **)both + cm->nlocal;
 	uint32_t n;
 	int rc;
 
 	if (srcs == NULL)
 		return coll_nomem(x);
-	n = combine_srcs(j, op, dst, off, srcs, sxm);
-	rc = count == 0 ? 0 : coll_pass(j, op, (void *const *)&dst, NULL, 1,
-	    srcs, op_in_xmem(j, op) ? sxm : NULL, n, count, 0, x);
+	n = combine_srcs(cm, op, dst, off, srcs, sxm);
+	rc = count == 0 ? 0 : coll_pass(cm, op, (void *const *)&dst, NULL, 1,
+	    srcs, op_in_xmem(cm, op) ? sxm : NULL, n, count, 0, x);
 	free(both);
 	return rc;
 }
@@ -219,18 +219,18 @@ coll_combine(struct job *j, const struct op *op, uint8_t *dst, size_t off,
  * above 1.
  */
 int
-coll_fan_out(struct job *j, const struct op *op, uint8_t *src, size_t off,
+coll_fan_out(struct comm *cm, const struct op *op, uint8_t *src, size_t off,
     size_t count, uint32_t avg_div, struct xfer *x)
 {
-	void **dsts = calloc(j->nlocal + 1, sizeof(*dsts) + sizeof(void *));
-	struct xmem **dxm = (struct xmem **)(dsts + j->nlocal + 1);
+	void **dsts = calloc(cm->nlocal + 1, sizeof(*dsts) + sizeof(void *));
+	struct xmem **dxm = (struct xmem **)(dsts + cm->nlocal + 1);
 	uint32_t n;
 	int rc;
 
 	if (dsts == NULL)
 		return coll_nomem(x);
-	n = fan_dsts(j, op, src, off, avg_div, dsts, dxm);
-	rc = coll_pass(j, op, dsts, op_in_xmem(j, op) ? dxm : NULL, n,
+	n = fan_dsts(cm, op, src, off, avg_div, dsts, dxm);
+	rc = coll_pass(cm, op, dsts, op_in_xmem(cm, op) ? dxm : NULL, n,
 	    (const void *const *)&src, NULL, 1, count, avg_div, x);
 	free(dsts);
 	return rc;
@@ -243,10 +243,10 @@ coll_fan_out(struct job *j, const struct op *op, uint8_t *src, size_t off,
  * coll_ahead).  NULL: out of memory, x says so.
  */
 uint8_t *
-coll_node_buf(struct job *j, const struct op *op, struct xfer *x)
+coll_node_buf(struct comm *cm, const struct op *op, struct xfer *x)
 {
-	if (!op_in_xmem(j, op))
+	if (!op_in_xmem(cm, op))
 		return op->parts[0].recv;
-	return node_scratch(op->alt_buf ? &j->eng->tmp_alt : &j->eng->tmp,
+	return node_scratch(op->alt_buf ? &cm->eng->tmp_alt : &cm->eng->tmp,
 	    op_bytes(op), x);
 }

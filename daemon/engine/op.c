@@ -12,16 +12,16 @@
 #include "engine/engine.h"
 #include "engine/reduce.h"
 
-/* An op of job j, with a part per local rank. */
+/* An op of the job cm, with a part per local rank. */
 struct op *
-op_new(struct job *j)
+op_new(struct comm *cm)
 {
 	struct op *op;
 
-	if ((op = calloc(1, sizeof(*op) + j->nlocal * sizeof(op->parts[0]))) ==
+	if ((op = calloc(1, sizeof(*op) + cm->nlocal * sizeof(op->parts[0]))) ==
 	    NULL)
 		return NULL;
-	op->job = j;
+	op->comm = cm;
 	op->wait_pos = op->blame_pos = NO_POS;
 	return op;
 }
@@ -29,7 +29,7 @@ op_new(struct job *j)
 void
 op_free(struct op *op)
 {
-	for (uint32_t i = 0; i < op->job->nlocal; i++) {
+	for (uint32_t i = 0; i < op->comm->nlocal; i++) {
 		if (op->parts[i].send_seg != NULL)
 			seg_unref(op->parts[i].send_seg);
 		if (op->parts[i].recv_seg != NULL)
@@ -92,11 +92,11 @@ op_check(uint32_t nranks, const struct ipc_op *m, char *err, size_t len)
  * still write there), and the extents of the buffers it gives.
  */
 static int
-op_vec(const struct job *j, struct op_part *part, struct segtab *segs,
+op_vec(const struct comm *cm, struct op_part *part, struct segtab *segs,
     uint32_t rank, const struct ipc_op *d, uint64_t *sbytes,
     uint64_t *rbytes, char *err, size_t errlen)
 {
-	size_t n = proto_vec_len(d->coll, j->nranks);
+	size_t n = proto_vec_len(d->coll, cm->nranks);
 	struct seg *s;
 	uint8_t *p;
 
@@ -112,7 +112,7 @@ op_vec(const struct job *j, struct op_part *part, struct segtab *segs,
 		return -1;
 	}
 	return proto_vec_bytes(d->coll, d->count, dtype_size(d->dtype),
-	    j->nranks, rank, part->vec, sbytes, rbytes, err, errlen);
+	    cm->nranks, rank, part->vec, sbytes, rbytes, err, errlen);
 }
 
 /*
@@ -146,14 +146,14 @@ int
 op_attach(struct op *op, uint32_t i, struct segtab *segs, uint32_t rank,
     const struct ipc_op *d, char *err, size_t errlen)
 {
-	const struct job *j = op->job;
+	const struct comm *cm = op->comm;
 	struct op_part *part = &op->parts[i];
 	uint64_t sbytes, rbytes;
 
-	if (proto_vec_len(d->coll, j->nranks) == 0)
+	if (proto_vec_len(d->coll, cm->nranks) == 0)
 		proto_op_bytes(d->coll, d->count, dtype_size(d->dtype),
-		    j->nranks, rank, d->root, &sbytes, &rbytes);
-	else if (op_vec(j, part, segs, rank, d, &sbytes, &rbytes, err,
+		    cm->nranks, rank, d->root, &sbytes, &rbytes);
+	else if (op_vec(cm, part, segs, rank, d, &sbytes, &rbytes, err,
 	    errlen) == -1)
 		return -1;
 	if (d->flags & IPC_OP_XMEM) {

@@ -81,7 +81,7 @@ struct arrival {
 TAILQ_HEAD(arrival_list, arrival);
 
 struct p2p {
-	struct job	*job;
+	struct comm	*comm;
 	pthread_t	 thread;
 	pthread_t	 dialler;
 	pthread_mutex_t	 mtx;		/* inbox, dials, arrivals, quit */
@@ -105,10 +105,10 @@ struct p2p {
 };
 
 static uint32_t
-local_part(const struct job *j, uint32_t rank)
+local_part(const struct comm *cm, uint32_t rank)
 {
-	for (uint32_t i = 0; i < j->nlocal; i++)
-		if (j->local_ranks[i] == rank)
+	for (uint32_t i = 0; i < cm->nlocal; i++)
+		if (cm->local_ranks[i] == rank)
 			return i;
 	return 0;
 }
@@ -135,7 +135,7 @@ op_complete(struct p2p *p, struct op *op, int code, const char *fmt, ...)
 		vsnprintf(op->err, sizeof(op->err), fmt, ap);
 		va_end(ap);
 	}
-	engine_op_done(p->job, op);
+	engine_op_done(p->comm, op);
 }
 
 /* ---- memory kept for messages not yet received, across jobs ---- */
@@ -171,7 +171,7 @@ kept_reserve(struct p2p *p, uint64_t bytes, char *err, size_t errlen)
 		    P2P_UNEXPECTED_MAX);
 		return -1;
 	}
-	if (budget_take(&kept_budget, p->job->uid, bytes, p->job->conf.node_name,
+	if (budget_take(&kept_budget, p->comm->uid, bytes, p->comm->conf.node_name,
 	    err, errlen) == -1)
 		return -1;
 	p->unexpected_bytes += bytes;
@@ -182,7 +182,7 @@ static void
 kept_release(struct p2p *p, uint64_t bytes)
 {
 	p->unexpected_bytes -= bytes;
-	budget_give(&kept_budget, p->job->uid, bytes);
+	budget_give(&kept_budget, p->comm->uid, bytes);
 }
 
 static void
@@ -205,7 +205,7 @@ tag_matches(uint32_t want, uint32_t tag)
 static void
 deliver(struct p2p *p, struct op *recv, struct unexpected *u)
 {
-	struct job *j = p->job;
+	struct comm *cm = p->comm;
 
 	if (u->m.bytes != op_bytes(recv))
 		op_complete(p, recv, MCCL_ERR_INVALID_ARGUMENT, "rank %u sent "
@@ -214,7 +214,7 @@ deliver(struct p2p *p, struct op *recv, struct unexpected *u)
 		    recv->p2p_rank, (unsigned long long)op_bytes(recv));
 	else {
 		if (u->m.bytes > 0)
-			memcpy(recv->parts[local_part(j, recv->p2p_rank)].recv,
+			memcpy(recv->parts[local_part(cm, recv->p2p_rank)].recv,
 			    u->buf, u->m.bytes);
 		recv->p2p_source = u->m.src;
 		recv->p2p_tag = u->m.tag;
@@ -314,10 +314,10 @@ unexpected_done(struct p2p *p, struct unexpected *u)
 static void
 send_local(struct p2p *p, struct op *send)
 {
-	struct job *j = p->job;
+	struct comm *cm = p->comm;
 	struct peer_p2p m = { send->p2p_rank, send->desc.root, send->desc.tag,
 	    op_bytes(send) };
-	const uint8_t *src = send->parts[local_part(j, send->p2p_rank)].send;
+	const uint8_t *src = send->parts[local_part(cm, send->p2p_rank)].send;
 	struct op *recv = find_posted(p, &m);
 	struct unexpected *u;
 	char why[ERR_MAX];
@@ -325,7 +325,7 @@ send_local(struct p2p *p, struct op *send)
 	if (recv != NULL && op_bytes(recv) == m.bytes) {
 		TAILQ_REMOVE(&p->posted, recv, entry);
 		if (m.bytes > 0)
-			memcpy(recv->parts[local_part(j, recv->p2p_rank)].recv,
+			memcpy(recv->parts[local_part(cm, recv->p2p_rank)].recv,
 			    src, m.bytes);
 		recv->p2p_source = m.src;
 		recv->p2p_tag = m.tag;
@@ -372,19 +372,19 @@ dial_ask(struct p2p *p, uint32_t pos)
 static void
 send_queue(struct p2p *p, struct op *send)
 {
-	struct job *j = p->job;
-	uint32_t pos = j->rank_pos[send->desc.root];
+	struct comm *cm = p->comm;
+	uint32_t pos = cm->rank_pos[send->desc.root];
 	struct p2p_link *l = &p->links[pos];
 
 	if (l->dead) {
 		op_complete(p, send, MCCL_ERR_PEER_FAILED, "send to rank %u: "
-		    "link to node %s is down", send->desc.root, j->names[pos]);
+		    "link to node %s is down", send->desc.root, cm->names[pos]);
 		return;
 	}
 	if (l->to == NULL && !l->dialing && dial_ask(p, pos) == -1) {
 		op_complete(p, send, MCCL_ERR_NO_MEMORY, "send to rank %u: "
 		    "out of memory for a link to node %s", send->desc.root,
-		    j->names[pos]);
+		    cm->names[pos]);
 		return;
 	}
 	TAILQ_INSERT_TAIL(&l->sendq, send, entry);
@@ -414,7 +414,7 @@ tx_step(struct p2p *p, struct p2p_link *l)
 
 	if (op == NULL || l->to == NULL)
 		return 0;
-	part = &op->parts[local_part(p->job, op->p2p_rank)];
+	part = &op->parts[local_part(p->comm, op->p2p_rank)];
 	if (l->txoff == 0) {
 		tx_header(l, op);
 		if (l->to->tp->mem_add != NULL && part->send_seg != NULL)
@@ -434,7 +434,7 @@ tx_step(struct p2p *p, struct p2p_link *l)
 	}
 	if ((n = link_send(l->to, iov, niov)) < 0)
 		return errno == EAGAIN || errno == EINTR ? 0 : -1;
-	count_bytes(DATA_SENT, p->job->node_index, (uint32_t)(l - p->links),
+	count_bytes(DATA_SENT, p->comm->node_index, (uint32_t)(l - p->links),
 	    (size_t)n);
 	l->txoff += (uint64_t)n;
 	if (l->txoff == total) {
@@ -452,7 +452,7 @@ static int
 rx_start(struct p2p *p, struct p2p_link *l, uint32_t pos, char *err,
     size_t errlen)
 {
-	const struct job *j = p->job;
+	const struct comm *cm = p->comm;
 	const struct wire_type *t;
 	struct wire_hdr h;
 	char why[ERR_MAX];
@@ -462,8 +462,8 @@ rx_start(struct p2p *p, struct p2p_link *l, uint32_t pos, char *err,
 	    err, errlen) == -1)
 		return -1;
 	if (h.type != PEER_P2P || h.len != P2P_HDR_LEN - WIRE_HDR_LEN ||
-	    l->rx.src >= j->nranks || j->rank_pos[l->rx.src] != pos ||
-	    l->rx.dst >= j->nranks || j->rank_pos[l->rx.dst] != j->me) {
+	    l->rx.src >= cm->nranks || cm->rank_pos[l->rx.src] != pos ||
+	    l->rx.dst >= cm->nranks || cm->rank_pos[l->rx.dst] != cm->me) {
 		snprintf(err, errlen, "bad message header (type %u, rank %u to "
 		    "rank %u)", h.type, l->rx.src, l->rx.dst);
 		return -1;
@@ -473,7 +473,7 @@ rx_start(struct p2p *p, struct p2p_link *l, uint32_t pos, char *err,
 	if ((l->rxop = find_posted(p, &l->rx)) != NULL &&
 	    op_bytes(l->rxop) == l->rx.bytes) {
 		TAILQ_REMOVE(&p->posted, l->rxop, entry);
-		l->rxdst = l->rxop->parts[local_part(j, l->rxop->p2p_rank)].recv;
+		l->rxdst = l->rxop->parts[local_part(cm, l->rxop->p2p_rank)].recv;
 		l->rxop->p2p_source = l->rx.src;
 		l->rxop->p2p_tag = l->rx.tag;
 		return 0;
@@ -534,12 +534,12 @@ rx_step(struct p2p *p, struct p2p_link *l, uint32_t pos, char *err,
 
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			return 0;
-		snprintf(err, errlen, "link from node %s %s", p->job->names[pos],
+		snprintf(err, errlen, "link from node %s %s", p->comm->names[pos],
 		    link_strerror(l->from, n == 0 ? 0 : errno, why,
 		    sizeof(why)));
 		return -1;
 	}
-	count_bytes(DATA_RECEIVED, p->job->node_index, pos, (size_t)n);
+	count_bytes(DATA_RECEIVED, p->comm->node_index, pos, (size_t)n);
 	if (l->rxhdr_got < P2P_HDR_LEN) {
 		if ((l->rxhdr_got += (size_t)n) < P2P_HDR_LEN)
 			return 1;
@@ -558,11 +558,11 @@ rx_step(struct p2p *p, struct p2p_link *l, uint32_t pos, char *err,
 static int
 fail_ops(struct p2p *p, uint32_t pos, int code, const char *why)
 {
-	struct job *j = p->job;
+	struct comm *cm = p->comm;
 	struct op *op, *next;
 	int n = 0;
 
-	for (uint32_t q = 0; q < j->nnodes; q++) {
+	for (uint32_t q = 0; q < cm->nnodes; q++) {
 		if (pos != UINT32_MAX && q != pos)
 			continue;
 		while ((op = TAILQ_FIRST(&p->links[q].sendq)) != NULL) {
@@ -575,7 +575,7 @@ fail_ops(struct p2p *p, uint32_t pos, int code, const char *why)
 		next = TAILQ_NEXT(op, entry);
 		/* from any source: the job is broken, it may never come */
 		if (pos == UINT32_MAX || op->desc.root == IPC_ANY_SOURCE ||
-		    j->rank_pos[op->desc.root] == pos) {
+		    cm->rank_pos[op->desc.root] == pos) {
 			TAILQ_REMOVE(&p->posted, op, entry);
 			op_complete(p, op, code, "%s", why);
 			n++;
@@ -599,16 +599,16 @@ link_fail(struct p2p *p, uint32_t pos, const char *why)
 	hurt += fail_ops(p, pos, MCCL_ERR_PEER_FAILED, why);
 	/* A node whose ranks all left closes its links: news only if it hurt. */
 	if (hurt)
-		log_warnx("job %s: p2p: %s", p->job->name, why);
+		log_warnx("job %s: p2p: %s", p->comm->name, why);
 	else
-		log_debug("job %s: p2p: %s", p->job->name, why);
+		log_debug("job %s: p2p: %s", p->comm->name, why);
 }
 
 /* Fail the ops whose deadline passed; the next deadline, 0 if none. */
 static uint64_t
 expire(struct p2p *p, uint64_t now)
 {
-	struct job *j = p->job;
+	struct comm *cm = p->comm;
 	uint64_t next = 0;
 	struct op *op, *nop;
 
@@ -624,12 +624,12 @@ expire(struct p2p *p, uint64_t now)
 			op_complete(p, op, MCCL_ERR_TIMEOUT, "rank %u: "
 			    "timeout waiting for a message from rank %u (node "
 			    "%s) with tag %d", op->p2p_rank, op->desc.root,
-			    j->names[j->rank_pos[op->desc.root]],
+			    cm->names[cm->rank_pos[op->desc.root]],
 			    (int)op->desc.tag);
 		} else if (next == 0 || op->deadline_ns < next)
 			next = op->deadline_ns;
 	}
-	for (uint32_t q = 0; q < j->nnodes; q++)
+	for (uint32_t q = 0; q < cm->nnodes; q++)
 		if ((op = TAILQ_FIRST(&p->links[q].sendq)) != NULL) {
 			if (op->deadline_ns <= now)
 				link_fail(p, q, p->links[q].to == NULL ?
@@ -676,27 +676,27 @@ p2p_wake(struct p2p *p)
 	uint64_t one = 1;
 
 	if (write(p->wake_fd, &one, sizeof(one)) == -1)
-		log_warn("job %s: p2p wake", p->job->name);
+		log_warn("job %s: p2p wake", p->comm->name);
 }
 
 /* Dialler: our link to the node at pos, set up; or NULL with err. */
 static struct link *
 dial_link(struct p2p *p, uint32_t pos, char *err, size_t errlen)
 {
-	const struct job *j = p->job;
-	uint32_t ms = j->conf.tun.connect_timeout_ms;
+	const struct comm *cm = p->comm;
+	uint32_t ms = cm->conf.tun.connect_timeout_ms;
 	struct link_setup s;
 	struct link *l = NULL;
 	char why[ERR_MAX] = "";
 
-	engine_link_setup(j, pos, j->conf.tun.link_choice, &s);
-	if ((s.fd = dial_data_link(&j->conf.nodes[pos].addr,
-	    j->conf.node_index, s.node, j->id, PEER_STREAM_P2P, p->stop_fd,
+	engine_link_setup(cm, pos, cm->conf.tun.link_choice, &s);
+	if ((s.fd = dial_data_link(&cm->conf.nodes[pos].addr,
+	    cm->conf.node_index, s.node, cm->id, PEER_STREAM_P2P, p->stop_fd,
 	    ms_from_now(ms), why, sizeof(why))) == -1 ||
 	    (l = link_make(&s, p->stop_fd, ms_from_now(ms), why,
 	    sizeof(why))) == NULL)
 		snprintf(err, errlen, "cannot open a send/recv link to node "
-		    "%s: %s", j->names[pos], why);
+		    "%s: %s", cm->names[pos], why);
 	return l;
 }
 
@@ -722,7 +722,7 @@ dialler_main(void *arg)
 	}
 	/* Under the lock: the main thread frees the event only after it. */
 	p->dialler_exited = 1;
-	engine_notify(p->job);
+	engine_notify(p->comm);
 	pthread_mutex_unlock(&p->mtx);
 	return NULL;
 }
@@ -731,12 +731,12 @@ dialler_main(void *arg)
 static void
 take_arrival(struct p2p *p, struct arrival *a)
 {
-	const struct job *j = p->job;
+	const struct comm *cm = p->comm;
 	struct p2p_link *l = &p->links[a->pos];
 	struct link_setup s;
 	char why[ERR_MAX] = "", err[ERR_MAX];
 
-	engine_link_setup(j, a->pos, j->conf.tun.link_choice, &s);
+	engine_link_setup(cm, a->pos, cm->conf.tun.link_choice, &s);
 	s.fd = a->fd;
 
 	if (a->fd == -1) {
@@ -750,12 +750,12 @@ take_arrival(struct p2p *p, struct arrival *a)
 	} else if (l->from != NULL || l->dead) {
 		if (l->from != NULL)
 			log_warnx("job %s: a second send/recv link from node "
-			    "%s: closed", j->name, j->names[a->pos]);
+			    "%s: closed", cm->name, cm->names[a->pos]);
 		close(a->fd);
 	} else if ((a->link = link_make(&s, p->stop_fd, ms_from_now(
-	    j->conf.tun.connect_timeout_ms), why, sizeof(why))) == NULL) {
+	    cm->conf.tun.connect_timeout_ms), why, sizeof(why))) == NULL) {
 		snprintf(err, sizeof(err), "send/recv link from node %s: %s",
-		    j->names[a->pos], why);
+		    cm->names[a->pos], why);
 		link_fail(p, a->pos, err);
 	} else
 		link_install(&l->from, a->link);
@@ -784,13 +784,13 @@ take_inbox(struct p2p *p)
 {
 	struct op_list in = TAILQ_HEAD_INITIALIZER(in);
 	struct arrival_list arrived = TAILQ_HEAD_INITIALIZER(arrived);
-	struct job *j = p->job;
+	struct comm *cm = p->comm;
 	struct arrival *a;
 	struct op *op;
 	uint64_t v;
 
 	if (read(p->wake_fd, &v, sizeof(v)) == -1 && errno != EAGAIN)
-		log_warn("job %s: p2p wake", j->name);
+		log_warn("job %s: p2p wake", cm->name);
 	pthread_mutex_lock(&p->mtx);
 	TAILQ_CONCAT(&in, &p->inbox, entry);
 	TAILQ_CONCAT(&arrived, &p->arrivals, entry);
@@ -805,7 +805,7 @@ take_inbox(struct p2p *p)
 			op_complete(p, op, MCCL_ERR_ABORTED, "job aborted");
 		else if (op->desc.coll == COLL_RECV)
 			post_recv(p, op);
-		else if (j->rank_pos[op->desc.root] == j->me)
+		else if (cm->rank_pos[op->desc.root] == cm->me)
 			send_local(p, op);
 		else
 			send_queue(p, op);
@@ -818,16 +818,16 @@ links_step(struct p2p *p)
 	char err[ERR_MAX];
 	int moved = 0, rc;
 
-	for (uint32_t q = 0; q < p->job->nnodes; q++) {
+	for (uint32_t q = 0; q < p->comm->nnodes; q++) {
 		struct p2p_link *l = &p->links[q];
 
-		if (q == p->job->me || l->dead)
+		if (q == p->comm->me || l->dead)
 			continue;
 		if ((rc = tx_step(p, l)) == -1) {
 			char why[LINK_WHY_MAX + 32];
 
 			snprintf(err, sizeof(err), "link to node %s %s",
-			    p->job->names[q], link_strerror(l->to, errno, why,
+			    p->comm->names[q], link_strerror(l->to, errno, why,
 			    sizeof(why)));
 			link_fail(p, q, err);
 			continue;
@@ -851,7 +851,7 @@ p2p_hangup(struct p2p *p, uint32_t q, const struct link *l)
 	char why[LINK_WHY_MAX + 32], err[ERR_MAX];
 
 	snprintf(err, sizeof(err), "link %s node %s %s",
-	    l == p->links[q].to ? "to" : "from", p->job->names[q],
+	    l == p->links[q].to ? "to" : "from", p->comm->names[q],
 	    link_strerror(l, link_hangup_errno(l), why, sizeof(why)));
 	link_fail(p, q, err);
 }
@@ -885,20 +885,20 @@ arm_link(struct link *l, short want, uint32_t q, struct pollfd *pfd,
 static void
 p2p_wait(struct p2p *p, uint64_t next_deadline)
 {
-	const struct job *j = p->job;
+	const struct comm *cm = p->comm;
 	struct pollfd *pfd;
 	struct p2p_slot *slot;
 	int n = 0, first, timeout = -1, ready = 0;
 	uint64_t now = now_ns();
 
-	pfd = calloc(4 * j->nnodes + 2, sizeof(*pfd));
-	slot = calloc(4 * j->nnodes + 2, sizeof(*slot));
+	pfd = calloc(4 * cm->nnodes + 2, sizeof(*pfd));
+	slot = calloc(4 * cm->nnodes + 2, sizeof(*slot));
 	if (pfd == NULL || slot == NULL)
 		goto out;
 	pfd[n++] = (struct pollfd){ p->wake_fd, POLLIN, 0 };
 	if (!p->aborted)
-		pfd[n++] = (struct pollfd){ j->eng->abort_fd, POLLIN, 0 };
-	for (uint32_t q = 0; q < j->nnodes; q++) {
+		pfd[n++] = (struct pollfd){ cm->eng->abort_fd, POLLIN, 0 };
+	for (uint32_t q = 0; q < cm->nnodes; q++) {
 		struct p2p_link *l = &p->links[q];
 
 		if (l->dead)
@@ -960,7 +960,7 @@ p2p_main(void *arg)
 	/* Under the lock: the main thread frees the event only after it. */
 	pthread_mutex_lock(&p->mtx);
 	p->exited = 1;
-	engine_notify(p->job);
+	engine_notify(p->comm);
 	pthread_mutex_unlock(&p->mtx);
 	return NULL;
 }
@@ -980,7 +980,7 @@ p2p_free(struct p2p *p)
 
 /* Before engine_start. */
 int
-p2p_init(struct job *j, char *err, size_t errlen)
+p2p_init(struct comm *cm, char *err, size_t errlen)
 {
 	struct p2p *p;
 
@@ -991,31 +991,31 @@ p2p_init(struct job *j, char *err, size_t errlen)
 	p->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	p->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (p->wake_fd == -1 || p->stop_fd == -1 ||
-	    (p->links = calloc(j->nnodes, sizeof(*p->links))) == NULL) {
+	    (p->links = calloc(cm->nnodes, sizeof(*p->links))) == NULL) {
 		snprintf(err, errlen, "cannot set up send/recv: %s",
 		    strerror(errno));
 		p2p_free(p);
 		return -1;
 	}
-	p->job = j;
+	p->comm = cm;
 	TAILQ_INIT(&p->inbox);
 	TAILQ_INIT(&p->dials);
 	TAILQ_INIT(&p->arrivals);
 	TAILQ_INIT(&p->posted);
 	TAILQ_INIT(&p->unexpected);
-	for (uint32_t q = 0; q < j->nnodes; q++)
+	for (uint32_t q = 0; q < cm->nnodes; q++)
 		TAILQ_INIT(&p->links[q].sendq);
 	pthread_mutex_init(&p->mtx, NULL);
 	pthread_cond_init(&p->dial_cond, NULL);
-	j->p2p = p;
+	cm->p2p = p;
 	return 0;
 }
 
 /* After engine_start: the thread needs the job's abort fd. */
 int
-p2p_start(struct job *j, char *err, size_t errlen)
+p2p_start(struct comm *cm, char *err, size_t errlen)
 {
-	struct p2p *p = j->p2p;
+	struct p2p *p = cm->p2p;
 
 	if ((errno = pthread_create(&p->thread, NULL, p2p_main, p)) != 0) {
 		snprintf(err, errlen, "cannot start the p2p thread: %s",
@@ -1034,9 +1034,9 @@ p2p_start(struct job *j, char *err, size_t errlen)
 }
 
 void
-p2p_submit(struct job *j, struct op *op)
+p2p_submit(struct comm *cm, struct op *op)
 {
-	struct p2p *p = j->p2p;
+	struct p2p *p = cm->p2p;
 
 	pthread_mutex_lock(&p->mtx);
 	TAILQ_INSERT_TAIL(&p->inbox, op, entry);
@@ -1050,13 +1050,13 @@ p2p_submit(struct job *j, struct op *op)
  * (the caller closes fd).
  */
 int
-p2p_adopt_link(struct job *j, uint32_t pos, int fd)
+p2p_adopt_link(struct comm *cm, uint32_t pos, int fd)
 {
-	struct p2p *p = j->p2p;
+	struct p2p *p = cm->p2p;
 	struct arrival *a;
 	int taken = 0;
 
-	if (p == NULL || pos >= j->nnodes || pos == j->me ||
+	if (p == NULL || pos >= cm->nnodes || pos == cm->me ||
 	    (a = calloc(1, sizeof(*a))) == NULL)
 		return -1;
 	a->pos = pos;
@@ -1077,9 +1077,9 @@ p2p_adopt_link(struct job *j, uint32_t pos, int fd)
 
 /* Tell the threads to stop; each wakes the main thread when it has. */
 void
-p2p_quit(struct job *j)
+p2p_quit(struct comm *cm)
 {
-	struct p2p *p = j->p2p;
+	struct p2p *p = cm->p2p;
 	uint64_t one = 1;
 
 	if (p == NULL)
@@ -1089,15 +1089,15 @@ p2p_quit(struct job *j)
 	pthread_cond_signal(&p->dial_cond);
 	pthread_mutex_unlock(&p->mtx);
 	if (write(p->stop_fd, &one, sizeof(one)) == -1)
-		log_warn("job %s: stopping the p2p dialler", j->name);
+		log_warn("job %s: stopping the p2p dialler", cm->name);
 	p2p_wake(p);
 }
 
 /* The threads have returned, or never ran: p2p_finish won't block. */
 int
-p2p_exited(struct job *j)
+p2p_exited(struct comm *cm)
 {
-	struct p2p *p = j->p2p;
+	struct p2p *p = cm->p2p;
 	int exited;
 
 	if (p == NULL)
@@ -1115,9 +1115,9 @@ p2p_exited(struct job *j)
  * queue.
  */
 void
-p2p_finish(struct job *j)
+p2p_finish(struct comm *cm)
 {
-	struct p2p *p = j->p2p;
+	struct p2p *p = cm->p2p;
 	struct unexpected *u;
 
 	if (p == NULL)
@@ -1131,20 +1131,20 @@ p2p_finish(struct job *j)
 	p->aborted = 1;
 	fail_ops(p, UINT32_MAX, MCCL_ERR_ABORTED, "job ended");
 	take_inbox(p);
-	for (uint32_t q = 0; q < j->nnodes; q++) {
+	for (uint32_t q = 0; q < cm->nnodes; q++) {
 		if (p->links[q].rxop != NULL)
-			engine_op_done(j, p->links[q].rxop);
+			engine_op_done(cm, p->links[q].rxop);
 		link_uninstall(&p->links[q].to);
 		link_uninstall(&p->links[q].from);
 	}
 	while ((u = TAILQ_FIRST(&p->unexpected)) != NULL) {
 		TAILQ_REMOVE(&p->unexpected, u, entry);
 		if (u->waiter != NULL)
-			engine_op_done(j, u->waiter);
+			engine_op_done(cm, u->waiter);
 		unexpected_free(p, u);
 	}
 	pthread_mutex_destroy(&p->mtx);
 	pthread_cond_destroy(&p->dial_cond);
 	p2p_free(p);
-	j->p2p = NULL;
+	cm->p2p = NULL;
 }

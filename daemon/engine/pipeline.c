@@ -28,9 +28,9 @@
 #define SIDE_PARTS	3		/* threads of each side pass */
 
 int
-coll_segmented(const struct job *j, size_t bytes)
+coll_segmented(const struct comm *cm, size_t bytes)
 {
-	return j->nnodes > 1 && j->nranks > j->nnodes &&
+	return cm->nnodes > 1 && cm->nranks > cm->nnodes &&
 	    bytes >= OVERLAP_BYTES;
 }
 
@@ -57,7 +57,7 @@ seg_total(const struct op *op)
 }
 
 struct side {
-	struct job	*j;
+	struct comm	*cm;
 	struct pass	 pass[2];	/* the fan-out, the combine */
 	uint8_t		*fan_src;	/* what the passes point at */
 	uint8_t		*comb_dst;
@@ -95,9 +95,9 @@ side_part(void *arg, unsigned t)
 		return;
 	/* The last part: a fault in the ranks' memory is the ending op's. */
 	if (s->pass[0].fault.err != 0)
-		coll_pass_fault_into(s->j, s->ends, &s->pass[0].fault,
+		coll_pass_fault_into(s->cm, s->ends, &s->pass[0].fault,
 		    &s->ends->code, s->ends->err, sizeof(s->ends->err));
-	s->j->eng->op_ended(s->j, s->ends);
+	s->cm->eng->op_ended(s->cm, s->ends);
 }
 
 /*
@@ -107,7 +107,7 @@ side_part(void *arg, unsigned t)
  * segment, and the op ends once it is handed out.
  */
 static int
-side_begin(struct job *j, struct side *s, const struct side_span *fan,
+side_begin(struct comm *cm, struct side *s, const struct side_span *fan,
     const struct side_span *comb, struct op *ends)
 {
 	const struct ipc_op *fd = &fan->op->desc, *cd = &comb->op->desc;
@@ -117,21 +117,21 @@ side_begin(struct job *j, struct side *s, const struct side_span *fan,
 	s->fan_src = fan->buf + fan->off;
 	s->comb_dst = comb->buf + comb->off;
 	s->started = 0;
-	nfan = fan->count == 0 ? 0 : fan_dsts(j, fan->op, s->fan_src, fan->off,
+	nfan = fan->count == 0 ? 0 : fan_dsts(cm, fan->op, s->fan_src, fan->off,
 	    fan->avg, s->fan, s->fan_xm);
-	ncomb = comb->count == 0 ? 0 : combine_srcs(j, comb->op, s->comb_dst,
+	ncomb = comb->count == 0 ? 0 : combine_srcs(cm, comb->op, s->comb_dst,
 	    comb->off, s->comb, s->comb_xm);
 	if (pass_init(&s->pass[0], s->fan, nfan,
 	    (const void *const *)&s->fan_src, 1, fan->count, fd->dtype,
 	    fd->redop, fan->avg, SIDE_PARTS) == -1 || pass_xmem(&s->pass[0], NULL,
-	    op_in_xmem(j, fan->op) ? s->fan_xm : NULL) == -1) {
+	    op_in_xmem(cm, fan->op) ? s->fan_xm : NULL) == -1) {
 		pass_free(&s->pass[0]);
 		return -1;
 	}
 	if (pass_init(&s->pass[1], (void *const *)&s->comb_dst,
 	    ncomb == 0 ? 0 : 1, s->comb, ncomb, comb->count, cd->dtype,
 	    cd->redop, 0, SIDE_PARTS) == -1 || pass_xmem(&s->pass[1],
-	    op_in_xmem(j, comb->op) ? s->comb_xm : NULL, NULL) == -1) {
+	    op_in_xmem(cm, comb->op) ? s->comb_xm : NULL, NULL) == -1) {
 		pass_free(&s->pass[0]);
 		pass_free(&s->pass[1]);
 		return -1;
@@ -140,8 +140,8 @@ side_begin(struct job *j, struct side *s, const struct side_span *fan,
 	s->fan_left = s->pass[0].nparts;
 	n = s->pass[0].nparts + s->pass[1].nparts;
 	if (ends != NULL && s->fan_left == 0)	/* nothing to hand out */
-		j->eng->op_ended(j, ends);
-	if (n > 0 && crew_start(j->eng->side, n, side_part, s) == 0)
+		cm->eng->op_ended(cm, ends);
+	if (n > 0 && crew_start(cm->eng->side, n, side_part, s) == 0)
 		s->started = 1;
 	else
 		for (unsigned t = 0; t < n; t++)	/* no threads: here */
@@ -157,7 +157,7 @@ side_begin(struct job *j, struct side *s, const struct side_span *fan,
  * not run, and op goes on.
  */
 static int
-side_end(struct job *j, const struct op *op, struct op *ahead,
+side_end(struct comm *cm, const struct op *op, struct op *ahead,
     struct side *s, struct xfer *x)
 {
 	const struct pass_fault *fan = &s->pass[0].fault,
@@ -165,15 +165,15 @@ side_end(struct job *j, const struct op *op, struct op *ahead,
 	int rc = 0;
 
 	if (s->started)
-		crew_wait(j->eng->side);
+		crew_wait(cm->eng->side);
 	if (fan->err != 0 && s->ends == NULL) {
-		coll_pass_fault(j, op, fan, x);
+		coll_pass_fault(cm, op, fan, x);
 		rc = -1;
 	} else if (comb->err != 0 && ahead == NULL) {
-		coll_pass_fault(j, op, comb, x);
+		coll_pass_fault(cm, op, comb, x);
 		rc = -1;
 	} else if (comb->err != 0)
-		coll_pass_fault_into(j, ahead, comb, &ahead->code, ahead->err,
+		coll_pass_fault_into(cm, ahead, comb, &ahead->code, ahead->err,
 		    sizeof(ahead->err));
 	pass_free(&s->pass[0]);
 	pass_free(&s->pass[1]);
@@ -181,14 +181,14 @@ side_end(struct job *j, const struct op *op, struct op *ahead,
 }
 
 static int
-side_new(struct side *s, struct job *j)
+side_new(struct side *s, struct comm *cm)
 {
 	memset(s, 0, sizeof(*s));
-	s->j = j;
-	s->fan = calloc(j->nlocal + 1, sizeof(*s->fan));
-	s->fan_xm = calloc(j->nlocal + 1, sizeof(*s->fan_xm));
-	s->comb = calloc(j->nlocal, sizeof(*s->comb));
-	s->comb_xm = calloc(j->nlocal, sizeof(*s->comb_xm));
+	s->cm = cm;
+	s->fan = calloc(cm->nlocal + 1, sizeof(*s->fan));
+	s->fan_xm = calloc(cm->nlocal + 1, sizeof(*s->fan_xm));
+	s->comb = calloc(cm->nlocal, sizeof(*s->comb));
+	s->comb_xm = calloc(cm->nlocal, sizeof(*s->comb_xm));
 	return s->fan && s->fan_xm && s->comb && s->comb_xm ? 0 : -1;
 }
 
@@ -218,12 +218,12 @@ ranges_meet(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
  * one buffer outside its segments passes both as its own addresses).
  */
 static int
-ops_share_memory(const struct job *j, const struct op *a, const struct op *b)
+ops_share_memory(const struct comm *cm, const struct op *a, const struct op *b)
 {
 	size_t al = op_bytes(a), bl = op_bytes(b);
 
-	for (uint32_t i = 0; i < j->nlocal; i++)
-		for (uint32_t k = 0; k < j->nlocal; k++) {
+	for (uint32_t i = 0; i < cm->nlocal; i++)
+		for (uint32_t k = 0; k < cm->nlocal; k++) {
 			const struct op_part *pa = &a->parts[i], *pb =
 			    &b->parts[k];
 			const uint8_t *ab[2] = { pa->send, pa->recv };
@@ -248,22 +248,22 @@ ops_share_memory(const struct job *j, const struct op *a, const struct op *b)
  * budget refuses it.
  */
 static int
-ahead_node_buf(struct job *j, const struct op *op, struct op *next)
+ahead_node_buf(struct comm *cm, const struct op *op, struct op *next)
 {
 	int held[2] = { 0, 0 };
 	struct xfer x;
 
-	if (!op_in_xmem(j, next))
+	if (!op_in_xmem(cm, next))
 		return 0;
-	if (op_in_xmem(j, op))
+	if (op_in_xmem(cm, op))
 		held[op->alt_buf] = 1;
-	if (op->before != NULL && op_in_xmem(j, op->before))
+	if (op->before != NULL && op_in_xmem(cm, op->before))
 		held[op->before->alt_buf] = 1;
 	if (held[0] && held[1])
 		return -1;
 	next->alt_buf = held[0];
 	memset(&x, 0, sizeof(x));
-	if (coll_node_buf(j, next, &x) != NULL)
+	if (coll_node_buf(cm, next, &x) != NULL)
 		return 0;
 	next->alt_buf = 0;	/* it runs after op, in the first */
 	return -1;
@@ -279,40 +279,40 @@ ahead_node_buf(struct job *j, const struct op *op, struct op *next)
  * none is ready, or it may not.
  */
 static struct op *
-coll_ahead(struct job *j, const struct op *op)
+coll_ahead(struct comm *cm, const struct op *op)
 {
 	struct op *next;
 
-	if (j->nlocal < 2 || (next = subq_take_ahead(j)) == NULL)
+	if (cm->nlocal < 2 || (next = subq_take_ahead(cm)) == NULL)
 		return NULL;
 	if (next->code != 0 || next->desc.coll != COLL_ALLREDUCE ||
-	    !coll_segmented(j, op_bytes(next)) ||
-	    ops_share_memory(j, op, next) || (op->before != NULL &&
-	    ops_share_memory(j, op->before, next)) ||
-	    ahead_node_buf(j, op, next) == -1)
+	    !coll_segmented(cm, op_bytes(next)) ||
+	    ops_share_memory(cm, op, next) || (op->before != NULL &&
+	    ops_share_memory(cm, op->before, next)) ||
+	    ahead_node_buf(cm, op, next) == -1)
 		return NULL;
 	return next;
 }
 
 /* Op's last segment, to hand out from its node buffer buf. */
 static struct side_span
-last_segment(const struct job *j, const struct op *op, uint8_t *buf)
+last_segment(const struct comm *cm, const struct op *op, uint8_t *buf)
 {
 	const struct ipc_op *d = &op->desc;
 	size_t es = dtype_size(d->dtype), seg = seg_count(op),
 	    nseg = seg_total(op);
 
 	return (struct side_span){ op, buf, (nseg - 1) * seg * es, d->count -
-	    (nseg - 1) * seg, d->redop == MCCL_AVG ? j->nranks : 0 };
+	    (nseg - 1) * seg, d->redop == MCCL_AVG ? cm->nranks : 0 };
 }
 
 /* Op's last segment handed out from its node buffer buf, here. */
 static int
-fan_out_last(struct job *j, const struct op *op, uint8_t *buf, struct xfer *x)
+fan_out_last(struct comm *cm, const struct op *op, uint8_t *buf, struct xfer *x)
 {
-	struct side_span end = last_segment(j, op, buf);
+	struct side_span end = last_segment(cm, op, buf);
 
-	return coll_fan_out(j, op, end.buf + end.off, end.off, end.count,
+	return coll_fan_out(cm, op, end.buf + end.off, end.off, end.count,
 	    end.avg, x);
 }
 
@@ -326,14 +326,14 @@ fan_out_last(struct job *j, const struct op *op, uint8_t *buf, struct xfer *x)
  * network still takes the hand-out; its first combine is its own.
  */
 int
-coll_segments(struct job *j, struct op *op, struct xfer *x)
+coll_segments(struct comm *cm, struct op *op, struct xfer *x)
 {
 	const struct ipc_op *d = &op->desc;
 	size_t es = dtype_size(d->dtype), seg = seg_count(op),
 	    nseg = seg_total(op), last = d->count - (nseg - 1) * seg;
-	uint32_t avg = d->redop == MCCL_AVG ? j->nranks : 0;
-	uint8_t *dst = coll_node_buf(j, op, x);
-	int combines = j->nlocal > 1 || op_in_xmem(j, op);
+	uint32_t avg = d->redop == MCCL_AVG ? cm->nranks : 0;
+	uint8_t *dst = coll_node_buf(cm, op, x);
+	int combines = cm->nlocal > 1 || op_in_xmem(cm, op);
 	const uint8_t *src = combines ? dst : op->parts[0].send;
 	struct op *ahead = NULL;
 	uint64_t node_ns = 0, t0;
@@ -342,12 +342,12 @@ coll_segments(struct job *j, struct op *op, struct xfer *x)
 
 	if (dst == NULL)
 		return -1;
-	if (side_new(&side, j) == -1) {
+	if (side_new(&side, cm) == -1) {
 		side_free(&side);
 		return coll_nomem(x);
 	}
 	if (combines && !op->combined_ahead)
-		rc = coll_combine(j, op, dst, 0, seg, x);
+		rc = coll_combine(cm, op, dst, 0, seg, x);
 	for (size_t s = 0; rc == 0 && s < nseg; s++) {
 		size_t at = s * seg * es, n = s + 1 < nseg ? seg : last,
 		    next = combines && s + 1 < nseg ? (s + 2 < nseg ? seg :
@@ -359,11 +359,11 @@ coll_segments(struct job *j, struct op *op, struct xfer *x)
 		struct op *ends = s == 0 ? op->before : NULL;
 
 		if (ends != NULL)
-			fan = last_segment(j, ends, coll_node_buf(j, ends, x));
-		if (s + 1 == nseg && (ahead = coll_ahead(j, op)) != NULL)
-			comb = (struct side_span){ ahead, coll_node_buf(j,
+			fan = last_segment(cm, ends, coll_node_buf(cm, ends, x));
+		if (s + 1 == nseg && (ahead = coll_ahead(cm, op)) != NULL)
+			comb = (struct side_span){ ahead, coll_node_buf(cm,
 			    ahead, x), 0, seg_count(ahead), 0 };
-		if (side_begin(j, &side, &fan, &comb, ends) == -1) {
+		if (side_begin(cm, &side, &fan, &comb, ends) == -1) {
 			rc = coll_nomem(x);	/* coll_end_before ends it */
 			break;
 		}
@@ -372,19 +372,19 @@ coll_segments(struct job *j, struct op *op, struct xfer *x)
 		rc = node_allreduce(x, src + at, dst + at, n, d->dtype,
 		    d->redop);
 		node_ns += now_ns() - t0;
-		if (side_end(j, op, comb.op == op ? NULL : ahead, &side,
+		if (side_end(cm, op, comb.op == op ? NULL : ahead, &side,
 		    x) == -1)
 			rc = -1;
 		if (rc == 0 && ahead != NULL)
 			ahead->combined_ahead = 1;
 	}
 	if (rc == 0 && ahead == NULL)	/* one that came since: it still */
-		ahead = coll_ahead(j, op);	/* hands this one's last out */
+		ahead = coll_ahead(cm, op);	/* hands this one's last out */
 	if (rc == 0 && ahead != NULL) {
 		ahead->before = op;
 		op->handed_on = 1;
 	} else if (rc == 0)
-		rc = fan_out_last(j, op, dst, x);
+		rc = fan_out_last(cm, op, dst, x);
 	op->node_ns = node_ns;
 	side_free(&side);
 	return rc;
@@ -395,7 +395,7 @@ coll_segments(struct job *j, struct op *op, struct xfer *x)
  * hand out that one's last segment (it failed first), here.
  */
 void
-coll_end_before(struct job *j, struct op *op)
+coll_end_before(struct comm *cm, struct op *op)
 {
 	struct op *before = op->before;
 	struct xfer x;
@@ -404,9 +404,9 @@ coll_end_before(struct job *j, struct op *op)
 		return;
 	op->before = NULL;
 	memset(&x, 0, sizeof(x));
-	if (fan_out_last(j, before, coll_node_buf(j, before, &x), &x) == -1) {
+	if (fan_out_last(cm, before, coll_node_buf(cm, before, &x), &x) == -1) {
 		before->code = x.code;
 		wire_strlcpy(before->err, x.err, sizeof(before->err));
 	}
-	j->eng->op_ended(j, before);
+	cm->eng->op_ended(cm, before);
 }

@@ -4,7 +4,9 @@
 # control/, engine/, transport/.  No object of a layer uses a symbol that
 # an object of a layer above it defines, and no source of it includes a
 # header of a layer above; struct engine is the engine's own: no source
-# outside engine/ includes engine/engine_state.h.  control/ still reads
+# outside engine/ includes engine/engine_state.h; struct job is the control
+# plane's: no source outside control/ includes control/job.h, and none
+# under engine/ or transport/ names struct job.  control/ still reads
 # the process's state (md): only engine/ and transport/ are held to the
 # process layer yet.
 set -u
@@ -71,5 +73,14 @@ if [ -n "$outside" ]; then
 	echo "FAIL struct engine seen outside engine/: $outside"
 	fail=1
 fi
-[ $fail = 0 ] && echo "ok   the $n files of control/, engine/ and transport/ call down only, engine/ and transport/ use nothing of the process's, and struct engine is engine/'s own"
+outside=$(grep -l '#include "control/job.h"' "$top"/daemon/*.c \
+    "$top"/daemon/engine/*.[ch] "$top"/daemon/transport/*.[ch] 2>/dev/null |
+    tr '\n' ' ')
+named=$(grep -l 'struct job\b' "$top"/daemon/engine/*.[ch] \
+    "$top"/daemon/transport/*.[ch] 2>/dev/null | tr '\n' ' ')
+if [ -n "$outside$named" ]; then
+	echo "FAIL struct job seen outside control/: $outside$named"
+	fail=1
+fi
+[ $fail = 0 ] && echo "ok   the $n files of control/, engine/ and transport/ call down only, engine/ and transport/ use nothing of the process's, struct engine is engine/'s own and struct job control/'s"
 exit $fail

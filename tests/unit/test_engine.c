@@ -96,7 +96,7 @@ struct peer {
 };
 
 struct fixture {
-	struct job	*j;
+	struct comm	*cm;
 	struct segtab	*segs[NLOCAL];
 	struct ipc_doorbell *db[NLOCAL];
 	float		*mem[NLOCAL];	/* each rank's data segment */
@@ -297,32 +297,32 @@ engine_event_cb(int fd, short events, void *arg)
 	(void)fd; (void)events; (void)arg;
 }
 
-static struct job *
+static struct comm *
 job_make(void)
 {
-	struct job *j = calloc(1, sizeof(*j));
+	struct comm *cm = calloc(1, sizeof(*cm));
 
-	ck_assert_ptr_nonnull(j);
-	j->id = 42;
-	j->uid = getuid();
-	strcpy(j->name, "test");
-	j->nranks = 3;
-	j->nlocal = NLOCAL;
-	j->local_ranks = local_ranks;
-	j->nnodes = 2;
-	j->me = 1;
-	j->node_index = node_index;
-	j->rank_pos = rank_pos;
-	j->rank_slot = rank_slot;
-	j->pos_first = pos_first;
-	j->pos_count = pos_count;
-	j->slots_are_ranks = 1;
-	j->names = names;
-	j->nlanes = NLANES;
-	j->conf = job_conf;
-	j->ev_engine = event_new(base, -1, 0, engine_event_cb, j);
-	ck_assert_ptr_nonnull(j->ev_engine);
-	return j;
+	ck_assert_ptr_nonnull(cm);
+	cm->id = 42;
+	cm->uid = getuid();
+	strcpy(cm->name, "test");
+	cm->nranks = 3;
+	cm->nlocal = NLOCAL;
+	cm->local_ranks = local_ranks;
+	cm->nnodes = 2;
+	cm->me = 1;
+	cm->node_index = node_index;
+	cm->rank_pos = rank_pos;
+	cm->rank_slot = rank_slot;
+	cm->pos_first = pos_first;
+	cm->pos_count = pos_count;
+	cm->slots_are_ranks = 1;
+	cm->names = names;
+	cm->nlanes = NLANES;
+	cm->conf = job_conf;
+	cm->ev_engine = event_new(base, -1, 0, engine_event_cb, cm);
+	ck_assert_ptr_nonnull(cm->ev_engine);
+	return cm;
 }
 
 /*
@@ -346,7 +346,7 @@ start_slowly(enum peer_role role, unsigned gap_ms, uint32_t rows)
 	char err[ERR_MAX] = "";
 	int mine;
 
-	f.j = job_make();
+	f.cm = job_make();
 	for (uint32_t i = 0; i < NLOCAL; i++) {
 		f.segs[i] = segtab_new();
 		f.db[i] = map(IPC_BELL_SIZE);
@@ -358,10 +358,10 @@ start_slowly(enum peer_role role, unsigned gap_ms, uint32_t rows)
 		ranks[i] = (struct engine_rank){ local_ranks[i],
 		    segtab_find(f.segs[i], BELL_ID), f.segs[i] };
 	}
-	ck_assert_int_eq(p2p_init(f.j, err, sizeof(err)), 0);
-	ck_assert_msg(engine_start(f.j, ranks, err, sizeof(err)) == 0, "%s",
+	ck_assert_int_eq(p2p_init(f.cm, err, sizeof(err)), 0);
+	ck_assert_msg(engine_start(f.cm, ranks, err, sizeof(err)) == 0, "%s",
 	    err);
-	ck_assert_int_eq(p2p_start(f.j, err, sizeof(err)), 0);
+	ck_assert_int_eq(p2p_start(f.cm, err, sizeof(err)), 0);
 	f.started = 1;
 	f.peer.role = role;
 	f.peer.abort_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -378,11 +378,11 @@ start_slowly(enum peer_role role, unsigned gap_ms, uint32_t rows)
 	for (uint32_t k = 0; k < rows; k++) {
 		if (k > 0 && gap_ms > 0)
 			msleep(gap_ms);
-		ck_assert_int_eq(engine_adopt_link(f.j, 0, k, f.mine[k]), 0);
+		ck_assert_int_eq(engine_adopt_link(f.cm, 0, k, f.mine[k]), 0);
 		f.mine[k] = -1;
 	}
 	if (rows > 0)
-		ck_assert_int_eq(engine_adopt_link(f.j, 0, 0, -1), -1);
+		ck_assert_int_eq(engine_adopt_link(f.cm, 0, 0, -1), -1);
 }
 
 /* Local rank i publishes d, as mccl.c does: the slot, the head, the bell. */
@@ -419,7 +419,7 @@ collect(struct op **ops, int n)
 	int code, got = 0;
 
 	while (got < n && now_ns() < until) {
-		engine_collect(f.j, &done, &code, err, sizeof(err));
+		engine_collect(f.cm, &done, &code, err, sizeof(err));
 		while ((op = TAILQ_FIRST(&done)) != NULL) {
 			TAILQ_REMOVE(&done, op, entry);
 			ck_assert_msg(got < n, "more than %d ops came back", n);
@@ -441,14 +441,14 @@ collect_one(void)
 }
 
 static int
-wait_until(int (*cond)(struct job *), unsigned ms)
+wait_until(int (*cond)(struct comm *), unsigned ms)
 {
 	for (unsigned t = 0; t < ms; t++) {
-		if (cond(f.j))
+		if (cond(f.cm))
 			return 1;
 		msleep(1);
 	}
-	return cond(f.j);
+	return cond(f.cm);
 }
 
 /* Stop it as job_free does, whatever the test left, and free it all. */
@@ -458,16 +458,16 @@ teardown(void)
 	uint64_t one = 1;
 
 	if (f.started) {
-		engine_quit(f.j);
-		p2p_quit(f.j);
+		engine_quit(f.cm);
+		p2p_quit(f.cm);
 		if (write(f.peer.abort_fd, &one, sizeof(one)) == -1)
 			perror("test_engine: waking n0");
 		peer_join();
 		ck_assert(wait_until(engine_exited, 10000));
 		ck_assert(wait_until(p2p_exited, 10000));
-		p2p_finish(f.j);
-		engine_finish(f.j);
-		ck_assert_ptr_null(f.j->eng);
+		p2p_finish(f.cm);
+		engine_finish(f.cm);
+		ck_assert_ptr_null(f.cm->eng);
 		for (int k = 0; k < ROWS; k++) {
 			link_close(f.peer.links[k * 2 + 1]);
 			if (f.peer.fd[k] >= 0)
@@ -477,10 +477,10 @@ teardown(void)
 		}
 		close(f.peer.abort_fd);
 		free(f.peer.buf);
-		event_free(f.j->ev_engine);
+		event_free(f.cm->ev_engine);
 		for (uint32_t i = 0; i < NLOCAL; i++)
 			segtab_unref(f.segs[i]);	/* unmaps */
-		free(f.j);
+		free(f.cm);
 	}
 	memset(&f, 0, sizeof(f));
 }
@@ -523,7 +523,7 @@ START_TEST(an_allreduce_from_the_rings_to_the_doorbells_and_back)
 	/* counted, as sent to and received from n0 */
 	ck_assert_uint_gt(data_bytes(0, DATA_SENT), sent);
 	ck_assert_uint_gt(data_bytes(0, DATA_RECEIVED), received);
-	ck_assert(!engine_stopped(f.j));
+	ck_assert(!engine_stopped(f.cm));
 	op_free(op);
 }
 END_TEST
@@ -553,9 +553,9 @@ START_TEST(an_abort_reaches_an_engine_waiting_for_a_rank)
 	start(PEER_RUN);
 	submit(0, &d);			/* rank 2 never submits */
 	msleep(50);
-	ck_assert(!engine_stopped(f.j));
-	ck_assert_int_eq(engine_current(f.j, &now), 0);	/* none assembled */
-	engine_abort(f.j);
+	ck_assert(!engine_stopped(f.cm));
+	ck_assert_int_eq(engine_current(f.cm, &now), 0);	/* none assembled */
+	engine_abort(f.cm);
 	ck_assert(wait_until(engine_stopped, 10000));
 	ck_assert_uint_eq(f.db[0]->done_seq, 0);
 }
@@ -573,7 +573,7 @@ START_TEST(a_retune_applies_to_the_next_op)
 
 	start(PEER_RUN);
 	t.op_timeout_ms = 200;
-	engine_retune(f.j, &t);
+	engine_retune(f.cm, &t);
 	submit(0, &d);			/* rank 2 never submits */
 	op = collect_one();
 	ck_assert_int_eq(op->code, MCCL_ERR_TIMEOUT);
@@ -716,7 +716,7 @@ START_TEST(the_next_allreduces_first_segment_is_combined_beside_the_last)
 	assert_range(0, 2 * BIG, 6.0f);
 	for (uint32_t i = 0; i < NLOCAL; i++) {
 		ck_assert_uint_eq(f.db[i]->done_seq, 2);
-		ck_assert(!subq_pending(f.j, i));
+		ck_assert(!subq_pending(f.cm, i));
 	}
 	free_both(op);
 }
@@ -884,9 +884,9 @@ START_TEST(an_allreduce_over_the_one_before_last_waits_for_its_hand_out)
 END_TEST
 
 static int
-peer_at_last(struct job *j)
+peer_at_last(struct comm *cm)
 {
-	(void)j;
+	(void)cm;
 	return __atomic_load_n(&f.peer.at_last, __ATOMIC_ACQUIRE);
 }
 
@@ -923,9 +923,9 @@ END_TEST
 
 /* Both descriptors of each rank taken (the second one ahead). */
 static int
-both_taken(struct job *j)
+both_taken(struct comm *cm)
 {
-	(void)j;
+	(void)cm;
 	return __atomic_load_n(&f.db[0]->sq_tail, __ATOMIC_ACQUIRE) == 2 &&
 	    __atomic_load_n(&f.db[1]->sq_tail, __ATOMIC_ACQUIRE) == 2;
 }
@@ -942,8 +942,8 @@ START_TEST(an_op_taken_ahead_fails_unrun_when_the_job_is_aborted)
 
 	submit_two(PEER_STALL_LAST, 0, BIG);
 	ck_assert(wait_until(both_taken, 10000));
-	ck_assert(!engine_stopped(f.j));
-	engine_abort(f.j);
+	ck_assert(!engine_stopped(f.cm));
+	engine_abort(f.cm);
 	collect(op, 2);
 	ck_assert_int_ne(op[0]->code, 0);
 	ck_assert_int_eq(op[1]->code, MCCL_ERR_ABORTED);
@@ -952,7 +952,7 @@ START_TEST(an_op_taken_ahead_fails_unrun_when_the_job_is_aborted)
 	ck_assert(wait_until(engine_stopped, 10000));
 	for (uint32_t i = 0; i < NLOCAL; i++) {
 		ck_assert_uint_eq(f.db[i]->done_seq, 0);
-		ck_assert(!subq_pending(f.j, i));
+		ck_assert(!subq_pending(f.cm, i));
 	}
 	free_both(op);
 }
@@ -966,7 +966,7 @@ links_reported(int *code, char *err, size_t errlen)
 	int links = 0;
 
 	for (int t = 0; t < 10000 && links == 0; t++) {
-		links = engine_collect(f.j, &done, code, err, errlen);
+		links = engine_collect(f.cm, &done, code, err, errlen);
 		if (links == 0)
 			msleep(1);
 	}
@@ -1020,8 +1020,8 @@ END_TEST
 START_TEST(quit_ends_the_thread_and_finish_frees_it)
 {
 	start(PEER_RUN);
-	ck_assert(!engine_exited(f.j));
-	engine_quit(f.j);
+	ck_assert(!engine_exited(f.cm));
+	engine_quit(f.cm);
 	ck_assert(wait_until(engine_exited, 10000));
 }
 END_TEST

@@ -205,9 +205,9 @@ check_peer_of(uint32_t node, struct check_peer *p)
 }
 
 void
-engine_retune(struct job *j, const struct engine_tunables *t)
+engine_retune(struct comm *cm, const struct engine_tunables *t)
 {
-	(void)j; (void)t;
+	(void)cm; (void)t;
 }
 
 int
@@ -220,49 +220,49 @@ check_serve(int fd, const struct check_peer *peer, uint32_t busy, char *err,
 }
 
 int
-engine_start(struct job *j, const struct engine_rank *ranks, char *err,
+engine_start(struct comm *cm, const struct engine_rank *ranks, char *err,
     size_t errlen)
 {
 	(void)err; (void)errlen;
-	ck_assert_uint_le(j->nlocal, 8);
-	memcpy(started, ranks, j->nlocal * sizeof(*ranks));
-	nstarted = j->nlocal;
+	ck_assert_uint_le(cm->nlocal, 8);
+	memcpy(started, ranks, cm->nlocal * sizeof(*ranks));
+	nstarted = cm->nlocal;
 	return 0;
 }
 
 int
-engine_collect(struct job *j, struct op_list *done, int *code, char *err,
+engine_collect(struct comm *cm, struct op_list *done, int *code, char *err,
     size_t errlen)
 {
-	(void)j; (void)done; (void)code; (void)err; (void)errlen;
+	(void)cm; (void)done; (void)code; (void)err; (void)errlen;
 	if (!links_up)
 		return 0;
 	links_up = 0;
 	return 1;
 }
 
-int engine_adopt_link(struct job *j, uint32_t p, uint32_t l, int fd)
-{ (void)j; (void)p; (void)l; (void)fd; return -1; }
-int engine_current(struct job *j, struct op_now *n) { (void)j; (void)n; return 0; }
-int engine_stopped(struct job *j) { (void)j; return 1; }
-int engine_exited(struct job *j) { (void)j; return 1; }
-void engine_abort(struct job *j) { (void)j; }
-void engine_wake(struct job *j) { (void)j; }
-void engine_quit(struct job *j) { (void)j; }
-void engine_finish(struct job *j) { (void)j; }
-void subq_leave(struct job *j, uint32_t i) { (void)j; (void)i; }
-int subq_pending(const struct job *j, uint32_t i) { (void)j; (void)i; return 0; }
-uint64_t subq_submitted(const struct job *j, uint32_t i) { (void)j; (void)i; return 0; }
-uint64_t subq_waiting_since(const struct job *j, uint64_t *s)
-{ (void)j; *s = 0; return 0; }
-int p2p_init(struct job *j, char *e, size_t l) { (void)j; (void)e; (void)l; return 0; }
-int p2p_start(struct job *j, char *e, size_t l) { (void)j; (void)e; (void)l; return 0; }
-int p2p_exited(struct job *j) { (void)j; return 1; }
-void p2p_quit(struct job *j) { (void)j; }
-void p2p_finish(struct job *j) { (void)j; }
-void p2p_submit(struct job *j, struct op *op) { (void)j; (void)op; }
-int p2p_adopt_link(struct job *j, uint32_t p, int fd)
-{ (void)j; (void)p; (void)fd; return -1; }
+int engine_adopt_link(struct comm *cm, uint32_t p, uint32_t l, int fd)
+{ (void)cm; (void)p; (void)l; (void)fd; return -1; }
+int engine_current(struct comm *cm, struct op_now *n) { (void)cm; (void)n; return 0; }
+int engine_stopped(struct comm *cm) { (void)cm; return 1; }
+int engine_exited(struct comm *cm) { (void)cm; return 1; }
+void engine_abort(struct comm *cm) { (void)cm; }
+void engine_wake(struct comm *cm) { (void)cm; }
+void engine_quit(struct comm *cm) { (void)cm; }
+void engine_finish(struct comm *cm) { (void)cm; }
+void subq_leave(struct comm *cm, uint32_t i) { (void)cm; (void)i; }
+int subq_pending(const struct comm *cm, uint32_t i) { (void)cm; (void)i; return 0; }
+uint64_t subq_submitted(const struct comm *cm, uint32_t i) { (void)cm; (void)i; return 0; }
+uint64_t subq_waiting_since(const struct comm *cm, uint64_t *s)
+{ (void)cm; *s = 0; return 0; }
+int p2p_init(struct comm *cm, char *e, size_t l) { (void)cm; (void)e; (void)l; return 0; }
+int p2p_start(struct comm *cm, char *e, size_t l) { (void)cm; (void)e; (void)l; return 0; }
+int p2p_exited(struct comm *cm) { (void)cm; return 1; }
+void p2p_quit(struct comm *cm) { (void)cm; }
+void p2p_finish(struct comm *cm) { (void)cm; }
+void p2p_submit(struct comm *cm, struct op *op) { (void)cm; (void)op; }
+int p2p_adopt_link(struct comm *cm, uint32_t p, int fd)
+{ (void)cm; (void)p; (void)fd; return -1; }
 void link_mem_forget(const void *key) { (void)key; }
 
 /* ---- the cluster, its clients, the other nodes' messages ---- */
@@ -491,22 +491,22 @@ START_TEST(the_rank_map_gives_the_topology_and_the_engine_its_ranks)
 	j = job_find_id(f.job_id);
 	ck_assert_ptr_nonnull(j);
 	ck_assert_int_eq(j->state, JOB_LINKING);
-	ck_assert_uint_eq(j->nnodes, 2);
-	ck_assert_uint_eq(j->me, 0);
-	ck_assert_uint_eq(j->cost.alpha_ns, f.alpha_ns);
-	ck_assert_uint_eq(j->cost.beta_ps, f.beta_ps);
-	ck_assert_uint_eq(j->cost.gamma_ps, f.gamma_ps);
-	ck_assert_uint_eq(j->cost.beta_pair_ps, f.beta_pair_ps);
-	ck_assert_uint_eq(j->node_index[1], 1);
-	ck_assert_str_eq(j->names[1], "n1");
+	ck_assert_uint_eq(j->comm.nnodes, 2);
+	ck_assert_uint_eq(j->comm.me, 0);
+	ck_assert_uint_eq(j->comm.cost.alpha_ns, f.alpha_ns);
+	ck_assert_uint_eq(j->comm.cost.beta_ps, f.beta_ps);
+	ck_assert_uint_eq(j->comm.cost.gamma_ps, f.gamma_ps);
+	ck_assert_uint_eq(j->comm.cost.beta_pair_ps, f.beta_pair_ps);
+	ck_assert_uint_eq(j->comm.node_index[1], 1);
+	ck_assert_str_eq(j->comm.names[1], "n1");
 	/* node order: n0's ranks 0 and 2, then n1's 1 and 3 */
-	ck_assert_uint_eq(j->rank_slot[0], 0);
-	ck_assert_uint_eq(j->rank_slot[2], 1);
-	ck_assert_uint_eq(j->rank_slot[1], 2);
-	ck_assert_uint_eq(j->rank_slot[3], 3);
-	ck_assert_int_eq(j->slots_are_ranks, 0);
-	ck_assert_uint_eq(j->pos_first[1], 2);
-	ck_assert_uint_eq(j->pos_count[0], 2);
+	ck_assert_uint_eq(j->comm.rank_slot[0], 0);
+	ck_assert_uint_eq(j->comm.rank_slot[2], 1);
+	ck_assert_uint_eq(j->comm.rank_slot[1], 2);
+	ck_assert_uint_eq(j->comm.rank_slot[3], 3);
+	ck_assert_int_eq(j->comm.slots_are_ranks, 0);
+	ck_assert_uint_eq(j->comm.pos_first[1], 2);
+	ck_assert_uint_eq(j->comm.pos_count[0], 2);
 	/* the engine gets the local ranks in rank order, with their bells */
 	ck_assert_uint_eq(nstarted, 2);
 	ck_assert_uint_eq(started[0].rank, 0);

@@ -38,7 +38,7 @@ link_mem_forget(const void *key)
 #define BELL_ID		1
 
 struct fixture {
-	struct job	*j;
+	struct comm	*cm;
 	struct segtab	*segs[NLOCAL];
 	struct ipc_doorbell *db[NLOCAL];
 	uint8_t		*mem[NLOCAL];	/* each rank's data segment */
@@ -57,14 +57,14 @@ fixture_up(struct fixture *f)
 	char err[ERR_MAX] = "";
 
 	memset(f, 0, sizeof(*f));
-	f->j = calloc(1, sizeof(*f->j));
-	ck_assert_ptr_nonnull(f->j);
-	strcpy(f->j->conf.node_name, "n0");
-	f->j->nranks = 8;
-	f->j->nlocal = NLOCAL;
-	f->j->eng = calloc(1, sizeof(*f->j->eng));
-	ck_assert_ptr_nonnull(f->j->eng);
-	f->j->eng->tun = (struct engine_tunables){ .op_timeout_ms = 60000,
+	f->cm = calloc(1, sizeof(*f->cm));
+	ck_assert_ptr_nonnull(f->cm);
+	strcpy(f->cm->conf.node_name, "n0");
+	f->cm->nranks = 8;
+	f->cm->nlocal = NLOCAL;
+	f->cm->eng = calloc(1, sizeof(*f->cm->eng));
+	ck_assert_ptr_nonnull(f->cm->eng);
+	f->cm->eng->tun = (struct engine_tunables){ .op_timeout_ms = 60000,
 	    .algo = ALGO_RING };
 	for (uint32_t i = 0; i < NLOCAL; i++) {
 		f->segs[i] = segtab_new();
@@ -77,7 +77,7 @@ fixture_up(struct fixture *f)
 		ranks[i] = (struct engine_rank){ i == 0 ? 3 : 5,
 		    segtab_find(f->segs[i], BELL_ID), f->segs[i] };
 	}
-	ck_assert_int_eq(subq_attach(f->j, ranks, err, sizeof(err)), 0);
+	ck_assert_int_eq(subq_attach(f->cm, ranks, err, sizeof(err)), 0);
 }
 
 /* The engine lets go of the rings, then the connections of their tables. */
@@ -86,12 +86,12 @@ fixture_down(struct fixture *f)
 {
 	int before = forgotten;
 
-	subq_detach(f->j);
+	subq_detach(f->cm);
 	for (uint32_t i = 0; i < NLOCAL; i++)
 		segtab_unref(f->segs[i]);	/* unmaps its segments */
 	ck_assert_int_eq(forgotten - before, 2 * NLOCAL);	/* told first */
-	free(f->j->eng);
-	free(f->j);
+	free(f->cm->eng);
+	free(f->cm);
 }
 
 /* Rank i publishes d, as mccl.c does: the slot, then the head. */
@@ -118,7 +118,7 @@ take(struct fixture *f, uint64_t *until)
 {
 	uint64_t u;
 
-	return subq_take(f->j, until != NULL ? until : &u);
+	return subq_take(f->cm, until != NULL ? until : &u);
 }
 
 static void
@@ -175,7 +175,7 @@ START_TEST(a_missing_rank_times_out_named)
 	submit(&f, 0, &d);
 	ck_assert_ptr_null(take(&f, &until));	/* waits for rank 5 */
 	ck_assert_uint_gt(until, 0);
-	since = subq_waiting_since(f.j, &next);
+	since = subq_waiting_since(f.cm, &next);
 	ck_assert_uint_gt(since, 0);
 	ck_assert_uint_eq(next, 1);
 	nanosleep(&ms2, NULL);
@@ -192,7 +192,7 @@ START_TEST(a_rank_that_left_fails_at_once)
 
 	fixture_up(&f);
 	submit(&f, 1, &d);
-	subq_leave(f.j, 0);
+	subq_leave(f.cm, 0);
 	take_fails(&f, MCCL_ERR_PEER_FAILED, "rank 3 on node n0 has left the "
 	    "job");
 	fixture_down(&f);
