@@ -1879,8 +1879,9 @@ tcase(Suite *s, const char *name, const TTest *t, int n)
 
 /*
  * A case that runs the same threads as the others over more node counts,
- * algorithms or sizes: its own worth is the results, which the plain and
- * ASan runs check; ThreadSanitizer's run leaves it out (CK_EXCLUDE_TAGS).
+ * algorithms or sizes: its own worth is the results, which make check
+ * checks in the optimised build (check-rdma, CK_INCLUDE_TAGS); the
+ * sanitizers' runs leave it out (CK_EXCLUDE_TAGS).
  */
 static void
 matrix(TCase *tc)
