@@ -78,7 +78,7 @@ UNIT_TESTS = $(B)/test_proto $(B)/test_reduce $(B)/test_config $(B)/test_ring \
 	     $(B)/test_log $(B)/test_fakeverbs $(B)/test_rdma $(B)/test_budget \
 	     $(B)/test_subq $(B)/test_algo $(B)/test_form $(B)/test_engine \
 	     $(B)/test_crew $(B)/test_pass $(B)/test_conn $(B)/test_liveness \
-	     $(B)/test_perf_pattern
+	     $(B)/test_perf_pattern $(B)/test_check
 TEST_PROGS = $(B)/mccl-test $(B)/mccl-hostile
 BENCH_PROGS = $(B)/wirebw $(B)/costmodel
 
@@ -187,6 +187,12 @@ $(B)/test_form: $(call obj,tests/unit/test_form.c daemon/control/form.c daemon/c
 $(B)/test_engine: $(call obj,tests/unit/test_engine.c tests/unit/testlib.c daemon/engine/engine.c daemon/engine/coll.c daemon/engine/local.c daemon/engine/pipeline.c daemon/engine/exchange.c daemon/engine/pass.c daemon/engine/subq.c daemon/engine/p2p.c daemon/engine/op.c daemon/engine/seg.c daemon/engine/xmem.c daemon/engine/budget.c $(CORE_SRCS) daemon/transport/link.c daemon/transport/dial.c daemon/transport/auth.c daemon/transport/rdma.c tests/fakeverbs/fakeverbs.c $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(JSON_LIBS) $(CHECK_LIBS) $(SODIUM_LIBS) -lpthread
 
+$(B)/test_check: $(call obj,tests/unit/test_check.c daemon/engine/check.c \
+    daemon/transport/link.c daemon/transport/dial.c daemon/transport/auth.c \
+    daemon/transport/rdma.c $(LINK_SRCS) daemon/log.c \
+    tests/fakeverbs/fakeverbs.c $(PROTO_SRCS))
+	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(SODIUM_LIBS) -lpthread
+
 $(B)/wirebw: $(call obj,tools/bench/wirebw.c daemon/engine/reduce.c daemon/log.c)
 	$(CC) $(LDFLAGS) -o $@ $^
 
@@ -260,7 +266,7 @@ ASAN_MAKE = $(MAKE) B=build-asan OPT="-O1 -g" SAN="$(ASAN_FLAGS)"
 TSAN_MAKE = $(MAKE) B=build-tsan OPT="-O1 -g" SAN="$(TSAN_FLAGS)" \
 	    UNIT_TESTS="build-tsan/test_ring build-tsan/test_fakeverbs \
 	    build-tsan/test_rdma build-tsan/test_budget build-tsan/test_engine \
-	    build-tsan/test_crew build-tsan/test_pass"
+	    build-tsan/test_crew build-tsan/test_pass build-tsan/test_check"
 check-asan:
 	$(ASAN_MAKE) -j$(NPROC) test-progs
 	ASAN_OPTIONS=quarantine_size_mb=4 CK_TIMEOUT_MULTIPLIER=4 \
