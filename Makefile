@@ -78,7 +78,7 @@ UNIT_TESTS = $(B)/test_proto $(B)/test_reduce $(B)/test_config $(B)/test_ring \
 	     $(B)/test_log $(B)/test_fakeverbs $(B)/test_rdma $(B)/test_budget \
 	     $(B)/test_subq $(B)/test_algo $(B)/test_form $(B)/test_engine \
 	     $(B)/test_crew $(B)/test_pass $(B)/test_conn $(B)/test_liveness \
-	     $(B)/test_perf_pattern $(B)/test_check
+	     $(B)/test_perf_pattern $(B)/test_check $(B)/test_metrics
 TEST_PROGS = $(B)/mccl-test $(B)/mccl-hostile
 BENCH_PROGS = $(B)/wirebw $(B)/costmodel
 
@@ -192,6 +192,12 @@ $(B)/test_check: $(call obj,tests/unit/test_check.c daemon/engine/check.c \
     daemon/transport/rdma.c $(LINK_SRCS) daemon/log.c \
     tests/fakeverbs/fakeverbs.c $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(SODIUM_LIBS) -lpthread
+
+$(B)/test_metrics: $(call obj,tests/unit/test_metrics.c \
+    daemon/control/metrics.c daemon/engine/algo.c daemon/engine/budget.c \
+    daemon/engine/bigmem.c daemon/log.c $(PROTO_SRCS))
+	$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(JSON_LIBS) $(CHECK_LIBS) \
+	    -lpthread
 
 $(B)/wirebw: $(call obj,tools/bench/wirebw.c daemon/engine/reduce.c daemon/log.c)
 	$(CC) $(LDFLAGS) -o $@ $^

@@ -166,6 +166,7 @@ config_defaults(struct config *c)
 	if (conf_default_nodes(c) == -1)
 		fatal("config_defaults");
 	c->node_index = 0;
+	c->cluster_hash = config_cluster_hash(c);
 	c->listen[0] = c->nodes[0].addr;
 	c->nlisten = 1;
 }
@@ -665,24 +666,6 @@ conf_streams(struct pctx *p, const struct conf_key *k, json_t *v,
 	}
 	c->streams_per_peer = (uint32_t)n;
 	return 0;
-}
-
-/*
- * The links per pair of nodes a job formed now gets.  auto: one per four
- * cores, 2 to 4: each lane of a large allreduce is a thread of its own
- * (copies, reductions and TCP), and measured on 16 cores, 4 of them
- * filled a 40 Gbit/s link where 2 reached 0.7 of it; a small machine
- * keeps cores for the application.
- */
-uint32_t
-conf_lanes(const struct config *c)
-{
-	long ncpu;
-
-	if (c->streams_per_peer != STREAMS_AUTO)
-		return c->streams_per_peer;
-	ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	return ncpu >= 16 ? 4 : ncpu >= 12 ? 3 : 2;
 }
 
 /* One element of "nodes": {"name": ..., "address": ...}, exactly. */
@@ -1420,6 +1403,7 @@ conf_finish(struct pctx *p, struct config *c)
 		return -1;
 	}
 	c->node_index = (uint32_t)i;
+	c->cluster_hash = config_cluster_hash(c);
 	if (conf_rdma(p, c) == -1)
 		return -1;
 	if (c->nlisten == 0) {

@@ -24,7 +24,16 @@
 #include "engine/reduce.h"
 #include "transport/transport.h"
 
-struct mccld_state md;
+/* The process's state (main thread): its own, the control plane is given
+ * the loop and the settings (control_init). */
+static struct {
+	struct event_base *base;
+	struct config	 conf;
+	const char	*conf_path;
+	int		 conf_explicit;
+	int		 verbose;	/* -v: debug whatever the config */
+	int		 shutting_down;
+} md;
 
 
 /* -h: on standard output, exit 0; a wrong argument: on stderr, exit 2. */
@@ -45,7 +54,7 @@ usage(int asked)
 }
 
 /* Tell systemd, when it is listening, what the daemon is doing. */
-void
+static void
 mccld_status_update(void)
 {
 	uint32_t up = 0;
@@ -53,29 +62,7 @@ mccld_status_update(void)
 	for (uint32_t i = 0; i < md.conf.nnodes; i++)
 		up += i != md.conf.node_index && peer_is_up(i);
 	sd_notifyf(0, "STATUS=%u of %zu peers up, %d jobs, %u clients", up,
-	    md.conf.nnodes - 1, job_count(NULL), md.nclients);
-}
-
-static void
-listener_resume_cb(int fd, short events, void *arg)
-{
-	(void)fd;
-	(void)events;
-	event_add(arg, NULL);
-}
-
-/*
- * accept() failed for want of descriptors: stop listening for a moment
- * rather than spin on a listener that stays readable, and say so once.
- */
-void
-listener_pause(struct event *ev, const char *what)
-{
-	struct timeval tv = { 0, 100000 };
-
-	log_warn("%s: accept; pausing for 100 ms", what);
-	event_del(ev);
-	event_base_once(md.base, -1, EV_TIMEOUT, listener_resume_cb, ev, &tv);
+	    md.conf.nnodes - 1, job_count(NULL), client_count());
 }
 
 static void
@@ -136,6 +123,7 @@ reload_nodes(struct config *nc)
 	free(md.conf.nodes);
 	md.conf.nodes = nc->nodes;
 	md.conf.nnodes = nc->nnodes;
+	md.conf.cluster_hash = config_cluster_hash(&md.conf);
 	nc->nodes = NULL;
 	nc->nnodes = 0;
 	if (peer_add_nodes(old_n, err, sizeof(err)) == -1)
@@ -245,7 +233,7 @@ reload(char *err, size_t errlen)
 }
 
 /* mcclctl reload: the same as SIGHUP, answered with what is in force. */
-json_t *
+static json_t *
 mccld_reload(char *err, size_t errlen)
 {
 	if (reload(err, errlen) == -1)
@@ -307,7 +295,7 @@ signal_cb(int sig, short events, void *arg)
 		return;
 	sd_notify(0, "STOPPING=1");
 	md.shutting_down = 1;
-	job_shutdown(strsignal(sig));
+	control_shutdown(strsignal(sig));
 	shutdown_by = now_ns() + SHUTDOWN_MAX_NS;
 	if ((ev_shutdown = evtimer_new(md.base, shutdown_cb, NULL)) == NULL)
 		event_base_loopexit(md.base, &(struct timeval){ 0, 200000 });
@@ -432,7 +420,8 @@ main(int argc, char **argv)
 		/* A key_file is checked; the host key is not made. */
 		if ((md.conf.key_file[0] != '\0' && auth_init(md.conf.key_file,
 		    md.conf.socket_path, err, sizeof(err)) == -1) ||
-		    scrape_token_load(err, sizeof(err)) == -1)
+		    scrape_token_load(md.conf.metrics_token_file, err,
+		    sizeof(err)) == -1)
 			fatalx("%s", err);
 		printf("configuration OK: node %s, %zu nodes\n",
 		    md.conf.node_name, md.conf.nnodes);
@@ -443,11 +432,8 @@ main(int argc, char **argv)
 	malloc_setup();
 	if (evthread_use_pthreads() == -1 || (md.base = event_base_new()) == NULL)
 		fatalx("cannot initialize libevent");
-	TAILQ_INIT(&md.clients);
-	TAILQ_INIT(&md.jobs);
-	TAILQ_INIT(&md.coords);
-	TAILQ_INIT(&md.dying);
-	md.started_ns = now_ns();
+	control_init(md.base, &md.conf, &(struct control_hooks){
+	    mccld_status_update, mccld_reload });
 	raise_fd_limit();
 	linkcost_init();
 	/* The socket's directory is checked before the host key goes there. */

@@ -1,6 +1,6 @@
 /*
- * mccld.h: the process (mccld.c, config.c): its settings and the state of
- * the whole daemon, which every layer below may read; the log is log.h's.
+ * mccld.h: the process's settings (config.c), which mccld.c keeps and the
+ * control plane reads (control_init); the log is log.h's.
  * Each layer has its own header: control/control.h (the main thread's
  * control plane), engine/engine.h (a job's data plane), transport/
  * transport.h (the links under it); each includes the ones below it.
@@ -34,6 +34,8 @@
 struct config {
 	char		 node_name[NODE_NAME_MAX];
 	uint32_t	 node_index;		/* of node_name in nodes[] */
+	uint64_t	 cluster_hash;		/* of nodes (config_cluster_hash),
+						   which peers must share */
 	char		 socket_path[108];	/* sun_path */
 	struct conf_addr listen[CONF_LISTEN_MAX];
 	size_t		 nlisten;
@@ -104,38 +106,5 @@ void		config_show(const struct config *, FILE *);
 void		config_keys_file(FILE *);
 const char	*conf_transport_name(int);
 #define STREAMS_AUTO	0		/* streams_per_peer: by the cores */
-uint32_t	conf_lanes(const struct config *);
-
-/* ---- mccld.c: process-wide state (main thread) ---- */
-
-struct event_base;
-struct event;
-struct bufferevent;
-typedef struct json_t json_t;
-
-TAILQ_HEAD(client_list, client);
-TAILQ_HEAD(job_list, job);
-TAILQ_HEAD(coord_list, coord);
-
-struct mccld_state {
-	struct event_base	*base;
-	struct config		 conf;
-	const char		*conf_path;
-	int			 conf_explicit;
-	int			 verbose;	/* -v: debug whatever the config */
-	uint64_t		 started_ns;
-	struct client_list	 clients;
-	uint32_t		 nclients;
-	struct job_list		 jobs;		/* this node's jobs */
-	struct coord_list	 coords;	/* jobs forming with us as coordinator */
-	struct job_list		 dying;		/* freed, waiting for their threads */
-	int			 shutting_down;
-};
-
-extern struct mccld_state md;
-
-void		mccld_status_update(void);
-json_t		*mccld_reload(char *, size_t);
-void		listener_pause(struct event *, const char *);
 
 #endif

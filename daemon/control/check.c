@@ -68,7 +68,7 @@ static void	check_finish(void);
 static uint64_t
 pair_budget_ns(void)
 {
-	return ((uint64_t)2 * CHECK_MS + 2 * md.conf.connect_timeout_ms +
+	return ((uint64_t)2 * CHECK_MS + 2 * conf->connect_timeout_ms +
 	    5000) * 1000000;
 }
 
@@ -88,7 +88,7 @@ pair_done(struct pair *p, int code, const char *why)
 static int
 node_reachable(uint32_t n)
 {
-	return n == md.conf.node_index || peer_is_up(n);
+	return n == conf->node_index || peer_is_up(n);
 }
 
 /* Start every waiting pair whose nodes are free; finish when all are done. */
@@ -112,7 +112,7 @@ check_schedule(void)
 			continue;
 		}
 		m = (struct peer_check_run){ check->id, i, p->b,
-		    conf_lanes(&md.conf), CHECK_MS, check->force };
+		    job_lanes_max(), CHECK_MS, check->force };
 		if (peer_send(p->a, PEER_CHECK_RUN, &m, NULL, 0) == -1) {
 			snprintf(why, sizeof(why), "cannot reach node %s",
 			    peer_name(p->a));
@@ -164,7 +164,7 @@ int
 check_ctl_start(struct client *c, const char *arg, char *err, size_t errlen)
 {
 	struct timeval tv = { 0, TICK_MS * 1000 };
-	uint32_t n = (uint32_t)md.conf.nnodes, k = 0;
+	uint32_t n = (uint32_t)conf->nnodes, k = 0;
 	struct job *j;
 	int njobs = 0;
 
@@ -175,23 +175,23 @@ check_ctl_start(struct client *c, const char *arg, char *err, size_t errlen)
 	}
 	if (check != NULL) {
 		snprintf(err, errlen, "a check is running on node %s already: "
-		    "try again when it has ended", md.conf.node_name);
+		    "try again when it has ended", conf->node_name);
 		return -1;
 	}
-	TAILQ_FOREACH(j, &md.jobs, entry)
+	TAILQ_FOREACH(j, &jobs, entry)
 		njobs++;
 	if (njobs > 0 && *arg == '\0') {
 		snprintf(err, errlen, "%d job%s run%s on node %s: the check's "
 		    "traffic and theirs would disturb each other (mcclctl "
 		    "check --force runs it anyway)", njobs, njobs > 1 ? "s" : "",
-		    njobs > 1 ? "" : "s", md.conf.node_name);
+		    njobs > 1 ? "" : "s", conf->node_name);
 		return -1;
 	}
 	if ((check = calloc(1, sizeof(*check))) == NULL ||
 	    (check->pairs = calloc((size_t)n * (n - 1) / 2 + 1,
 	    sizeof(*check->pairs))) == NULL ||
 	    (check->busy = calloc(n, 1)) == NULL ||
-	    (check->ev_tick = event_new(md.base, -1, EV_PERSIST,
+	    (check->ev_tick = event_new(ctl_base, -1, EV_PERSIST,
 	    check_tick_cb, NULL)) == NULL) {
 		if (check != NULL) {
 			free(check->pairs);
@@ -273,8 +273,8 @@ check_outliers(double mid_rate, double mid_rtt)
 
 	for (uint32_t i = 0; i < check->npairs; i++) {
 		const struct pair *p = &check->pairs[i];
-		const char *a = md.conf.nodes[p->a].name;
-		const char *b = md.conf.nodes[p->b].name;
+		const char *a = conf->nodes[p->a].name;
+		const char *b = conf->nodes[p->b].name;
 		double ab = gbps(p->r.tx_bytes, p->r.tx_ns);
 		double ba = gbps(p->r.rx_bytes, p->r.rx_ns);
 		double rtt = (double)p->r.rtt_ns / 1e6;
@@ -314,16 +314,16 @@ check_doc(void)
 	double mid_rate, mid_rtt;
 	size_t nr = 0, nt = 0;
 
-	for (size_t i = 0; i < md.conf.nnodes; i++)
-		json_array_append_new(nodes, json_string(md.conf.nodes[i].name));
+	for (size_t i = 0; i < conf->nnodes; i++)
+		json_array_append_new(nodes, json_string(conf->nodes[i].name));
 	for (uint32_t i = 0; i < check->npairs; i++) {
 		const struct pair *p = &check->pairs[i];
 		int ok = p->r.code == 0;
 
 		for (int way = 0; way < 2; way++)
 			json_array_append_new(pairs, json_pack("{s:s, s:s, s:o, "
-			    "s:o, s:s?}", "from", md.conf.nodes[way ? p->b :
-			    p->a].name, "to", md.conf.nodes[way ? p->a : p->b].name,
+			    "s:o, s:s?}", "from", conf->nodes[way ? p->b :
+			    p->a].name, "to", conf->nodes[way ? p->a : p->b].name,
 			    "gbps", ok ? json_real(way ? gbps(p->r.rx_bytes,
 			    p->r.rx_ns) : gbps(p->r.tx_bytes, p->r.tx_ns)) :
 			    json_null(), "rtt_us", ok ? json_integer((json_int_t)
@@ -340,7 +340,7 @@ check_doc(void)
 	free(rates);
 	free(rtts);
 	doc = json_pack("{s:o, s:i, s:i, s:o, s:f, s:f, s:o}", "nodes", nodes,
-	    "lanes", (int)conf_lanes(&md.conf), "ms", CHECK_MS, "pairs",
+	    "lanes", (int)job_lanes_max(), "ms", CHECK_MS, "pairs",
 	    pairs, "median_gbps", mid_rate, "median_rtt_ms", mid_rtt,
 	    "outliers", check_outliers(mid_rate, mid_rtt));
 	return doc;
@@ -407,14 +407,14 @@ measuring_done_cb(int fd, short events, void *arg)
 void
 check_peer_of(uint32_t node, struct check_peer *p)
 {
-	const struct conf_node *n = &md.conf.nodes[node];
+	const struct conf_node *n = &conf->nodes[node];
 
 	*p = (struct check_peer){ .node = node, .addr = n->addr,
-	    .me_index = md.conf.node_index, .choice = md.conf.transport,
-	    .connect_timeout_ms = md.conf.connect_timeout_ms };
+	    .me_index = conf->node_index, .choice = conf->transport,
+	    .connect_timeout_ms = conf->connect_timeout_ms };
 	wire_strlcpy(p->name, n->name, sizeof(p->name));
 	wire_strlcpy(p->rdma_dev, n->rdma_dev, sizeof(p->rdma_dev));
-	wire_strlcpy(p->me, md.conf.node_name, sizeof(p->me));
+	wire_strlcpy(p->me, conf->node_name, sizeof(p->me));
 }
 
 static void
@@ -424,28 +424,28 @@ check_recv_run(uint32_t from, const struct peer_check_run *m)
 	struct job *j;
 	int njobs = 0;
 
-	TAILQ_FOREACH(j, &md.jobs, entry)
+	TAILQ_FOREACH(j, &jobs, entry)
 		njobs++;
-	if (m->to <= md.conf.node_index || m->to >= md.conf.nnodes ||
+	if (m->to <= conf->node_index || m->to >= conf->nnodes ||
 	    m->lanes < 1 || m->lanes > PEER_LANES_MAX || m->ms < 1 ||
 	    m->ms > PEER_CHECK_MS_MAX)
 		snprintf(why, sizeof(why), "node %s: a check of node %u, %u "
-		    "links, %u ms: out of range", md.conf.node_name, m->to,
+		    "links, %u ms: out of range", conf->node_name, m->to,
 		    m->lanes, m->ms);
 	else if (measuring != NULL)
 		snprintf(why, sizeof(why), "node %s is measuring for another "
-		    "check", md.conf.node_name);
+		    "check", conf->node_name);
 	else if (njobs > 0 && !m->force) {
 		snprintf(why, sizeof(why), "node %s runs %d job%s: not "
 		    "measured (mcclctl check --force measures anyway)",
-		    md.conf.node_name, njobs, njobs > 1 ? "s" : "");
+		    conf->node_name, njobs, njobs > 1 ? "s" : "");
 		measuring_reply(from, m->check_id, m->pair, NULL,
 		    MCCL_ERR_PERMISSION, why);
 		return;
 	}
 	else if ((measuring = calloc(1, sizeof(*measuring))) == NULL)
 		snprintf(why, sizeof(why), "node %s: out of memory",
-		    md.conf.node_name);
+		    conf->node_name);
 	else {
 		measuring->from = from;
 		measuring->check_id = m->check_id;
@@ -457,7 +457,7 @@ check_recv_run(uint32_t from, const struct peer_check_run *m)
 		check_peer_of(m->to, &measuring->m.peer);
 		if ((measuring->m.done_fd = eventfd(0, EFD_CLOEXEC |
 		    EFD_NONBLOCK)) != -1 && (measuring->ev_done = event_new(
-		    md.base, measuring->m.done_fd, EV_READ, measuring_done_cb,
+		    ctl_base, measuring->m.done_fd, EV_READ, measuring_done_cb,
 		    NULL)) != NULL && event_add(measuring->ev_done, NULL) == 0 &&
 		    check_measure_start(&measuring->m, why, sizeof(why)) == 0)
 			return;
@@ -469,7 +469,7 @@ check_recv_run(uint32_t from, const struct peer_check_run *m)
 		measuring = NULL;
 		if (why[0] == '\0')
 			snprintf(why, sizeof(why), "node %s: out of file "
-			    "descriptors", md.conf.node_name);
+			    "descriptors", conf->node_name);
 	}
 	measuring_reply(from, m->check_id, m->pair, NULL, MCCL_ERR_INVALID_ARGUMENT,
 	    why);

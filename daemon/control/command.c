@@ -64,7 +64,7 @@ static json_t *
 ctl_reload(struct client *c, const char *arg, char *err, size_t errlen)
 {
 	(void)c, (void)arg;
-	return mccld_reload(err, errlen);
+	return control_reload(err, errlen);
 }
 
 static json_t *

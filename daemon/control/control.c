@@ -41,6 +41,16 @@ struct outmsg {
 	uint8_t		buf[];
 };
 
+/* What the control plane runs on: the process's, from control_init. */
+const struct config	*conf;
+struct event_base	*ctl_base;
+uint64_t		 ctl_started_ns;
+int			 ctl_stopping;
+static struct control_hooks hooks;
+
+static struct client_list clients = TAILQ_HEAD_INITIALIZER(clients);
+static uint32_t		 nclients;
+
 static int		 control_fd = -1;
 static struct event	*control_ev;
 static char		 control_path[108];
@@ -49,6 +59,72 @@ static int		 control_activated;	/* the socket is systemd's */
 static void	client_read_cb(int, short, void *);
 static void	client_write_cb(int, short, void *);
 static void	client_close(struct client *, const char *);
+
+/*
+ * Before anything else of control/: the loop it runs on, the settings it
+ * reads (the process's own, which a reload changes in place between
+ * events) and the process's calls it makes (hooks).
+ */
+void
+control_init(struct event_base *base, const struct config *c,
+    const struct control_hooks *h)
+{
+	ctl_base = base;
+	conf = c;
+	hooks = *h;
+	ctl_started_ns = now_ns();
+}
+
+/* What the daemon does changed (peers, jobs, clients): say so above. */
+void
+control_status_changed(void)
+{
+	hooks.status_changed();
+}
+
+/* mcclctl reload: the process re-reads its settings. */
+json_t *
+control_reload(char *err, size_t errlen)
+{
+	return hooks.reload(err, errlen);
+}
+
+/* The daemon is going down: no new clients, no new peer connections,
+ * every job told. */
+void
+control_shutdown(const char *why)
+{
+	ctl_stopping = 1;
+	job_shutdown(why);
+}
+
+uint32_t
+client_count(void)
+{
+	return nclients;
+}
+
+static void
+listener_resume_cb(int fd, short events, void *arg)
+{
+	(void)fd;
+	(void)events;
+	event_add(arg, NULL);
+}
+
+/*
+ * accept() failed for want of descriptors: stop listening for a moment
+ * rather than spin on a listener that stays readable, and say so once.
+ */
+void
+listener_pause(struct event *ev, const char *what)
+{
+	struct timeval tv = { 0, 100000 };
+
+	log_warn("%s: accept; pausing for 100 ms", what);
+	event_del(ev);
+	event_base_once(ctl_base, -1, EV_TIMEOUT, listener_resume_cb, ev, &tv);
+}
 
 /* Remove a stale socket at path; never anything that is not a socket. */
 static int
@@ -142,7 +218,7 @@ uid_clients(uid_t uid)
 	struct client *c;
 	uint32_t n = 0;
 
-	TAILQ_FOREACH(c, &md.clients, entry)
+	TAILQ_FOREACH(c, &clients, entry)
 		n += c->uid == uid;
 	return n;
 }
@@ -198,17 +274,17 @@ control_refuse(int fd, const struct ucred *cred)
 	struct refusal *r;
 	char why[ERR_MAX];
 
-	if (md.shutting_down) {
+	if (ctl_stopping) {
 		e.code = MCCL_ERR_ABORTED;
 		snprintf(why, sizeof(why), "mccld on node %s is shutting down",
-		    md.conf.node_name);
-	} else if (md.nclients >= md.conf.max_clients)
+		    conf->node_name);
+	} else if (nclients >= conf->max_clients)
 		snprintf(why, sizeof(why), "the daemon has max_clients (%u) "
-		    "connections", md.conf.max_clients);
-	else if (uid_clients(cred->uid) >= md.conf.max_connections_per_uid)
+		    "connections", conf->max_clients);
+	else if (uid_clients(cred->uid) >= conf->max_connections_per_uid)
 		snprintf(why, sizeof(why), "uid %u already has %u connections "
 		    "(max_connections_per_uid)", (unsigned)cred->uid,
-		    md.conf.max_connections_per_uid);
+		    conf->max_connections_per_uid);
 	else
 		return 0;
 	log_warnx("control: refusing pid %d uid %u: %s", (int)cred->pid,
@@ -221,7 +297,7 @@ control_refuse(int fd, const struct ucred *cred)
 	r->len = wire_encode(&ipc_proto, IPC_ERROR, &e, why, strlen(why),
 	    r->buf, sizeof(r->buf));
 	r->fd = fd;
-	r->ev = event_new(md.base, fd, EV_READ, refusal_cb, r);
+	r->ev = event_new(ctl_base, fd, EV_READ, refusal_cb, r);
 	event_add(r->ev, &tv);
 	TAILQ_INSERT_TAIL(&refusing, r, entry);
 	nrefusing++;
@@ -266,12 +342,12 @@ control_accept_cb(int fd, short events, void *arg)
 	snprintf(c->desc, sizeof(c->desc), "pid %d uid %u", (int)cred.pid,
 	    (unsigned)cred.uid);
 	TAILQ_INIT(&c->outq);
-	c->ev_read = event_new(md.base, cfd, EV_READ | EV_PERSIST,
+	c->ev_read = event_new(ctl_base, cfd, EV_READ | EV_PERSIST,
 	    client_read_cb, c);
-	c->ev_write = event_new(md.base, cfd, EV_WRITE, client_write_cb, c);
+	c->ev_write = event_new(ctl_base, cfd, EV_WRITE, client_write_cb, c);
 	event_add(c->ev_read, NULL);
-	TAILQ_INSERT_TAIL(&md.clients, c, entry);
-	md.nclients++;
+	TAILQ_INSERT_TAIL(&clients, c, entry);
+	nclients++;
 	log_debug("control: client %s connected", c->desc);
 }
 
@@ -304,7 +380,7 @@ control_listen(const char *path, char *err, size_t errlen)
 	    (fd = control_bind(path, err, errlen)) == -1)
 		return -1;
 	control_fd = fd;
-	control_ev = event_new(md.base, fd, EV_READ | EV_PERSIST,
+	control_ev = event_new(ctl_base, fd, EV_READ | EV_PERSIST,
 	    control_accept_cb, NULL);
 	event_add(control_ev, NULL);
 	return 0;
@@ -315,7 +391,7 @@ control_close(void)
 {
 	struct client *c;
 
-	while ((c = TAILQ_FIRST(&md.clients)) != NULL)
+	while ((c = TAILQ_FIRST(&clients)) != NULL)
 		client_close(c, NULL);
 	while (!TAILQ_EMPTY(&refusing))
 		refusal_free(TAILQ_FIRST(&refusing));
@@ -396,14 +472,14 @@ client_seg_add(struct client *c, const struct ipc_seg_add *m, int fd)
 		    m->seg_id == 0 ? "reserved" : "already registered");
 	else if (m->size == 0)
 		snprintf(err, sizeof(err), "segment %u is empty", m->seg_id);
-	else if (t->nsegs >= md.conf.max_segments)
+	else if (t->nsegs >= conf->max_segments)
 		snprintf(err, sizeof(err), "segment %u: the client already has "
 		    "%u segments (max_segments)", m->seg_id, t->nsegs);
-	else if (m->size > md.conf.max_segment_bytes - t->bytes)
+	else if (m->size > conf->max_segment_bytes - t->bytes)
 		snprintf(err, sizeof(err), "segment %u of %llu bytes: over the "
 		    "limit of %llu bytes per client (max_segment_bytes; %llu "
 		    "in use)", m->seg_id, (unsigned long long)m->size,
-		    (unsigned long long)md.conf.max_segment_bytes,
+		    (unsigned long long)conf->max_segment_bytes,
 		    (unsigned long long)t->bytes);
 	else if (seg_check_fd(fd, m->size, err, sizeof(err)) == 0) {
 		base = mmap(NULL, m->size, PROT_READ | PROT_WRITE, MAP_SHARED,
@@ -465,7 +541,7 @@ uid_outq_bytes(uid_t uid)
 	struct client *c;
 	uint64_t n = 0;
 
-	TAILQ_FOREACH(c, &md.clients, entry)
+	TAILQ_FOREACH(c, &clients, entry)
 		n += c->uid == uid ? c->outq_bytes : 0;
 	return n;
 }
@@ -495,7 +571,7 @@ client_send(struct client *c, uint16_t type, const void *msg,
 	 * (a user's many connections together).
 	 */
 	if (c->outq_bytes + len > OUTQ_MAX || uid_outq_bytes(c->uid) + len >
-	    md.conf.max_reply_bytes_per_uid) {
+	    conf->max_reply_bytes_per_uid) {
 		if (!c->outq_full)
 			log_warnx("control: client %s leaves its replies unread "
 			    "(%u bytes queued, %llu for uid %u): reading nothing "
@@ -610,19 +686,19 @@ control_status(const struct client *c)
 	json_t *listen = json_array();
 	uint32_t up = 0;
 
-	for (size_t i = 0; i < md.conf.nlisten; i++)
+	for (size_t i = 0; i < conf->nlisten; i++)
 		json_array_append_new(listen, json_sprintf("%s:%u",
-		    md.conf.listen[i].host, md.conf.listen[i].port));
-	for (uint32_t i = 0; i < md.conf.nnodes; i++)
-		up += i != md.conf.node_index && peer_is_up(i);
+		    conf->listen[i].host, conf->listen[i].port));
+	for (uint32_t i = 0; i < conf->nnodes; i++)
+		up += i != conf->node_index && peer_is_up(i);
 	return json_pack("{s:s, s:i, s:s, s:i, s:I, s:s, s:o, s:i, s:i, s:i, "
 	    "s:i, s:s, s:o}",
-	    "node", md.conf.node_name, "node_index", (int)md.conf.node_index,
+	    "node", conf->node_name, "node_index", (int)conf->node_index,
 	    "version", MCCLD_VERSION, "pid", (int)getpid(),
-	    "uptime_s", (json_int_t)((now_ns() - md.started_ns) / 1000000000),
+	    "uptime_s", (json_int_t)((now_ns() - ctl_started_ns) / 1000000000),
 	    "socket", control_path, "listen", listen,
-	    "cluster_size", (int)md.conf.nnodes, "peers_up", (int)up,
-	    "clients", (int)(priv ? md.nclients : uid_clients(c->uid)),
+	    "cluster_size", (int)conf->nnodes, "peers_up", (int)up,
+	    "clients", (int)(priv ? nclients : uid_clients(c->uid)),
 	    "jobs", job_count(c),
 	    "log_level", log_level_name(log_getlevel()),
 	    "link_cost", linkcost_ctl());
@@ -642,9 +718,9 @@ monitor_event(const char *event, const uid_t *owner, json_t *fields)
 	utc_time(time(NULL), when, sizeof(when));
 	json_object_set_new(fields, "time", json_string(when));
 	json_object_set_new(fields, "event", json_string(event));
-	json_object_set_new(fields, "node", json_string(md.conf.node_name));
+	json_object_set_new(fields, "node", json_string(conf->node_name));
 	if ((text = json_dumps(fields, JSON_COMPACT | JSON_SORT_KEYS)) != NULL)
-		TAILQ_FOREACH(c, &md.clients, entry)
+		TAILQ_FOREACH(c, &clients, entry)
 			if (c->monitor && !c->outq_full &&
 			    (owner == NULL || client_sees(c, *owner)))
 				client_reply(c, text);
@@ -667,8 +743,8 @@ client_privileged(const struct client *c)
 
 	if (c->uid == 0 || c->uid == geteuid())
 		return 1;
-	if (md.conf.admin_group[0] == '\0' ||
-	    (gr = getgrnam(md.conf.admin_group)) == NULL)
+	if (conf->admin_group[0] == '\0' ||
+	    (gr = getgrnam(conf->admin_group)) == NULL)
 		return 0;
 	if (c->gid == gr->gr_gid)
 		return 1;
@@ -703,11 +779,11 @@ client_hello(struct client *c, const struct ipc_hello *m)
 	c->hello_done = 1;
 	memset(&ok, 0, sizeof(ok));
 	ok.version = IPC_VERSION;
-	ok.node_index = md.conf.node_index;
-	ok.nnodes = (uint32_t)md.conf.nnodes;
-	ok.init_timeout_ms = md.conf.init_timeout_ms;
-	ok.op_timeout_ms = md.conf.op_timeout_ms;
-	wire_strlcpy(ok.node_name, md.conf.node_name, sizeof(ok.node_name));
+	ok.node_index = conf->node_index;
+	ok.nnodes = (uint32_t)conf->nnodes;
+	ok.init_timeout_ms = conf->init_timeout_ms;
+	ok.op_timeout_ms = conf->op_timeout_ms;
+	wire_strlcpy(ok.node_name, conf->node_name, sizeof(ok.node_name));
 	snprintf(c->desc, sizeof(c->desc), "pid %d uid %u", (int)c->pid,
 	    (unsigned)c->uid);
 	ok.xmem = xmem_open(&c->segs->xm, c->pid, c->uid, m->probe_addr,
@@ -841,10 +917,10 @@ client_read_cb(int fd, short events, void *arg)
 		client_close(c, NULL);
 		return;
 	}
-	if ((mh.msg_flags & MSG_TRUNC) || (size_t)n > md.conf.max_message_bytes)
+	if ((mh.msg_flags & MSG_TRUNC) || (size_t)n > conf->max_message_bytes)
 		why = "record longer than max_message_bytes";
 	else if ((mh.msg_flags & MSG_CTRUNC) ||
-	    (uint32_t)nfds > md.conf.max_fds_per_message)
+	    (uint32_t)nfds > conf->max_fds_per_message)
 		why = "more descriptors than max_fds_per_message";
 	else
 		why = client_check(c, buf, (size_t)n, nfds, &t, &msg, &trailer,
@@ -883,7 +959,7 @@ client_close(struct client *c, const char *why)
 	event_free(c->ev_read);
 	event_free(c->ev_write);
 	close(c->fd);
-	TAILQ_REMOVE(&md.clients, c, entry);
-	md.nclients--;
+	TAILQ_REMOVE(&clients, c, entry);
+	nclients--;
 	free(c);
 }

@@ -9,10 +9,35 @@
 #ifndef MCCL_CONTROL_H
 #define MCCL_CONTROL_H
 
-#include "mccld.h"
+#include "mccld.h"		/* struct config */
 #include "engine/engine.h"
 
+struct event_base;
+struct event;
+typedef struct json_t json_t;
+
+/* ---- control.c: what control/ runs on, given by the process ---- */
+
+struct control_hooks {		/* the process's calls, made by control/ */
+	void	 (*status_changed)(void);	/* peers, jobs or clients */
+	json_t	*(*reload)(char *, size_t);	/* mcclctl reload */
+};
+
+extern const struct config *conf;	/* the settings (control_init) */
+extern struct event_base *ctl_base;	/* the main thread's loop */
+extern uint64_t	 ctl_started_ns;
+extern int	 ctl_stopping;		/* control_shutdown was called */
+
+void		control_init(struct event_base *, const struct config *,
+		    const struct control_hooks *);
+void		control_status_changed(void);
+json_t		*control_reload(char *, size_t);
+void		control_shutdown(const char *);
+void		listener_pause(struct event *, const char *);
+
 /* ---- control.c: the Unix socket, clients and mcclctl ---- */
+
+TAILQ_HEAD(client_list, client);
 
 struct outmsg;
 TAILQ_HEAD(outmsg_list, outmsg);
@@ -41,11 +66,9 @@ struct client {
 	char		 desc[64];	/* "pid 123 uid 1000", for logs */
 };
 
-/* ---- peer.c: control connections to the other daemons (main thread) ---- */
-
-
 int		control_listen(const char *, char *, size_t);
 void		control_close(void);
+uint32_t	client_count(void);
 int		client_reply(struct client *, const char *);
 int		client_send(struct client *, uint16_t, const void *, const void *,
 		    size_t);
@@ -98,6 +121,7 @@ enum liveness	liveness_verdict(const struct liveness_clock *, int, uint64_t,
 
 /* ---- job.c: job formation, operations, failure ---- */
 
+int		job_count(const struct client *);
 void		job_client_join(struct client *, const struct ipc_join *);
 void		job_client_op(struct client *, const struct ipc_op *);
 void		job_client_gone(struct client *, int);
@@ -136,7 +160,6 @@ void		check_close(void);
 struct check_peer;
 void		check_peer_of(uint32_t, struct check_peer *);
 void		utc_time(time_t, char *, size_t);
-int		job_count(const struct client *);
 
 /* ---- linkcost.c: this node's estimate of its links' cost ---- */
 
@@ -163,7 +186,7 @@ json_t		*metrics_ctl(void);
 /* ---- scrape.c: the metrics port ---- */
 
 int		scrape_init(char *, size_t);
-int		scrape_token_load(char *, size_t);
+int		scrape_token_load(const char *, char *, size_t);
 void		scrape_close(void);
 
 #endif

@@ -40,6 +40,7 @@ struct coord {
 	struct event	*ev_timeout;
 	uint32_t	 creator;	/* the node whose join made it */
 };
+static TAILQ_HEAD(, coord) coords = TAILQ_HEAD_INITIALIZER(coords);
 
 /* A data link that arrived before the job's rank map. */
 struct early_link {
@@ -68,10 +69,10 @@ static uint8_t	forming_refused[CONF_NODES_MAX];
 static uint32_t
 form_timeout(uint32_t asked)
 {
-	uint32_t ms = asked ? asked : md.conf.init_timeout_ms;
+	uint32_t ms = asked ? asked : conf->init_timeout_ms;
 
-	return ms < md.conf.max_init_timeout_ms ? ms :
-	    md.conf.max_init_timeout_ms;
+	return ms < conf->max_init_timeout_ms ? ms :
+	    conf->max_init_timeout_ms;
 }
 
 /* ---- formation: the local side ---- */
@@ -96,7 +97,7 @@ job_send_join(struct job *j)
 	memset(&m, 0, sizeof(m));
 	m.uid = (uint32_t)j->comm.uid;
 	m.nranks = j->comm.nranks;
-	m.node = md.conf.node_index;
+	m.node = conf->node_index;
 	m.nlocal = n;
 	m.timeout_ms = j->timeout_ms;
 	wire_strlcpy(m.job, j->comm.name, sizeof(m.job));
@@ -144,11 +145,11 @@ job_new(const struct client *c, const struct ipc_join *m)
 	j->state = JOB_FORMING;
 	j->timeout_ms = form_timeout(m->timeout_ms);
 	j->coordinator = coordinator_of(j->comm.uid, j->comm.name);
-	j->ev_timeout = evtimer_new(md.base, job_form_timeout_cb, j);
+	j->ev_timeout = evtimer_new(ctl_base, job_form_timeout_cb, j);
 	ms_to_tv(j->timeout_ms > UINT32_MAX - FORM_GRACE_MS ? UINT32_MAX :
 	    j->timeout_ms + FORM_GRACE_MS, &tv);
 	evtimer_add(j->ev_timeout, &tv);
-	TAILQ_INSERT_TAIL(&md.jobs, j, entry);
+	TAILQ_INSERT_TAIL(&jobs, j, entry);
 	job_watch_start();
 	log_debug("job %s (uid %u): forming, %u ranks, coordinator %s",
 	    j->comm.name, (unsigned)j->comm.uid, j->comm.nranks, peer_name(j->coordinator));
@@ -168,10 +169,10 @@ join_check(const struct client *c, const struct ipc_join *m, const struct job *j
 
 	else if (proto_job_name_check(m->job, err, errlen) == -1)
 		;
-	else if (m->nranks == 0 || m->nranks > md.conf.max_ranks_per_job)
+	else if (m->nranks == 0 || m->nranks > conf->max_ranks_per_job)
 		snprintf(err, errlen, "job %s: nranks %u is out of range "
 		    "(1..%u, max_ranks_per_job)", m->job, m->nranks,
-		    md.conf.max_ranks_per_job);
+		    conf->max_ranks_per_job);
 	else if (m->rank >= m->nranks)
 		snprintf(err, errlen, "job %s: rank %u is out of range for "
 		    "nranks %u", m->job, m->rank, m->nranks);
@@ -182,7 +183,7 @@ join_check(const struct client *c, const struct ipc_join *m, const struct job *j
 	else if (j != NULL && j->clients[m->rank] != NULL)
 		snprintf(err, errlen, "job %s: rank %u is already held by "
 		    "process %d on node %s", m->job, m->rank,
-		    (int)j->clients[m->rank]->pid, md.conf.node_name);
+		    (int)j->clients[m->rank]->pid, conf->node_name);
 	else if (c->bell == NULL)
 		snprintf(err, errlen, "no doorbell: a connection registers its "
 		    "doorbell (IPC_BELL) before it joins a job");
@@ -197,7 +198,7 @@ uid_jobs(uid_t uid)
 	struct job *j;
 	uint32_t n = 0;
 
-	TAILQ_FOREACH(j, &md.jobs, entry)
+	TAILQ_FOREACH(j, &jobs, entry)
 		n += j->comm.uid == uid;
 	return n;
 }
@@ -213,10 +214,10 @@ job_client_join(struct client *c, const struct ipc_join *m)
 		client_error(c, MCCL_ERR_INVALID_ARGUMENT, IPC_JOIN, err);
 		return;
 	}
-	if (j == NULL && uid_jobs(c->uid) >= md.conf.max_jobs_per_uid) {
+	if (j == NULL && uid_jobs(c->uid) >= conf->max_jobs_per_uid) {
 		snprintf(err, sizeof(err), "job %s: uid %u already has %u jobs "
 		    "on node %s (max_jobs_per_uid)", m->job, (unsigned)c->uid,
-		    md.conf.max_jobs_per_uid, md.conf.node_name);
+		    conf->max_jobs_per_uid, conf->node_name);
 		log_info("%s", err);
 		client_error(c, MCCL_ERR_NO_MEMORY, IPC_JOIN, err);
 		return;
@@ -244,7 +245,7 @@ coord_find(uid_t uid, const char *name)
 {
 	struct coord *k;
 
-	TAILQ_FOREACH(k, &md.coords, entry)
+	TAILQ_FOREACH(k, &coords, entry)
 		if (k->uid == uid && strcmp(k->name, name) == 0)
 			return k;
 	return NULL;
@@ -255,7 +256,7 @@ coord_free(struct coord *k)
 {
 	if (k->creator < CONF_NODES_MAX && --forming[k->creator] == 0)
 		forming_refused[k->creator] = 0;
-	TAILQ_REMOVE(&md.coords, k, entry);
+	TAILQ_REMOVE(&coords, k, entry);
 	event_free(k->ev_timeout);
 	free(k->rank_node);
 	free(k);
@@ -305,7 +306,7 @@ coord_timeout_cb(int fd, short events, void *arg)
 	    k->nranks, k->timeout_ms, k->nranks - k->nclaimed > 1 ? "s" : "",
 	    missing);
 	log_info("%s", msg);
-	if ((sent = calloc(md.conf.nnodes, 1)) != NULL) {
+	if ((sent = calloc(conf->nnodes, 1)) != NULL) {
 		for (uint32_t r = 0; r < k->nranks; r++) {
 			uint32_t n = k->rank_node[r];
 
@@ -339,11 +340,41 @@ coord_new(uint32_t from, const struct peer_join *m)
 	for (uint32_t r = 0; r < k->nranks; r++)
 		k->rank_node[r] = NONE;
 	k->timeout_ms = form_timeout(m->timeout_ms);
-	k->ev_timeout = evtimer_new(md.base, coord_timeout_cb, k);
+	k->ev_timeout = evtimer_new(ctl_base, coord_timeout_cb, k);
 	ms_to_tv(k->timeout_ms, &tv);
 	evtimer_add(k->ev_timeout, &tv);
-	TAILQ_INSERT_TAIL(&md.coords, k, entry);
+	TAILQ_INSERT_TAIL(&coords, k, entry);
 	return k;
+}
+
+/* Jobs forming with this node as their coordinator. */
+int
+coord_count(void)
+{
+	struct coord *k;
+	int n = 0;
+
+	TAILQ_FOREACH(k, &coords, entry)
+		n++;
+	return n;
+}
+
+/*
+ * The links per pair of nodes a job formed now gets.  auto: one per four
+ * cores, 2 to 4: each lane of a large allreduce is a thread of its own
+ * (copies, reductions and TCP), and measured on 16 cores, 4 of them
+ * filled a 40 Gbit/s link where 2 reached 0.7 of it; a small machine
+ * keeps cores for the application.
+ */
+uint32_t
+job_lanes_max(void)
+{
+	long ncpu;
+
+	if (conf->streams_per_peer != STREAMS_AUTO)
+		return conf->streams_per_peer;
+	ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	return ncpu >= 16 ? 4 : ncpu >= 12 ? 3 : 2;
 }
 
 /*
@@ -353,9 +384,9 @@ coord_new(uint32_t from, const struct peer_join *m)
 static uint32_t
 job_lanes(const struct link_cost *cost)
 {
-	uint32_t most = conf_lanes(&md.conf);
+	uint32_t most = job_lanes_max();
 
-	if (md.conf.streams_per_peer != STREAMS_AUTO)
+	if (conf->streams_per_peer != STREAMS_AUTO)
 		return most;
 	return algo_lanes(cost, most);
 }
@@ -381,7 +412,7 @@ coord_form(struct coord *k)
 	f.beta_pair_ps = k->cost.beta_pair_ps;
 	wire_strlcpy(f.job, k->name, sizeof(f.job));
 	trailer = malloc((size_t)k->nranks * 4);
-	sent = calloc(md.conf.nnodes, 1);
+	sent = calloc(conf->nnodes, 1);
 	if (trailer != NULL && sent != NULL) {
 		wire_put_u32s(trailer, k->rank_node, k->nranks);
 		log_info("job %s: all %u ranks joined, id %016llx", k->name,
@@ -436,18 +467,18 @@ coord_refused(uint32_t from, const struct peer_join *m)
 	struct coord fake;
 	char msg[ERR_MAX];
 
-	if (m->nranks <= md.conf.max_ranks_per_job &&
-	    forming[from] < md.conf.max_forming_jobs_per_peer)
+	if (m->nranks <= conf->max_ranks_per_job &&
+	    forming[from] < conf->max_forming_jobs_per_peer)
 		return 0;
-	if (m->nranks > md.conf.max_ranks_per_job)
+	if (m->nranks > conf->max_ranks_per_job)
 		snprintf(msg, sizeof(msg), "job %s: %u ranks, more than the %u "
 		    "of coordinator node %s's max_ranks_per_job", m->job,
-		    m->nranks, md.conf.max_ranks_per_job, md.conf.node_name);
+		    m->nranks, conf->max_ranks_per_job, conf->node_name);
 	else
 		snprintf(msg, sizeof(msg), "job %s: node %s already has %u "
 		    "jobs forming at coordinator node %s "
 		    "(max_forming_jobs_per_peer)", m->job, peer_name(from),
-		    forming[from], md.conf.node_name);
+		    forming[from], conf->node_name);
 	if (!forming_refused[from]) {
 		forming_refused[from] = 1;
 		log_warnx("peer: node %s: %s; further refusals of its jobs are "
@@ -470,7 +501,7 @@ coord_join(uint32_t from, const struct peer_join *m, const uint8_t *trailer,
 
 	if (m->node != from || (uint64_t)tlen != (uint64_t)m->nlocal * 4 ||
 	    m->nranks == 0 || m->nranks > PEER_RANKS_MAX ||
-	    coordinator_of(m->uid, m->job) != md.conf.node_index)
+	    coordinator_of(m->uid, m->job) != conf->node_index)
 		return -1;
 	if ((ranks = calloc(m->nlocal + 1, sizeof(*ranks))) == NULL)
 		return 0;
@@ -539,14 +570,14 @@ job_slots(struct job *j)
 static int
 job_topology(struct job *j, const uint32_t *rank_node)
 {
-	uint32_t *pos_of = calloc(md.conf.nnodes, sizeof(uint32_t));
+	uint32_t *pos_of = calloc(conf->nnodes, sizeof(uint32_t));
 	uint32_t n = 0, l = 0;
 
 	if (pos_of == NULL)
 		return -1;
 	for (uint32_t r = 0; r < j->comm.nranks; r++)
 		pos_of[rank_node[r]] = 1;
-	for (uint32_t i = 0; i < md.conf.nnodes; i++)
+	for (uint32_t i = 0; i < conf->nnodes; i++)
 		pos_of[i] = pos_of[i] ? n++ : NONE;
 	j->comm.nnodes = n;
 	j->comm.node_index = calloc(n, sizeof(uint32_t));
@@ -559,16 +590,16 @@ job_topology(struct job *j, const uint32_t *rank_node)
 		free(pos_of);
 		return -1;
 	}
-	for (uint32_t i = 0; i < md.conf.nnodes; i++)
+	for (uint32_t i = 0; i < conf->nnodes; i++)
 		if (pos_of[i] != NONE) {
 			j->comm.node_index[pos_of[i]] = i;
-			j->comm.conf.nodes[pos_of[i]] = md.conf.nodes[i];
+			j->comm.conf.nodes[pos_of[i]] = conf->nodes[i];
 			j->comm.names[pos_of[i]] = j->comm.conf.nodes[pos_of[i]].name;
 		}
-	j->comm.me = pos_of[md.conf.node_index];
+	j->comm.me = pos_of[conf->node_index];
 	for (uint32_t r = 0; r < j->comm.nranks; r++) {
 		j->comm.rank_pos[r] = pos_of[rank_node[r]];
-		if (rank_node[r] == md.conf.node_index && j->clients[r] != NULL) {
+		if (rank_node[r] == conf->node_index && j->clients[r] != NULL) {
 			j->clients[r]->local_index = l;
 			j->comm.local_ranks[l++] = r;
 		}
@@ -612,9 +643,9 @@ static void
 job_settings(struct job *j)
 {
 	job_tunables(&j->comm.conf.tun);
-	j->comm.conf.chunk_bytes = md.conf.chunk_bytes;
-	j->comm.conf.node_index = md.conf.node_index;
-	wire_strlcpy(j->comm.conf.node_name, md.conf.node_name,
+	j->comm.conf.chunk_bytes = conf->chunk_bytes;
+	j->comm.conf.node_index = conf->node_index;
+	wire_strlcpy(j->comm.conf.node_name, conf->node_name,
 	    sizeof(j->comm.conf.node_name));
 }
 
@@ -684,7 +715,7 @@ job_formed(const struct peer_formed *m, const uint32_t *rank_node)
 	if (job_topology(j, rank_node) == -1) {
 		job_fail(j, MCCL_ERR_PEER_FAILED, "job %s: the rank map does "
 		    "not match the ranks on node %s (one disconnected while "
-		    "the job formed)", j->comm.name, md.conf.node_name);
+		    "the job formed)", j->comm.name, conf->node_name);
 		return;
 	}
 	job_settings(j);
@@ -698,7 +729,7 @@ job_formed(const struct peer_formed *m, const uint32_t *rank_node)
 	log_auto(j, COLL_ALLREDUCE);
 	log_auto(j, COLL_BROADCAST);
 	/* The engine and p2p threads tell the main loop through ev_engine. */
-	if ((j->comm.ev_engine = event_new(md.base, -1, 0, job_engine_cb, j)) ==
+	if ((j->comm.ev_engine = event_new(ctl_base, -1, 0, job_engine_cb, j)) ==
 	    NULL)
 		snprintf(err, sizeof(err), "out of memory");
 	if (j->comm.ev_engine == NULL || p2p_init(&j->comm, err, sizeof(err)) == -1 ||
@@ -726,7 +757,7 @@ job_recv_formed(const struct peer_formed *m, const uint8_t *trailer,
 		return 0;
 	wire_get_u32s(rank_node, trailer, m->nranks);
 	for (uint32_t r = 0; r < m->nranks; r++)
-		if (rank_node[r] >= md.conf.nnodes) {
+		if (rank_node[r] >= conf->nnodes) {
 			free(rank_node);
 			return -1;
 		}
@@ -791,8 +822,8 @@ job_data_link(int fd, const struct peer_data_hello *m)
 	struct timeval tv;
 
 	/* A lane's links come from the nodes before us; send/recv's from any. */
-	if (m->node >= md.conf.nnodes || m->node == md.conf.node_index ||
-	    (m->stream != PEER_STREAM_P2P && m->node > md.conf.node_index)) {
+	if (m->node >= conf->nnodes || m->node == conf->node_index ||
+	    (m->stream != PEER_STREAM_P2P && m->node > conf->node_index)) {
 		log_warnx("peer: data link claims node index %u: refused",
 		    m->node);
 		close(fd);
@@ -846,8 +877,8 @@ job_data_link(int fd, const struct peer_data_hello *m)
 	e->job_id = m->job_id;
 	e->node = m->node;
 	e->stream = m->stream;
-	e->ev_timeout = evtimer_new(md.base, early_link_timeout_cb, e);
-	ms_to_tv(md.conf.connect_timeout_ms, &tv);
+	e->ev_timeout = evtimer_new(ctl_base, early_link_timeout_cb, e);
+	ms_to_tv(conf->connect_timeout_ms, &tv);
 	evtimer_add(e->ev_timeout, &tv);
 	TAILQ_INSERT_TAIL(&early_links, e, entry);
 }
@@ -858,7 +889,7 @@ coord_node_down(uint32_t node)
 {
 	struct coord *k, *knext;
 
-	for (k = TAILQ_FIRST(&md.coords); k != NULL; k = knext) {
+	for (k = TAILQ_FIRST(&coords); k != NULL; k = knext) {
 		knext = TAILQ_NEXT(k, entry);
 		coord_claim(k, node, NULL, 0);
 		if (k->nclaimed == 0)

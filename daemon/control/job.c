@@ -28,6 +28,10 @@
 #include "engine/reduce.h"
 #include "control/job.h"
 
+struct job_list	 jobs = TAILQ_HEAD_INITIALIZER(jobs);	/* this node's */
+/* Freed, waiting for their threads to end. */
+static struct job_list dying = TAILQ_HEAD_INITIALIZER(dying);
+
 static void	job_fail_clients(struct job *, enum job_state);
 static void	job_reap(struct job *);
 
@@ -49,7 +53,7 @@ coordinator_of(uid_t uid, const char *name)
 
 	for (const char *p = name; *p != '\0'; p++)
 		h = (h ^ (uint8_t)*p) * 1099511628211ULL;
-	return (uint32_t)(h % md.conf.nnodes);
+	return (uint32_t)(h % conf->nnodes);
 }
 
 /* Jobs on this node; those c may see when c is not NULL. */
@@ -59,7 +63,7 @@ job_count(const struct client *c)
 	struct job *j;
 	int n = 0;
 
-	TAILQ_FOREACH(j, &md.jobs, entry)
+	TAILQ_FOREACH(j, &jobs, entry)
 		n += c == NULL || client_sees(c, j->comm.uid);
 	return n;
 }
@@ -69,7 +73,7 @@ job_find_forming(uid_t uid, const char *name)
 {
 	struct job *j;
 
-	TAILQ_FOREACH(j, &md.jobs, entry)
+	TAILQ_FOREACH(j, &jobs, entry)
 		if (j->state == JOB_FORMING && j->comm.uid == uid &&
 		    strcmp(j->comm.name, name) == 0)
 			return j;
@@ -81,7 +85,7 @@ job_find_id(uint64_t id)
 {
 	struct job *j;
 
-	TAILQ_FOREACH(j, &md.jobs, entry)
+	TAILQ_FOREACH(j, &jobs, entry)
 		if (j->comm.id == id && id != 0)
 			return j;
 	return NULL;
@@ -105,7 +109,7 @@ job_nodes_mark(uint8_t *mark, uint32_t nnodes)
 {
 	struct job *j;
 
-	TAILQ_FOREACH(j, &md.jobs, entry) {
+	TAILQ_FOREACH(j, &jobs, entry) {
 		if (j->state == JOB_FAILED)
 			continue;
 		for (uint32_t p = 0; p < j->comm.nnodes; p++)
@@ -120,9 +124,9 @@ job_nodes_mark(uint8_t *mark, uint32_t nnodes)
 void
 job_tunables(struct engine_tunables *t)
 {
-	*t = (struct engine_tunables){ md.conf.spin_us, md.conf.algo,
-	    md.conf.op_timeout_ms, md.conf.connect_timeout_ms,
-	    md.conf.transport };
+	*t = (struct engine_tunables){ conf->spin_us, conf->algo,
+	    conf->op_timeout_ms, conf->connect_timeout_ms,
+	    conf->transport };
 }
 
 /* A reload: every running engine takes the settings as they are now. */
@@ -133,7 +137,7 @@ job_retune_all(void)
 	struct job *j;
 
 	job_tunables(&t);
-	TAILQ_FOREACH(j, &md.jobs, entry)
+	TAILQ_FOREACH(j, &jobs, entry)
 		engine_retune(&j->comm, &t);
 }
 
@@ -182,7 +186,7 @@ job_peer_up(uint32_t node)
 {
 	struct job *j;
 
-	TAILQ_FOREACH(j, &md.jobs, entry)
+	TAILQ_FOREACH(j, &jobs, entry)
 		if (j->state == JOB_FORMING && j->coordinator == node)
 			job_send_join(j);
 }
@@ -192,7 +196,7 @@ job_peer_down(uint32_t node, const char *why)
 {
 	struct job *j, *next;
 
-	for (j = TAILQ_FIRST(&md.jobs); j != NULL; j = next) {
+	for (j = TAILQ_FIRST(&jobs); j != NULL; j = next) {
 		next = TAILQ_NEXT(j, entry);
 		if (j->state != JOB_FORMING && j->state != JOB_FAILED &&
 		    job_spans(j, node))
@@ -309,7 +313,7 @@ static void
 job_p2p(struct client *c, const struct ipc_op *m)
 {
 	struct job *j = c->job;
-	uint32_t ms = m->timeout_ms ? m->timeout_ms : md.conf.op_timeout_ms;
+	uint32_t ms = m->timeout_ms ? m->timeout_ms : conf->op_timeout_ms;
 	char err[ERR_MAX];
 	struct op *op;
 
@@ -363,9 +367,9 @@ job_client_op(struct client *c, const struct ipc_op *m)
 		return;
 	}
 	c->last_seq = m->seq;
-	if (c->inflight > md.conf.max_pending_ops) {
+	if (c->inflight > conf->max_pending_ops) {
 		snprintf(err, sizeof(err), "over the limit of %u operations in "
-		    "flight (max_pending_ops)", md.conf.max_pending_ops);
+		    "flight (max_pending_ops)", conf->max_pending_ops);
 		op_reject(c, m, MCCL_ERR_NO_MEMORY, err);
 	} else if (j->nleft > 0)
 		op_reject(c, m, MCCL_ERR_PEER_FAILED, "a rank on this node has "
@@ -406,7 +410,7 @@ job_links_reported(struct job *j, int ok, int code, const char *err)
 	monitor_event("job_formed", &j->comm.uid, json_pack("{s:s, s:i, s:i, s:i}",
 	    "job", j->comm.name, "uid", (int)j->comm.uid, "nranks", (int)j->comm.nranks,
 	    "nnodes", (int)j->comm.nnodes));
-	mccld_status_update();
+	control_status_changed();
 }
 
 /* How long collectives take: mcclctl calls a rank behind past a multiple. */
@@ -479,7 +483,7 @@ job_collect_all(void)
 {
 	struct job *j;
 
-	TAILQ_FOREACH(j, &md.jobs, entry)
+	TAILQ_FOREACH(j, &jobs, entry)
 		job_collect(j);
 }
 
@@ -488,7 +492,7 @@ job_collect_all(void)
 static void
 job_tell_peers(struct job *j)
 {
-	struct peer_abort a = { j->comm.id, (uint32_t)j->code, md.conf.node_index };
+	struct peer_abort a = { j->comm.id, (uint32_t)j->code, conf->node_index };
 
 	for (uint32_t p = 0; p < j->comm.nnodes; p++)
 		if (p != j->comm.me)
@@ -550,7 +554,7 @@ job_fail(struct job *j, int code, const char *fmt, ...)
 		job_tell_peers(j);
 	engine_abort(&j->comm);
 	job_fail_clients(j, was);
-	mccld_status_update();
+	control_status_changed();
 }
 
 /* Fail the job because of op: "job J: op 5 (allreduce): why". */
@@ -572,7 +576,7 @@ job_client_abort(struct client *c)
 	if (c->job != NULL)
 		job_fail(c->job, MCCL_ERR_ABORTED, "job %s: aborted by rank %u "
 		    "(%s) on node %s", c->job->comm.name, c->rank, c->desc,
-		    md.conf.node_name);
+		    conf->node_name);
 }
 
 /* Its threads are gone: free what is left of the job. */
@@ -609,7 +613,7 @@ job_trim_cb(int fd, short events, void *arg)
 	(void)events;
 	(void)arg;
 	trim_pending = 0;
-	if (TAILQ_EMPTY(&md.jobs) && TAILQ_EMPTY(&md.dying)) {
+	if (TAILQ_EMPTY(&jobs) && TAILQ_EMPTY(&dying)) {
 		struct mallinfo2 mi = mallinfo2();
 
 		malloc_trim(0);
@@ -633,7 +637,7 @@ job_trim_later(void)
 	if (trim_pending)
 		return;
 	ms_to_tv(TRIM_IDLE_MS, &tv);
-	if (event_base_once(md.base, -1, EV_TIMEOUT, job_trim_cb, NULL,
+	if (event_base_once(ctl_base, -1, EV_TIMEOUT, job_trim_cb, NULL,
 	    &tv) == 0)
 		trim_pending = 1;
 }
@@ -648,9 +652,9 @@ job_reap(struct job *j)
 {
 	if (!p2p_exited(&j->comm) || !engine_exited(&j->comm))
 		return;
-	TAILQ_REMOVE(&md.dying, j, entry);
+	TAILQ_REMOVE(&dying, j, entry);
 	job_destroy(j);
-	if (TAILQ_EMPTY(&md.jobs) && TAILQ_EMPTY(&md.dying))
+	if (TAILQ_EMPTY(&jobs) && TAILQ_EMPTY(&dying))
 		job_trim_later();
 }
 
@@ -668,8 +672,8 @@ job_reap_all(void)
 	if (watch_ev != NULL)
 		event_free(watch_ev);
 	watch_ev = NULL;
-	while ((j = TAILQ_FIRST(&md.dying)) != NULL) {
-		TAILQ_REMOVE(&md.dying, j, entry);
+	while ((j = TAILQ_FIRST(&dying)) != NULL) {
+		TAILQ_REMOVE(&dying, j, entry);
 		if (j->stuck && !engine_exited(&j->comm)) {
 			log_warnx("job %s: not waiting for its threads: one is "
 			    "stuck in a client's memory", j->comm.name);
@@ -687,7 +691,7 @@ job_reap_all(void)
 static struct client *
 job_stuck_rank(struct job *j, uint64_t *ns)
 {
-	uint64_t limit = (uint64_t)md.conf.op_timeout_ms * 1000000;
+	uint64_t limit = (uint64_t)conf->op_timeout_ms * 1000000;
 
 	for (uint32_t r = 0; r < j->comm.nranks; r++) {
 		struct client *c = j->clients[r];
@@ -714,9 +718,9 @@ job_watch_cb(int fd, short events, void *arg)
 	(void)fd;
 	(void)events;
 	(void)arg;
-	if (TAILQ_EMPTY(&md.jobs))	/* idle: no wake-ups until the next */
+	if (TAILQ_EMPTY(&jobs))	/* idle: no wake-ups until the next */
 		event_del(watch_ev);
-	for (j = TAILQ_FIRST(&md.jobs); j != NULL; j = next) {
+	for (j = TAILQ_FIRST(&jobs); j != NULL; j = next) {
 		next = TAILQ_NEXT(j, entry);
 		if (j->state != JOB_READY || (c = job_stuck_rank(j, &ns)) == NULL)
 			continue;
@@ -738,7 +742,7 @@ job_watch_start(void)
 {
 	struct timeval tv;
 
-	if (watch_ev == NULL && (watch_ev = event_new(md.base, -1,
+	if (watch_ev == NULL && (watch_ev = event_new(ctl_base, -1,
 	    EV_PERSIST, job_watch_cb, NULL)) == NULL)
 		return;
 	if (!event_pending(watch_ev, EV_TIMEOUT, NULL)) {
@@ -759,15 +763,15 @@ job_free(struct job *j)
 			j->clients[r]->job = NULL;
 	if (j->state == JOB_FAILED)
 		job_ctl_remember(j);
-	TAILQ_REMOVE(&md.jobs, j, entry);
+	TAILQ_REMOVE(&jobs, j, entry);
 	evtimer_del(j->ev_timeout);
 	job_blame_cancel(j);
 	j->dying = 1;
-	TAILQ_INSERT_TAIL(&md.dying, j, entry);
+	TAILQ_INSERT_TAIL(&dying, j, entry);
 	p2p_quit(&j->comm);
 	engine_quit(&j->comm);
 	job_reap(j);
-	mccld_status_update();
+	control_status_changed();
 }
 
 /* A local rank detached: orderly (LEAVE) or not (its connection closed). */
@@ -794,7 +798,7 @@ job_client_gone(struct client *c, int orderly)
 	engine_wake(&j->comm);
 	if (!orderly || c->inflight > 0 || subq_pending(&j->comm, c->local_index))
 		job_fail(j, MCCL_ERR_PEER_FAILED, "job %s: rank %u (%s) on node "
-		    "%s %s", j->comm.name, c->rank, c->desc, md.conf.node_name,
+		    "%s %s", j->comm.name, c->rank, c->desc, conf->node_name,
 		    orderly ? "left with operations pending" :
 		    "disconnected (process died?)");
 	log_info("job %s: rank %u left", j->comm.name, c->rank);
@@ -812,7 +816,7 @@ job_all_told(void)
 {
 	struct job *j;
 
-	TAILQ_FOREACH(j, &md.jobs, entry) {
+	TAILQ_FOREACH(j, &jobs, entry) {
 		job_collect(j);
 		if (j->state == JOB_FAILED && !j->fail_told)
 			return 0;
@@ -825,9 +829,9 @@ job_shutdown(const char *why)
 {
 	struct job *j, *next;
 
-	for (j = TAILQ_FIRST(&md.jobs); j != NULL; j = next) {
+	for (j = TAILQ_FIRST(&jobs); j != NULL; j = next) {
 		next = TAILQ_NEXT(j, entry);
 		job_fail(j, MCCL_ERR_ABORTED, "job %s: mccld on node %s is "
-		    "shutting down (%s)", j->comm.name, md.conf.node_name, why);
+		    "shutting down (%s)", j->comm.name, conf->node_name, why);
 	}
 }

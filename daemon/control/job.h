@@ -65,6 +65,9 @@ job_of(struct comm *cm)
 	return (struct job *)(void *)((char *)cm - offsetof(struct job, comm));
 }
 
+TAILQ_HEAD(job_list, job);
+extern struct job_list jobs;		/* job.c: this node's */
+
 struct op;
 struct peer_formed;
 struct peer_join;
@@ -89,6 +92,8 @@ void		 op_finish(struct op *, int, const char *);
 int		 job_spans(const struct job *, uint32_t);
 
 /* form.c */
+uint32_t	 job_lanes_max(void);
+int		 coord_count(void);
 void		 job_send_join(struct job *);
 int		 coord_join(uint32_t, const struct peer_join *,
 		    const uint8_t *, size_t);

@@ -87,7 +87,7 @@ job_snapshot(struct job *j)
 		    c != NULL));
 	}
 	return json_pack("{s:s, s:s, s:o, s:o, s:o, s:I, s:I, s:s?}", "node",
-	    md.conf.node_name, "state", job_state_names[j->state], "ranks",
+	    conf->node_name, "state", job_state_names[j->state], "ranks",
 	    ranks, "in_flight", inflight_json(j), "waiting", waiting_json(j),
 	    "wire_ops", (json_int_t)j->wire_ops, "wire_bytes_saved",
 	    (json_int_t)j->wire_saved, "error", j->state == JOB_FAILED ?
@@ -213,7 +213,7 @@ query_start(struct job *j, uint32_t from, uint32_t to)
 				q->waiting++;
 		}
 	}
-	q->ev_timeout = evtimer_new(md.base, query_timeout_cb, q);
+	q->ev_timeout = evtimer_new(ctl_base, query_timeout_cb, q);
 	TAILQ_INSERT_TAIL(&queries, q, entry);
 	evtimer_add(q->ev_timeout, &tv);
 	return q;
@@ -503,13 +503,13 @@ job_ctl_query(struct client *c, const char *name, char *err, size_t errlen)
 	struct query *q;
 	struct job *j;
 
-	TAILQ_FOREACH(j, &md.jobs, entry)
+	TAILQ_FOREACH(j, &jobs, entry)
 		if (strcmp(j->comm.name, name) == 0 && j->comm.id != 0 &&
 		    client_sees(c, j->comm.uid))
 			break;
 	if (j == NULL) {
 		snprintf(err, errlen, "no formed job named \"%s\" on node %s",
-		    name, md.conf.node_name);
+		    name, conf->node_name);
 		return -1;
 	}
 	if ((q = query_start(j, 0, j->comm.nnodes)) == NULL) {
@@ -521,7 +521,7 @@ job_ctl_query(struct client *c, const char *name, char *err, size_t errlen)
 	    "s:i, s:i, s:i}}", "name", j->comm.name, "nranks", (int)j->comm.nranks,
 	    "nnodes", (int)j->comm.nnodes, "lanes", (int)j->comm.nlanes, "state",
 	    job_state_names[j->state], "algo",
-	    proto_algo_name(md.conf.algo),
+	    proto_algo_name(conf->algo),
 	    "allreduce_auto", auto_ranges(COLL_ALLREDUCE, j),
 	    "broadcast_auto", auto_ranges(COLL_BROADCAST, j), "link_cost",
 	    "alpha_ns", (int)j->comm.cost.alpha_ns, "beta_ps", (int)j->comm.cost.beta_ps,
@@ -579,18 +579,18 @@ job_ctl_abort(const struct client *c, const char *name, char *err,
 	struct job *j, *next;
 	int n = 0;
 
-	for (j = TAILQ_FIRST(&md.jobs); j != NULL; j = next) {
+	for (j = TAILQ_FIRST(&jobs); j != NULL; j = next) {
 		next = TAILQ_NEXT(j, entry);
 		if (strcmp(j->comm.name, name) != 0 || j->state == JOB_FAILED)
 			continue;
 		job_fail(j, MCCL_ERR_ABORTED, "job %s: aborted by mcclctl "
 		    "(uid %u) on node %s", j->comm.name, (unsigned)c->uid,
-		    md.conf.node_name);
+		    conf->node_name);
 		n++;
 	}
 	if (n == 0) {
 		snprintf(err, errlen, "no running job named \"%s\" on node %s",
-		    name, md.conf.node_name);
+		    name, conf->node_name);
 		return NULL;
 	}
 	return json_pack("{s:s, s:i}", "job", name, "aborted", n);
@@ -602,7 +602,7 @@ job_ctl_list(const struct client *c)
 	json_t *list = json_array();
 	struct job *j;
 
-	TAILQ_FOREACH(j, &md.jobs, entry)
+	TAILQ_FOREACH(j, &jobs, entry)
 		if (client_sees(c, j->comm.uid))
 			json_array_append_new(list, job_ctl_one(j));
 	return json_pack("{s:o}", "jobs", list);
@@ -647,7 +647,7 @@ failed_trim(uid_t uid)
 	TAILQ_FOREACH(f, &failed_jobs, entry)
 		n += f->uid == uid;
 	for (f = TAILQ_FIRST(&failed_jobs); f != NULL &&
-	    n > md.conf.failed_jobs_kept; f = next) {
+	    n > conf->failed_jobs_kept; f = next) {
 		next = TAILQ_NEXT(f, entry);
 		if (f->uid == uid) {
 			failed_free(f);
@@ -672,7 +672,7 @@ failed_trim(uid_t uid)
 static void
 failed_path(char *buf, size_t len, const char *suffix)
 {
-	const char *sock = md.conf.socket_path;
+	const char *sock = conf->socket_path;
 	size_t n = strlen(sock);
 
 	if (n > 5 && strcmp(sock + n - 5, ".sock") == 0)
@@ -774,7 +774,7 @@ job_ctl_remember(const struct job *j)
 	struct failed_job *f;
 	char when[32];
 
-	if (md.conf.failed_jobs_kept == 0 || (f = calloc(1, sizeof(*f))) ==
+	if (conf->failed_jobs_kept == 0 || (f = calloc(1, sizeof(*f))) ==
 	    NULL)
 		return;
 	f->uid = j->comm.uid;
@@ -831,7 +831,7 @@ job_ctl_ended(const struct client *c, const char *name, char *err,
 			break;
 	if (f == NULL) {
 		snprintf(err, errlen, "no job named \"%s\" on node %s, running "
-		    "or among the failed jobs kept", name, md.conf.node_name);
+		    "or among the failed jobs kept", name, conf->node_name);
 		return NULL;
 	}
 	d = f->doc;

@@ -222,8 +222,8 @@ metrics_samples(void)
 
 	job_collect_all();	/* ops the engine answered quietly count too */
 	metrics_add(list, "mccl_uptime_seconds", NULL,
-	    (now_ns() - md.started_ns) / 1e9);
-	metrics_add(list, "mccl_clients", NULL, md.nclients);
+	    (now_ns() - ctl_started_ns) / 1e9);
+	metrics_add(list, "mccl_clients", NULL, client_count());
 	metrics_add(list, "mccl_jobs", NULL, job_count(NULL));
 	metrics_add(list, "mccl_scratch_bytes", NULL,
 	    (double)budget_held(&scratch_budget, (uid_t)-1));
@@ -253,6 +253,19 @@ family_of(const char *name)
 	return -1;
 }
 
+/* A label's value, its backslashes, quotes and newlines escaped. */
+static void
+text_label_value(struct evbuffer *b, const char *v)
+{
+	for (; *v != '\0'; v++)
+		if (*v == '\\' || *v == '"')
+			evbuffer_add_printf(b, "\\%c", *v);
+		else if (*v == '\n')
+			evbuffer_add(b, "\\n", 2);
+		else
+			evbuffer_add(b, v, 1);
+}
+
 static void
 text_labels(struct evbuffer *b, const json_t *labels)
 {
@@ -264,8 +277,9 @@ text_labels(struct evbuffer *b, const json_t *labels)
 		return;
 	evbuffer_add_printf(b, "{");
 	json_object_foreach((json_t *)(uintptr_t)labels, k, v) {
-		evbuffer_add_printf(b, "%s%s=\"%s\"", first ? "" : ",", k,
-		    json_string_value(v));
+		evbuffer_add_printf(b, "%s%s=\"", first ? "" : ",", k);
+		text_label_value(b, json_string_value(v));
+		evbuffer_add(b, "\"", 1);
 		first = 0;
 	}
 	evbuffer_add_printf(b, "}");

@@ -122,14 +122,14 @@ static int	peer_told_silent(const struct peer *,
 const char *
 peer_name(uint32_t index)
 {
-	return index < md.conf.nnodes ? md.conf.nodes[index].name : "?";
+	return index < conf->nnodes ? conf->nodes[index].name : "?";
 }
 
 int
 peer_is_up(uint32_t index)
 {
-	return index == md.conf.node_index ||
-	    (index < md.conf.nnodes && peers[index]->state == PEER_UP);
+	return index == conf->node_index ||
+	    (index < conf->nnodes && peers[index]->state == PEER_UP);
 }
 
 static int
@@ -160,13 +160,13 @@ peer_rtt_floor(const struct peer *p)
 uint64_t
 peer_rtt_median_ns(void)
 {
-	uint64_t *v = calloc(md.conf.nnodes + 1, sizeof(*v)), mid;
+	uint64_t *v = calloc(conf->nnodes + 1, sizeof(*v)), mid;
 	size_t n = 0;
 
 	if (v == NULL)
 		return 0;
-	for (uint32_t i = 0; i < md.conf.nnodes; i++)
-		if (i != md.conf.node_index && peers[i]->state == PEER_UP &&
+	for (uint32_t i = 0; i < conf->nnodes; i++)
+		if (i != conf->node_index && peers[i]->state == PEER_UP &&
 		    peer_rtt_floor(peers[i]) > 0)
 			v[n++] = peer_rtt_floor(peers[i]);
 	qsort(v, n, sizeof(*v), cmp_u64);
@@ -187,7 +187,7 @@ self_cb(int fd, short events, void *arg)
 	(void)arg;
 	while ((m = TAILQ_FIRST(&self_queue)) != NULL) {
 		TAILQ_REMOVE(&self_queue, m, entry);
-		if (peer_frame(peers[md.conf.node_index], m->buf, m->len) == -1)
+		if (peer_frame(peers[conf->node_index], m->buf, m->len) == -1)
 			log_warnx("peer: message to self rejected");
 		free(m);
 	}
@@ -209,7 +209,7 @@ peer_send(uint32_t index, uint16_t type, const void *msg,
 		    peer_name(index));
 		return -1;
 	}
-	if (index == md.conf.node_index) {
+	if (index == conf->node_index) {
 		if ((m = malloc(sizeof(*m) + len)) == NULL)
 			return -1;
 		m->len = len;
@@ -233,10 +233,10 @@ peer_send_hello(struct peer *p)
 
 	memset(&h, 0, sizeof(h));
 	h.version = PEER_VERSION;
-	h.node_index = md.conf.node_index;
-	h.nnodes = (uint32_t)md.conf.nnodes;
-	h.cluster_hash = config_cluster_hash(&md.conf);
-	wire_strlcpy(h.node_name, md.conf.node_name, sizeof(h.node_name));
+	h.node_index = conf->node_index;
+	h.nnodes = (uint32_t)conf->nnodes;
+	h.cluster_hash = conf->cluster_hash;
+	wire_strlcpy(h.node_name, conf->node_name, sizeof(h.node_name));
 	peer_send(p->index, PEER_HELLO, &h, NULL, 0);
 }
 
@@ -257,8 +257,8 @@ peer_up(struct peer *p)
 	p->last_rx_ns = now_ns();
 	p->suspect_ns = 0;
 	/* Its jobs, if any, count from the next heartbeat. */
-	p->watched = liveness_watches(md.conf.node_index, p->index,
-	    (uint32_t)md.conf.nnodes, md.conf.heartbeat_mesh_max_nodes);
+	p->watched = liveness_watches(conf->node_index, p->index,
+	    (uint32_t)conf->nnodes, conf->heartbeat_mesh_max_nodes);
 	p->watched_ns = p->last_rx_ns;
 	p->last_error[0] = '\0';
 	bufferevent_set_timeouts(p->bev, NULL, NULL);	/* heartbeats watch */
@@ -267,7 +267,7 @@ peer_up(struct peer *p)
 	monitor_event("peer_up", NULL, json_pack("{s:s}", "peer",
 	    p->node->name));
 	job_peer_up(p->index);
-	mccld_status_update();
+	control_status_changed();
 }
 
 static void
@@ -275,7 +275,7 @@ peer_schedule_retry(struct peer *p)
 {
 	struct timeval tv;
 
-	if (p->index < md.conf.node_index || md.shutting_down)
+	if (p->index < conf->node_index || ctl_stopping)
 		return;		/* the other side connects to us */
 	tv.tv_sec = p->retry_ms / 1000;
 	tv.tv_usec = (p->retry_ms % 1000) * 1000;
@@ -301,7 +301,7 @@ peer_down(struct peer *p, const char *why)
 		monitor_event("peer_down", NULL, json_pack("{s:s, s:s}", "peer",
 		    p->node->name, "reason", why));
 		job_peer_down(p->index, why);
-		mccld_status_update();
+		control_status_changed();
 	} else
 		log_debug("peer: node %s: %s", p->node->name, why);
 	peer_schedule_retry(p);
@@ -313,8 +313,8 @@ static int
 peer_check_hello(struct peer *p, const struct peer_hello *h, char *err,
     size_t errlen)
 {
-	if (h->nnodes != md.conf.nnodes ||
-	    h->cluster_hash != config_cluster_hash(&md.conf))
+	if (h->nnodes != conf->nnodes ||
+	    h->cluster_hash != conf->cluster_hash)
 		snprintf(err, errlen, "its cluster configuration differs from "
 		    "ours (%u nodes, hash %016llx)", h->nnodes,
 		    (unsigned long long)h->cluster_hash);
@@ -341,7 +341,7 @@ peer_challenged(struct peer *p, const struct peer_auth_challenge *c)
 		    p->node->addr.host, p->node->addr.port);
 		return -1;
 	}
-	auth_mac(r.mac, 'C', c->nonce, p->nonce, md.conf.node_index);
+	auth_mac(r.mac, 'C', c->nonce, p->nonce, conf->node_index);
 	peer_set_state(p, PEER_WAIT_HELLO);
 	peer_send(p->index, PEER_AUTH_RESPONSE, &r, NULL, 0);
 	peer_send_hello(p);
@@ -402,13 +402,13 @@ peer_frame(struct peer *p, const uint8_t *buf, size_t len)
 		return peer_told_silent(p, &msg.silent);
 	case PEER_JOIN: case PEER_FORMED: case PEER_JOIN_FAIL: case PEER_ABORT:
 	case PEER_JOB_QUERY: case PEER_JOB_INFO:
-		if (p->state != PEER_UP && p->index != md.conf.node_index)
+		if (p->state != PEER_UP && p->index != conf->node_index)
 			break;
 		if (job_peer_msg(p->index, h.type, &msg, trailer, tlen) == -1)
 			return -1;
 		return 0;
 	case PEER_CHECK_RUN: case PEER_CHECK_DONE:
-		if (p->state != PEER_UP && p->index != md.conf.node_index)
+		if (p->state != PEER_UP && p->index != conf->node_index)
 			break;
 		return check_peer_msg(p->index, h.type, &msg, trailer, tlen);
 	}
@@ -455,7 +455,7 @@ peer_event_cb(struct bufferevent *bev, short events, void *arg)
 
 	(void)bev;
 	if (events & BEV_EVENT_CONNECTED) {
-		struct peer_auth_hello ah = { md.conf.node_index, { 0 } };
+		struct peer_auth_hello ah = { conf->node_index, { 0 } };
 
 		dial_tune(bufferevent_getfd(p->bev));
 		auth_nonce(p->nonce);
@@ -467,7 +467,7 @@ peer_event_cb(struct bufferevent *bev, short events, void *arg)
 	if (events & BEV_EVENT_TIMEOUT)
 		snprintf(why, sizeof(why), "no answer within %u ms while %s "
 		    "(a frozen node answers the TCP connect, nothing else)",
-		    md.conf.connect_timeout_ms, peer_state_names[p->state]);
+		    conf->connect_timeout_ms, peer_state_names[p->state]);
 	else if (events & BEV_EVENT_EOF)
 		snprintf(why, sizeof(why), "connection closed");
 	else
@@ -479,7 +479,7 @@ peer_event_cb(struct bufferevent *bev, short events, void *arg)
 static void
 peer_attach(struct peer *p, int fd)
 {
-	p->bev = bufferevent_socket_new(md.base, fd, BEV_OPT_CLOSE_ON_FREE);
+	p->bev = bufferevent_socket_new(ctl_base, fd, BEV_OPT_CLOSE_ON_FREE);
 	bufferevent_setcb(p->bev, peer_read_cb, NULL, peer_event_cb, p);
 	bufferevent_enable(p->bev, EV_READ | EV_WRITE);
 }
@@ -492,8 +492,8 @@ peer_connect(struct peer *p)
 	peer_attach(p, -1);
 	peer_set_state(p, PEER_CONNECTING);
 	/* Connected, authenticated and greeted within the timeout, or down. */
-	tv.tv_sec = md.conf.connect_timeout_ms / 1000;
-	tv.tv_usec = (md.conf.connect_timeout_ms % 1000) * 1000;
+	tv.tv_sec = conf->connect_timeout_ms / 1000;
+	tv.tv_usec = (conf->connect_timeout_ms % 1000) * 1000;
 	bufferevent_set_timeouts(p->bev, &tv, &tv);
 	if (bufferevent_socket_connect(p->bev, (struct sockaddr *)&p->sa,
 	    (int)p->salen) == -1)
@@ -562,11 +562,11 @@ inbound_hello(struct inbound *in, const struct peer_hello *h)
 	struct peer *p;
 	char err[ERR_MAX];
 
-	if (h->node_index >= md.conf.nnodes ||
-	    h->node_index >= md.conf.node_index) {
+	if (h->node_index >= conf->nnodes ||
+	    h->node_index >= conf->node_index) {
 		log_warnx("peer: %s: refusing HELLO from node index %u: only "
 		    "nodes below %u connect to us", in->addr, h->node_index,
-		    md.conf.node_index);
+		    conf->node_index);
 		inbound_free(in, 1);
 		return;
 	}
@@ -589,8 +589,8 @@ inbound_hello(struct inbound *in, const struct peer_hello *h)
 static uint32_t
 inbound_auth_ms(void)
 {
-	return md.conf.connect_timeout_ms < INBOUND_AUTH_MS ?
-	    md.conf.connect_timeout_ms : INBOUND_AUTH_MS;
+	return conf->connect_timeout_ms < INBOUND_AUTH_MS ?
+	    conf->connect_timeout_ms : INBOUND_AUTH_MS;
 }
 
 static void
@@ -606,7 +606,7 @@ inbound_auth_hello(struct inbound *in, const struct peer_auth_hello *m)
 {
 	struct peer_auth_challenge c;
 
-	if (m->node >= md.conf.nnodes || m->node == md.conf.node_index) {
+	if (m->node >= conf->nnodes || m->node == conf->node_index) {
 		inbound_refused("%s: AUTH_HELLO claims node index %u",
 		    in->addr, m->node);
 		return -1;
@@ -614,7 +614,7 @@ inbound_auth_hello(struct inbound *in, const struct peer_auth_hello *m)
 	in->node = m->node;
 	memcpy(in->their_nonce, m->nonce, AUTH_NONCE_LEN);
 	auth_nonce(in->our_nonce);
-	c.node = md.conf.node_index;
+	c.node = conf->node_index;
 	memcpy(c.nonce, in->our_nonce, AUTH_NONCE_LEN);
 	auth_mac(c.mac, 'A', in->their_nonce, in->our_nonce, c.node);
 	in->state = IN_AUTH_RESPONSE;
@@ -632,7 +632,7 @@ inbound_auth_response(struct inbound *in, const struct peer_auth_response *m)
 		return -1;
 	}
 	in->state = IN_FIRST;
-	inbound_deadline(in, md.conf.connect_timeout_ms);
+	inbound_deadline(in, conf->connect_timeout_ms);
 	return 0;
 }
 
@@ -742,7 +742,7 @@ inbound_timeout_cb(int fd, short events, void *arg)
 	(void)events;
 	if (in->state == IN_FIRST)
 		inbound_refused("%s: no first frame within %u ms of "
-		    "authenticating", in->addr, md.conf.connect_timeout_ms);
+		    "authenticating", in->addr, conf->connect_timeout_ms);
 	else
 		inbound_refused("%s: did not authenticate within %u ms",
 		    in->addr, inbound_auth_ms());
@@ -778,8 +778,8 @@ same_host(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
 static int
 is_node_address(const struct sockaddr_storage *ss)
 {
-	for (uint32_t i = 0; i < md.conf.nnodes; i++)
-		if (i != md.conf.node_index && same_host(&peers[i]->sa, ss))
+	for (uint32_t i = 0; i < conf->nnodes; i++)
+		if (i != conf->node_index && same_host(&peers[i]->sa, ss))
 			return 1;
 	return 0;
 }
@@ -832,7 +832,7 @@ inbound_accept_cb(int lfd, short events, void *arg)
 	}
 	/* Strangers may not hold more than so many descriptors. */
 	if (inbound_pending >= INBOUND_PENDING_MAX + INBOUND_PENDING_NODE *
-	    md.conf.nnodes)
+	    conf->nnodes)
 		inbound_evict();
 	inbound_pending++;
 	TAILQ_INSERT_TAIL(&inbound, in, entry);
@@ -841,9 +841,9 @@ inbound_accept_cb(int lfd, short events, void *arg)
 	getnameinfo((struct sockaddr *)&ss, len, in->addr, sizeof(in->addr),
 	    NULL, 0, NI_NUMERICHOST);
 	in->stranger = !is_node_address(&ss);
-	in->ev = event_new(md.base, fd, EV_READ | EV_PERSIST, inbound_read_cb,
+	in->ev = event_new(ctl_base, fd, EV_READ | EV_PERSIST, inbound_read_cb,
 	    in);
-	in->ev_timeout = evtimer_new(md.base, inbound_timeout_cb, in);
+	in->ev_timeout = evtimer_new(ctl_base, inbound_timeout_cb, in);
 	event_add(in->ev, NULL);
 	inbound_deadline(in, inbound_auth_ms());
 }
@@ -866,11 +866,11 @@ peer_silent(struct peer *p, uint64_t now)
 
 	snprintf(why, sizeof(why), "no heartbeat for %u ms", m.silent_ms);
 	peer_down(p, why);
-	if (!liveness_sparse((uint32_t)md.conf.nnodes,
-	    md.conf.heartbeat_mesh_max_nodes))
+	if (!liveness_sparse((uint32_t)conf->nnodes,
+	    conf->heartbeat_mesh_max_nodes))
 		return;
-	for (uint32_t i = 0; i < md.conf.nnodes; i++)
-		if (i != md.conf.node_index && peers[i]->state == PEER_UP)
+	for (uint32_t i = 0; i < conf->nnodes; i++)
+		if (i != conf->node_index && peers[i]->state == PEER_UP)
 			peer_send(i, PEER_SILENT, &m, NULL, 0);
 }
 
@@ -881,10 +881,10 @@ peer_told_silent(const struct peer *from, const struct peer_silent *m)
 	struct peer_ping ping = { now_ns() };
 	struct peer *p;
 
-	if (m->node >= md.conf.nnodes)
+	if (m->node >= conf->nnodes)
 		return -1;
 	p = peers[m->node];
-	if (m->node == md.conf.node_index || p->state != PEER_UP ||
+	if (m->node == conf->node_index || p->state != PEER_UP ||
 	    p->suspect_ns != 0)
 		return 0;
 	p->suspect_ns = ping.stamp_ns;
@@ -900,10 +900,10 @@ peer_told_silent(const struct peer *from, const struct peer_silent *m)
 static uint8_t *
 heartbeat_job_nodes(void)
 {
-	uint8_t *mark = calloc(md.conf.nnodes, 1);
+	uint8_t *mark = calloc(conf->nnodes, 1);
 
 	if (mark != NULL)
-		job_nodes_mark(mark, (uint32_t)md.conf.nnodes);
+		job_nodes_mark(mark, (uint32_t)conf->nnodes);
 	return mark;
 }
 
@@ -911,7 +911,7 @@ static void
 heartbeat_cb(int fd, short events, void *arg)
 {
 	struct peer_ping ping = { now_ns() };
-	uint64_t timeout = (uint64_t)md.conf.heartbeat_timeout_ms * 1000000;
+	uint64_t timeout = (uint64_t)conf->heartbeat_timeout_ms * 1000000;
 	uint8_t *jobs = heartbeat_job_nodes();
 	struct liveness_clock clock;
 	char why[ERR_MAX];
@@ -920,13 +920,13 @@ heartbeat_cb(int fd, short events, void *arg)
 	(void)fd;
 	(void)events;
 	(void)arg;
-	for (uint32_t i = 0; i < md.conf.nnodes; i++) {
+	for (uint32_t i = 0; i < conf->nnodes; i++) {
 		struct peer *p = peers[i];
 
-		if (i == md.conf.node_index || p->state != PEER_UP)
+		if (i == conf->node_index || p->state != PEER_UP)
 			continue;
-		watched = liveness_watches(md.conf.node_index, i,
-		    (uint32_t)md.conf.nnodes, md.conf.heartbeat_mesh_max_nodes) ||
+		watched = liveness_watches(conf->node_index, i,
+		    (uint32_t)conf->nnodes, conf->heartbeat_mesh_max_nodes) ||
 		    (jobs != NULL && jobs[i]);
 		if (watched && !p->watched)
 			p->watched_ns = ping.stamp_ns;
@@ -972,10 +972,10 @@ peer_heartbeat_reset(void)
 {
 	struct timeval tv;
 
-	tv.tv_sec = md.conf.heartbeat_interval_ms / 1000;
-	tv.tv_usec = (md.conf.heartbeat_interval_ms % 1000) * 1000;
-	for (uint32_t i = 0; i < md.conf.nnodes; i++)
-		if (i != md.conf.node_index && peers[i]->state == PEER_UP)
+	tv.tv_sec = conf->heartbeat_interval_ms / 1000;
+	tv.tv_usec = (conf->heartbeat_interval_ms % 1000) * 1000;
+	for (uint32_t i = 0; i < conf->nnodes; i++)
+		if (i != conf->node_index && peers[i]->state == PEER_UP)
 			peers[i]->last_rx_ns = now_ns();
 	event_del(heartbeat_ev);
 	event_add(heartbeat_ev, &tv);
@@ -1005,7 +1005,7 @@ peer_listen_one(const struct conf_addr *a, char *err, size_t errlen)
 		return -1;
 	}
 	listen_fds[nlisten] = fd;
-	listen_evs[nlisten] = event_new(md.base, fd, EV_READ | EV_PERSIST,
+	listen_evs[nlisten] = event_new(ctl_base, fd, EV_READ | EV_PERSIST,
 	    inbound_accept_cb, event_self_cbarg());
 	event_add(listen_evs[nlisten++], NULL);
 	return 0;
@@ -1031,8 +1031,8 @@ peer_listen_all(char *err, size_t errlen)
 	struct sockaddr_storage ss;
 	socklen_t len;
 
-	for (size_t i = 0; i < md.conf.nlisten; i++) {
-		const struct conf_addr *a = &md.conf.listen[i];
+	for (size_t i = 0; i < conf->nlisten; i++) {
+		const struct conf_addr *a = &conf->listen[i];
 
 		if (dial_resolve(a, 1, &ss, &len, err, errlen) == -1)
 			return -1;
@@ -1058,18 +1058,18 @@ peer_new(uint32_t i, char *err, size_t errlen)
 		return -1;
 	}
 	p->index = i;
-	p->node = &md.conf.nodes[i];
+	p->node = &conf->nodes[i];
 	p->retry_ms = RETRY_MIN_MS;
-	p->ev_retry = evtimer_new(md.base, peer_retry_cb, p);
+	p->ev_retry = evtimer_new(ctl_base, peer_retry_cb, p);
 	peers[i] = p;
-	if (i != md.conf.node_index && dial_resolve(&p->node->addr, 0, &p->sa,
+	if (i != conf->node_index && dial_resolve(&p->node->addr, 0, &p->sa,
 	    &p->salen, err, errlen) == -1)
 		return -1;
 	return 0;
 }
 
 /*
- * The cluster grew (reload): md.conf.nodes now lists new nodes after the
+ * The cluster grew (reload): conf->nodes now lists new nodes after the
  * old ones, whose indexes, peers and jobs stay as they are.  Connect to the
  * new nodes above us; those below connect to us.
  */
@@ -1077,14 +1077,14 @@ int
 peer_add_nodes(uint32_t old_n, char *err, size_t errlen)
 {
 	for (uint32_t i = 0; i < old_n; i++)
-		peers[i]->node = &md.conf.nodes[i];
-	for (uint32_t i = old_n; i < md.conf.nnodes; i++) {
+		peers[i]->node = &conf->nodes[i];
+	for (uint32_t i = old_n; i < conf->nnodes; i++) {
 		if (peer_new(i, err, errlen) == -1)
 			return -1;
 		log_info("peer: node %s (%s:%u) joined the cluster",
-		    md.conf.nodes[i].name, md.conf.nodes[i].addr.host,
-		    md.conf.nodes[i].addr.port);
-		if (i > md.conf.node_index)
+		    conf->nodes[i].name, conf->nodes[i].addr.host,
+		    conf->nodes[i].addr.port);
+		if (i > conf->node_index)
 			peer_connect(peers[i]);
 	}
 	return 0;
@@ -1099,18 +1099,18 @@ peer_init(char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	for (uint32_t i = 0; i < md.conf.nnodes; i++)
+	for (uint32_t i = 0; i < conf->nnodes; i++)
 		if (peer_new(i, err, errlen) == -1)
 			return -1;
-	peers[md.conf.node_index]->state = PEER_UP;
-	self_ev = event_new(md.base, -1, 0, self_cb, NULL);
+	peers[conf->node_index]->state = PEER_UP;
+	self_ev = event_new(ctl_base, -1, 0, self_cb, NULL);
 	if (peer_listen_all(err, errlen) == -1)
 		return -1;
-	for (uint32_t i = md.conf.node_index + 1; i < md.conf.nnodes; i++)
+	for (uint32_t i = conf->node_index + 1; i < conf->nnodes; i++)
 		peer_connect(peers[i]);
-	heartbeat_ev = event_new(md.base, -1, EV_PERSIST, heartbeat_cb, NULL);
-	tv.tv_sec = md.conf.heartbeat_interval_ms / 1000;
-	tv.tv_usec = (md.conf.heartbeat_interval_ms % 1000) * 1000;
+	heartbeat_ev = event_new(ctl_base, -1, EV_PERSIST, heartbeat_cb, NULL);
+	tv.tv_sec = conf->heartbeat_interval_ms / 1000;
+	tv.tv_usec = (conf->heartbeat_interval_ms % 1000) * 1000;
 	event_add(heartbeat_ev, &tv);
 	return 0;
 }
@@ -1120,7 +1120,7 @@ peer_close(void)
 {
 	struct selfmsg *m;
 
-	for (uint32_t i = 0; peers != NULL && i < md.conf.nnodes; i++) {
+	for (uint32_t i = 0; peers != NULL && i < conf->nnodes; i++) {
 		if (peers[i] == NULL)
 			continue;
 		if (peers[i]->bev != NULL)
@@ -1162,19 +1162,19 @@ void
 peer_metrics(json_t *list)
 {
 	static const char *const dir[] = { "tx", "rx" };
-	uint32_t self = md.conf.node_index;
+	uint32_t self = conf->node_index;
 
-	for (uint32_t i = 0; i < md.conf.nnodes; i++)
+	for (uint32_t i = 0; i < conf->nnodes; i++)
 		if (i != self)
 			metrics_add(list, "mccl_peer_up", json_pack("{s:s}",
 			    "peer", peers[i]->node->name),
 			    peers[i]->state == PEER_UP);
-	for (uint32_t i = 0; i < md.conf.nnodes; i++)
+	for (uint32_t i = 0; i < conf->nnodes; i++)
 		if (i != self)
 			metrics_add(list, "mccl_peer_rtt_seconds",
 			    json_pack("{s:s}", "peer", peers[i]->node->name),
 			    peers[i]->rtt_ns / 1e9);
-	for (uint32_t i = 0; i < md.conf.nnodes; i++) {
+	for (uint32_t i = 0; i < conf->nnodes; i++) {
 		char tp[16], dev[LINK_DEV_MAX];
 
 		link_peer_info(i, tp, sizeof(tp), dev, sizeof(dev));
@@ -1183,7 +1183,7 @@ peer_metrics(json_t *list)
 			    "{s:s, s:s, s:s}", "peer", peers[i]->node->name,
 			    "transport", tp, "device", dev), 1);
 	}
-	for (uint32_t i = 0; i < md.conf.nnodes; i++) {
+	for (uint32_t i = 0; i < conf->nnodes; i++) {
 		const uint64_t ctl[] = { peers[i]->tx_bytes, peers[i]->rx_bytes };
 		const uint64_t data[] = { data_bytes(i, DATA_SENT),
 		    data_bytes(i, DATA_RECEIVED) };
@@ -1205,9 +1205,9 @@ peer_ctl_list(void)
 	json_t *list = json_array();
 	char addr[LINK_HOST_MAX + 8];
 
-	for (uint32_t i = 0; i < md.conf.nnodes; i++) {
+	for (uint32_t i = 0; i < conf->nnodes; i++) {
 		const struct peer *p = peers[i];
-		int self = i == md.conf.node_index;
+		int self = i == conf->node_index;
 		char tp[16], dev[LINK_DEV_MAX];
 
 		snprintf(addr, sizeof(addr), "%s:%u", p->node->addr.host,

@@ -72,7 +72,7 @@ scrape_close_conn(struct scrape_conn *c)
 		evbuffer_free(c->reply);
 	close(c->fd);
 	free(c);
-	if (nconns < md.conf.metrics_max_connections)
+	if (nconns < conf->metrics_max_connections)
 		scrape_listen_on(1);
 }
 
@@ -86,7 +86,7 @@ scrape_arm(struct scrape_conn *c, short want)
 	    (suseconds_t)(left % 1000000000 / 1000) };
 
 	event_del(c->ev);
-	event_assign(c->ev, md.base, c->fd, want | EV_PERSIST, scrape_event_cb,
+	event_assign(c->ev, ctl_base, c->fd, want | EV_PERSIST, scrape_event_cb,
 	    c);
 	event_add(c->ev, &tv);
 }
@@ -239,11 +239,11 @@ scrape_accept_one(int fd)
 		return;
 	}
 	c->fd = fd;
-	c->deadline_ns = now_ns() + md.conf.metrics_timeout_ms * 1000000ULL;
-	c->ev = event_new(md.base, -1, 0, NULL, NULL);
+	c->deadline_ns = now_ns() + conf->metrics_timeout_ms * 1000000ULL;
+	c->ev = event_new(ctl_base, -1, 0, NULL, NULL);
 	scrape_arm(c, EV_READ);
 	TAILQ_INSERT_TAIL(&conns, c, entry);
-	if (++nconns >= md.conf.metrics_max_connections)
+	if (++nconns >= conf->metrics_max_connections)
 		scrape_listen_on(0);
 }
 
@@ -267,13 +267,12 @@ scrape_accept_cb(int lfd, short events, void *arg)
 }
 
 /*
- * The token of metrics_token_file, when set: its first line, kept as a
- * hash (mccld -n checks the file too).
+ * The token in the file at path (metrics_token_file), when set: its first
+ * line, kept as a hash (mccld -n checks the file too).
  */
 int
-scrape_token_load(char *err, size_t errlen)
+scrape_token_load(const char *path, char *err, size_t errlen)
 {
-	const char *path = md.conf.metrics_token_file;
 	uint8_t buf[AUTH_SECRET_MAX + 1];
 	size_t len;
 
@@ -304,14 +303,14 @@ scrape_token_load(char *err, size_t errlen)
 int
 scrape_init(char *err, size_t errlen)
 {
-	const struct conf_addr *a = &md.conf.metrics_listen;
+	const struct conf_addr *a = &conf->metrics_listen;
 	struct sockaddr_storage ss;
 	socklen_t len;
 	int one = 1;
 
 	if (a->port == 0)
 		return 0;
-	if (scrape_token_load(err, errlen) == -1)
+	if (scrape_token_load(conf->metrics_token_file, err, errlen) == -1)
 		return -1;
 	if (dial_resolve(a, 1, &ss, &len, err, errlen) == -1)
 		return -1;
@@ -327,7 +326,7 @@ scrape_init(char *err, size_t errlen)
 		listen_fd = -1;
 		return -1;
 	}
-	listen_ev = event_new(md.base, listen_fd, EV_READ | EV_PERSIST,
+	listen_ev = event_new(ctl_base, listen_fd, EV_READ | EV_PERSIST,
 	    scrape_accept_cb, NULL);
 	scrape_listen_on(1);
 	log_info("metrics: serving http://%s:%u/metrics%s", a->host, a->port,

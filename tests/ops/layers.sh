@@ -6,9 +6,9 @@
 # header of a layer above; struct engine is the engine's own: no source
 # outside engine/ includes engine/engine_state.h; struct job is the control
 # plane's: no source outside control/ includes control/job.h, and none
-# under engine/ or transport/ names struct job.  control/ still reads
-# the process's state (md): only engine/ and transport/ are held to the
-# process layer yet.
+# under engine/ or transport/ names struct job.  No layer below the
+# process uses what mccld.c and config.c define: control/ is given the
+# settings and the loop (control_init), engine/ and transport/ arguments.
 set -u
 B=$(cd "${1:-build}" && pwd)
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -43,11 +43,11 @@ uses() {
 	done
 }
 
-# The process layer: what mccld.c and config.c define (md, the settings'
-# functions), which engine/ and transport/ get as arguments instead.
+# The process layer: what mccld.c and config.c define (its state, the
+# settings' functions), which the layers below get from it instead.
 process=$(defined_by "$obj/mccld.o" "$obj/config.o")
 [ -n "$process" ] || { echo "FAIL layers: no mccld.o in $obj"; exit 1; }
-for layer in engine transport; do
+for layer in $layers; do
 	uses "$layer" "$process" "uses the process's"
 done
 
@@ -82,5 +82,5 @@ if [ -n "$outside$named" ]; then
 	echo "FAIL struct job seen outside control/: $outside$named"
 	fail=1
 fi
-[ $fail = 0 ] && echo "ok   the $n files of control/, engine/ and transport/ call down only, engine/ and transport/ use nothing of the process's, struct engine is engine/'s own and struct job control/'s"
+[ $fail = 0 ] && echo "ok   the $n files of control/, engine/ and transport/ call down only and use nothing of the process's, struct engine is engine/'s own and struct job control/'s"
 exit $fail

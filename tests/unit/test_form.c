@@ -26,7 +26,10 @@
 #include "engine/check.h"
 #include "transport/transport.h"
 
-struct mccld_state md;
+/* control.c's: the settings and the loop formation runs on */
+static struct config settings;
+const struct config *conf = &settings;
+struct event_base *ctl_base;
 
 #define UID		1000
 #define NNODES		3
@@ -93,7 +96,7 @@ peer_rtt_median_ns(void)
 const char *
 peer_name(uint32_t node)
 {
-	return node < md.conf.nnodes ? md.conf.nodes[node].name : "?";
+	return node < settings.nnodes ? settings.nodes[node].name : "?";
 }
 
 int
@@ -164,7 +167,7 @@ monitor_event(const char *what, const uid_t *uid, json_t *o)
 }
 
 void
-mccld_status_update(void)
+control_status_changed(void)
 {
 }
 
@@ -275,24 +278,20 @@ static char state_dir[64];
 static void
 cluster_up(void)
 {
-	memset(&md, 0, sizeof(md));
-	config_defaults(&md.conf);
-	config_free(&md.conf);		/* the default cluster of one */
-	strcpy(md.conf.node_name, "n0");
+	memset(&settings, 0, sizeof(settings));
+	config_defaults(&settings);
+	config_free(&settings);		/* the default cluster of one */
+	strcpy(settings.node_name, "n0");
 	/* what the daemon keeps beside its socket goes to a folder of ours */
 	ck_assert_ptr_nonnull(mkdtemp(strcpy(state_dir,
 	    "/tmp/test_form.XXXXXX")));
-	snprintf(md.conf.socket_path, sizeof(md.conf.socket_path),
+	snprintf(settings.socket_path, sizeof(settings.socket_path),
 	    "%s/mccld.sock", state_dir);
-	md.conf.node_index = 0;
-	md.conf.nodes = nodes;
-	md.conf.nnodes = NNODES;
-	md.base = event_base_new();
-	ck_assert_ptr_nonnull(md.base);
-	TAILQ_INIT(&md.clients);
-	TAILQ_INIT(&md.jobs);
-	TAILQ_INIT(&md.coords);
-	TAILQ_INIT(&md.dying);
+	settings.node_index = 0;
+	settings.nodes = nodes;
+	settings.nnodes = NNODES;
+	ctl_base = event_base_new();
+	ck_assert_ptr_nonnull(ctl_base);
 	npeer_msgs = nclient_msgs = 0;
 	nstarted = 0;
 	links_up = 0;
@@ -312,10 +311,10 @@ cluster_down(void)
 	char path[sizeof(state_dir) + 32];
 	struct job *j;
 
-	while ((j = TAILQ_FIRST(&md.jobs)) != NULL)
+	while ((j = TAILQ_FIRST(&jobs)) != NULL)
 		job_free(j);
 	job_ctl_close();
-	event_base_free(md.base);
+	event_base_free(ctl_base);
 	snprintf(path, sizeof(path), "%s/mccld.failed-jobs.json", state_dir);
 	unlink(path);
 	rmdir(state_dir);
@@ -459,7 +458,7 @@ START_TEST(the_coordinator_forms_once_every_rank_is_claimed)
 	ck_assert_uint_ne(f.job_id, 0);
 	ck_assert_uint_eq(f.job_id & PEER_CHECK_JOB, 0);
 	ck_assert_uint_eq(f.nranks, 4);
-	ck_assert_uint_eq(f.lanes, conf_lanes(&md.conf));
+	ck_assert_uint_eq(f.lanes, job_lanes_max());
 	/* the worst of both nodes' link cost, each number on its own */
 	ck_assert_uint_eq(f.alpha_ns, 40000);
 	ck_assert_uint_eq(f.beta_ps, 2000);
@@ -524,6 +523,17 @@ START_TEST(the_rank_map_gives_the_topology_and_the_engine_its_ranks)
 	ck_assert_uint_eq(joined.job_id, f.job_id);
 	ck_assert_uint_eq(joined.nranks, 4);
 	ck_assert_uint_eq(joined.rank, client_msgs[0].to);
+}
+END_TEST
+
+/* A job formed now gets streams_per_peer lanes; auto: 2 to 4 by the cores. */
+START_TEST(new_jobs_get_the_lanes_set)
+{
+	settings.streams_per_peer = 8;
+	ck_assert_uint_eq(job_lanes_max(), 8);
+	settings.streams_per_peer = STREAMS_AUTO;
+	ck_assert_uint_ge(job_lanes_max(), 2);
+	ck_assert_uint_le(job_lanes_max(), 4);
 }
 END_TEST
 
@@ -607,9 +617,9 @@ START_TEST(a_peers_joins_are_capped)
 	const struct sent *s;
 	struct peer_join_fail jf;
 
-	md.conf.max_forming_jobs_per_peer = 3;
-	md.conf.max_ranks_per_job = 1000;
-	md.conf.max_init_timeout_ms = 50;
+	settings.max_forming_jobs_per_peer = 3;
+	settings.max_ranks_per_job = 1000;
+	settings.max_init_timeout_ms = 50;
 	for (int i = 0; i < 3; i++)
 		ck_assert_int_eq(join_remote(nth_job_coordinated_by(0, i), 1,
 		    4, ours, 1, 4000000000U), 0);
@@ -634,20 +644,20 @@ START_TEST(a_peers_joins_are_capped)
 	    ours, 1, 1000), 0);
 	/* the 49-day timeouts asked for run out at the daemon's 50 ms */
 	npeer_msgs = 0;
-	event_base_loop(md.base, EVLOOP_ONCE);
+	event_base_loop(ctl_base, EVLOOP_ONCE);
 	s = last_to(1, PEER_JOIN_FAIL);
 	ck_assert_ptr_nonnull(s);
 	ck_assert_ptr_nonnull(strstr(s->text, "never joined within 50 ms"));
-	while (!TAILQ_EMPTY(&md.coords))
-		event_base_loop(md.base, EVLOOP_ONCE);
+	while (coord_count() > 0)
+		event_base_loop(ctl_base, EVLOOP_ONCE);
 	/* nothing held: node 1 may form jobs again */
 	npeer_msgs = 0;
-	md.conf.max_init_timeout_ms = 60000;
+	settings.max_init_timeout_ms = 60000;
 	ck_assert_int_eq(join_remote(nth_job_coordinated_by(0, 6), 1, 4,
 	    ours, 1, 1000), 0);
 	ck_assert_ptr_null(last_to(1, PEER_JOIN_FAIL));
 	coord_node_down(1);
-	ck_assert(TAILQ_EMPTY(&md.coords));
+	ck_assert_int_eq(coord_count(), 0);
 }
 END_TEST
 
@@ -659,7 +669,7 @@ START_TEST(the_coordinator_times_out_naming_the_missing_ranks)
 	struct peer_join_fail jf;
 
 	ck_assert_int_eq(join_remote(name, 1, 4, theirs, 1, 50), 0);
-	event_base_loop(md.base, EVLOOP_ONCE);	/* the 50 ms timer */
+	event_base_loop(ctl_base, EVLOOP_ONCE);	/* the 50 ms timer */
 	s = last_to(1, PEER_JOIN_FAIL);
 	ck_assert_ptr_nonnull(s);
 	memcpy(&jf, s->hdr, sizeof(jf));
@@ -911,6 +921,7 @@ form_suite(void)
 	tcase_add_test(tc, the_coordinator_forms_once_every_rank_is_claimed);
 	tcase_add_test(tc,
 	    the_rank_map_gives_the_topology_and_the_engine_its_ranks);
+	tcase_add_test(tc, new_jobs_get_the_lanes_set);
 	tcase_add_test(tc, a_rank_claimed_twice_is_refused);
 	tcase_add_test(tc, ranks_that_disagree_on_nranks_are_refused);
 	tcase_add_test(tc, joins_that_are_not_ours_or_malformed_are_refused);
