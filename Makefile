@@ -78,7 +78,8 @@ UNIT_TESTS = $(B)/test_proto $(B)/test_reduce $(B)/test_config $(B)/test_ring \
 	     $(B)/test_log $(B)/test_fakeverbs $(B)/test_rdma $(B)/test_budget \
 	     $(B)/test_subq $(B)/test_algo $(B)/test_form $(B)/test_engine \
 	     $(B)/test_crew $(B)/test_pass $(B)/test_conn $(B)/test_liveness \
-	     $(B)/test_perf_pattern $(B)/test_check $(B)/test_metrics
+	     $(B)/test_perf_pattern $(B)/test_check $(B)/test_metrics \
+	     $(B)/test_command
 TEST_PROGS = $(B)/mccl-test $(B)/mccl-hostile
 BENCH_PROGS = $(B)/wirebw $(B)/costmodel
 
@@ -198,6 +199,10 @@ $(B)/test_metrics: $(call obj,tests/unit/test_metrics.c \
     daemon/engine/bigmem.c daemon/log.c $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(JSON_LIBS) $(CHECK_LIBS) \
 	    -lpthread
+
+$(B)/test_command: $(call obj,tests/unit/test_command.c \
+    daemon/control/command.c daemon/log.c $(PROTO_SRCS))
+	$(CC) $(LDFLAGS) -o $@ $^ $(JSON_LIBS) $(CHECK_LIBS)
 
 $(B)/wirebw: $(call obj,tools/bench/wirebw.c daemon/engine/reduce.c daemon/log.c)
 	$(CC) $(LDFLAGS) -o $@ $^
