@@ -51,11 +51,13 @@ PROTO_SRCS  = proto/proto.c proto/spin.c
 LINK_SRCS   = daemon/transport/tcp.c daemon/transport/linkerr.c
 CORE_SRCS   = daemon/log.c daemon/config.c daemon/engine/reduce.c \
 	      daemon/engine/ring.c daemon/engine/allreduce.c daemon/engine/duplex.c daemon/engine/crew.c daemon/engine/algo.c daemon/engine/bigmem.c $(LINK_SRCS)
-CONTROL_SRCS = daemon/control/control.c daemon/control/command.c \
+CONTROL_SRCS = daemon/control/loop.c daemon/control/control.c \
+	      daemon/control/command.c \
 	      daemon/control/peer.c \
 	      daemon/control/job.c daemon/control/form.c \
 	      daemon/control/jobctl.c daemon/control/check.c \
-	      daemon/control/metrics.c daemon/control/scrape.c \
+	      daemon/control/counters.c daemon/control/metrics.c \
+	      daemon/control/scrape.c \
 	      daemon/control/linkcost.c \
 	      daemon/control/liveness.c
 ENGINE_SRCS = daemon/engine/engine.c daemon/engine/coll.c daemon/engine/local.c daemon/engine/pipeline.c daemon/engine/exchange.c daemon/engine/pass.c daemon/engine/subq.c daemon/engine/seg.c daemon/engine/xmem.c \
@@ -182,7 +184,7 @@ $(B)/test_ring: $(call obj,tests/unit/test_ring.c tests/unit/testlib.c daemon/en
 $(B)/test_subq: $(call obj,tests/unit/test_subq.c tests/unit/testlib.c daemon/engine/bigmem.c daemon/engine/subq.c daemon/engine/op.c daemon/engine/seg.c daemon/engine/xmem.c daemon/engine/ring.c daemon/engine/allreduce.c daemon/engine/duplex.c daemon/engine/crew.c daemon/engine/algo.c daemon/engine/reduce.c daemon/log.c $(LINK_SRCS) $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) -lpthread
 
-$(B)/test_form: $(call obj,tests/unit/test_form.c daemon/control/form.c daemon/control/job.c daemon/control/jobctl.c daemon/control/linkcost.c daemon/engine/op.c daemon/engine/seg.c daemon/engine/xmem.c daemon/engine/algo.c daemon/engine/reduce.c daemon/config.c daemon/log.c $(PROTO_SRCS))
+$(B)/test_form: $(call obj,tests/unit/test_form.c daemon/control/loop.c daemon/control/form.c daemon/control/job.c daemon/control/jobctl.c daemon/control/linkcost.c daemon/engine/op.c daemon/engine/seg.c daemon/engine/xmem.c daemon/engine/algo.c daemon/engine/reduce.c daemon/config.c daemon/log.c $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(JSON_LIBS) $(CHECK_LIBS) -lpthread
 
 $(B)/test_engine: $(call obj,tests/unit/test_engine.c tests/unit/testlib.c daemon/engine/engine.c daemon/engine/coll.c daemon/engine/local.c daemon/engine/pipeline.c daemon/engine/exchange.c daemon/engine/pass.c daemon/engine/subq.c daemon/engine/p2p.c daemon/engine/op.c daemon/engine/seg.c daemon/engine/xmem.c daemon/engine/budget.c $(CORE_SRCS) daemon/transport/link.c daemon/transport/dial.c daemon/transport/auth.c daemon/transport/rdma.c tests/fakeverbs/fakeverbs.c $(PROTO_SRCS))
@@ -195,6 +197,7 @@ $(B)/test_check: $(call obj,tests/unit/test_check.c daemon/engine/check.c \
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(SODIUM_LIBS) -lpthread
 
 $(B)/test_metrics: $(call obj,tests/unit/test_metrics.c \
+    daemon/control/loop.c daemon/control/counters.c \
     daemon/control/metrics.c daemon/engine/algo.c daemon/engine/budget.c \
     daemon/engine/bigmem.c daemon/log.c $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(JSON_LIBS) $(CHECK_LIBS) \

@@ -436,6 +436,8 @@ main(int argc, char **argv)
 	    mccld_status_update, mccld_reload });
 	raise_fd_limit();
 	linkcost_init();
+	job_init();
+	check_init();
 	/* The socket's directory is checked before the host key goes there. */
 	if (control_listen(md.conf.socket_path, err, sizeof(err)) == -1 ||
 	    auth_init(md.conf.key_file, md.conf.socket_path, err,

@@ -403,20 +403,6 @@ measuring_done_cb(int fd, short events, void *arg)
 	measuring_free();
 }
 
-/* Cluster node `node`, for the engine's end of a check link to it. */
-void
-check_peer_of(uint32_t node, struct check_peer *p)
-{
-	const struct conf_node *n = &conf->nodes[node];
-
-	*p = (struct check_peer){ .node = node, .addr = n->addr,
-	    .me_index = conf->node_index, .choice = conf->transport,
-	    .connect_timeout_ms = conf->connect_timeout_ms };
-	wire_strlcpy(p->name, n->name, sizeof(p->name));
-	wire_strlcpy(p->rdma_dev, n->rdma_dev, sizeof(p->rdma_dev));
-	wire_strlcpy(p->me, conf->node_name, sizeof(p->me));
-}
-
 static void
 check_recv_run(uint32_t from, const struct peer_check_run *m)
 {
@@ -492,7 +478,7 @@ check_recv_done(uint32_t from, const struct peer_check_done *d,
 	check_schedule();
 }
 
-int
+static int
 check_peer_msg(uint32_t from, uint16_t type, const void *msg,
     const uint8_t *trailer, size_t tlen)
 {
@@ -504,6 +490,14 @@ check_peer_msg(uint32_t from, uint16_t type, const void *msg,
 	else
 		check_recv_done(from, msg, text);
 	return 0;
+}
+
+/* At start, before the peers: the check's frames. */
+void
+check_init(void)
+{
+	peer_handle(PEER_CHECK_RUN, check_peer_msg);
+	peer_handle(PEER_CHECK_DONE, check_peer_msg);
 }
 
 /* The daemon is exiting. */

@@ -41,13 +41,6 @@ struct outmsg {
 	uint8_t		buf[];
 };
 
-/* What the control plane runs on: the process's, from control_init. */
-const struct config	*conf;
-struct event_base	*ctl_base;
-uint64_t		 ctl_started_ns;
-int			 ctl_stopping;
-static struct control_hooks hooks;
-
 static struct client_list clients = TAILQ_HEAD_INITIALIZER(clients);
 static uint32_t		 nclients;
 
@@ -59,35 +52,14 @@ static int		 control_activated;	/* the socket is systemd's */
 static void	client_read_cb(int, short, void *);
 static void	client_write_cb(int, short, void *);
 static void	client_close(struct client *, const char *);
-
-/*
- * Before anything else of control/: the loop it runs on, the settings it
- * reads (the process's own, which a reload changes in place between
- * events) and the process's calls it makes (hooks).
- */
-void
-control_init(struct event_base *base, const struct config *c,
-    const struct control_hooks *h)
-{
-	ctl_base = base;
-	conf = c;
-	hooks = *h;
-	ctl_started_ns = now_ns();
-}
-
-/* What the daemon does changed (peers, jobs, clients): say so above. */
-void
-control_status_changed(void)
-{
-	hooks.status_changed();
-}
-
-/* mcclctl reload: the process re-reads its settings. */
-json_t *
-control_reload(char *err, size_t errlen)
-{
-	return hooks.reload(err, errlen);
-}
+static int	port_send(struct client *, uint16_t, const void *, const void *,
+		    size_t);
+static int	port_reply(struct client *, const char *);
+static void	port_error(struct client *, uint32_t, uint16_t, const char *);
+static void	port_op_done(struct client *, const struct op *, uint64_t, int,
+		    const char *);
+static int	port_sees(const struct client *, uid_t);
+static void	port_event(const char *, const uid_t *, json_t *);
 
 /* The daemon is going down: no new clients, no new peer connections,
  * every job told. */
@@ -102,28 +74,6 @@ uint32_t
 client_count(void)
 {
 	return nclients;
-}
-
-static void
-listener_resume_cb(int fd, short events, void *arg)
-{
-	(void)fd;
-	(void)events;
-	event_add(arg, NULL);
-}
-
-/*
- * accept() failed for want of descriptors: stop listening for a moment
- * rather than spin on a listener that stays readable, and say so once.
- */
-void
-listener_pause(struct event *ev, const char *what)
-{
-	struct timeval tv = { 0, 100000 };
-
-	log_warn("%s: accept; pausing for 100 ms", what);
-	event_del(ev);
-	event_base_once(ctl_base, -1, EV_TIMEOUT, listener_resume_cb, ev, &tv);
 }
 
 /* Remove a stale socket at path; never anything that is not a socket. */
@@ -383,6 +333,8 @@ control_listen(const char *path, char *err, size_t errlen)
 	control_ev = event_new(ctl_base, fd, EV_READ | EV_PERSIST,
 	    control_accept_cb, NULL);
 	event_add(control_ev, NULL);
+	client_port_set(&(struct client_port){ port_send, port_reply,
+	    port_error, port_op_done, port_sees, port_event });
 	return 0;
 }
 
@@ -546,8 +498,8 @@ uid_outq_bytes(uid_t uid)
 	return n;
 }
 
-int
-client_send(struct client *c, uint16_t type, const void *msg,
+static int
+port_send(struct client *c, uint16_t type, const void *msg,
     const void *trailer, size_t trailer_len)
 {
 	struct outmsg *o;
@@ -598,8 +550,8 @@ client_send(struct client *c, uint16_t type, const void *msg,
  * longer than one record, each but the last marked more (protocol 8).
  * One past CTL_DOC_MAX is refused with an error instead.
  */
-int
-client_reply(struct client *c, const char *text)
+static int
+port_reply(struct client *c, const char *text)
 {
 	struct ipc_ctl_reply r = { 0, 0 };
 	size_t len = strlen(text), at = 0, n;
@@ -650,8 +602,8 @@ client_write_cb(int fd, short events, void *arg)
 	}
 }
 
-void
-client_error(struct client *c, uint32_t code, uint16_t request,
+static void
+port_error(struct client *c, uint32_t code, uint16_t request,
     const char *msg)
 {
 	struct ipc_error e = { code, request };
@@ -659,8 +611,8 @@ client_error(struct client *c, uint32_t code, uint16_t request,
 	client_send(c, IPC_ERROR, &e, msg, strnlen(msg, IPC_TEXT_MAX));
 }
 
-void
-client_op_done(struct client *c, const struct op *op, uint64_t seq, int code,
+static void
+port_op_done(struct client *c, const struct op *op, uint64_t seq, int code,
     const char *msg)
 {
 	struct ipc_op_done d = { seq, (uint32_t)code, 0, 0 };
@@ -709,8 +661,8 @@ control_status(const struct client *c)
  * that may see it (a job's events: its uid and the privileged).  A monitor
  * that does not keep up loses events rather than our memory.
  */
-void
-monitor_event(const char *event, const uid_t *owner, json_t *fields)
+static void
+port_event(const char *event, const uid_t *owner, json_t *fields)
 {
 	struct client *c;
 	char when[32], *text;
@@ -758,8 +710,8 @@ client_privileged(const struct client *c)
 }
 
 /* c may see what belongs to uid: its own, or everything if privileged. */
-int
-client_sees(const struct client *c, uid_t uid)
+static int
+port_sees(const struct client *c, uid_t uid)
 {
 	return c->uid == uid || client_privileged(c);
 }

@@ -16,7 +16,7 @@ struct event_base;
 struct event;
 typedef struct json_t json_t;
 
-/* ---- control.c: what control/ runs on, given by the process ---- */
+/* ---- loop.c: what control/ runs on, given by the process ---- */
 
 struct control_hooks {		/* the process's calls, made by control/ */
 	void	 (*status_changed)(void);	/* peers, jobs or clients */
@@ -32,8 +32,34 @@ void		control_init(struct event_base *, const struct config *,
 		    const struct control_hooks *);
 void		control_status_changed(void);
 json_t		*control_reload(char *, size_t);
-void		control_shutdown(const char *);
 void		listener_pause(struct event *, const char *);
+
+/*
+ * The clients as the parts of control/ below control.c reach them
+ * (loop.c's calls, through the port control.c gives at control_listen):
+ * the jobs, the check and the peers answer and tell clients this way.
+ */
+struct client;
+struct client_port {
+	int	 (*send)(struct client *, uint16_t, const void *, const void *,
+		    size_t);
+	int	 (*reply)(struct client *, const char *);
+	void	 (*error)(struct client *, uint32_t, uint16_t, const char *);
+	void	 (*op_done)(struct client *, const struct op *, uint64_t, int,
+		    const char *);
+	int	 (*sees)(const struct client *, uid_t);	/* may see uid's */
+	void	 (*event)(const char *, const uid_t *, json_t *);
+};
+
+void		client_port_set(const struct client_port *);
+int		client_send(struct client *, uint16_t, const void *, const void *,
+		    size_t);
+int		client_reply(struct client *, const char *);
+void		client_error(struct client *, uint32_t, uint16_t, const char *);
+void		client_op_done(struct client *, const struct op *, uint64_t,
+		    int, const char *);
+int		client_sees(const struct client *, uid_t);
+void		monitor_event(const char *, const uid_t *, json_t *);
 
 /* ---- control.c: the Unix socket, clients and mcclctl ---- */
 
@@ -68,16 +94,9 @@ struct client {
 
 int		control_listen(const char *, char *, size_t);
 void		control_close(void);
+void		control_shutdown(const char *);
 uint32_t	client_count(void);
-int		client_reply(struct client *, const char *);
-int		client_send(struct client *, uint16_t, const void *, const void *,
-		    size_t);
-void		client_error(struct client *, uint32_t, uint16_t, const char *);
-void		client_op_done(struct client *, const struct op *, uint64_t,
-		    int, const char *);
-void		monitor_event(const char *, const uid_t *, json_t *);
 int		client_privileged(const struct client *);
-int		client_sees(const struct client *, uid_t);
 json_t		*control_status(const struct client *);
 
 /* ---- command.c: mcclctl's commands, one row each ---- */
@@ -87,6 +106,19 @@ void		control_command(struct client *, const struct ipc_ctl *,
 
 /* ---- peer.c: control connections to the other daemons ---- */
 
+/* A control frame of a part above (jobs, the check): -1 ends the
+ * connection as the peer's fault. */
+typedef int	(*peer_frame_fn)(uint32_t, uint16_t, const void *,
+		    const uint8_t *, size_t);
+struct peer_watcher {		/* what the jobs hear of the peers */
+	void	 (*up)(uint32_t);
+	void	 (*down)(uint32_t, const char *);
+	void	 (*data_link)(int, const struct peer_data_hello *);
+	void	 (*mark_nodes)(uint8_t *, uint32_t);	/* nodes jobs span */
+};
+
+void		peer_handle(uint16_t, peer_frame_fn);
+void		peer_watch(const struct peer_watcher *);
 int		peer_init(char *, size_t);
 int		peer_add_nodes(uint32_t, char *, size_t);
 void		peer_heartbeat_reset(void);
@@ -96,7 +128,17 @@ int		peer_is_up(uint32_t);
 const char	*peer_name(uint32_t);
 json_t		*peer_ctl_list(void);
 uint64_t	 peer_rtt_median_ns(void);
-void		peer_metrics(json_t *);
+
+struct peer_stats {		/* a peer, for the metrics */
+	const char	*name;
+	int		 up;		/* its control connection */
+	uint64_t	 rtt_ns;	/* the last heartbeat's round trip */
+	char		 transport[16];	/* its latest data links'; "": none */
+	char		 device[LINK_DEV_MAX];
+	uint64_t	 ctl_tx, ctl_rx;	/* bytes, control connection */
+	uint64_t	 data_tx, data_rx;	/* bytes, data links */
+};
+int		peer_stats(uint32_t, struct peer_stats *);
 
 /* ---- liveness.c: whom a node heartbeats, and when one is dead ---- */
 
@@ -126,14 +168,9 @@ void		job_client_join(struct client *, const struct ipc_join *);
 void		job_client_op(struct client *, const struct ipc_op *);
 void		job_client_gone(struct client *, int);
 void		job_client_abort(struct client *);
-int		job_peer_msg(uint32_t, uint16_t, const void *, const uint8_t *,
-		    size_t);
-void		job_peer_up(uint32_t);
-void		job_peer_down(uint32_t, const char *);
-void		job_nodes_mark(uint8_t *, uint32_t);
+void		job_init(void);
 void		job_tunables(struct engine_tunables *);
 void		job_retune_all(void);
-void		job_data_link(int, const struct peer_data_hello *);
 void		job_collect(struct job *);
 void		job_collect_all(void);
 void		job_shutdown(const char *);
@@ -154,11 +191,8 @@ void		job_ctl_restore(void);
 
 int		check_ctl_start(struct client *, const char *, char *, size_t);
 void		check_ctl_forget(const struct client *);
-int		check_peer_msg(uint32_t, uint16_t, const void *, const uint8_t *,
-		    size_t);
+void		check_init(void);
 void		check_close(void);
-struct check_peer;
-void		check_peer_of(uint32_t, struct check_peer *);
 void		utc_time(time_t, char *, size_t);
 
 /* ---- linkcost.c: this node's estimate of its links' cost ---- */
@@ -170,15 +204,19 @@ void		linkcost_observe(uid_t, int, uint32_t, size_t, uint64_t,
 		    const struct link_cost *);
 json_t		*linkcost_ctl(void);
 
-/* ---- metrics.c: counters, and their one rendering ---- */
+/* ---- counters.c: what operations did, counted as they end ---- */
 
-struct evbuffer;
 void		metrics_op_done(int, int, int, uint64_t);
 void		metrics_wire(int, uint64_t);
 void		metrics_xmem(uint64_t);
 void		metrics_overlapped(void);
 void		metrics_lanes(uint64_t, uint64_t);
 void		metrics_add(json_t *, const char *, json_t *, double);
+void		counters_samples(json_t *);
+
+/* ---- metrics.c: every part's samples, and their one rendering ---- */
+
+struct evbuffer;
 json_t		*metrics_samples(void);
 void		metrics_text(struct evbuffer *, const json_t *);
 json_t		*metrics_ctl(void);

@@ -814,6 +814,20 @@ early_links_from(uint32_t node)
 	return n;
 }
 
+/* Cluster node `node`, for the engine's end of a check link to it. */
+void
+check_peer_of(uint32_t node, struct check_peer *p)
+{
+	const struct conf_node *n = &conf->nodes[node];
+
+	*p = (struct check_peer){ .node = node, .addr = n->addr,
+	    .me_index = conf->node_index, .choice = conf->transport,
+	    .connect_timeout_ms = conf->connect_timeout_ms };
+	wire_strlcpy(p->name, n->name, sizeof(p->name));
+	wire_strlcpy(p->rdma_dev, n->rdma_dev, sizeof(p->rdma_dev));
+	wire_strlcpy(p->me, conf->node_name, sizeof(p->me));
+}
+
 void
 job_data_link(int fd, const struct peer_data_hello *m)
 {

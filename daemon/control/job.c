@@ -104,7 +104,7 @@ job_spans(const struct job *j, uint32_t node)
  * Mark in mark[nnodes] the nodes whose failure a job here must see at
  * once: those a live job spans, and a forming job's coordinator.
  */
-void
+static void
 job_nodes_mark(uint8_t *mark, uint32_t nnodes)
 {
 	struct job *j;
@@ -141,7 +141,7 @@ job_retune_all(void)
 		engine_retune(&j->comm, &t);
 }
 
-int
+static int
 job_peer_msg(uint32_t from, uint16_t type, const void *msg,
     const uint8_t *trailer, size_t tlen)
 {
@@ -181,7 +181,7 @@ job_peer_msg(uint32_t from, uint16_t type, const void *msg,
 }
 /* ---- peers coming and going ---- */
 
-void
+static void
 job_peer_up(uint32_t node)
 {
 	struct job *j;
@@ -191,7 +191,7 @@ job_peer_up(uint32_t node)
 			job_send_join(j);
 }
 
-void
+static void
 job_peer_down(uint32_t node, const char *why)
 {
 	struct job *j, *next;
@@ -210,6 +210,19 @@ job_peer_down(uint32_t node, const char *why)
 			    j->comm.name, peer_name(node), why);
 	}
 	coord_node_down(node);
+}
+
+/* At start, before the peers: the jobs' frames and the peers' news. */
+void
+job_init(void)
+{
+	static const uint16_t frames[] = { PEER_JOIN, PEER_FORMED,
+	    PEER_JOIN_FAIL, PEER_ABORT, PEER_JOB_QUERY, PEER_JOB_INFO };
+
+	for (size_t i = 0; i < sizeof(frames) / sizeof(frames[0]); i++)
+		peer_handle(frames[i], job_peer_msg);
+	peer_watch(&(struct peer_watcher){ job_peer_up, job_peer_down,
+	    job_data_link, job_nodes_mark });
 }
 
 /* ---- operations ---- */

@@ -93,6 +93,9 @@ int		 job_spans(const struct job *, uint32_t);
 
 /* form.c */
 uint32_t	 job_lanes_max(void);
+void		 job_data_link(int, const struct peer_data_hello *);
+struct check_peer;
+void		 check_peer_of(uint32_t, struct check_peer *);
 int		 coord_count(void);
 void		 job_send_join(struct job *);
 int		 coord_join(uint32_t, const struct peer_join *,

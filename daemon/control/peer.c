@@ -113,6 +113,37 @@ static struct event		*heartbeat_ev;
 static struct event		*self_ev;
 static TAILQ_HEAD(, selfmsg)	 self_queue = TAILQ_HEAD_INITIALIZER(self_queue);
 
+/*
+ * The parts above take the control frames of their own types (jobs,
+ * formation, the check), and one watcher (the jobs) hears of peers coming
+ * and going: registered at start, before peer_init.
+ */
+#define FRAME_FIRST	PEER_JOIN
+#define FRAME_LAST	PEER_CHECK_DONE
+static peer_frame_fn frame_handlers[FRAME_LAST - FRAME_FIRST + 1];
+static struct peer_watcher watcher;
+
+void
+peer_handle(uint16_t type, peer_frame_fn fn)
+{
+	if (type < FRAME_FIRST || type > FRAME_LAST)
+		fatalx("peer_handle: type %u is not a job's or a check's", type);
+	frame_handlers[type - FRAME_FIRST] = fn;
+}
+
+static peer_frame_fn
+frame_handler(uint16_t type)
+{
+	return type >= FRAME_FIRST && type <= FRAME_LAST ?
+	    frame_handlers[type - FRAME_FIRST] : NULL;
+}
+
+void
+peer_watch(const struct peer_watcher *w)
+{
+	watcher = *w;
+}
+
 static void	peer_connect(struct peer *);
 static void	peer_down(struct peer *, const char *);
 static int	peer_frame(struct peer *, const uint8_t *, size_t);
@@ -266,7 +297,8 @@ peer_up(struct peer *p)
 	    p->node->addr.host, p->node->addr.port);
 	monitor_event("peer_up", NULL, json_pack("{s:s}", "peer",
 	    p->node->name));
-	job_peer_up(p->index);
+	if (watcher.up != NULL)
+		watcher.up(p->index);
 	control_status_changed();
 }
 
@@ -300,7 +332,8 @@ peer_down(struct peer *p, const char *why)
 		log_warnx("peer: node %s is down: %s", p->node->name, why);
 		monitor_event("peer_down", NULL, json_pack("{s:s, s:s}", "peer",
 		    p->node->name, "reason", why));
-		job_peer_down(p->index, why);
+		if (watcher.down != NULL)
+			watcher.down(p->index, why);
 		control_status_changed();
 	} else
 		log_debug("peer: node %s: %s", p->node->name, why);
@@ -400,17 +433,12 @@ peer_frame(struct peer *p, const uint8_t *buf, size_t len)
 		if (p->state != PEER_UP)
 			break;
 		return peer_told_silent(p, &msg.silent);
-	case PEER_JOIN: case PEER_FORMED: case PEER_JOIN_FAIL: case PEER_ABORT:
-	case PEER_JOB_QUERY: case PEER_JOB_INFO:
-		if (p->state != PEER_UP && p->index != conf->node_index)
+	default:
+		if (frame_handler(h.type) == NULL ||
+		    (p->state != PEER_UP && p->index != conf->node_index))
 			break;
-		if (job_peer_msg(p->index, h.type, &msg, trailer, tlen) == -1)
-			return -1;
-		return 0;
-	case PEER_CHECK_RUN: case PEER_CHECK_DONE:
-		if (p->state != PEER_UP && p->index != conf->node_index)
-			break;
-		return check_peer_msg(p->index, h.type, &msg, trailer, tlen);
+		return frame_handler(h.type)(p->index, h.type, &msg, trailer,
+		    tlen) == -1 ? -1 : 0;
 	}
 	log_warnx("peer: node %s: %s not accepted on a control connection",
 	    p->node->name, t->name);
@@ -675,7 +703,10 @@ inbound_dispatch(struct inbound *in, const struct wire_hdr *h,
 	} else if (h->type == PEER_DATA_HELLO && inbound_identity_ok(in,
 	    msg.data.node)) {
 		dial_tune_data(in->fd);
-		job_data_link(in->fd, &msg.data);
+		if (watcher.data_link != NULL)
+			watcher.data_link(in->fd, &msg.data);
+		else
+			close(in->fd);
 		inbound_free(in, 0);
 		return;
 	}
@@ -902,8 +933,8 @@ heartbeat_job_nodes(void)
 {
 	uint8_t *mark = calloc(conf->nnodes, 1);
 
-	if (mark != NULL)
-		job_nodes_mark(mark, (uint32_t)conf->nnodes);
+	if (mark != NULL && watcher.mark_nodes != NULL)
+		watcher.mark_nodes(mark, (uint32_t)conf->nnodes);
 	return mark;
 }
 
@@ -1147,54 +1178,23 @@ peer_close(void)
 		event_free(heartbeat_ev);
 }
 
-/* ---- metrics ---- */
+/* ---- what metrics.c shows ---- */
 
-static void
-peer_bytes(json_t *list, const char *name, const char *dir,
-    const char *kind, double v)
+/* Node i's control connection and data links, as this node sees them;
+ * -1 for this node itself. */
+int
+peer_stats(uint32_t i, struct peer_stats *st)
 {
-	metrics_add(list, "mccl_peer_bytes_total", json_pack("{s:s, s:s, s:s}",
-	    "peer", name, "direction", dir, "kind", kind), v);
-}
-
-/* Family by family: the text format wants each one's samples together. */
-void
-peer_metrics(json_t *list)
-{
-	static const char *const dir[] = { "tx", "rx" };
-	uint32_t self = conf->node_index;
-
-	for (uint32_t i = 0; i < conf->nnodes; i++)
-		if (i != self)
-			metrics_add(list, "mccl_peer_up", json_pack("{s:s}",
-			    "peer", peers[i]->node->name),
-			    peers[i]->state == PEER_UP);
-	for (uint32_t i = 0; i < conf->nnodes; i++)
-		if (i != self)
-			metrics_add(list, "mccl_peer_rtt_seconds",
-			    json_pack("{s:s}", "peer", peers[i]->node->name),
-			    peers[i]->rtt_ns / 1e9);
-	for (uint32_t i = 0; i < conf->nnodes; i++) {
-		char tp[16], dev[LINK_DEV_MAX];
-
-		link_peer_info(i, tp, sizeof(tp), dev, sizeof(dev));
-		if (i != self && tp[0] != '\0')
-			metrics_add(list, "mccl_peer_link_info", json_pack(
-			    "{s:s, s:s, s:s}", "peer", peers[i]->node->name,
-			    "transport", tp, "device", dev), 1);
-	}
-	for (uint32_t i = 0; i < conf->nnodes; i++) {
-		const uint64_t ctl[] = { peers[i]->tx_bytes, peers[i]->rx_bytes };
-		const uint64_t data[] = { data_bytes(i, DATA_SENT),
-		    data_bytes(i, DATA_RECEIVED) };
-
-		for (int d = 0; d < 2 && i != self; d++) {
-			peer_bytes(list, peers[i]->node->name, dir[d], "control",
-			    (double)ctl[d]);
-			peer_bytes(list, peers[i]->node->name, dir[d], "data",
-			    (double)data[d]);
-		}
-	}
+	if (i >= conf->nnodes || i == conf->node_index || peers[i] == NULL)
+		return -1;
+	*st = (struct peer_stats){ .name = peers[i]->node->name,
+	    .up = peers[i]->state == PEER_UP, .rtt_ns = peers[i]->rtt_ns,
+	    .ctl_tx = peers[i]->tx_bytes, .ctl_rx = peers[i]->rx_bytes,
+	    .data_tx = data_bytes(i, DATA_SENT),
+	    .data_rx = data_bytes(i, DATA_RECEIVED) };
+	link_peer_info(i, st->transport, sizeof(st->transport), st->device,
+	    sizeof(st->device));
+	return 0;
 }
 
 /* ---- mcclctl ---- */

@@ -6,7 +6,8 @@
 # header of a layer above; struct engine is the engine's own: no source
 # outside engine/ includes engine/engine_state.h; struct job is the control
 # plane's: no source outside control/ includes control/job.h, and none
-# under engine/ or transport/ names struct job.  No layer below the
+# under engine/ or transport/ names struct job.  Inside control/, its
+# files are in tiers (below) that call down only too.  No layer below the
 # process uses what mccld.c and config.c define: control/ is given the
 # settings and the loop (control_init), engine/ and transport/ arguments.
 set -u
@@ -82,5 +83,34 @@ if [ -n "$outside$named" ]; then
 	echo "FAIL struct job seen outside control/: $outside$named"
 	fail=1
 fi
-[ $fail = 0 ] && echo "ok   the $n files of control/, engine/ and transport/ call down only and use nothing of the process's, struct engine is engine/'s own and struct job control/'s"
+# Inside control/, tiers top down; a file may call its own tier's and the
+# ones below.  Clients and mcclctl; the check; the jobs (life, formation,
+# what mcclctl sees of them); the link cost; the peers; the counters, the
+# liveness rule and the loop control/ runs on.  Every control/ file is in
+# one tier.
+tiers=("control command scrape metrics" "check" "job form jobctl"
+    "linkcost" "peer" "counters liveness loop")
+tiered=$(printf '%s ' "${tiers[@]}")
+for f in "$top"/daemon/control/*.c; do
+	case " $tiered" in *" $(basename "${f%.c}") "*) ;;
+	*) echo "FAIL control/$(basename "$f") is in no tier of layers.sh"
+	   fail=1 ;;
+	esac
+done
+for ((t = 1; t < ${#tiers[@]}; t++)); do
+	higher=""
+	for ((u = 0; u < t; u++)); do
+		for f in ${tiers[$u]}; do higher="$higher $obj/control/$f.o"; done
+	done
+	syms=$(defined_by $higher)
+	for f in ${tiers[$t]}; do
+		calls=$(nm -u "$obj/control/$f.o" | awk '{ print $2 }' |
+		    grep -Fx "$syms" | tr '\n' ' ')
+		if [ -n "$calls" ]; then
+			echo "FAIL control/$f.c calls up its layer: $calls"
+			fail=1
+		fi
+	done
+done
+[ $fail = 0 ] && echo "ok   the $n files of control/, engine/ and transport/ call down only (control/ in ${#tiers[@]} tiers) and use nothing of the process's, struct engine is engine/'s own and struct job control/'s"
 exit $fail

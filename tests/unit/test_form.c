@@ -26,10 +26,8 @@
 #include "engine/check.h"
 #include "transport/transport.h"
 
-/* control.c's: the settings and the loop formation runs on */
+/* The settings formation reads (control_init gives control/ them). */
 static struct config settings;
-const struct config *conf = &settings;
-struct event_base *ctl_base;
 
 #define UID		1000
 #define NNODES		3
@@ -106,8 +104,8 @@ peer_is_up(uint32_t node)
 	return 1;
 }
 
-int
-client_send(struct client *c, uint16_t type, const void *hdr,
+static int
+fake_send(struct client *c, uint16_t type, const void *hdr,
     const void *trailer, size_t tlen)
 {
 	struct sent *s = &client_msgs[nclient_msgs++];
@@ -123,16 +121,16 @@ client_send(struct client *c, uint16_t type, const void *hdr,
 	return 0;
 }
 
-int
-client_reply(struct client *c, const char *text)
+static int
+fake_reply(struct client *c, const char *text)
 {
 	struct ipc_ctl_reply r = { 0, 0 };
 
-	return client_send(c, IPC_CTL_REPLY, &r, text, strlen(text));
+	return fake_send(c, IPC_CTL_REPLY, &r, text, strlen(text));
 }
 
-void
-client_error(struct client *c, uint32_t code, uint16_t type, const char *msg)
+static void
+fake_error(struct client *c, uint32_t code, uint16_t type, const char *msg)
 {
 	struct sent *s = &client_msgs[nclient_msgs++];
 
@@ -144,31 +142,39 @@ client_error(struct client *c, uint32_t code, uint16_t type, const char *msg)
 	snprintf(s->text, sizeof(s->text), "%s", msg);
 }
 
-void
-client_op_done(struct client *c, const struct op *op, uint64_t req, int code,
+static void
+fake_op_done(struct client *c, const struct op *op, uint64_t req, int code,
     const char *err)
 {
 	(void)c; (void)op; (void)req; (void)code; (void)err;
 	ck_abort_msg("no operation runs in formation");
 }
 
-int
-client_sees(const struct client *c, uid_t uid)
+static int
+fake_sees(const struct client *c, uid_t uid)
 {
 	return c == NULL || c->uid == uid;
 }
 
-void
-monitor_event(const char *what, const uid_t *uid, json_t *o)
+static void
+fake_event(const char *what, const uid_t *uid, json_t *o)
 {
 	(void)what;
 	(void)uid;
 	json_decref(o);
 }
 
-void
-control_status_changed(void)
+/* The process's calls, which formation does not make. */
+static void
+status_changed(void)
 {
+}
+
+static json_t *
+reload(char *err, size_t errlen)
+{
+	snprintf(err, errlen, "no reload here");
+	return NULL;
 }
 
 void
@@ -198,13 +204,6 @@ metrics_lanes(uint64_t lane_ns, uint64_t wait_ns)
 void
 metrics_overlapped(void)
 {
-}
-
-void
-check_peer_of(uint32_t node, struct check_peer *p)
-{
-	memset(p, 0, sizeof(*p));
-	p->node = node;
 }
 
 void
@@ -268,6 +267,33 @@ int p2p_adopt_link(struct comm *cm, uint32_t p, int fd)
 { (void)cm; (void)p; (void)fd; return -1; }
 void link_mem_forget(const void *key) { (void)key; }
 
+/* What the jobs registered with the peers (job_init). */
+static peer_frame_fn frame_handlers[PEER_CHECK_DONE - PEER_JOIN + 1];
+static struct peer_watcher watcher;
+
+void
+peer_handle(uint16_t type, peer_frame_fn fn)
+{
+	ck_assert_uint_ge(type, PEER_JOIN);
+	ck_assert_uint_le(type, PEER_CHECK_DONE);
+	frame_handlers[type - PEER_JOIN] = fn;
+}
+
+void
+peer_watch(const struct peer_watcher *w)
+{
+	watcher = *w;
+}
+
+/* A frame from node `from`, as the peers deliver it. */
+static int
+deliver(uint32_t from, uint16_t type, const void *msg, const uint8_t *trailer,
+    size_t tlen)
+{
+	ck_assert_ptr_nonnull(frame_handlers[type - PEER_JOIN]);
+	return frame_handlers[type - PEER_JOIN](from, type, msg, trailer, tlen);
+}
+
 /* ---- the cluster, its clients, the other nodes' messages ---- */
 
 static struct conf_node nodes[NNODES] = { { .name = "n0" }, { .name = "n1" },
@@ -290,7 +316,11 @@ cluster_up(void)
 	settings.node_index = 0;
 	settings.nodes = nodes;
 	settings.nnodes = NNODES;
-	ctl_base = event_base_new();
+	control_init(event_base_new(), &settings, &(struct control_hooks){
+	    status_changed, reload });
+	client_port_set(&(struct client_port){ fake_send, fake_reply,
+	    fake_error, fake_op_done, fake_sees, fake_event });
+	job_init();
 	ck_assert_ptr_nonnull(ctl_base);
 	npeer_msgs = nclient_msgs = 0;
 	nstarted = 0;
@@ -358,7 +388,7 @@ join_remote(const char *name, uint32_t from, uint32_t nranks,
 
 	snprintf(m.job, sizeof(m.job), "%s", name);
 	wire_put_u32s(trailer, ranks, n);
-	return coord_join(from, &m, trailer, 4 * n);
+	return deliver(from, PEER_JOIN, &m, trailer, 4 * n);
 }
 
 /* The last message sent to node `to` of type `type`, or NULL. */
@@ -390,7 +420,7 @@ deliver_own_join(void)
 
 	ck_assert_ptr_nonnull(s);
 	memcpy(&m, s->hdr, sizeof(m));
-	ck_assert_int_eq(coord_join(0, &m, s->trailer, s->tlen), 0);
+	ck_assert_int_eq(deliver(0, PEER_JOIN, &m, s->trailer, s->tlen), 0);
 }
 
 /*
@@ -523,6 +553,23 @@ START_TEST(the_rank_map_gives_the_topology_and_the_engine_its_ranks)
 	ck_assert_uint_eq(joined.job_id, f.job_id);
 	ck_assert_uint_eq(joined.nranks, 4);
 	ck_assert_uint_eq(joined.rank, client_msgs[0].to);
+}
+END_TEST
+
+/* The jobs take their own frames from the peers, and hear of them. */
+START_TEST(the_jobs_register_with_the_peers)
+{
+	for (uint16_t t = PEER_JOIN; t <= PEER_JOB_INFO; t++)
+		ck_assert_ptr_nonnull(frame_handlers[t - PEER_JOIN]);
+	ck_assert_ptr_null(frame_handlers[PEER_CHECK_RUN - PEER_JOIN]);
+	ck_assert_ptr_nonnull(watcher.up);
+	ck_assert_ptr_nonnull(watcher.down);
+	ck_assert_ptr_nonnull(watcher.data_link);
+	ck_assert_ptr_nonnull(watcher.mark_nodes);
+	/* a JOIN_FAIL from a node that does not coordinate the job: refused */
+	struct peer_join_fail jf = { .uid = UID, .code = MCCL_ERR_TIMEOUT };
+	snprintf(jf.job, sizeof(jf.job), "%s", job_coordinated_by(0));
+	ck_assert_int_eq(deliver(1, PEER_JOIN_FAIL, &jf, NULL, 0), -1);
 }
 END_TEST
 
@@ -922,6 +969,7 @@ form_suite(void)
 	tcase_add_test(tc,
 	    the_rank_map_gives_the_topology_and_the_engine_its_ranks);
 	tcase_add_test(tc, new_jobs_get_the_lanes_set);
+	tcase_add_test(tc, the_jobs_register_with_the_peers);
 	tcase_add_test(tc, a_rank_claimed_twice_is_refused);
 	tcase_add_test(tc, ranks_that_disagree_on_nranks_are_refused);
 	tcase_add_test(tc, joins_that_are_not_ours_or_malformed_are_refused);

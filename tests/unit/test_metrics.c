@@ -18,7 +18,6 @@
 
 /* ---- the other parts metrics.c reads, with known values ---- */
 
-uint64_t ctl_started_ns;
 static const char *peer_label = "n1";
 
 uint32_t client_count(void) { return 3; }
@@ -35,11 +34,34 @@ linkcost_mine(uid_t uid, struct link_cost *c)
 	*c = (struct link_cost){ 25000, 800, 250, 1000 };
 }
 
-void
-peer_metrics(json_t *list)
+/* Of the three nodes, this one is 0; node 1 is up over RDMA, 2 is down. */
+int
+peer_stats(uint32_t i, struct peer_stats *st)
 {
-	metrics_add(list, "mccl_peer_up", json_pack("{s:s}", "peer",
-	    peer_label), 1);
+	if (i == 0 || i > 2)
+		return -1;
+	*st = (struct peer_stats){ .name = i == 1 ? peer_label : "n2",
+	    .up = i == 1, .rtt_ns = i == 1 ? 80000 : 0, .ctl_tx = 100 * i,
+	    .ctl_rx = 200 * i, .data_tx = 1000 * i, .data_rx = 2000 * i };
+	if (i == 1) {
+		snprintf(st->transport, sizeof(st->transport), "rdma");
+		snprintf(st->device, sizeof(st->device), "mlx5_0:1");
+	}
+	return 0;
+}
+
+static struct config settings = { .nnodes = 3, .node_index = 0 };
+
+static void
+status_changed(void)
+{
+}
+
+static json_t *
+no_reload(char *err, size_t errlen)
+{
+	snprintf(err, errlen, "no reload here");
+	return NULL;
 }
 
 /* ---- reading the samples ---- */
@@ -175,7 +197,7 @@ START_TEST(gauges_come_from_their_owners)
 {
 	json_t *s;
 
-	ctl_started_ns = now_ns() - 5000000000ULL;
+	ctl_started_ns = now_ns() - 5000000000ULL;	/* loop.c's */
 	s = metrics_samples();
 	ck_assert_double_ge(sample(s, "mccl_uptime_seconds", NULL, NULL), 5);
 	ck_assert_double_lt(sample(s, "mccl_uptime_seconds", NULL, NULL),
@@ -188,6 +210,15 @@ START_TEST(gauges_come_from_their_owners)
 	    4096);
 	ck_assert_double_eq(sample(s, "mccl_scratch_bytes", NULL, NULL), 0);
 	ck_assert_double_eq(sample(s, "mccl_peer_up", "peer", "n1"), 1);
+	ck_assert_double_eq(sample(s, "mccl_peer_up", "peer", "n2"), 0);
+	ck_assert_double_eq(sample(s, "mccl_peer_rtt_seconds", "peer", "n1"),
+	    80e-6);
+	ck_assert_double_eq(sample(s, "mccl_peer_link_info", "transport",
+	    "rdma"), 1);
+	ck_assert_double_eq(sample(s, "mccl_peer_link_info", "device",
+	    "mlx5_0:1"), 1);
+	ck_assert_double_eq(sample(s, "mccl_peer_bytes_total", "kind",
+	    "data"), 1000);		/* n1's first: tx */
 	/* link cost as rates: 25 us; 1e12 / 800 ps per byte */
 	ck_assert_double_eq_tol(sample(s, "mccl_link_latency_seconds", NULL,
 	    NULL), 25e-6, 1e-15);
@@ -281,6 +312,8 @@ main(void)
 	int failed;
 
 	log_init(LOG_ERR, "test_metrics");
+	control_init(NULL, &settings, &(struct control_hooks){ status_changed,
+	    no_reload });
 	/* Each case in a process of its own: the counters start at 0. */
 	tcase_add_test(tc, operations_count_by_collective_algorithm_and_error);
 	tcase_add_test(tc, latencies_fill_a_cumulative_histogram);
