@@ -70,6 +70,21 @@ tp_links() {
 	    bad "mcclctl peers on t0: t1's data links: \"$line\", not $1"
 }
 
+echo "== the data links' transport, as mcclctl shows it"
+# After a job on every node of the cluster: its data links' transport and
+# device in mcclctl peers (both forms) and in the metrics.
+run_job "a job on every node" tpshow "0 1 2" collectives
+ctl 1 -j peers >"$T/peers.json"
+[ "$TRANSPORT" = rdma ] && want_dev="fake0:1" || want_dev=""
+n=$(grep -E '"(device|transport)"' "$T/peers.json" | paste - - | tr -d ' \t' |
+    grep -c "^\"device\":\"$want_dev\",\"transport\":\"$TRANSPORT\",\$")
+expect_output "mcclctl -j peers: both peers' data links over $TRANSPORT" 2 "$n"
+n=$(ctl 1 peers | grep -c "  $TRANSPORT${want_dev:+ $want_dev}  ")
+expect_output "mcclctl peers: the DATA LINKS column says so" 2 "$n"
+ctl 0 metrics | grep -q "^mccl_peer_link_info{peer=\"n1\",transport=\"$TRANSPORT\",device=\"$want_dev\"} 1$" &&
+    ok "mcclctl metrics: n1's data links over $TRANSPORT" ||
+    bad "mcclctl metrics: n1's data links: $(ctl 0 metrics | grep link_info)"
+
 echo "== transports: each end's, agreed"
 tp_up '"transport": "rdma",' '"transport": "tcp",' '{}' ||
     bad "t cluster (rdma against tcp)"
