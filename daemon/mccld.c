@@ -32,9 +32,7 @@ static struct {
 	const char	*conf_path;
 	int		 conf_explicit;
 	int		 verbose;	/* -v: debug whatever the config */
-	int		 shutting_down;
 } md;
-
 
 /* -h: on standard output, exit 0; a wrong argument: on stderr, exit 2. */
 static void
@@ -291,10 +289,9 @@ signal_cb(int sig, short events, void *arg)
 	(void)events;
 	(void)arg;
 	log_info("received %s, shutting down", strsignal(sig));
-	if (md.shutting_down)
+	if (ctl_stopping)		/* control_shutdown's */
 		return;
 	sd_notify(0, "STOPPING=1");
-	md.shutting_down = 1;
 	control_shutdown(strsignal(sig));
 	shutdown_by = now_ns() + SHUTDOWN_MAX_NS;
 	if ((ev_shutdown = evtimer_new(md.base, shutdown_cb, NULL)) == NULL)
