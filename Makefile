@@ -81,7 +81,7 @@ UNIT_TESTS = $(B)/test_proto $(B)/test_reduce $(B)/test_config $(B)/test_ring \
 	     $(B)/test_subq $(B)/test_algo $(B)/test_form $(B)/test_engine \
 	     $(B)/test_crew $(B)/test_pass $(B)/test_conn $(B)/test_liveness \
 	     $(B)/test_perf_pattern $(B)/test_check $(B)/test_metrics \
-	     $(B)/test_command $(B)/test_scrape
+	     $(B)/test_command $(B)/test_scrape $(B)/test_peer
 TEST_PROGS = $(B)/mccl-test $(B)/mccl-hostile
 BENCH_PROGS = $(B)/wirebw $(B)/costmodel
 
@@ -210,6 +210,12 @@ $(B)/test_command: $(call obj,tests/unit/test_command.c \
 $(B)/test_scrape: $(call obj,tests/unit/test_scrape.c daemon/control/scrape.c \
     daemon/control/loop.c daemon/transport/auth.c daemon/transport/dial.c \
     daemon/log.c $(PROTO_SRCS))
+	$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(JSON_LIBS) $(SODIUM_LIBS) \
+	    $(CHECK_LIBS)
+
+$(B)/test_peer: $(call obj,tests/unit/test_peer.c daemon/control/peer.c \
+    daemon/control/loop.c daemon/control/liveness.c daemon/transport/auth.c \
+    daemon/transport/dial.c daemon/log.c $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(JSON_LIBS) $(SODIUM_LIBS) \
 	    $(CHECK_LIBS)
 
