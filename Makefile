@@ -63,7 +63,7 @@ CONTROL_SRCS = daemon/control/loop.c daemon/control/control.c \
 ENGINE_SRCS = daemon/engine/engine.c daemon/engine/coll.c daemon/engine/local.c daemon/engine/pipeline.c daemon/engine/exchange.c daemon/engine/pass.c daemon/engine/subq.c daemon/engine/seg.c daemon/engine/xmem.c \
 	      daemon/engine/p2p.c daemon/engine/budget.c daemon/engine/op.c \
 	      daemon/engine/check.c
-DAEMON_SRCS = daemon/mccld.c $(CONTROL_SRCS) $(ENGINE_SRCS) \
+DAEMON_SRCS = daemon/mccld.c daemon/reload.c $(CONTROL_SRCS) $(ENGINE_SRCS) \
 	      daemon/transport/link.c daemon/transport/rdma.c \
 	      daemon/transport/dial.c daemon/transport/auth.c $(CORE_SRCS) \
 	      $(PROTO_SRCS)
@@ -81,7 +81,8 @@ UNIT_TESTS = $(B)/test_proto $(B)/test_reduce $(B)/test_config $(B)/test_ring \
 	     $(B)/test_subq $(B)/test_algo $(B)/test_form $(B)/test_engine \
 	     $(B)/test_crew $(B)/test_pass $(B)/test_conn $(B)/test_liveness \
 	     $(B)/test_perf_pattern $(B)/test_check $(B)/test_metrics \
-	     $(B)/test_command $(B)/test_scrape $(B)/test_peer
+	     $(B)/test_command $(B)/test_scrape $(B)/test_peer \
+	     $(B)/test_reload
 TEST_PROGS = $(B)/mccl-test $(B)/mccl-hostile
 BENCH_PROGS = $(B)/wirebw $(B)/costmodel
 
@@ -218,6 +219,10 @@ $(B)/test_peer: $(call obj,tests/unit/test_peer.c daemon/control/peer.c \
     daemon/transport/dial.c daemon/log.c $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(JSON_LIBS) $(SODIUM_LIBS) \
 	    $(CHECK_LIBS)
+
+$(B)/test_reload: $(call obj,tests/unit/test_reload.c daemon/reload.c \
+    daemon/config.c daemon/log.c $(PROTO_SRCS))
+	$(CC) $(LDFLAGS) -o $@ $^ $(JSON_LIBS) $(CHECK_LIBS)
 
 $(B)/wirebw: $(call obj,tools/bench/wirebw.c daemon/engine/reduce.c daemon/log.c)
 	$(CC) $(LDFLAGS) -o $@ $^

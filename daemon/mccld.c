@@ -90,84 +90,6 @@ watchdog_start(void)
 	return ev;
 }
 
-/* nc lists every node of old, unchanged and in order, then new ones. */
-static int
-nodes_appended(const struct config *old, const struct config *nc)
-{
-	if (nc->nnodes <= old->nnodes || nc->node_index != old->node_index)
-		return 0;
-	for (size_t i = 0; i < old->nnodes; i++)
-		if (strcmp(old->nodes[i].name, nc->nodes[i].name) != 0 ||
-		    strcmp(old->nodes[i].addr.host, nc->nodes[i].addr.host) ||
-		    old->nodes[i].addr.port != nc->nodes[i].addr.port)
-			return 0;
-	return 1;
-}
-
-/*
- * New nodes at the end of the list join without disturbing anything.  The
- * old table goes at once: only the main thread reads it (a job's threads
- * have their copy, engine_conf), and the peers are pointed at the new one.
- */
-static void
-reload_nodes(struct config *nc)
-{
-	uint32_t old_n = (uint32_t)md.conf.nnodes;
-	char err[ERR_MAX];
-
-	for (uint32_t i = 0; i < old_n; i++)	/* "rdma" waits for a restart */
-		memcpy(nc->nodes[i].rdma_dev, md.conf.nodes[i].rdma_dev,
-		    sizeof(nc->nodes[i].rdma_dev));
-	free(md.conf.nodes);
-	md.conf.nodes = nc->nodes;
-	md.conf.nnodes = nc->nnodes;
-	md.conf.cluster_hash = config_cluster_hash(&md.conf);
-	nc->nodes = NULL;
-	nc->nnodes = 0;
-	if (peer_add_nodes(old_n, err, sizeof(err)) == -1)
-		log_warnx("reload: %s", err);
-	log_info("reload: the cluster grew from %u to %zu nodes", old_n,
-	    md.conf.nnodes);
-}
-
-/* This node's devices to the nodes both lists have. */
-static int
-rdma_same(const struct config *a, const struct config *b)
-{
-	size_t n = a->nnodes < b->nnodes ? a->nnodes : b->nnodes;
-
-	for (size_t i = 0; i < n; i++)
-		if (strcmp(a->nodes[i].rdma_dev, b->nodes[i].rdma_dev) != 0)
-			return 0;
-	return 1;
-}
-
-static void
-reload_restart(const char *key)
-{
-	log_warnx("reload: \"%s\" changed: restart mccld to apply it; "
-	    "keeping the running value", key);
-}
-
-/* The node list: nodes added at the end apply, other changes need a
- * restart (the devices to reach peers through too). */
-static void
-reload_node_list(struct config *nc)
-{
-	const struct config *c = &md.conf;
-
-	if (strcmp(nc->node_name, c->node_name) != 0)
-		return;		/* config_apply named "node" */
-	if (!rdma_same(nc, c))
-		reload_restart("rdma");
-	if (nodes_appended(c, nc))
-		reload_nodes(nc);
-	else if (config_cluster_hash(nc) != config_cluster_hash(c))
-		log_warnx("reload: \"nodes\": nodes were removed, renamed or "
-		    "moved: restart mccld to apply that; keeping the running "
-		    "list");
-}
-
 static void
 reload_log_level(void)
 {
@@ -197,37 +119,22 @@ static void (*const reload_hooks[CONF_HOOK_MAX])(void) = {
 	[CONF_HOOK_ENGINES] = job_retune_all,
 };
 
-/*
- * SIGHUP: re-read the configuration; if it is valid, apply every key that
- * can change under running jobs (the log level, timeouts, heartbeats,
- * limits, the algorithm, transport and lanes of new jobs, the admin group, nodes
- * added at the end of the list) and name each other key that changed and
- * needs a restart.  Nothing is applied from an invalid file.
- */
+/* Nodes appended to the cluster by a reload: the peers reach them too. */
+static void
+nodes_grew(uint32_t old_n)
+{
+	char err[ERR_MAX];
+
+	if (peer_add_nodes(old_n, err, sizeof(err)) == -1)
+		log_warnx("reload: %s", err);
+}
+
+/* SIGHUP and mcclctl reload (reload.c says what applies). */
 static int
 reload(char *err, size_t errlen)
 {
-	struct config nc;
-	unsigned hooks;
-
-	if (config_load(md.conf_path, md.conf_explicit, &nc, err,
-	    errlen) == -1) {
-		log_warnx("reload: %s; keeping the running configuration", err);
-		return -1;
-	}
-	reload_node_list(&nc);
-	hooks = config_apply(&md.conf, &nc, reload_restart);
-	config_free(&nc);
-	for (int h = CONF_HOOK_NONE + 1; h < CONF_HOOK_MAX; h++)
-		if (hooks & (1u << h))
-			reload_hooks[h]();
-	config_warnings(&md.conf);
-	log_info("reload: configuration applied (log level %s, heartbeat "
-	    "%u/%u ms, max_jobs_per_uid %u, max_connections_per_uid %u)",
-	    log_level_name(log_getlevel()), md.conf.heartbeat_interval_ms,
-	    md.conf.heartbeat_timeout_ms, md.conf.max_jobs_per_uid,
-	    md.conf.max_connections_per_uid);
-	return 0;
+	return config_reload(&md.conf, md.conf_path, md.conf_explicit,
+	    reload_hooks, nodes_grew, err, errlen);
 }
 
 /* mcclctl reload: the same as SIGHUP, answered with what is in force. */

@@ -102,6 +102,10 @@ enum conf_hook {
 };
 unsigned	config_apply(struct config *, const struct config *,
 		    void (*)(const char *));
+/* reload.c */
+int		config_reload(struct config *, const char *, int,
+		    void (*const [CONF_HOOK_MAX])(void), void (*)(uint32_t),
+		    char *, size_t);
 void		config_show(const struct config *, FILE *);
 void		config_keys_file(FILE *);
 const char	*conf_transport_name(int);

@@ -44,9 +44,9 @@ uses() {
 	done
 }
 
-# The process layer: what mccld.c and config.c define (its state, the
+# The process layer: what mccld.c, config.c and reload.c define (its state, the
 # settings' functions), which the layers below get from it instead.
-process=$(defined_by "$obj/mccld.o" "$obj/config.o")
+process=$(defined_by "$obj/mccld.o" "$obj/config.o" "$obj/reload.o")
 [ -n "$process" ] || { echo "FAIL layers: no mccld.o in $obj"; exit 1; }
 for layer in $layers; do
 	uses "$layer" "$process" "uses the process's"
