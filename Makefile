@@ -82,7 +82,7 @@ UNIT_TESTS = $(B)/test_proto $(B)/test_reduce $(B)/test_config $(B)/test_ring \
 	     $(B)/test_crew $(B)/test_pass $(B)/test_conn $(B)/test_liveness \
 	     $(B)/test_perf_pattern $(B)/test_check $(B)/test_metrics \
 	     $(B)/test_command $(B)/test_scrape $(B)/test_peer \
-	     $(B)/test_reload
+	     $(B)/test_reload $(B)/test_ctlcheck
 TEST_PROGS = $(B)/mccl-test $(B)/mccl-hostile
 BENCH_PROGS = $(B)/wirebw $(B)/costmodel
 
@@ -223,6 +223,10 @@ $(B)/test_peer: $(call obj,tests/unit/test_peer.c daemon/control/peer.c \
 $(B)/test_reload: $(call obj,tests/unit/test_reload.c daemon/reload.c \
     daemon/config.c daemon/log.c $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(JSON_LIBS) $(CHECK_LIBS)
+
+$(B)/test_ctlcheck: $(call obj,tests/unit/test_ctlcheck.c \
+    daemon/control/check.c daemon/control/loop.c daemon/log.c $(PROTO_SRCS))
+	$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(JSON_LIBS) $(CHECK_LIBS)
 
 $(B)/wirebw: $(call obj,tools/bench/wirebw.c daemon/engine/reduce.c daemon/log.c)
 	$(CC) $(LDFLAGS) -o $@ $^
