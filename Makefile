@@ -185,46 +185,46 @@ $(B)/test_ring: $(call obj,tests/unit/test_ring.c tests/unit/testlib.c daemon/en
 $(B)/test_subq: $(call obj,tests/unit/test_subq.c tests/unit/testlib.c daemon/engine/bigmem.c daemon/engine/subq.c daemon/engine/op.c daemon/engine/seg.c daemon/engine/xmem.c daemon/engine/ring.c daemon/engine/allreduce.c daemon/engine/duplex.c daemon/engine/crew.c daemon/engine/algo.c daemon/engine/reduce.c daemon/log.c $(LINK_SRCS) $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) -lpthread
 
-$(B)/test_form: $(call obj,tests/unit/test_form.c daemon/control/loop.c daemon/control/form.c daemon/control/job.c daemon/control/jobctl.c daemon/control/linkcost.c daemon/engine/op.c daemon/engine/seg.c daemon/engine/xmem.c daemon/engine/algo.c daemon/engine/reduce.c daemon/config.c daemon/log.c $(PROTO_SRCS))
+$(B)/test_form: $(call obj,tests/unit/test_form.c tests/unit/ctltest.c daemon/control/loop.c daemon/control/form.c daemon/control/job.c daemon/control/jobctl.c daemon/control/linkcost.c daemon/engine/op.c daemon/engine/seg.c daemon/engine/xmem.c daemon/engine/algo.c daemon/engine/reduce.c daemon/config.c daemon/log.c $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(JSON_LIBS) $(CHECK_LIBS) -lpthread
 
 $(B)/test_engine: $(call obj,tests/unit/test_engine.c tests/unit/testlib.c daemon/engine/engine.c daemon/engine/coll.c daemon/engine/local.c daemon/engine/pipeline.c daemon/engine/exchange.c daemon/engine/pass.c daemon/engine/subq.c daemon/engine/p2p.c daemon/engine/op.c daemon/engine/seg.c daemon/engine/xmem.c daemon/engine/budget.c $(CORE_SRCS) daemon/transport/link.c daemon/transport/dial.c daemon/transport/auth.c daemon/transport/rdma.c tests/fakeverbs/fakeverbs.c $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(JSON_LIBS) $(CHECK_LIBS) $(SODIUM_LIBS) -lpthread
 
-$(B)/test_check: $(call obj,tests/unit/test_check.c daemon/engine/check.c \
+$(B)/test_check: $(call obj,tests/unit/test_check.c tests/unit/testlib.c daemon/engine/check.c \
     daemon/transport/link.c daemon/transport/dial.c daemon/transport/auth.c \
     daemon/transport/rdma.c $(LINK_SRCS) daemon/log.c \
     tests/fakeverbs/fakeverbs.c $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(SODIUM_LIBS) -lpthread
 
-$(B)/test_metrics: $(call obj,tests/unit/test_metrics.c \
+$(B)/test_metrics: $(call obj,tests/unit/test_metrics.c tests/unit/testlib.c tests/unit/ctltest.c \
     daemon/control/loop.c daemon/control/counters.c \
     daemon/control/metrics.c daemon/engine/algo.c daemon/engine/budget.c \
     daemon/engine/bigmem.c daemon/log.c $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(JSON_LIBS) $(CHECK_LIBS) \
 	    -lpthread
 
-$(B)/test_command: $(call obj,tests/unit/test_command.c \
+$(B)/test_command: $(call obj,tests/unit/test_command.c tests/unit/testlib.c \
     daemon/control/command.c daemon/log.c $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(JSON_LIBS) $(CHECK_LIBS)
 
-$(B)/test_scrape: $(call obj,tests/unit/test_scrape.c daemon/control/scrape.c \
+$(B)/test_scrape: $(call obj,tests/unit/test_scrape.c tests/unit/testlib.c tests/unit/ctltest.c daemon/control/scrape.c \
     daemon/control/loop.c daemon/transport/auth.c daemon/transport/dial.c \
     daemon/log.c $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(JSON_LIBS) $(SODIUM_LIBS) \
 	    $(CHECK_LIBS)
 
-$(B)/test_peer: $(call obj,tests/unit/test_peer.c daemon/control/peer.c \
+$(B)/test_peer: $(call obj,tests/unit/test_peer.c tests/unit/testlib.c tests/unit/ctltest.c daemon/control/peer.c \
     daemon/control/loop.c daemon/control/liveness.c daemon/transport/auth.c \
     daemon/transport/dial.c daemon/log.c $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(JSON_LIBS) $(SODIUM_LIBS) \
 	    $(CHECK_LIBS)
 
-$(B)/test_reload: $(call obj,tests/unit/test_reload.c daemon/reload.c \
+$(B)/test_reload: $(call obj,tests/unit/test_reload.c tests/unit/testlib.c daemon/reload.c \
     daemon/config.c daemon/log.c $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(JSON_LIBS) $(CHECK_LIBS)
 
-$(B)/test_ctlcheck: $(call obj,tests/unit/test_ctlcheck.c \
+$(B)/test_ctlcheck: $(call obj,tests/unit/test_ctlcheck.c tests/unit/testlib.c tests/unit/ctltest.c \
     daemon/control/check.c daemon/control/loop.c daemon/log.c $(PROTO_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(JSON_LIBS) $(CHECK_LIBS)
 

@@ -26,6 +26,7 @@
 #include "log.h"
 #include "transport/transport.h"
 #include "mccl.h"
+#include "testlib.h"
 
 #define NODE_A		0
 #define NODE_B		1
@@ -298,11 +299,7 @@ setup(void)
 {
 	char err[ERR_MAX], sock[128];
 
-	snprintf(dir, sizeof(dir), "/tmp/test_check.XXXXXX");
-	if (mkdtemp(dir) == NULL) {
-		perror("test_check: mkdtemp");
-		exit(1);
-	}
+	test_dir_make(dir, sizeof(dir), "test_check");
 	/* No key file: the host key beside a socket path in dir. */
 	snprintf(sock, sizeof(sock), "%s/mccld.sock", dir);
 	if (auth_init("", sock, err, sizeof(err)) == -1) {
@@ -315,12 +312,8 @@ setup(void)
 static void
 teardown(void)
 {
-	char cmd[96];
-
 	unsetenv("MCCL_FAKEVERBS_DIR");
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "test_check: cannot remove %s\n", dir);
+	test_dir_remove(dir);
 }
 
 static void rdma_on(void) { setup(); over_rdma = 1; }
@@ -342,8 +335,6 @@ main(void)
 {
 	Suite *s = suite_create("check");
 	TCase *tcp = tcase_create("tcp"), *rdma = tcase_create("rdma");
-	SRunner *sr;
-	int failed;
 
 	log_init(LOG_ERR, "test_check");
 	tcase_add_unchecked_fixture(tcp, setup, teardown);
@@ -352,9 +343,5 @@ main(void)
 	tcase_add_unchecked_fixture(rdma, rdma_on, rdma_off);
 	add_cases(rdma);
 	suite_add_tcase(s, rdma);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? 0 : 1;
+	return test_run(s);
 }

@@ -15,6 +15,7 @@
 
 #include "mccld.h"
 #include "control/control.h"
+#include "testlib.h"
 
 /* ---- fakes: the handlers, and the client's end ---- */
 
@@ -272,8 +273,6 @@ main(void)
 {
 	Suite *s = suite_create("command");
 	TCase *tc = tcase_create("command");
-	SRunner *sr;
-	int failed;
 
 	log_init(LOG_ERR, "test_command");
 	tcase_add_test(tc, each_command_runs_its_handler_and_answers);
@@ -284,10 +283,5 @@ main(void)
 	tcase_add_test(tc, monitor_makes_the_client_a_monitor);
 	tcase_add_test(tc, the_argument_is_cut_to_a_job_name);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_set_fork_status(sr, CK_FORK);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? 0 : 1;
+	return test_run(s);
 }

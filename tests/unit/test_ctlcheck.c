@@ -19,6 +19,8 @@
 
 #include "mccld.h"
 #include "control/control.h"
+#include "ctltest.h"
+#include "testlib.h"
 #include "control/job.h"
 #include "engine/check.h"
 
@@ -121,20 +123,6 @@ port_error(struct client *c, uint32_t code, uint16_t type, const char *text)
 	error_code = code;
 	snprintf(error_text, sizeof(error_text), "%s", text);
 }
-
-static int port_send(struct client *c, uint16_t t, const void *m,
-    const void *tr, size_t n) { (void)c; (void)t; (void)m; (void)tr; (void)n;
-    return 0; }
-static void port_op_done(struct client *c, const struct op *o, uint64_t q,
-    int code, const char *s) { (void)c; (void)o; (void)q; (void)code;
-    (void)s; }
-static int port_sees(const struct client *c, uid_t u) { (void)c; (void)u;
-    return 1; }
-static void port_event(const char *e, const uid_t *u, json_t *o)
-{ (void)e; (void)u; json_decref(o); }
-static void status_changed(void) { }
-static json_t *no_reload(char *err, size_t n) { snprintf(err, n, "no");
-    return NULL; }
 
 static struct client client = { .desc = "mcclctl" };
 static struct config settings;
@@ -343,10 +331,8 @@ setup(void)
 	settings.nodes = nodes;
 	settings.nnodes = NNODES;
 	settings.connect_timeout_ms = 1000;
-	control_init(event_base_new(), &settings, &(struct control_hooks){
-	    status_changed, no_reload });
-	client_port_set(&(struct client_port){ port_send, port_reply,
-	    port_error, port_op_done, port_sees, port_event });
+	ctltest_init(&settings, &(struct client_port){ NULL, port_reply,
+	    port_error, NULL, NULL, NULL });
 	check_init();
 	nsent = delivered = 0;
 	reply[0] = error_text[0] = '\0';
@@ -359,7 +345,7 @@ setup(void)
 static void
 teardown(void)
 {
-	event_base_free(ctl_base);
+	ctltest_end();
 }
 
 int
@@ -367,8 +353,6 @@ main(void)
 {
 	Suite *s = suite_create("ctlcheck");
 	TCase *tc = tcase_create("ctlcheck");
-	SRunner *sr;
-	int failed;
 
 	log_init(LOG_ERR, "test_ctlcheck");
 	tcase_add_checked_fixture(tc, setup, teardown);
@@ -377,10 +361,5 @@ main(void)
 	tcase_add_test(tc, refusals_name_why);
 	tcase_add_test(tc, a_measurement_asked_of_this_node_is_checked);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_set_fork_status(sr, CK_FORK);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? 0 : 1;
+	return test_run(s);
 }

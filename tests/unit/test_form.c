@@ -23,6 +23,7 @@
 #include "mccld.h"
 #include "control/control.h"
 #include "control/job.h"
+#include "ctltest.h"
 #include "engine/check.h"
 #include "transport/transport.h"
 
@@ -164,18 +165,7 @@ fake_event(const char *what, const uid_t *uid, json_t *o)
 	json_decref(o);
 }
 
-/* The process's calls, which formation does not make. */
-static void
-status_changed(void)
-{
-}
 
-static json_t *
-reload(char *err, size_t errlen)
-{
-	snprintf(err, errlen, "no reload here");
-	return NULL;
-}
 
 void
 metrics_op_done(int coll, int code, int algo, uint64_t bytes)
@@ -316,9 +306,7 @@ cluster_up(void)
 	settings.node_index = 0;
 	settings.nodes = nodes;
 	settings.nnodes = NNODES;
-	control_init(event_base_new(), &settings, &(struct control_hooks){
-	    status_changed, reload });
-	client_port_set(&(struct client_port){ fake_send, fake_reply,
+	ctltest_init(&settings, &(struct client_port){ fake_send, fake_reply,
 	    fake_error, fake_op_done, fake_sees, fake_event });
 	job_init();
 	ck_assert_ptr_nonnull(ctl_base);

@@ -15,6 +15,8 @@
 
 #include "mccld.h"
 #include "control/control.h"
+#include "ctltest.h"
+#include "testlib.h"
 
 /* ---- the other parts metrics.c reads, with known values ---- */
 
@@ -51,18 +53,6 @@ peer_stats(uint32_t i, struct peer_stats *st)
 }
 
 static struct config settings = { .nnodes = 3, .node_index = 0 };
-
-static void
-status_changed(void)
-{
-}
-
-static json_t *
-no_reload(char *err, size_t errlen)
-{
-	snprintf(err, errlen, "no reload here");
-	return NULL;
-}
 
 /* ---- reading the samples ---- */
 
@@ -308,23 +298,16 @@ main(void)
 {
 	Suite *s = suite_create("metrics");
 	TCase *tc = tcase_create("metrics");
-	SRunner *sr;
-	int failed;
 
 	log_init(LOG_ERR, "test_metrics");
-	control_init(NULL, &settings, &(struct control_hooks){ status_changed,
-	    no_reload });
-	/* Each case in a process of its own: the counters start at 0. */
+	ctltest_init(&settings, NULL);
+	/* Each case in a process of its own (test_run): the counters start
+	   at 0. */
 	tcase_add_test(tc, operations_count_by_collective_algorithm_and_error);
 	tcase_add_test(tc, latencies_fill_a_cumulative_histogram);
 	tcase_add_test(tc, gauges_come_from_their_owners);
 	tcase_add_test(tc, the_text_is_prometheus_exposition_format);
 	tcase_add_test(tc, label_values_are_escaped);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_set_fork_status(sr, CK_FORK);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? 0 : 1;
+	return test_run(s);
 }

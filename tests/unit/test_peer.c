@@ -27,6 +27,8 @@
 
 #include "mccld.h"
 #include "control/control.h"
+#include "ctltest.h"
+#include "testlib.h"
 
 #define WAIT_MS		5000	/* anything the test waits for, at most */
 #define HASH		0x5eed5eedULL
@@ -44,7 +46,7 @@ link_peer_info(uint32_t node, char *tp, size_t tplen, char *dev,
 	snprintf(dev, devlen, "%s", "");
 }
 
-static int ups, downs, frames_in, statuses;
+static int ups, downs, frames_in;
 static char down_why[ERR_MAX];
 static uint16_t frame_type;
 static uint32_t frame_from;
@@ -70,53 +72,12 @@ take_frame(uint32_t from, uint16_t type, const void *msg,
 	return 0;
 }
 
-static void status_changed(void) { statuses++; }
-
-static json_t *
-no_reload(char *err, size_t errlen)
-{
-	snprintf(err, errlen, "no reload here");
-	return NULL;
-}
-
-static int port_send(struct client *c, uint16_t t, const void *m,
-    const void *tr, size_t n) { (void)c; (void)t; (void)m; (void)tr; (void)n;
-    return 0; }
-static int port_reply(struct client *c, const char *s) { (void)c; (void)s;
-    return 0; }
-static void port_error(struct client *c, uint32_t code, uint16_t t,
-    const char *s) { (void)c; (void)code; (void)t; (void)s; }
-static void port_op_done(struct client *c, const struct op *o, uint64_t q,
-    int code, const char *s) { (void)c; (void)o; (void)q; (void)code;
-    (void)s; }
-static int port_sees(const struct client *c, uid_t u) { (void)c; (void)u;
-    return 1; }
-static void port_event(const char *e, const uid_t *u, json_t *o)
-{ (void)e; (void)u; json_decref(o); }
-
 /* ---- node 0: peer.c, on settings of two nodes ---- */
 
 static struct config settings;
 static struct conf_node nodes[2] = { { .name = "n0" }, { .name = "n1" } };
 static char dir[64];
 static int listen1 = -1;	/* node 1's peer port: the test's */
-
-/* A port of the tests' range (MCCL_TEST_PORTS, else 20000-31999), the
- * i-th try. */
-static uint16_t
-test_port(int i)
-{
-	const char *range = getenv("MCCL_TEST_PORTS");
-	unsigned lo = 20000, hi = 31999;
-
-	if (range != NULL && (sscanf(range, "%u-%u", &lo, &hi) != 2 ||
-	    lo >= hi || hi > 65535)) {
-		lo = 20000;
-		hi = 31999;
-	}
-	return (uint16_t)(lo + ((unsigned)getpid() * 13 + (unsigned)i * 197) %
-	    (hi - lo));
-}
 
 static int
 listen_on(uint16_t port)
@@ -154,10 +115,7 @@ node0_up(uint32_t heartbeat_ms, uint32_t timeout_ms)
 	settings.nlisten = 1;
 	snprintf(sock, sizeof(sock), "%s/mccld.sock", dir);
 	ck_assert_msg(auth_init("", sock, err, sizeof(err)) == 0, "%s", err);
-	control_init(event_base_new(), &settings, &(struct control_hooks){
-	    status_changed, no_reload });
-	client_port_set(&(struct client_port){ port_send, port_reply,
-	    port_error, port_op_done, port_sees, port_event });
+	ctltest_init(&settings, NULL);
 	peer_handle(PEER_JOB_QUERY, take_frame);
 	peer_watch(&(struct peer_watcher){ watch_up, watch_down, NULL,
 	    NULL });
@@ -187,7 +145,7 @@ node0_down(void)
 	peer_close();
 	close(listen1);
 	listen1 = -1;
-	event_base_free(ctl_base);
+	ctltest_end();
 }
 
 /* Turn node 0's loop until *flag reaches want, for up to ms. */
@@ -270,7 +228,7 @@ START_TEST(the_handshake_brings_the_peer_up)
 	fd = accept_node0(HASH);
 	ck_assert(turn_until(&ups, 1, WAIT_MS));
 	ck_assert_int_eq(peer_is_up(1), 1);
-	ck_assert_int_ge(statuses, 1);
+	ck_assert_int_ge(ctltest_status_changes, 1);
 	ck_assert_str_eq(peer_name(1), "n1");
 	close(fd);
 	ck_assert(turn_until(&downs, 1, WAIT_MS));	/* and it went */
@@ -394,23 +352,22 @@ static void
 setup(void)
 {
 	memset(&settings, 0, sizeof(settings));
-	ups = downs = frames_in = statuses = 0;
+	ups = downs = frames_in = 0;
 	down_why[0] = '\0';
-	snprintf(dir, sizeof(dir), "/tmp/test_peer.XXXXXX");
-	if (mkdtemp(dir) == NULL) {
-		perror("test_peer: mkdtemp");
-		exit(1);
-	}
+}
+
+/* The directory in the parent, around every case: it goes even when a
+ * case fails in its own process. */
+static void
+dir_make(void)
+{
+	test_dir_make(dir, sizeof(dir), "test_peer");
 }
 
 static void
-teardown(void)
+dir_remove(void)
 {
-	char cmd[96];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "test_peer: cannot remove %s\n", dir);
+	test_dir_remove(dir);
 }
 
 int
@@ -418,22 +375,16 @@ main(void)
 {
 	Suite *s = suite_create("peer");
 	TCase *tc = tcase_create("peer");
-	SRunner *sr;
-	int failed;
 
 	log_init(LOG_ERR, "test_peer");
 	tcase_set_timeout(tc, 60);
-	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_unchecked_fixture(tc, dir_make, dir_remove);
+	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, the_handshake_brings_the_peer_up);
 	tcase_add_test(tc, another_clusters_hello_is_refused);
 	tcase_add_test(tc, frames_reach_their_handler_others_end_the_link);
 	tcase_add_test(tc, heartbeats_are_sent_and_timed);
 	tcase_add_test(tc, a_silent_peer_is_declared_down);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_set_fork_status(sr, CK_FORK);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? 0 : 1;
+	return test_run(s);
 }

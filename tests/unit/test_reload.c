@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "mccld.h"
+#include "testlib.h"
 
 static char dir[64], path[128];
 static struct config running;
@@ -152,11 +153,6 @@ setup(void)
 
 	memset(fired, 0, sizeof(fired));
 	grew_calls = 0;
-	snprintf(dir, sizeof(dir), "/tmp/test_reload.XXXXXX");
-	if (mkdtemp(dir) == NULL) {
-		perror("test_reload: mkdtemp");
-		exit(1);
-	}
 	snprintf(path, sizeof(path), "%s/mccld.conf", dir);
 	write_conf(TWO, "\"op_timeout_ms\": 1000,");
 	if (config_load(path, 1, &running, err, sizeof(err)) == -1) {
@@ -168,12 +164,21 @@ setup(void)
 static void
 teardown(void)
 {
-	char cmd[96];
-
 	config_free(&running);
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "test_reload: cannot remove %s\n", dir);
+}
+
+/* The directory in the parent, around every case: it goes even when a
+ * case fails in its own process. */
+static void
+dir_make(void)
+{
+	test_dir_make(dir, sizeof(dir), "test_reload");
+}
+
+static void
+dir_remove(void)
+{
+	test_dir_remove(dir);
 }
 
 int
@@ -181,10 +186,9 @@ main(void)
 {
 	Suite *s = suite_create("reload");
 	TCase *tc = tcase_create("reload");
-	SRunner *sr;
-	int failed;
 
 	log_init(LOG_ERR, "test_reload");
+	tcase_add_unchecked_fixture(tc, dir_make, dir_remove);
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, what_applies_runs_its_hooks);
 	tcase_add_test(tc, nodes_appended_join);
@@ -192,10 +196,5 @@ main(void)
 	tcase_add_test(tc, restart_keys_keep_their_running_values);
 	tcase_add_test(tc, an_invalid_file_changes_nothing);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_set_fork_status(sr, CK_FORK);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? 0 : 1;
+	return test_run(s);
 }

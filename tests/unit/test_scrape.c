@@ -26,6 +26,8 @@
 
 #include "mccld.h"
 #include "control/control.h"
+#include "ctltest.h"
+#include "testlib.h"
 
 #define BODY	"mccl_clients 3\n"
 #define WAIT_MS	5000		/* an answer, at the latest */
@@ -50,43 +52,20 @@ metrics_text(struct evbuffer *b, const json_t *samples)
 static struct config settings;
 static char dir[64];
 
-static void
-status_changed(void)
-{
-}
-
-static json_t *
-no_reload(char *err, size_t errlen)
-{
-	snprintf(err, errlen, "no reload here");
-	return NULL;
-}
-
-/* scrape_init on a free port of the tests' range: MCCL_TEST_PORTS=LO-HI
- * where make check gives the part one (tools/ports.sh), else 20000-31999. */
+/* scrape_init on a free port of the tests' range. */
 static void
 port_up(const char *token_file)
 {
-	const char *range = getenv("MCCL_TEST_PORTS");
-	unsigned lo = 20000, hi = 31999;
 	char err[ERR_MAX] = "";
 	int rc = -1;
 
-	if (range != NULL && (sscanf(range, "%u-%u", &lo, &hi) != 2 ||
-	    lo >= hi || hi > 65535)) {
-		lo = 20000;
-		hi = 31999;
-	}
-
-	control_init(event_base_new(), &settings, &(struct control_hooks){
-	    status_changed, no_reload });
+	ctltest_init(&settings, NULL);
 	snprintf(settings.metrics_listen.host,
 	    sizeof(settings.metrics_listen.host), "127.0.0.1");
 	snprintf(settings.metrics_token_file,
 	    sizeof(settings.metrics_token_file), "%s", token_file);
 	for (int i = 0; i < 50 && rc == -1; i++) {
-		settings.metrics_listen.port = (uint16_t)(lo +
-		    ((unsigned)getpid() * 7 + (unsigned)i * 131) % (hi - lo));
+		settings.metrics_listen.port = test_port(i);
 		rc = scrape_init(err, sizeof(err));
 	}
 	ck_assert_msg(rc == 0, "%s", err);
@@ -96,7 +75,7 @@ static void
 port_down(void)
 {
 	scrape_close();
-	event_base_free(ctl_base);
+	ctltest_end();
 }
 
 /* ---- a scraper ---- */
@@ -281,21 +260,20 @@ setup(void)
 	memset(&settings, 0, sizeof(settings));
 	settings.metrics_max_connections = 16;
 	settings.metrics_timeout_ms = 5000;
-	snprintf(dir, sizeof(dir), "/tmp/test_scrape.XXXXXX");
-	if (mkdtemp(dir) == NULL) {
-		perror("test_scrape: mkdtemp");
-		exit(1);
-	}
+}
+
+/* The directory in the parent, around every case: it goes even when a
+ * case fails in its own process. */
+static void
+dir_make(void)
+{
+	test_dir_make(dir, sizeof(dir), "test_scrape");
 }
 
 static void
-teardown(void)
+dir_remove(void)
 {
-	char cmd[96];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "test_scrape: cannot remove %s\n", dir);
+	test_dir_remove(dir);
 }
 
 int
@@ -303,21 +281,15 @@ main(void)
 {
 	Suite *s = suite_create("scrape");
 	TCase *tc = tcase_create("scrape");
-	SRunner *sr;
-	int failed;
 
 	log_init(LOG_ERR, "test_scrape");
-	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_unchecked_fixture(tc, dir_make, dir_remove);
+	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, get_metrics_is_the_samples_text);
 	tcase_add_test(tc, other_requests_are_refused_by_status);
 	tcase_add_test(tc, the_token_is_asked_for);
 	tcase_add_test(tc, a_short_token_is_refused);
 	tcase_add_test(tc, connections_are_capped_and_slow_ones_end);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_set_fork_status(sr, CK_FORK);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? 0 : 1;
+	return test_run(s);
 }

@@ -7,6 +7,8 @@
 #include <netinet/tcp.h>
 
 #include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -63,4 +65,62 @@ map(size_t bytes)
 
 	ck_assert_ptr_ne(p, MAP_FAILED);
 	return p;
+}
+
+/* A directory of its own, /tmp/NAME.XXXXXX, into dir; the test exits
+ * without one. */
+void
+test_dir_make(char *dir, size_t len, const char *name)
+{
+	snprintf(dir, len, "/tmp/%s.XXXXXX", name);
+	if (mkdtemp(dir) == NULL) {
+		perror(name);
+		exit(1);
+	}
+}
+
+/* The directory and all it holds. */
+void
+test_dir_remove(const char *dir)
+{
+	char cmd[256];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "cannot remove %s\n", dir);
+}
+
+/*
+ * The i-th port to try from the tests' range: MCCL_TEST_PORTS=LO-HI, which
+ * make check gives each part running beside others (tools/ports.sh), else
+ * 20000-31999; spread by the process id, so that tests running at once
+ * try different ones.
+ */
+uint16_t
+test_port(int i)
+{
+	const char *range = getenv("MCCL_TEST_PORTS");
+	unsigned lo = 20000, hi = 31999;
+
+	if (range != NULL && (sscanf(range, "%u-%u", &lo, &hi) != 2 ||
+	    lo >= hi || hi > 65535)) {
+		lo = 20000;
+		hi = 31999;
+	}
+	return (uint16_t)(lo + ((unsigned)getpid() * 13 + (unsigned)i * 197) %
+	    (hi - lo));
+}
+
+/* Run the suite, each case in a process of its own: the exit status. */
+int
+test_run(Suite *s)
+{
+	SRunner *sr = srunner_create(s);
+	int failed;
+
+	srunner_set_fork_status(sr, CK_FORK);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? 0 : 1;
 }
