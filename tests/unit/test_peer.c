@@ -76,7 +76,6 @@ take_frame(uint32_t from, uint16_t type, const void *msg,
 
 static struct config settings;
 static struct conf_node nodes[2] = { { .name = "n0" }, { .name = "n1" } };
-static char dir[64];
 static int listen1 = -1;	/* node 1's peer port: the test's */
 
 static int
@@ -113,7 +112,7 @@ node0_up(uint32_t heartbeat_ms, uint32_t timeout_ms)
 	settings.heartbeat_timeout_ms = timeout_ms;
 	settings.heartbeat_mesh_max_nodes = 64;
 	settings.nlisten = 1;
-	snprintf(sock, sizeof(sock), "%s/mccld.sock", dir);
+	snprintf(sock, sizeof(sock), "%s/mccld.sock", test_dir);
 	ck_assert_msg(auth_init("", sock, err, sizeof(err)) == 0, "%s", err);
 	ctltest_init(&settings, NULL);
 	peer_handle(PEER_JOB_QUERY, take_frame);
@@ -356,20 +355,6 @@ setup(void)
 	down_why[0] = '\0';
 }
 
-/* The directory in the parent, around every case: it goes even when a
- * case fails in its own process. */
-static void
-dir_make(void)
-{
-	test_dir_make(dir, sizeof(dir), "test_peer");
-}
-
-static void
-dir_remove(void)
-{
-	test_dir_remove(dir);
-}
-
 int
 main(void)
 {
@@ -378,7 +363,7 @@ main(void)
 
 	log_init(LOG_ERR, "test_peer");
 	tcase_set_timeout(tc, 60);
-	tcase_add_unchecked_fixture(tc, dir_make, dir_remove);
+	test_dir_fixture(tc, "test_peer");
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, the_handshake_brings_the_peer_up);
 	tcase_add_test(tc, another_clusters_hello_is_refused);

@@ -14,7 +14,7 @@
 #include "mccld.h"
 #include "testlib.h"
 
-static char dir[64], path[128];
+static char path[128];
 static struct config running;
 static int fired[CONF_HOOK_MAX];
 static int grew_calls;
@@ -45,7 +45,7 @@ write_conf(const char *nodes, const char *extra)
 
 	ck_assert_ptr_nonnull(f);
 	fprintf(f, "{ \"node\": \"n0\", \"socket\": \"%s/s.sock\",\n"
-	    "  \"nodes\": %s,\n  %s \"heartbeat_timeout_ms\": 1500 }\n", dir,
+	    "  \"nodes\": %s,\n  %s \"heartbeat_timeout_ms\": 1500 }\n", test_dir,
 	    nodes, extra);
 	ck_assert_int_eq(fclose(f), 0);
 }
@@ -153,7 +153,7 @@ setup(void)
 
 	memset(fired, 0, sizeof(fired));
 	grew_calls = 0;
-	snprintf(path, sizeof(path), "%s/mccld.conf", dir);
+	snprintf(path, sizeof(path), "%s/mccld.conf", test_dir);
 	write_conf(TWO, "\"op_timeout_ms\": 1000,");
 	if (config_load(path, 1, &running, err, sizeof(err)) == -1) {
 		fprintf(stderr, "test_reload: %s\n", err);
@@ -167,20 +167,6 @@ teardown(void)
 	config_free(&running);
 }
 
-/* The directory in the parent, around every case: it goes even when a
- * case fails in its own process. */
-static void
-dir_make(void)
-{
-	test_dir_make(dir, sizeof(dir), "test_reload");
-}
-
-static void
-dir_remove(void)
-{
-	test_dir_remove(dir);
-}
-
 int
 main(void)
 {
@@ -188,7 +174,7 @@ main(void)
 	TCase *tc = tcase_create("reload");
 
 	log_init(LOG_ERR, "test_reload");
-	tcase_add_unchecked_fixture(tc, dir_make, dir_remove);
+	test_dir_fixture(tc, "test_reload");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, what_applies_runs_its_hooks);
 	tcase_add_test(tc, nodes_appended_join);

@@ -50,7 +50,6 @@ metrics_text(struct evbuffer *b, const json_t *samples)
 /* ---- the daemon's side ---- */
 
 static struct config settings;
-static char dir[64];
 
 /* scrape_init on a free port of the tests' range. */
 static void
@@ -178,7 +177,7 @@ START_TEST(the_token_is_asked_for)
 	const char *token = "s3cret-token-0123456789";
 	int fd;
 
-	snprintf(path, sizeof(path), "%s/token", dir);
+	snprintf(path, sizeof(path), "%s/token", test_dir);
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(dprintf(fd, "%s\n", token), (int)strlen(token) + 1);
@@ -204,7 +203,7 @@ START_TEST(a_short_token_is_refused)
 	char path[128], err[ERR_MAX];
 	int fd;
 
-	snprintf(path, sizeof(path), "%s/short", dir);
+	snprintf(path, sizeof(path), "%s/short", test_dir);
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(dprintf(fd, "short\n%s\n", "x-long-second-line-xxxx"),
@@ -262,20 +261,6 @@ setup(void)
 	settings.metrics_timeout_ms = 5000;
 }
 
-/* The directory in the parent, around every case: it goes even when a
- * case fails in its own process. */
-static void
-dir_make(void)
-{
-	test_dir_make(dir, sizeof(dir), "test_scrape");
-}
-
-static void
-dir_remove(void)
-{
-	test_dir_remove(dir);
-}
-
 int
 main(void)
 {
@@ -283,7 +268,7 @@ main(void)
 	TCase *tc = tcase_create("scrape");
 
 	log_init(LOG_ERR, "test_scrape");
-	tcase_add_unchecked_fixture(tc, dir_make, dir_remove);
+	test_dir_fixture(tc, "test_scrape");
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, get_metrics_is_the_samples_text);
 	tcase_add_test(tc, other_requests_are_refused_by_status);

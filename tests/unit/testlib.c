@@ -90,6 +90,33 @@ test_dir_remove(const char *dir)
 		fprintf(stderr, "cannot remove %s\n", dir);
 }
 
+char test_dir[64];
+static const char *test_dir_name;
+
+static void
+test_dir_up(void)
+{
+	test_dir_make(test_dir, sizeof(test_dir), test_dir_name);
+}
+
+static void
+test_dir_down(void)
+{
+	test_dir_remove(test_dir);
+}
+
+/*
+ * test_dir, /tmp/NAME.XXXXXX, for the cases of tc: made and removed in the
+ * parent around them, so that it goes even when a case fails in its own
+ * process.
+ */
+void
+test_dir_fixture(TCase *tc, const char *name)
+{
+	test_dir_name = name;
+	tcase_add_unchecked_fixture(tc, test_dir_up, test_dir_down);
+}
+
 /*
  * The i-th port to try from the tests' range: MCCL_TEST_PORTS=LO-HI, which
  * make check gives each part running beside others (tools/ports.sh), else

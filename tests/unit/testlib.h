@@ -16,6 +16,8 @@ void	 msleep(unsigned);
 void	*map(size_t);
 void	 test_dir_make(char *, size_t, const char *);
 void	 test_dir_remove(const char *);
+extern char test_dir[64];	/* the test's directory (test_dir_fixture) */
+void	 test_dir_fixture(TCase *, const char *);
 uint16_t test_port(int);
 int	 test_run(Suite *);
 
