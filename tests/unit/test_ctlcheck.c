@@ -204,16 +204,36 @@ play(void)
 	}
 }
 
+/* Every pair measures gbps each way. */
+static void
+rates_all(double gbps)
+{
+	for (int a = 0; a < NNODES; a++)
+		for (int b = 0; b < NNODES; b++)
+			rate_ab[a][b] = gbps;
+}
+
+/* The answer's outliers are exactly first and second, in that order. */
+static void
+outliers_are(const json_t *doc, const char *first, const char *second)
+{
+	const json_t *outliers = json_object_get(doc, "outliers");
+
+	ck_assert_uint_eq(json_array_size(outliers), 2);
+	ck_assert_str_eq(json_string_value(json_array_get(outliers, 0)),
+	    first);
+	ck_assert_str_eq(json_string_value(json_array_get(outliers, 1)),
+	    second);
+}
+
 /* ---- the cases ---- */
 
 START_TEST(every_pair_is_measured_and_outliers_named)
 {
 	char err[ERR_MAX] = "";
-	json_t *doc, *pairs, *outliers;
+	json_t *doc, *pairs;
 
-	for (int a = 0; a < NNODES; a++)
-		for (int b = 0; b < NNODES; b++)
-			rate_ab[a][b] = 10;
+	rates_all(10);
 	rate_ab[1][2] = 2;		/* n1 -> n2 slow, and asymmetric */
 	ck_assert_msg(check_ctl_start(&client, "", err, sizeof(err)) == 0,
 	    "%s", err);
@@ -227,12 +247,9 @@ START_TEST(every_pair_is_measured_and_outliers_named)
 	ck_assert_int_eq(json_integer_value(json_object_get(doc, "lanes")), 2);
 	ck_assert_double_eq_tol(json_real_value(json_object_get(doc,
 	    "median_gbps")), 10, 1e-6);
-	outliers = json_object_get(doc, "outliers");
-	ck_assert_uint_eq(json_array_size(outliers), 2);
-	ck_assert_str_eq(json_string_value(json_array_get(outliers, 0)),
-	    "n1 -> n2: 2.000 Gbit/s, under half the median (10.000)");
-	ck_assert_str_eq(json_string_value(json_array_get(outliers, 1)),
-	    "n1 <-> n2: asymmetric: 2.000 Gbit/s one way, 10.000 the other");
+	outliers_are(doc, "n1 -> n2: 2.000 Gbit/s, under half the median "
+	    "(10.000)", "n1 <-> n2: asymmetric: 2.000 Gbit/s one way, 10.000 "
+	    "the other");
 	json_decref(doc);
 	/* a second check may start now */
 	ck_assert_int_eq(check_ctl_start(&client, "", err, sizeof(err)), 0);
@@ -243,22 +260,17 @@ END_TEST
 START_TEST(a_down_node_is_unreachable)
 {
 	char err[ERR_MAX] = "";
-	json_t *doc, *outliers;
+	json_t *doc;
 
-	for (int a = 0; a < NNODES; a++)
-		for (int b = 0; b < NNODES; b++)
-			rate_ab[a][b] = 10;
+	rates_all(10);
 	up[2] = 0;
 	ck_assert_int_eq(check_ctl_start(&client, "", err, sizeof(err)), 0);
 	play();
 	doc = json_loads(reply, 0, NULL);
 	ck_assert_ptr_nonnull(doc);
-	outliers = json_object_get(doc, "outliers");
-	ck_assert_uint_eq(json_array_size(outliers), 2);
-	ck_assert_str_eq(json_string_value(json_array_get(outliers, 0)),
-	    "n0 <-> n2: unreachable: node n2 is down (see mcclctl peers)");
-	ck_assert_str_eq(json_string_value(json_array_get(outliers, 1)),
-	    "n1 <-> n2: unreachable: node n2 is down (see mcclctl peers)");
+	outliers_are(doc, "n0 <-> n2: unreachable: node n2 is down (see "
+	    "mcclctl peers)", "n1 <-> n2: unreachable: node n2 is down (see "
+	    "mcclctl peers)");
 	json_decref(doc);
 }
 END_TEST
